@@ -1,0 +1,126 @@
+package backends
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ticketd/ticketd/core"
+)
+
+// Config is what every backend's New takes. Fields are shared by all backends
+// so that switching `backend:` in ticketd's config changes nothing else.
+type Config struct {
+	// ID is this node's stable id; it must be unique in the cluster.
+	ID string
+	// RaftAddr is the host:port other nodes dial for peer traffic (advertised).
+	RaftAddr string
+	// BindAddr is the host:port to listen on for peer traffic; defaults to RaftAddr.
+	BindAddr string
+	// DataDir holds this node's badger database and snapshots; created if missing.
+	DataDir string
+	// Bootstrap lists the initial voters (including this node) of a new cluster.
+	// It is used only when DataDir holds no Raft state; a node with empty
+	// Bootstrap and no state waits to be added by the leader (join).
+	Bootstrap []core.Member
+	// StateMachine is the lock table this node applies committed entries to. Required.
+	StateMachine *core.StateMachine
+	// OnApply, if set, is called after every applied entry, in log order, from
+	// the backend's apply goroutine. It must not block for long and must not call
+	// Propose synchronously.
+	OnApply func(index uint64, cmd core.Command, res core.Result)
+	// OnLeaderChange, if set, is called on every leadership change seen by this
+	// node, in order, from one backend goroutine. IsLeader=true is delivered only
+	// after this node's barrier entry of the new term is applied.
+	OnLeaderChange func(core.LeaderEvent)
+	// SnapshotThreshold is how many applied entries trigger a snapshot and log
+	// compaction. Default 8192.
+	SnapshotThreshold uint64
+	// TrailingLogs is how many entries stay in the log after compaction, so a
+	// slightly lagging follower catches up without a snapshot. Default 10240.
+	TrailingLogs uint64
+	// HeartbeatInterval is the leader's heartbeat period. Default 100ms.
+	HeartbeatInterval time.Duration
+	// ElectionTimeout is the follower's timeout before it starts an election
+	// (randomised up to 2x by the library). Default 1s.
+	ElectionTimeout time.Duration
+	// Logger receives the backend's logs; nil means zap.NewNop().
+	Logger *zap.Logger
+	// DropMessage is a fault-injection hook for tests (nil in production): when
+	// it returns true, a message from node `from` to node `to` is dropped by the
+	// sender's transport, as a network partition would drop it.
+	DropMessage func(from, to string) bool
+}
+
+// Sentinel errors of Config.Validate.
+var (
+	// ErrInvalidConfig: a Config field is missing or out of range.
+	ErrInvalidConfig = errors.New("backends: invalid config")
+)
+
+// DefaultConfig returns a Config with every optional field at its default.
+func DefaultConfig() Config {
+	return Config{
+		SnapshotThreshold: 8192,
+		TrailingLogs:      10240,
+		HeartbeatInterval: 100 * time.Millisecond,
+		ElectionTimeout:   time.Second,
+	}
+}
+
+// WithDefaults returns c with zero optional fields replaced by DefaultConfig's.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	if c.BindAddr == "" {
+		c.BindAddr = c.RaftAddr
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = d.TrailingLogs
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = d.ElectionTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// Validate reports the first missing or inconsistent field, wrapped in ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case c.ID == "":
+		return fmt.Errorf("%w: empty ID", ErrInvalidConfig)
+	case c.RaftAddr == "":
+		return fmt.Errorf("%w: empty RaftAddr", ErrInvalidConfig)
+	case c.DataDir == "":
+		return fmt.Errorf("%w: empty DataDir", ErrInvalidConfig)
+	case c.StateMachine == nil:
+		return fmt.Errorf("%w: nil StateMachine", ErrInvalidConfig)
+	case c.HeartbeatInterval < 0 || c.ElectionTimeout < 0:
+		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
+	case c.ElectionTimeout != 0 && c.HeartbeatInterval != 0 && c.ElectionTimeout < 2*c.HeartbeatInterval:
+		return fmt.Errorf("%w: ElectionTimeout %v must be at least twice HeartbeatInterval %v", ErrInvalidConfig, c.ElectionTimeout, c.HeartbeatInterval)
+	}
+	if len(c.Bootstrap) > 0 {
+		found := false
+		for _, m := range c.Bootstrap {
+			if m.ID == "" || m.RaftAddr == "" {
+				return fmt.Errorf("%w: bootstrap member with empty ID or RaftAddr", ErrInvalidConfig)
+			}
+			found = found || m.ID == c.ID
+		}
+		if !found {
+			return fmt.Errorf("%w: Bootstrap does not include this node %q", ErrInvalidConfig, c.ID)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,15 @@
+// Package backends holds what every consensus backend of ticketd shares: the
+// Config that New takes. The adapters live in sub-packages — hashicorp (over
+// github.com/hashicorp/raft) and etcd (over go.etcd.io/raft/v3) — both storing
+// their log and stable state in badger/v4, and both meeting core.Consensus and
+// core.Membership. backendtest is the conformance suite every adapter passes.
+//
+// # Usage
+//
+//  1. Make a core.StateMachine and a Config (ID, RaftAddr, DataDir, Bootstrap
+//     for a new cluster, StateMachine, the OnApply and OnLeaderChange hooks).
+//  2. Call hashicorp.New(cfg) or etcd.New(cfg); both return a node that is a
+//     core.Consensus and a core.Membership.
+//  3. Propose commands on the leader; follow OnLeaderChange to learn when this
+//     node leads (after its barrier); Close on shutdown.
+package backends

@@ -1,0 +1,17 @@
+module github.com/ticketd/ticketd/bench
+
+go 1.26.7
+
+require (
+	github.com/ticketd/ticketd/core v0.0.0
+	github.com/ticketd/ticketd/backends v0.0.0
+	github.com/ticketd/ticketd/sdk v0.0.0
+	github.com/ticketd/ticketd/server v0.0.0
+)
+
+replace (
+	github.com/ticketd/ticketd/core => ../core
+	github.com/ticketd/ticketd/backends => ../backends
+	github.com/ticketd/ticketd/sdk => ../sdk
+	github.com/ticketd/ticketd/server => ../server
+)

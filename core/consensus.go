@@ -1,0 +1,82 @@
+package core
+
+import "context"
+
+// Member is one server of the Raft configuration.
+type Member struct {
+	// ID is the stable node id (hashicorp ServerID; etcd raft node id is derived from it).
+	ID string
+	// RaftAddr is the host:port of the node's peer (Raft) traffic.
+	RaftAddr string
+	// APIAddr is the host:port of the node's client API; filled by the server
+	// from the replicated member directory (SetMember), empty inside backends.
+	APIAddr string
+	// Voter is true for voters, false for non-voting learners.
+	Voter bool
+}
+
+// Status is a node's view of its Raft group at one moment.
+type Status struct {
+	// ID is this node's id; Backend names the consensus engine ("hashicorp", "etcd").
+	ID      string
+	Backend string
+	// Leader is the leader this node knows of (zero when none is known).
+	Leader Member
+	// Term is the current Raft term; CommitIndex the highest log index known
+	// committed; AppliedIndex the highest index applied to the state machine.
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	// Members is the latest Raft configuration, sorted by ID.
+	Members []Member
+}
+
+// LeaderEvent reports a change of leadership as seen by one node.
+type LeaderEvent struct {
+	// IsLeader is true when this node has become leader AND has applied a
+	// barrier entry of its own term, so every entry of earlier terms is applied
+	// (DESIGN.md, Leases; Raft thesis §6.4). It is false when this node stopped
+	// being leader or the leader changed.
+	IsLeader bool
+	// Leader is the new leader (ID and RaftAddr), zero if unknown.
+	Leader Member
+	// Term is the term of the change.
+	Term uint64
+}
+
+// Consensus is what every consensus backend provides: a replicated, linearizable
+// log of Commands applied to a core.StateMachine. Implementations must be safe
+// for concurrent use by many goroutines.
+type Consensus interface {
+	// Propose replicates cmd, waits until it is committed by a quorum and applied
+	// to the local state machine, and returns the state machine's Result.
+	// Concurrent proposals are group-committed (one log append, one fsync, one
+	// replication round per batch). Errors: *NotLeaderError (errors.Is
+	// ErrNotLeader), ErrStopped, ErrInvalidArgument for an unencodable command,
+	// or ctx.Err(). After a ctx error the command may still commit.
+	Propose(ctx context.Context, cmd Command) (Result, error)
+	// ReadIndex returns once this node's state machine has applied every entry
+	// committed before the call, with leadership confirmed by a quorum after the
+	// call began (Raft thesis §6.4; etcd ReadIndex, hashicorp VerifyLeader).
+	// Only the leader serves it. Errors: *NotLeaderError, ErrStopped, ctx.Err().
+	ReadIndex(ctx context.Context) error
+	// Leader returns the leader this node knows of (ID and RaftAddr) and whether one is known.
+	Leader() (Member, bool)
+	// Status returns this node's view of the group.
+	Status() Status
+	// Close stops the node: pending proposals fail with ErrStopped, storage is
+	// closed. It is safe to call more than once.
+	Close() error
+}
+
+// Membership changes the Raft configuration. Every method must be called on the
+// leader and returns once the change is committed; errors are as for Propose.
+type Membership interface {
+	// AddVoter adds m (ID, RaftAddr) as a voter, or updates its address.
+	AddVoter(ctx context.Context, m Member) error
+	// RemoveServer removes the server with id from the configuration.
+	RemoveServer(ctx context.Context, id string) error
+	// TransferLeadership hands leadership to the voter id, or to the most
+	// up-to-date voter when id is empty (Raft thesis §3.10).
+	TransferLeadership(ctx context.Context, id string) error
+}

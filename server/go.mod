@@ -1,0 +1,15 @@
+module github.com/ticketd/ticketd/server
+
+go 1.26.7
+
+require (
+	github.com/ticketd/ticketd/core v0.0.0
+	github.com/ticketd/ticketd/backends v0.0.0
+	github.com/ticketd/ticketd/sdk v0.0.0
+)
+
+replace (
+	github.com/ticketd/ticketd/core => ../core
+	github.com/ticketd/ticketd/backends => ../backends
+	github.com/ticketd/ticketd/sdk => ../sdk
+)
