@@ -13,9 +13,11 @@ import (
 // guess: skipping an entry would fork the state.
 const CommandVersion byte = 1
 
-// Encode returns the wire form of c: CommandVersion followed by the protobuf
-// encoding of corepb.Command. It fails with ErrInvalidArgument for an unknown
-// Op or for strings that are not valid UTF-8.
+// Encode returns the wire form of c: CommandVersion followed by the
+// deterministic protobuf encoding of corepb.Command (core/proto), carrying only
+// the fields of c.Op. It fails with ErrInvalidArgument for an unknown Op or for
+// strings that are not valid UTF-8; it does not check length limits (see
+// ValidateKey). It is a pure function, safe for concurrent use.
 func Encode(c Command) ([]byte, error) {
 	var m corepb.Command
 	switch c.Op {
@@ -42,8 +44,13 @@ func Encode(c Command) ([]byte, error) {
 }
 
 // Decode parses the wire form written by Encode. Errors wrap ErrDecode: an
-// empty entry, an unknown version byte, bytes that are not a corepb.Command,
-// or a Command with no op set.
+// empty entry, an unknown version byte, bytes that are not a corepb.Command
+// (including strings that are not valid UTF-8), or a Command with no op set.
+// Fields unknown to this version are ignored, as protobuf does, so fields can
+// be added without a new CommandVersion; anything that changes the meaning of
+// an existing command needs one. Whatever Decode accepts, Encode re-encodes to
+// an entry that decodes to the same Command (FuzzDecode). It is a pure
+// function, safe for concurrent use.
 func Decode(b []byte) (Command, error) {
 	if len(b) == 0 {
 		return Command{}, fmt.Errorf("%w: empty entry", ErrDecode)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -15,7 +16,8 @@ import (
 	"github.com/ticketd/ticketd/core/internal/corepb"
 )
 
-// SnapshotVersion is the first byte of every snapshot. Restore refuses others.
+// SnapshotVersion is the first byte of every snapshot (format below). Restore
+// refuses any other; a change of format takes a new version.
 const SnapshotVersion byte = 1
 
 // Snapshot format (version 1), all of it covered by the trailing checksum:
@@ -42,7 +44,8 @@ type Snapshot struct {
 }
 
 // Snapshot returns a point-in-time copy of s in O(1) (plus a copy of the small
-// member directory).
+// member directory). Safe concurrently with Apply; Apply after it pays for
+// the copy-on-write of the B-tree nodes it touches.
 func (s *StateMachine) Snapshot() *Snapshot {
 	s.mu.Lock() // Clone marks the tree copy-on-write: a write to s.locks.
 	defer s.mu.Unlock()
@@ -53,17 +56,22 @@ func (s *StateMachine) Snapshot() *Snapshot {
 	return &Snapshot{locks: s.locks.Clone(), members: members, lastToken: s.lastToken, applied: s.applied}
 }
 
-// AppliedIndex returns the log index the snapshot was taken at.
+// AppliedIndex returns the log index the snapshot was taken at: a backend
+// may compact its log up to it once the snapshot is durable.
 func (sn *Snapshot) AppliedIndex() uint64 { return sn.applied }
 
-// WriteSnapshot writes a snapshot of the current state to w (see Snapshot.WriteTo).
+// WriteSnapshot writes a snapshot of the current state to w (see
+// Snapshot.WriteTo). Errors are w's. Safe concurrently with Apply.
 func (s *StateMachine) WriteSnapshot(w io.Writer) error {
 	_, err := s.Snapshot().WriteTo(w)
 	return err
 }
 
 // WriteTo writes the snapshot in the version-1 format to w and returns the
-// number of bytes written. Errors are w's.
+// number of bytes written. Two state machines at the same applied index write
+// byte-identical snapshots. Errors are w's. It only reads the snapshot, so it
+// may run concurrently with Apply on the state machine it came from and with
+// other WriteTo calls (hashicorp raft.FSMSnapshot.Persist).
 func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &checksumWriter{w: bufio.NewWriterSize(w, 64<<10)}
 	cw.write([]byte{SnapshotVersion})
@@ -126,8 +134,12 @@ func (c *checksumWriter) record(m proto.Message) {
 
 // Restore replaces the whole state of s with the snapshot read from r. The
 // snapshot is read and verified completely before anything changes: on error s
-// is unchanged. Errors wrap ErrDecode (bad version, checksum, or records) or are r's.
-// Like Apply, it must be called from the apply goroutine.
+// is unchanged. Errors wrap ErrDecode (unknown version, checksum mismatch,
+// truncated or trailing bytes, records out of order or not in the exact form
+// WriteTo produces, a lock token of 0 or above last_token) or wrap r's error.
+// Restore accepts exactly what WriteTo writes, so a restored state machine
+// writes the same bytes back (FuzzRestore). Like Apply, it must be called
+// from the apply goroutine.
 func (s *StateMachine) Restore(r io.Reader) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -155,13 +167,29 @@ func decodeSnapshot(data []byte) (*btree.BTreeG[Lock], map[string]string, *corep
 		return nil, nil, nil, fmt.Errorf("%w: snapshot checksum %08x, want %08x", ErrDecode, got, sum)
 	}
 	rest := body[1:]
+	var canon []byte
+	// next reads one length-prefixed record into m. A record must be in the
+	// exact form WriteTo produces (minimal length varint, no unknown fields,
+	// the deterministic marshalling of what it decodes to), so that anything
+	// Restore accepts is written back byte for byte.
 	next := func(m proto.Message) error {
 		size, n := protowire.ConsumeVarint(rest)
 		if n < 0 || uint64(len(rest)-n) < size {
 			return fmt.Errorf("%w: truncated snapshot record", ErrDecode)
 		}
-		if err := proto.Unmarshal(rest[n:n+int(size)], m); err != nil {
+		if n != protowire.SizeVarint(size) {
+			return fmt.Errorf("%w: non-minimal snapshot record length", ErrDecode)
+		}
+		raw := rest[n : n+int(size)]
+		if err := proto.Unmarshal(raw, m); err != nil {
 			return fmt.Errorf("%w: snapshot record: %v", ErrDecode, err)
+		}
+		if len(m.ProtoReflect().GetUnknown()) != 0 {
+			return fmt.Errorf("%w: snapshot record with unknown fields", ErrDecode)
+		}
+		var err error
+		if canon, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(canon[:0], m); err != nil || !bytes.Equal(canon, raw) {
+			return fmt.Errorf("%w: snapshot record not in canonical form", ErrDecode)
 		}
 		rest = rest[n+int(size):]
 		return nil
@@ -181,14 +209,26 @@ func decodeSnapshot(data []byte) (*btree.BTreeG[Lock], map[string]string, *corep
 			return nil, nil, nil, fmt.Errorf("%w: snapshot keys out of order at %q", ErrDecode, rec.GetKey())
 		}
 		prev = rec.GetKey()
+		if rec.GetToken() == 0 || rec.GetToken() > hdr.GetLastToken() {
+			return nil, nil, nil, fmt.Errorf("%w: snapshot lock %q has token %d, last_token is %d", ErrDecode, rec.GetKey(), rec.GetToken(), hdr.GetLastToken())
+		}
 		locks.ReplaceOrInsert(Lock{Key: rec.GetKey(), Token: rec.GetToken(), LeaseMS: rec.GetLeaseMs(), Owner: rec.GetOwner()})
 	}
+	// Every record takes at least one byte: a count beyond that is corrupt and
+	// must not size an allocation.
+	if hdr.GetMemberCount() > uint64(len(rest)) {
+		return nil, nil, nil, fmt.Errorf("%w: snapshot claims %d members in %d bytes", ErrDecode, hdr.GetMemberCount(), len(rest))
+	}
 	members := make(map[string]string, hdr.GetMemberCount())
+	var m corepb.MemberRecord
 	for i := uint64(0); i < hdr.GetMemberCount(); i++ {
-		var m corepb.MemberRecord
 		if err := next(&m); err != nil {
 			return nil, nil, nil, err
 		}
+		if i > 0 && m.GetId() <= prev {
+			return nil, nil, nil, fmt.Errorf("%w: snapshot member ids out of order at %q", ErrDecode, m.GetId())
+		}
+		prev = m.GetId()
 		members[m.GetId()] = m.GetApiAddr()
 	}
 	if len(rest) != 0 {

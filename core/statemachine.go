@@ -43,12 +43,20 @@ func NewStateMachine() *StateMachine {
 	}
 }
 
-// Apply applies cmd, the entry at log index, and returns its Result.
+// Apply applies cmd, the entry at log index, and returns its Result, following
+// DESIGN.md's command table. Indexes must grow but may skip values (entries
+// without a command, see Skip).
 //
 // An index at or below AppliedIndex is not applied again: the Result is
 // OutcomeNoop and nothing changes, so replaying the log after a restart is
-// idempotent. The only error is for an unknown Op; it means the node must stop,
-// since skipping the entry would fork the state (DESIGN.md, Rules for Apply).
+// idempotent. The only error, wrapping ErrDecode, is for an unknown Op; it
+// means the node must stop, since skipping the entry would fork the state
+// (DESIGN.md, Rules for Apply), and AppliedIndex does not move.
+//
+// Apply does not validate cmd: it must be a Command that Encode accepts (as
+// every decoded entry is). It runs in O(log n) for n held locks and does not
+// allocate on a grant or release cycle (see BenchmarkApply). Call it from one
+// goroutine only.
 func (s *StateMachine) Apply(index uint64, cmd Command) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -84,7 +92,8 @@ func (s *StateMachine) Apply(index uint64, cmd Command) (Result, error) {
 
 // ApplyEntry decodes data (the Encode form) and applies it at index. It returns
 // the decoded Command with the Result so callers can observe both. Errors wrap
-// ErrDecode and are fatal for the node.
+// ErrDecode and are fatal for the node: an undecodable entry is never skipped,
+// and AppliedIndex does not move. Call it from the apply goroutine, like Apply.
 func (s *StateMachine) ApplyEntry(index uint64, data []byte) (Command, Result, error) {
 	cmd, err := Decode(data)
 	if err != nil {
@@ -96,7 +105,8 @@ func (s *StateMachine) ApplyEntry(index uint64, data []byte) (Command, Result, e
 
 // Skip records index as applied without a command: for log entries that carry
 // no ticketd command (a Raft configuration change, an empty leader entry).
-// An index at or below AppliedIndex is ignored.
+// An index at or below AppliedIndex is ignored. Call it from the apply
+// goroutine, like Apply.
 func (s *StateMachine) Skip(index uint64) {
 	s.mu.Lock()
 	if index > s.applied {
@@ -105,27 +115,36 @@ func (s *StateMachine) Skip(index uint64) {
 	s.mu.Unlock()
 }
 
+// grant applies a Grant. It inserts optimistically, so the common case (a free
+// key) walks the B-tree once instead of a Get followed by an insert; when the
+// key turns out to be held, the holder is put back unchanged.
 func (s *StateMachine) grant(cmd Command) Result {
-	if held, ok := s.locks.Get(Lock{Key: cmd.Key}); ok {
+	lock := Lock{Key: cmd.Key, Token: s.lastToken + 1, LeaseMS: cmd.LeaseMS, Owner: cmd.Owner}
+	if held, replaced := s.locks.ReplaceOrInsert(lock); replaced {
+		s.locks.ReplaceOrInsert(held)
 		if held.Owner == cmd.Owner {
 			// A retried request: idempotent, the same lock unchanged.
 			return Result{Outcome: OutcomeGranted, Token: held.Token, LeaseMS: held.LeaseMS}
 		}
 		return Result{Outcome: OutcomeGrantRejected, Token: held.Token}
 	}
-	s.lastToken++
-	s.locks.ReplaceOrInsert(Lock{Key: cmd.Key, Token: s.lastToken, LeaseMS: cmd.LeaseMS, Owner: cmd.Owner})
-	return Result{Outcome: OutcomeGranted, Token: s.lastToken, LeaseMS: cmd.LeaseMS}
+	s.lastToken = lock.Token
+	return Result{Outcome: OutcomeGranted, Token: lock.Token, LeaseMS: lock.LeaseMS}
 }
 
 // removeIfHeld deletes key when it is held with token; a late or duplicated
-// Release/Expire never removes a lock granted since.
+// Release/Expire never removes a lock granted since. Like grant it is
+// optimistic: one tree walk when the token matches (the common case), and a
+// lock held with another token is put back unchanged.
 func (s *StateMachine) removeIfHeld(key string, token uint64) bool {
-	held, ok := s.locks.Get(Lock{Key: key})
-	if !ok || held.Token != token {
+	held, ok := s.locks.Delete(Lock{Key: key})
+	if !ok {
 		return false
 	}
-	s.locks.Delete(held)
+	if held.Token != token {
+		s.locks.ReplaceOrInsert(held)
+		return false
+	}
 	return true
 }
 
@@ -151,7 +170,7 @@ func (s *StateMachine) Len() int {
 	return s.locks.Len()
 }
 
-// Get returns the lock held on key, if any.
+// Get returns the lock held on key, if any. Safe concurrently with Apply.
 func (s *StateMachine) Get(key string) (Lock, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -160,7 +179,8 @@ func (s *StateMachine) Get(key string) (Lock, bool) {
 
 // Range returns up to limit held locks whose key starts with prefix and sorts
 // after `after` (exclusive; "" starts at the first), in ascending key order.
-// limit ≤ 0 means no limit.
+// limit ≤ 0 means no limit. Safe concurrently with Apply; the slice is the
+// caller's.
 func (s *StateMachine) Range(prefix, after string, limit int) []Lock {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -1,10 +1,12 @@
-package core
+package core_test
 
 import (
 	"bytes"
 	"fmt"
 	"io"
 	"testing"
+
+	"github.com/ticketd/ticketd/core"
 )
 
 // benchSizes are the lock-table sizes of the benchmarks (DESIGN.md asks for 10k and 1M).
@@ -18,18 +20,18 @@ var benchSizes = []struct {
 
 // benchTables caches one populated state machine per size: building a million
 // locks takes a while and every b.Run calls its function several times.
-var benchTables = map[int]*StateMachine{}
+var benchTables = map[int]*core.StateMachine{}
 
 // benchTable returns a state machine holding n locks ("k0000000"...), applied
 // at indexes 1..n, so tokens are 1..n.
-func benchTable(b *testing.B, n int) *StateMachine {
+func benchTable(b *testing.B, n int) *core.StateMachine {
 	b.Helper()
 	if sm, ok := benchTables[n]; ok {
 		return sm
 	}
-	sm := NewStateMachine()
+	sm := core.NewStateMachine()
 	for i := range n {
-		if _, err := sm.Apply(uint64(i+1), Grant(fmt.Sprintf("k%07d", i), 10_000, "owner")); err != nil {
+		if _, err := sm.Apply(uint64(i+1), core.Grant(fmt.Sprintf("k%07d", i), 10_000, "owner")); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -63,20 +65,20 @@ func BenchmarkApply(b *testing.B) {
 				key := keys[(i/2)%len(keys)]
 				index++
 				if i%2 == 0 {
-					res, err := sm.Apply(index, Grant(key, 10_000, "bench"))
-					if err != nil || res.Outcome != OutcomeGranted {
+					res, err := sm.Apply(index, core.Grant(key, 10_000, "bench"))
+					if err != nil || res.Outcome != core.OutcomeGranted {
 						b.Fatalf("grant %q: %v %v", key, res, err)
 					}
 					token = res.Token
 					continue
 				}
-				if res, err := sm.Apply(index, Release(key, token)); err != nil || res.Outcome != OutcomeReleased {
+				if res, err := sm.Apply(index, core.Release(key, token)); err != nil || res.Outcome != core.OutcomeReleased {
 					b.Fatalf("release %q: %v %v", key, res, err)
 				}
 			}
 			b.StopTimer()
 			if b.N%2 == 1 { // leave the table as it was for the next run
-				if _, err := sm.Apply(index+1, Release(keys[(b.N/2)%len(keys)], token)); err != nil {
+				if _, err := sm.Apply(index+1, core.Release(keys[(b.N/2)%len(keys)], token)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -96,8 +98,8 @@ func BenchmarkApplyEntry(b *testing.B) {
 	for j := 0; len(entries) < b.N; j++ {
 		key := keys[j%len(keys)]
 		next++
-		for _, c := range []Command{Grant(key, 10_000, "bench"), Release(key, next)} {
-			data, err := Encode(c)
+		for _, c := range []core.Command{core.Grant(key, 10_000, "bench"), core.Release(key, next)} {
+			data, err := core.Encode(c)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -109,15 +111,15 @@ func BenchmarkApplyEntry(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		index++
-		if _, res, err := sm.ApplyEntry(index, entries[i]); err != nil || res.Outcome == OutcomeNotFound {
+		if _, res, err := sm.ApplyEntry(index, entries[i]); err != nil || res.Outcome == core.OutcomeNotFound {
 			b.Fatalf("entry %d: %v %v", i, res, err)
 		}
 	}
 	b.StopTimer()
 	if b.N%2 == 1 { // leave the table as it was for the next run
-		last, _ := Decode(entries[b.N-1])
+		last, _ := core.Decode(entries[b.N-1])
 		index++
-		if _, err := sm.Apply(index, Release(last.Key, sm.LastToken())); err != nil {
+		if _, err := sm.Apply(index, core.Release(last.Key, sm.LastToken())); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -125,10 +127,10 @@ func BenchmarkApplyEntry(b *testing.B) {
 
 // BenchmarkEncode measures Encode of a typical Grant.
 func BenchmarkEncode(b *testing.B) {
-	cmd := Grant("orders/42/payment", 10_000, "worker-7f3a9c")
+	cmd := core.Grant("orders/42/payment", 10_000, "worker-7f3a9c")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Encode(cmd); err != nil {
+		if _, err := core.Encode(cmd); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -136,13 +138,13 @@ func BenchmarkEncode(b *testing.B) {
 
 // BenchmarkDecode measures Decode of a typical Grant.
 func BenchmarkDecode(b *testing.B) {
-	data, err := Encode(Grant("orders/42/payment", 10_000, "worker-7f3a9c"))
+	data, err := core.Encode(core.Grant("orders/42/payment", 10_000, "worker-7f3a9c"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Decode(data); err != nil {
+		if _, err := core.Decode(data); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -183,7 +185,7 @@ func BenchmarkRestore(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			b.ResetTimer()
-			sm := NewStateMachine()
+			sm := core.NewStateMachine()
 			for b.Loop() {
 				if err := sm.Restore(bytes.NewReader(data)); err != nil {
 					b.Fatal(err)
