@@ -3,6 +3,15 @@ module github.com/ticketd/ticketd/sdk
 go 1.26.7
 
 require (
-	connectrpc.com/connect v1.19.1 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	connectrpc.com/connect v1.19.1
+	github.com/stretchr/testify v1.11.1
+	go.uber.org/goleak v1.3.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/davecgh/go-spew v1.1.1 // indirect
+	github.com/kr/text v0.2.0 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

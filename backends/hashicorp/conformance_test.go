@@ -1,0 +1,21 @@
+package hashicorp_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/backendtest"
+	"github.com/ticketd/ticketd/backends/hashicorp"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, func(cfg backends.Config) (backendtest.Node, error) {
+		return hashicorp.New(cfg)
+	})
+}

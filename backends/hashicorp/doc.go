@@ -1,0 +1,69 @@
+// Package hashicorp is ticketd's consensus backend over github.com/hashicorp/raft
+// (v1.8): a core.Consensus and core.Membership whose log and stable state live
+// in badger/v4 (one database per node, SyncWrites on), whose snapshots are
+// hashicorp's FileSnapshotStore holding core's deterministic snapshot bytes,
+// and whose peers talk over hashicorp's TCP NetworkTransport.
+//
+// The write path is hashicorp's (docs/apply.md in that repository): Propose
+// encodes the command once (core.Encode) and calls raft.Apply; the leader loop
+// gathers every queued proposal (BatchApplyCh, up to 512) into one log append,
+// one fsync and one replication round; the BatchingFSM applies committed
+// batches to the core.StateMachine, calls Config.OnApply per entry, and the
+// future returns the core.Result to the proposer.
+//
+// A new leader commits and applies a core.Noop barrier of its term before it
+// reports IsLeader=true through Config.OnLeaderChange, so everything committed
+// in earlier terms is applied by then (DESIGN.md, Leases; Raft thesis §6.4).
+// ReadIndex confirms leadership with hashicorp's VerifyLeader (a quorum of
+// heartbeats) and waits until the state machine has applied the commit index
+// read at the call.
+//
+// # Usage
+//
+//  1. Fill a backends.Config: ID, RaftAddr (and BindAddr if it differs),
+//     DataDir, Bootstrap (all initial voters, the same on each of them) for a
+//     new cluster or empty for a node that will be added, a fresh
+//     core.StateMachine, and the OnApply/OnLeaderChange hooks.
+//  2. Call New. It restores the latest snapshot into the state machine, and
+//     Raft replays the rest of the log once a leader tells it the commit index.
+//  3. Wait for OnLeaderChange(IsLeader=true) before serving writes on a node;
+//     elsewhere, Propose and ReadIndex fail with *core.NotLeaderError naming
+//     the leader when one is known.
+//  4. Change membership on the leader with AddVoter, RemoveServer and
+//     TransferLeadership.
+//  5. Close the node on shutdown; it is safe to call Close twice.
+//
+// Example:
+//
+//	sm := core.NewStateMachine()
+//	node, err := hashicorp.New(backends.Config{
+//		ID: "n1", RaftAddr: "127.0.0.1:7101", DataDir: "data/n1",
+//		Bootstrap:    []core.Member{{ID: "n1", RaftAddr: "127.0.0.1:7101"}},
+//		StateMachine: sm,
+//		OnLeaderChange: func(ev core.LeaderEvent) { log.Println("leader:", ev) },
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer node.Close()
+//	res, err := node.Propose(ctx, core.Grant("jobs/nightly", 10_000, "worker-7"))
+//
+// # Errors and outcomes
+//
+// A proposal answered with *core.NotLeaderError before it was appended did not
+// happen. One answered with it after it was appended (the leader lost its
+// leadership meanwhile: hashicorp's ErrLeadershipLost), or with a ctx error,
+// may still commit: callers retry idempotently (a Grant retried with the same
+// owner returns the same token). A state-machine error while applying (an
+// undecodable entry: core.ErrDecode) is fatal: it is logged, nothing more is
+// applied, the node closes itself, and every call fails with an error that
+// wraps both core.ErrStopped and the cause.
+//
+// # Storage layout
+//
+// <DataDir>/raft holds the badger database (keys "hlog/"+index for the log,
+// "hstable/"+key for Raft's term and vote, and badgerlog.MarkerKey naming this
+// backend); <DataDir>/snapshots holds FileSnapshotStore's files (two kept).
+// A snapshot is taken as soon as SnapshotThreshold entries were applied since
+// the last one, and the log is then compacted down to TrailingLogs entries.
+package hashicorp

@@ -1,0 +1,100 @@
+package hashicorp
+
+import (
+	"io"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/ticketd/ticketd/core"
+)
+
+// fsm is the raft.BatchingFSM over a core.StateMachine. hashicorp/raft calls
+// ApplyBatch, Apply, Snapshot and Restore from its one FSM goroutine;
+// Persist runs concurrently with them (core snapshots are copy-on-write).
+type fsm struct {
+	n *Node
+}
+
+var _ raft.BatchingFSM = (*fsm)(nil)
+
+// applyResponse is what the FSM returns for each entry: the ApplyFuture's Response.
+type applyResponse struct {
+	res core.Result
+	err error
+}
+
+// ApplyBatch applies a batch of committed entries in log order: ticketd
+// commands through core (then OnApply), configuration entries as Skip. After
+// a fatal apply error nothing more is applied: every entry gets the error.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	for i, l := range logs {
+		out[i] = f.applyOne(l)
+	}
+	f.n.applied()
+	return out
+}
+
+// Apply applies one entry (hashicorp calls it only for non-batching FSMs;
+// kept for completeness).
+func (f *fsm) Apply(l *raft.Log) any {
+	r := f.applyOne(l)
+	f.n.applied()
+	return r
+}
+
+func (f *fsm) applyOne(l *raft.Log) *applyResponse {
+	n := f.n
+	if err := n.fatalErr(); err != nil {
+		return &applyResponse{err: err}
+	}
+	if l.Type != raft.LogCommand {
+		// Configuration changes carry no ticketd command (LogNoop and
+		// LogBarrier never reach the FSM).
+		n.sm.Skip(l.Index)
+		return &applyResponse{res: core.Result{Outcome: core.OutcomeNoop}}
+	}
+	prev := n.sm.AppliedIndex()
+	cmd, res, err := n.sm.ApplyEntry(l.Index, l.Data)
+	if err != nil {
+		return &applyResponse{err: n.fail(err)}
+	}
+	if l.Index > prev && n.cfg.OnApply != nil {
+		n.cfg.OnApply(l.Index, cmd, res)
+	}
+	return &applyResponse{res: res}
+}
+
+// Snapshot takes an O(1) copy-on-write snapshot of the state machine.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{snap: f.n.sm.Snapshot()}, nil
+}
+
+// Restore replaces the state machine with the snapshot in rc (core verifies it
+// completely before changing anything).
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer func() { _ = rc.Close() }()
+	if err := f.n.sm.Restore(rc); err != nil {
+		return err
+	}
+	f.n.applied()
+	return nil
+}
+
+// fsmSnapshot writes a core snapshot into a raft snapshot sink.
+type fsmSnapshot struct {
+	snap *core.Snapshot
+}
+
+// Persist writes the deterministic core snapshot to sink and closes it, or
+// cancels it on error.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.snap.WriteTo(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release does nothing: the copy-on-write tree is garbage once unreferenced.
+func (s *fsmSnapshot) Release() {}

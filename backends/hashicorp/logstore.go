@@ -1,0 +1,310 @@
+package hashicorp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/hashicorp/raft"
+
+	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+)
+
+// Key prefixes of the hashicorp backend in the node's badger database.
+var (
+	logPrefix    = []byte("hlog/")    // + 8-byte big-endian index → encoded raft.Log
+	stablePrefix = []byte("hstable/") // + raft's stable key → value
+)
+
+// logStore is a raft.LogStore and raft.StableStore on badger/v4 (none is
+// maintained for badger v4). Every write is one durable badger transaction
+// (SyncWrites), split only when badger's transaction size limit forces it.
+//
+// Safe for concurrent use: hashicorp/raft writes from its main goroutine,
+// compacts from its snapshot goroutine and reads from replication goroutines.
+type logStore struct {
+	db *badger.DB
+	// wmu serialises writers so that first/last follow the database exactly.
+	wmu sync.Mutex
+	// first and last are the smallest and largest stored index (0, 0 when the
+	// log is empty), cached so FirstIndex/LastIndex cost no I/O.
+	first, last atomic.Uint64
+}
+
+var (
+	_ raft.LogStore    = (*logStore)(nil)
+	_ raft.StableStore = (*logStore)(nil)
+)
+
+// newLogStore loads the index bounds of the log stored in db.
+func newLogStore(db *badger.DB) (*logStore, error) {
+	s := &logStore{db: db}
+	err := db.View(func(txn *badger.Txn) error {
+		first, ok, err := badgerlog.FirstIndex(txn, logPrefix, 0)
+		if err != nil || !ok {
+			return err
+		}
+		last, _, err := badgerlog.LastIndex(txn, logPrefix, ^uint64(0))
+		if err != nil {
+			return err
+		}
+		s.first.Store(first)
+		s.last.Store(last)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("badger: load log bounds: %w", err)
+	}
+	return s, nil
+}
+
+// FirstIndex returns the first stored index, 0 for an empty log.
+func (s *logStore) FirstIndex() (uint64, error) { return s.first.Load(), nil }
+
+// LastIndex returns the last stored index, 0 for an empty log.
+func (s *logStore) LastIndex() (uint64, error) { return s.last.Load(), nil }
+
+// GetLog reads the entry at index into l. It returns raft.ErrLogNotFound only
+// when no entry is stored at index; any other failure is another error.
+func (s *logStore) GetLog(index uint64, l *raft.Log) error {
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(badgerlog.IndexKey(logPrefix, index))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error { return decodeLog(index, v, l) })
+	})
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return raft.ErrLogNotFound
+	case err != nil:
+		return fmt.Errorf("badger: get log %d: %w", index, err)
+	}
+	return nil
+}
+
+// StoreLog stores one entry durably.
+func (s *logStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+
+// StoreLogs stores logs durably in one badger transaction (one WAL sync),
+// overwriting entries at the same indexes. Indexes need not be contiguous with
+// the stored log (raft may leave a gap after a snapshot install).
+func (s *logStore) StoreLogs(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var buf []byte
+	err := badgerlog.Batch(s.db, len(logs), func(txn *badger.Txn, i int) error {
+		start := len(buf)
+		buf = encodeLog(buf, logs[i])
+		// Full slice expression: a later append never writes into this value.
+		return txn.Set(badgerlog.IndexKey(logPrefix, logs[i].Index), buf[start:len(buf):len(buf)])
+	})
+	if err != nil {
+		return fmt.Errorf("badger: store logs [%d,%d]: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+	}
+	first, last := s.first.Load(), s.last.Load()
+	for _, l := range logs {
+		if first == 0 || l.Index < first {
+			first = l.Index
+		}
+		last = max(last, l.Index)
+	}
+	s.first.Store(first)
+	s.last.Store(last)
+	return nil
+}
+
+// DeleteRange deletes the entries from `from` to `to`, both inclusive,
+// durably. Indexes in the range that hold no entry are ignored.
+func (s *logStore) DeleteRange(from, to uint64) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	first, last := s.first.Load(), s.last.Load()
+	lo, hi := max(from, first), min(to, last)
+	if first == 0 || lo > hi {
+		return nil
+	}
+	n := hi - lo + 1
+	err := badgerlog.Batch(s.db, int(n), func(txn *badger.Txn, i int) error {
+		return txn.Delete(badgerlog.IndexKey(logPrefix, lo+uint64(i)))
+	})
+	if err != nil {
+		return fmt.Errorf("badger: delete logs [%d,%d]: %w", lo, hi, err)
+	}
+	// Recompute the bounds that the deletion may have moved: one seek each.
+	err = s.db.View(func(txn *badger.Txn) error {
+		if lo <= first {
+			next, ok, err := badgerlog.FirstIndex(txn, logPrefix, hi+1)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				first, last = 0, 0
+				return nil
+			}
+			first = next
+		}
+		if hi >= last {
+			if lo == 0 {
+				first, last = 0, 0
+				return nil
+			}
+			prev, ok, err := badgerlog.LastIndex(txn, logPrefix, lo-1)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				first, last = 0, 0
+				return nil
+			}
+			last = prev
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("badger: delete logs [%d,%d]: reload bounds: %w", lo, hi, err)
+	}
+	s.first.Store(first)
+	s.last.Store(last)
+	return nil
+}
+
+// Set stores val under key durably.
+func (s *logStore) Set(key, val []byte) error {
+	err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(stableKey(key), append([]byte(nil), val...))
+	})
+	if err != nil {
+		return fmt.Errorf("badger: set %q: %w", key, err)
+	}
+	return nil
+}
+
+// Get returns the value stored under key. A missing key gives a nil value and
+// a nil error: hashicorp/raft's StableStore contract says "an empty byte slice
+// if key was not found", and its callers treat only the exact error text "not
+// found" as absence, so any error here would be fatal to them.
+func (s *logStore) Get(key []byte) ([]byte, error) {
+	var val []byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(stableKey(key))
+		if err != nil {
+			return err
+		}
+		val, err = item.ValueCopy(nil)
+		return err
+	})
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("badger: get %q: %w", key, err)
+	}
+	return val, nil
+}
+
+// SetUint64 stores val under key as 8 big-endian bytes, durably.
+func (s *logStore) SetUint64(key []byte, val uint64) error {
+	return s.Set(key, badgerlog.EncodeUint64(val))
+}
+
+// GetUint64 returns the value SetUint64 stored under key, 0 and a nil error
+// for a missing key (as Get), and an error wrapping badgerlog.ErrCorrupt when
+// the stored value is not 8 bytes.
+func (s *logStore) GetUint64(key []byte) (uint64, error) {
+	val, err := s.Get(key)
+	if err != nil || val == nil {
+		return 0, err
+	}
+	v, err := badgerlog.DecodeUint64(val)
+	if err != nil {
+		return 0, fmt.Errorf("badger: get %q: %w", key, err)
+	}
+	return v, nil
+}
+
+func stableKey(key []byte) []byte {
+	return append(append(make([]byte, 0, len(stablePrefix)+len(key)), stablePrefix...), key...)
+}
+
+// logVersion is the first byte of every stored raft.Log value.
+const logVersion byte = 1
+
+// encodeLog appends the stored form of l (its Index is the key, not stored):
+//
+//	version byte, type byte, uvarint term, varint AppendedAt (Unix ns, 0 for
+//	the zero time), uvarint len(Data), Data, uvarint len(Extensions), Extensions
+func encodeLog(buf []byte, l *raft.Log) []byte {
+	buf = append(buf, logVersion, byte(l.Type))
+	buf = binary.AppendUvarint(buf, l.Term)
+	var at int64
+	if !l.AppendedAt.IsZero() {
+		at = l.AppendedAt.UnixNano()
+	}
+	buf = binary.AppendVarint(buf, at)
+	buf = binary.AppendUvarint(buf, uint64(len(l.Data)))
+	buf = append(buf, l.Data...)
+	buf = binary.AppendUvarint(buf, uint64(len(l.Extensions)))
+	return append(buf, l.Extensions...)
+}
+
+// decodeLog parses v (written by encodeLog) into l, copying the byte fields
+// (v is only valid inside the badger transaction).
+func decodeLog(index uint64, v []byte, l *raft.Log) error {
+	bad := func(what string) error {
+		return fmt.Errorf("%w: log %d: %s", badgerlog.ErrCorrupt, index, what)
+	}
+	if len(v) < 2 {
+		return bad("short value")
+	}
+	if v[0] != logVersion {
+		return bad(fmt.Sprintf("unknown version %d", v[0]))
+	}
+	typ := raft.LogType(v[1])
+	rest := v[2:]
+	term, n := binary.Uvarint(rest)
+	if n <= 0 {
+		return bad("term")
+	}
+	rest = rest[n:]
+	at, n := binary.Varint(rest)
+	if n <= 0 {
+		return bad("appended-at")
+	}
+	rest = rest[n:]
+	bytesField := func(what string) ([]byte, error) {
+		size, n := binary.Uvarint(rest)
+		if n <= 0 || uint64(len(rest)-n) < size {
+			return nil, bad(what)
+		}
+		var out []byte
+		if size > 0 {
+			out = append([]byte(nil), rest[n:n+int(size)]...)
+		}
+		rest = rest[n+int(size):]
+		return out, nil
+	}
+	data, err := bytesField("data")
+	if err != nil {
+		return err
+	}
+	ext, err := bytesField("extensions")
+	if err != nil {
+		return err
+	}
+	if len(rest) != 0 {
+		return bad("trailing bytes")
+	}
+	*l = raft.Log{Index: index, Term: term, Type: typ, Data: data, Extensions: ext}
+	if at != 0 {
+		l.AppendedAt = time.Unix(0, at)
+	}
+	return nil
+}

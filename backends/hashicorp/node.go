@@ -1,0 +1,627 @@
+package hashicorp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/hashicorp/raft"
+	"go.uber.org/zap"
+
+	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/core"
+)
+
+// Backend is this backend's name: Status().Backend, and the marker recorded in
+// the data dir (badgerlog.Open), so the etcd backend refuses to open it.
+const Backend = "hashicorp"
+
+// Sentinel errors of package hashicorp. Compare with errors.Is.
+var (
+	// ErrDropped: an outbound Raft RPC was dropped by Config.DropMessage (fault
+	// injection in tests); hashicorp/raft sees it as a failed network call.
+	ErrDropped = errors.New("hashicorp: message dropped")
+)
+
+// Tuning of hashicorp/raft (see New for the mapping of backends.Config).
+const (
+	// maxAppendEntries bounds both the entries per AppendEntries RPC and the
+	// proposals gathered into one log append (group commit); hashicorp's limit
+	// is 1024, its default 64.
+	maxAppendEntries = 512
+	// logCacheSize is how many recent entries raft.LogCache keeps in memory so
+	// that replication rarely reads badger.
+	logCacheSize = 4 * maxAppendEntries
+	// snapshotRetain is how many snapshots FileSnapshotStore keeps.
+	snapshotRetain = 2
+	// snapshotInterval is how often hashicorp itself checks SnapshotThreshold;
+	// the node also triggers a snapshot as soon as the threshold is passed.
+	snapshotInterval = 30 * time.Second
+)
+
+// Node is one ticketd server's consensus engine over hashicorp/raft, with its
+// log and stable state in badger/v4 and snapshots in FileSnapshotStore. It
+// implements core.Consensus and core.Membership; all methods are safe for
+// concurrent use.
+type Node struct {
+	cfg    backends.Config
+	sm     *core.StateMachine
+	logger *zap.Logger
+	self   core.Member
+
+	db        *badger.DB
+	transport io.Closer
+	closeConn func() // drops pooled peer connections (nil without a transport)
+	raft      *raft.Raft
+	observer  *raft.Observer
+	obsCh     chan raft.Observation
+
+	// mu guards closed and the Add side of inflight (Add never races Wait).
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup // goroutines waiting on raft futures
+	stopCh   chan struct{}  // closed by Close
+	wg       sync.WaitGroup // leadership and snapshot loops
+
+	closeOnce sync.Once
+	closeErr  error
+
+	fatal   atomic.Pointer[error] // first fatal apply error
+	fatalCh chan struct{}         // signalled once on the first fatal error
+
+	changeMu sync.Mutex
+	changeCh chan struct{} // closed and replaced on every apply and leadership change
+
+	readyTerm atomic.Uint64 // term whose barrier this leader has applied (0: none)
+	lastSnap  atomic.Uint64 // applied index at the last snapshot trigger
+	snapCh    chan struct{}
+}
+
+var (
+	_ core.Consensus  = (*Node)(nil)
+	_ core.Membership = (*Node)(nil)
+)
+
+// New opens (or creates) the node's storage under cfg.DataDir, starts the TCP
+// transport on cfg.BindAddr (advertising cfg.RaftAddr) and starts Raft. When
+// the data dir holds no Raft state and cfg.Bootstrap is set, it bootstraps a
+// new cluster with those voters; with empty Bootstrap it waits to be added by
+// a leader (AddVoter).
+//
+// Config mapping: hashicorp's HeartbeatTimeout and ElectionTimeout are both
+// cfg.ElectionTimeout (the library randomises up to 2x), its leader heartbeat
+// period is fixed by the library at HeartbeatTimeout/10, which equals
+// cfg.HeartbeatInterval at the defaults; LeaderLeaseTimeout is half the
+// election timeout and CommitTimeout half the heartbeat interval. PreVote is
+// on (hashicorp's default since v1.7 with a transport that supports it, as
+// NetworkTransport does).
+//
+// The state machine must be fresh (or at least not ahead of this data dir):
+// New restores the latest snapshot into it, and Raft replays the log after it
+// once the commit index is known (core ignores indexes at or below its
+// AppliedIndex, so replay is idempotent).
+//
+// Errors: a wrapped backends.ErrInvalidConfig, badgerlog.ErrWrongBackend when
+// the data dir belongs to another backend, or the storage, network or Raft
+// error that stopped it; nothing is left running on error.
+func New(cfg backends.Config) (*Node, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger.With(zap.String("node", cfg.ID), zap.String("backend", Backend))
+	n := &Node{
+		cfg:      cfg,
+		sm:       cfg.StateMachine,
+		logger:   logger,
+		self:     core.Member{ID: cfg.ID, RaftAddr: cfg.RaftAddr},
+		obsCh:    make(chan raft.Observation, 16),
+		stopCh:   make(chan struct{}),
+		fatalCh:  make(chan struct{}, 1),
+		changeCh: make(chan struct{}),
+		snapCh:   make(chan struct{}, 1),
+	}
+	var err error
+	cleanup := func() {
+		if n.transport != nil {
+			_ = n.transport.Close()
+		}
+		if n.db != nil {
+			_ = n.db.Close()
+		}
+	}
+	if n.db, err = badgerlog.Open(cfg.DataDir, Backend, logger); err != nil {
+		return nil, err
+	}
+	store, err := newLogStore(n.db)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	hl := newHCLog(logger.Named("raft"))
+	// FileSnapshotStore keeps its files in <DataDir>/snapshots = badgerlog.SnapshotDir.
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, snapshotRetain, hl.Named("snapshot"))
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("hashicorp: snapshot store: %w", err)
+	}
+	trans, closer, err := newTransport(cfg.ID, cfg.BindAddr, cfg.RaftAddr, cfg.DropMessage, hl)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	n.transport = closer
+	if nt, ok := closer.(*raft.NetworkTransport); ok {
+		n.closeConn = nt.CloseStreams
+	}
+	rc := raftConfig(cfg, hl)
+	logs, err := raft.NewLogCache(logCacheSize, store)
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("hashicorp: log cache: %w", err)
+	}
+	if err := bootstrap(cfg, rc, logs, store, snaps, trans); err != nil {
+		cleanup()
+		return nil, err
+	}
+	r, err := raft.NewRaft(rc, &fsm{n: n}, logs, store, snaps, trans)
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("hashicorp: start raft: %w", err)
+	}
+	n.raft = r
+	n.lastSnap.Store(n.sm.AppliedIndex())
+	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
+	})
+	r.RegisterObserver(n.observer)
+	n.wg.Add(2)
+	go n.runLeadership()
+	go n.runSnapshots()
+	return n, nil
+}
+
+// raftConfig maps backends.Config to hashicorp's Config (see New).
+func raftConfig(cfg backends.Config, logger *zapHCLog) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.ElectionTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.ElectionTimeout / 2
+	rc.CommitTimeout = max(cfg.HeartbeatInterval/2, time.Millisecond)
+	rc.MaxAppendEntries = maxAppendEntries
+	rc.BatchApplyCh = true
+	// A removed node stays up as a follower outside the configuration (it
+	// starts no elections) until its owner calls Close: one place stops nodes.
+	rc.ShutdownOnRemove = false
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = snapshotInterval
+	// Restore the latest snapshot into the (fresh) state machine on start.
+	rc.NoSnapshotRestoreOnStart = false
+	rc.NoLegacyTelemetry = true
+	rc.Logger = logger
+	return rc
+}
+
+// bootstrap writes the initial configuration when the node has no Raft state
+// and cfg.Bootstrap is set.
+func bootstrap(cfg backends.Config, rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore, trans raft.Transport) error {
+	if len(cfg.Bootstrap) == 0 {
+		return nil
+	}
+	has, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return fmt.Errorf("hashicorp: check existing state: %w", err)
+	}
+	if has {
+		return nil
+	}
+	var conf raft.Configuration
+	for _, m := range cfg.Bootstrap {
+		conf.Servers = append(conf.Servers, raft.Server{
+			Suffrage: raft.Voter,
+			ID:       raft.ServerID(m.ID),
+			Address:  raft.ServerAddress(m.RaftAddr),
+		})
+	}
+	if err := raft.BootstrapCluster(rc, logs, stable, snaps, trans, conf); err != nil {
+		return fmt.Errorf("hashicorp: bootstrap: %w", err)
+	}
+	return nil
+}
+
+// Propose replicates cmd, waits until it is committed and applied locally, and
+// returns the state machine's Result. Concurrent proposals are group-committed
+// by hashicorp's leader loop (BatchApplyCh; up to maxAppendEntries per log
+// append and fsync). Errors: core.ErrInvalidArgument (unencodable cmd),
+// *core.NotLeaderError, core.ErrStopped (wrapping the fatal apply error if
+// one stopped the node), ctx.Err(). After a NotLeaderError returned for a
+// proposal that was already appended (hashicorp's ErrLeadershipLost), or after
+// a ctx error, the command may still commit.
+func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, error) {
+	data, err := core.Encode(cmd)
+	if err != nil {
+		return core.Result{}, err
+	}
+	return n.apply(ctx, data)
+}
+
+func (n *Node) apply(ctx context.Context, data []byte) (core.Result, error) {
+	if n.raft.State() != raft.Leader {
+		if err := n.checkOpen(); err != nil {
+			return core.Result{}, err
+		}
+		return core.Result{}, n.notLeader()
+	}
+	f, err := n.do(ctx, func(timeout time.Duration) raft.Future { return n.raft.Apply(data, timeout) })
+	if err != nil {
+		return core.Result{}, err
+	}
+	resp, ok := f.(raft.ApplyFuture).Response().(*applyResponse)
+	if !ok {
+		return core.Result{}, fmt.Errorf("hashicorp: unexpected FSM response %T", f.(raft.ApplyFuture).Response())
+	}
+	if resp.err != nil {
+		return core.Result{}, resp.err
+	}
+	return resp.res, nil
+}
+
+// ReadIndex returns once this node's state machine has applied every entry
+// committed before the call, with leadership confirmed by a quorum after the
+// call began: it reads the commit index, calls VerifyLeader, then waits until
+// this leader's barrier of its term is applied and AppliedIndex ≥ that commit
+// index (Raft thesis §6.4). Errors: *core.NotLeaderError, core.ErrStopped,
+// ctx.Err().
+func (n *Node) ReadIndex(ctx context.Context) error {
+	if err := n.checkOpen(); err != nil {
+		return err
+	}
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	commit := n.raft.CommitIndex()
+	if _, err := n.do(ctx, func(time.Duration) raft.Future { return n.raft.VerifyLeader() }); err != nil {
+		return err
+	}
+	for {
+		changed := n.changes()
+		if n.raft.State() != raft.Leader {
+			return n.notLeader()
+		}
+		if n.readyTerm.Load() == n.raft.CurrentTerm() && n.sm.AppliedIndex() >= commit {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.stopCh:
+			return n.stoppedErr()
+		}
+	}
+}
+
+// Leader returns the leader this node knows of (ID and RaftAddr) and whether one is known.
+func (n *Node) Leader() (core.Member, bool) {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return core.Member{}, false
+	}
+	return core.Member{ID: string(id), RaftAddr: string(addr)}, true
+}
+
+// Status returns this node's view of the group. Members come from the latest
+// (possibly uncommitted) configuration, sorted by ID.
+func (n *Node) Status() core.Status {
+	st := core.Status{
+		ID:           n.cfg.ID,
+		Backend:      Backend,
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.sm.AppliedIndex(),
+	}
+	st.Leader, _ = n.Leader()
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			st.Members = append(st.Members, core.Member{
+				ID:       string(s.ID),
+				RaftAddr: string(s.Address),
+				Voter:    s.Suffrage == raft.Voter,
+			})
+		}
+	}
+	slices.SortFunc(st.Members, func(a, b core.Member) int { return strings.Compare(a.ID, b.ID) })
+	return st
+}
+
+// AddVoter adds m as a voter (or updates its address) and returns once the
+// configuration entry is committed. Must be called on the leader. Errors as
+// for Propose.
+func (n *Node) AddVoter(ctx context.Context, m core.Member) error {
+	if m.ID == "" || m.RaftAddr == "" {
+		return fmt.Errorf("%w: add voter: empty id or raft address", core.ErrInvalidArgument)
+	}
+	_, err := n.leaderDo(ctx, func(timeout time.Duration) raft.Future {
+		return n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, timeout)
+	})
+	return err
+}
+
+// RemoveServer removes the server id from the configuration and returns once
+// the change is committed. Must be called on the leader; removing the leader
+// itself makes it step down after the commit. Errors as for Propose.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: remove server: empty id", core.ErrInvalidArgument)
+	}
+	_, err := n.leaderDo(ctx, func(timeout time.Duration) raft.Future {
+		return n.raft.RemoveServer(raft.ServerID(id), 0, timeout)
+	})
+	return err
+}
+
+// TransferLeadership hands leadership to voter id, or to the most up-to-date
+// voter when id is empty (Raft thesis §3.10; hashicorp LeadershipTransfer),
+// and returns once this node has stepped down. Proposals during the transfer
+// fail with a *core.NotLeaderError naming no leader. Transferring to this
+// node, already the leader, does nothing. Errors: core.ErrInvalidArgument for
+// an id that is not a voter, otherwise as for Propose, or a wrapped
+// "leadership transfer timeout" from the library.
+func (n *Node) TransferLeadership(ctx context.Context, id string) error {
+	if id == "" {
+		_, err := n.leaderDo(ctx, func(time.Duration) raft.Future { return n.raft.LeadershipTransfer() })
+		return err
+	}
+	if id == n.cfg.ID && n.raft.State() == raft.Leader {
+		return nil
+	}
+	var addr raft.ServerAddress
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if string(s.ID) == id && s.Suffrage == raft.Voter {
+				addr = s.Address
+			}
+		}
+	}
+	if addr == "" {
+		return fmt.Errorf("%w: transfer leadership: %q is not a voter", core.ErrInvalidArgument, id)
+	}
+	_, err := n.leaderDo(ctx, func(time.Duration) raft.Future {
+		return n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
+	})
+	return err
+}
+
+// Close stops the node: new calls fail with core.ErrStopped at once, waiting
+// callers are released with core.ErrStopped, Raft futures still pending get a
+// bounded grace period (2 election timeouts) to resolve, then Raft, the
+// transport and badger are shut down. It is safe to call more than once and
+// concurrently; every call returns the first call's result.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.close() })
+	return n.closeErr
+}
+
+func (n *Node) close() error {
+	n.mu.Lock()
+	n.closed = true
+	close(n.stopCh)
+	n.mu.Unlock()
+
+	// hashicorp/raft never resolves futures stranded in its queues by
+	// Shutdown, so let in-flight ones resolve while Raft still runs; then the
+	// goroutines waiting on them exit and nothing leaks.
+	drained := make(chan struct{})
+	go func() { n.inflight.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(2 * n.cfg.ElectionTimeout):
+		n.logger.Warn("closing with raft futures still pending")
+	}
+
+	var errs []error
+	if err := n.raft.Shutdown().Error(); err != nil {
+		errs = append(errs, fmt.Errorf("hashicorp: shutdown raft: %w", err))
+	}
+	n.raft.DeregisterObserver(n.observer)
+	n.wg.Wait()
+	if err := n.transport.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("hashicorp: close transport: %w", err))
+	}
+	if n.closeConn != nil {
+		n.closeConn()
+	}
+	if err := n.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("hashicorp: close badger: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// do starts a Raft operation and waits for its future, honouring ctx and
+// Close. start receives the enqueue timeout to pass to hashicorp (ctx's
+// remaining time, 0 without a deadline). The future is awaited on a tracked
+// goroutine because hashicorp futures cannot be selected on.
+func (n *Node) do(ctx context.Context, start func(timeout time.Duration) raft.Future) (raft.Future, error) {
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(dl); timeout <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil, n.stoppedErr()
+	}
+	n.inflight.Add(1)
+	n.mu.Unlock()
+
+	f := start(timeout)
+	done := make(chan error, 1)
+	go func() {
+		defer n.inflight.Done()
+		done <- f.Error()
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		select {
+		case err = <-done:
+		default:
+			return nil, ctx.Err()
+		}
+	case <-n.stopCh:
+		select {
+		case err = <-done:
+		default:
+			return nil, n.stoppedErr()
+		}
+	}
+	if err != nil {
+		return nil, n.mapErr(err)
+	}
+	return f, nil
+}
+
+// leaderDo is do for operations only the leader serves.
+func (n *Node) leaderDo(ctx context.Context, start func(timeout time.Duration) raft.Future) (raft.Future, error) {
+	if err := n.checkOpen(); err != nil {
+		return nil, err
+	}
+	if n.raft.State() != raft.Leader {
+		return nil, n.notLeader()
+	}
+	return n.do(ctx, start)
+}
+
+// mapErr turns hashicorp's errors into core's (no string matching: they are
+// sentinels).
+func (n *Node) mapErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return &core.NotLeaderError{}
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrNotVoter):
+		return n.notLeader()
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return n.stoppedErr()
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return context.DeadlineExceeded
+	}
+	return fmt.Errorf("hashicorp: %w", err)
+}
+
+// notLeader returns a *core.NotLeaderError naming the leader this node knows,
+// or none when that is itself (it is losing leadership) or unknown.
+func (n *Node) notLeader() error {
+	m, ok := n.Leader()
+	if !ok || m.ID == n.cfg.ID {
+		return &core.NotLeaderError{}
+	}
+	return &core.NotLeaderError{Leader: m}
+}
+
+func (n *Node) checkOpen() error {
+	select {
+	case <-n.stopCh:
+		return n.stoppedErr()
+	default:
+		return nil
+	}
+}
+
+// stoppedErr is core.ErrStopped, joined with the fatal apply error if one
+// stopped the node.
+func (n *Node) stoppedErr() error {
+	if err := n.fatalErr(); err != nil {
+		return err
+	}
+	return core.ErrStopped
+}
+
+// fatalErr returns the error that stopped the state machine, nil if none did.
+// It wraps both core.ErrStopped and the apply error (core.ErrDecode).
+func (n *Node) fatalErr() error {
+	if p := n.fatal.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail records a fatal apply error (the first wins), logs it, and has the
+// node closed: skipping an entry would fork the state (DESIGN.md, Rules for
+// Apply), so nothing more is applied. It returns the recorded error.
+func (n *Node) fail(cause error) error {
+	err := fmt.Errorf("%w: state machine failed, node stopped: %w", core.ErrStopped, cause)
+	if n.fatal.CompareAndSwap(nil, &err) {
+		n.logger.Error("fatal apply error; stopping node", zap.Error(cause))
+		select {
+		case n.fatalCh <- struct{}{}:
+		default:
+		}
+	}
+	return n.fatalErr()
+}
+
+// changes returns a channel closed at the next apply or leadership change.
+func (n *Node) changes() <-chan struct{} {
+	n.changeMu.Lock()
+	defer n.changeMu.Unlock()
+	return n.changeCh
+}
+
+// changed wakes everything waiting on changes().
+func (n *Node) changed() {
+	n.changeMu.Lock()
+	close(n.changeCh)
+	n.changeCh = make(chan struct{})
+	n.changeMu.Unlock()
+}
+
+// applied is called by the FSM after each batch: it wakes waiters and
+// triggers a snapshot once SnapshotThreshold entries were applied since the
+// last one.
+func (n *Node) applied() {
+	n.changed()
+	if a := n.sm.AppliedIndex(); a >= n.lastSnap.Load()+n.cfg.SnapshotThreshold {
+		select {
+		case n.snapCh <- struct{}{}:
+			n.lastSnap.Store(a)
+		default:
+		}
+	}
+}
+
+// runSnapshots takes a snapshot (and so compacts the log down to
+// TrailingLogs) whenever applied() asks for one.
+func (n *Node) runSnapshots() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case <-n.snapCh:
+		}
+		err := n.raft.Snapshot().Error()
+		if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
+			n.logger.Warn("snapshot failed", zap.Error(err))
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package hashicorp
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// transportTimeout bounds each network I/O of the TCP transport (InstallSnapshot
+// scales it with the snapshot size), as Consul configures it.
+const transportTimeout = 10 * time.Second
+
+// transportMaxPool is how many idle TCP connections are kept per peer.
+const transportMaxPool = 3
+
+// newTransport listens on bindAddr and advertises advertise to peers. When
+// drop is non-nil the transport is wrapped by a dropTransport.
+func newTransport(id, bindAddr, advertise string, drop func(from, to string) bool, logger *zapHCLog) (raft.Transport, io.Closer, error) {
+	adv, err := net.ResolveTCPAddr("tcp", advertise)
+	if err != nil {
+		return nil, nil, fmt.Errorf("hashicorp: resolve raft address %q: %w", advertise, err)
+	}
+	nt, err := raft.NewTCPTransportWithConfig(bindAddr, adv, &raft.NetworkTransportConfig{
+		Logger:  logger.Named("transport"),
+		MaxPool: transportMaxPool,
+		Timeout: transportTimeout,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("hashicorp: listen on %q: %w", bindAddr, err)
+	}
+	if drop == nil {
+		return nt, nt, nil
+	}
+	return &dropTransport{NetworkTransport: nt, from: id, drop: drop}, nt, nil
+}
+
+// dropTransport is the fault-injecting wrapper behind backends.Config.DropMessage:
+// an outbound RPC for which drop(from, to) is true fails with ErrDropped before
+// anything is sent, as a dead link would fail it. Inbound traffic is not
+// filtered: a partition is symmetric when both directions drop (hashicorp's
+// own cluster.Partition does the same with InmemTransport).
+type dropTransport struct {
+	*raft.NetworkTransport
+	from string
+	drop func(from, to string) bool
+}
+
+var (
+	_ raft.Transport   = (*dropTransport)(nil)
+	_ raft.WithPreVote = (*dropTransport)(nil)
+	_ raft.WithClose   = (*dropTransport)(nil)
+)
+
+func (t *dropTransport) check(to raft.ServerID) error {
+	if t.drop(t.from, string(to)) {
+		return fmt.Errorf("%w: %s -> %s", ErrDropped, t.from, to)
+	}
+	return nil
+}
+
+// AppendEntriesPipeline wraps the pipeline so that each pipelined request is
+// filtered too.
+func (t *dropTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	if err := t.check(id); err != nil {
+		return nil, err
+	}
+	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	return &dropPipeline{AppendPipeline: p, t: t, to: id}, nil
+}
+
+func (t *dropTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if err := t.check(id); err != nil {
+		return err
+	}
+	return t.NetworkTransport.AppendEntries(id, target, args, resp)
+}
+
+func (t *dropTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if err := t.check(id); err != nil {
+		return err
+	}
+	return t.NetworkTransport.RequestVote(id, target, args, resp)
+}
+
+func (t *dropTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if err := t.check(id); err != nil {
+		return err
+	}
+	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
+}
+
+func (t *dropTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	if err := t.check(id); err != nil {
+		return err
+	}
+	return t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
+}
+
+func (t *dropTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	if err := t.check(id); err != nil {
+		return err
+	}
+	return t.NetworkTransport.TimeoutNow(id, target, args, resp)
+}
+
+// dropPipeline filters the requests of one AppendEntries pipeline.
+type dropPipeline struct {
+	raft.AppendPipeline
+	t  *dropTransport
+	to raft.ServerID
+}
+
+func (p *dropPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	if err := p.t.check(p.to); err != nil {
+		return nil, err
+	}
+	return p.AppendPipeline.AppendEntries(args, resp)
+}

@@ -1,0 +1,409 @@
+package sdk
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+)
+
+// Client talks to a ticketd cluster. It sends writes and linearizable reads
+// to the leader, which it learns from Status and from the LeaderHint detail
+// that non-leaders attach to Unavailable errors; it fails over between nodes
+// and retries retryable failures with backoff and jitter until the call's
+// ctx ends.
+//
+// A Client is safe for concurrent use. Create one per process and Close it
+// when done.
+type Client struct {
+	cfg       config
+	hc        *http.Client
+	ownHC     bool
+	endpoints []string // base URLs, in the caller's order
+	ownerBase string   // prefix of owner ids made by this client
+	ownerSeq  atomic.Uint64
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelCauseFunc
+	bg     sync.WaitGroup // lease renewers and background releases
+
+	mu     sync.Mutex
+	nodes  map[string]*node // by base URL
+	leader string           // base URL of the believed leader, "" if unknown
+	next   int              // rotation over endpoints when no leader is known
+}
+
+// node is one server's connect clients.
+type node struct {
+	url     string
+	lock    ticketv1connect.LockServiceClient
+	cluster ticketv1connect.ClusterServiceClient
+}
+
+// New returns a client for the cluster whose API endpoints are given as
+// "host:port" (plain HTTP/2, h2c) or as URLs ("http://…", "https://…"). One
+// reachable endpoint is enough; the client learns the leader from it. New
+// does no I/O.
+//
+// Errors: ErrInvalidArgument when endpoints is empty or an endpoint does not
+// parse.
+func New(endpoints []string, opts ...Option) (*Client, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("sdk.New: %w: no endpoints", ErrInvalidArgument)
+	}
+	c := &Client{cfg: cfg, nodes: make(map[string]*node)}
+	for _, e := range endpoints {
+		u, err := baseURL(e)
+		if err != nil {
+			return nil, fmt.Errorf("sdk.New: %w: %w", ErrInvalidArgument, err)
+		}
+		c.endpoints = append(c.endpoints, u)
+	}
+	c.hc = cfg.httpClient
+	if c.hc == nil {
+		c.hc, c.ownHC = newHTTPClient(cfg.keepAlive), true
+	}
+	c.ownerBase = ownerBase(cfg.ownerPrefix)
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
+	return c, nil
+}
+
+// Close stops every lease's renewals, closing their Done channels (Err then
+// wraps ErrClosed), cancels the client's other background work (best-effort
+// releases after ambiguous acquisitions) and waits for it to end, and closes
+// idle connections. Leases are not released: the server ends them
+// when their TTL runs out. Calls made after Close fail with ErrClosed.
+// Close is idempotent and returns nil.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.cancel(ErrClosed) // under mu: goBackground never Adds after Wait began
+	c.mu.Unlock()
+	c.bg.Wait()
+	if c.ownHC {
+		c.hc.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Endpoints returns the base URLs the client was created with.
+func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
+
+// Leader returns the base URL of the node the client currently believes to
+// be the leader, or "" when it does not know.
+func (c *Client) Leader() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leader
+}
+
+// newOwner makes a fresh owner id: unique per request, readable in ListLocks.
+func (c *Client) newOwner() string {
+	return fmt.Sprintf("%s-%d", c.ownerBase, c.ownerSeq.Add(1))
+}
+
+func ownerBase(prefix string) string {
+	if prefix == "" {
+		host, _ := os.Hostname()
+		if len(host) > 40 {
+			host = host[:40]
+		}
+		prefix = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	if len(prefix) > 64 {
+		prefix = prefix[:64]
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return prefix + "/" + hex.EncodeToString(b[:])
+}
+
+// baseURL normalises "host:port" or a URL into a base URL without a
+// trailing slash.
+func baseURL(addr string) (string, error) {
+	addr = strings.TrimSpace(addr)
+	if addr == "" {
+		return "", fmt.Errorf("empty endpoint")
+	}
+	if !strings.Contains(addr, "://") {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return "", fmt.Errorf("endpoint %q: %w", addr, err)
+		}
+		addr = "http://" + addr
+	}
+	return strings.TrimRight(addr, "/"), nil
+}
+
+// newHTTPClient returns an HTTP/2-only client: h2c (prior knowledge) for
+// http:// URLs, HTTP/2 over TLS for https://. Connections are pinged after
+// keepAlive of silence and closed when a ping goes unanswered for keepAlive,
+// so calls to a stopped node fail instead of hanging.
+func newHTTPClient(keepAlive time.Duration) *http.Client {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+		ForceAttemptHTTP2:   true,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 5 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: keepAlive,
+			PingTimeout:     keepAlive,
+		},
+	}
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP2(true)
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: tr}
+}
+
+// goBackground runs fn in a goroutine that Close waits for, passing a ctx
+// that Close cancels. It returns false, without running fn, once the client
+// is closed.
+func (c *Client) goBackground(fn func(ctx context.Context)) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx.Err() != nil {
+		return false
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		fn(c.ctx)
+	}()
+	return true
+}
+
+// nodeFor returns the connect clients for a base URL, creating them once.
+// Called with c.mu held.
+func (c *Client) nodeFor(url string) *node {
+	if n, ok := c.nodes[url]; ok {
+		return n
+	}
+	opts := append([]connect.ClientOption(nil), c.cfg.connectOpts...)
+	if c.cfg.grpc {
+		opts = append(opts, connect.WithGRPC())
+	}
+	n := &node{
+		url:     url,
+		lock:    ticketv1connect.NewLockServiceClient(c.hc, url, opts...),
+		cluster: ticketv1connect.NewClusterServiceClient(c.hc, url, opts...),
+	}
+	c.nodes[url] = n
+	return n
+}
+
+// route picks the node for the next attempt: the known leader when toLeader
+// is set and one is known, else the next endpoint in rotation.
+func (c *Client) route(toLeader bool) (n *node, isLeader bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if toLeader && c.leader != "" {
+		return c.nodeFor(c.leader), true
+	}
+	return c.nodeFor(c.endpoints[c.next%len(c.endpoints)]), false
+}
+
+// setLeader records a leader address learnt from Status or a LeaderHint.
+// It returns whether the believed leader changed.
+func (c *Client) setLeader(addr string) bool {
+	u, err := baseURL(addr)
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader == u {
+		return false
+	}
+	c.leader = u
+	return true
+}
+
+// nodeFailed forgets n as leader and moves the rotation past it.
+func (c *Client) nodeFailed(n *node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader == n.url {
+		c.leader = ""
+	}
+	if c.endpoints[c.next%len(c.endpoints)] == n.url {
+		c.next++
+	}
+}
+
+// discover asks n for the leader and records it. It returns the leader's
+// node, or n itself when n knows no leader.
+func (c *Client) discover(ctx context.Context, n *node, timeout time.Duration) (*node, error) {
+	if timeout <= 0 {
+		timeout = c.cfg.requestTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := n.cluster.Status(actx, statusRequest())
+	if err != nil {
+		return nil, err
+	}
+	if st.GetLeaderAddr() == "" {
+		return n, nil
+	}
+	c.setLeader(st.GetLeaderAddr())
+	ln, _ := c.route(true)
+	return ln, nil
+}
+
+// callSpec describes one logical call for invoke.
+type callSpec struct {
+	op       string        // "acquire", "renew", ... for errors
+	key      string        // lock key for errors and AmbiguousError ("" for cluster ops)
+	owner    string        // Acquire owner for AmbiguousError
+	toLeader bool          // route to the leader (false: any node, in rotation)
+	timeout  time.Duration // per-attempt timeout; 0 = only ctx bounds an attempt
+	backoff  time.Duration // cap of the retry backoff; 0 = the client's
+	mutates  bool          // an unresolved failure is ambiguous
+}
+
+// outcome describes how a successful invoke went.
+type outcome struct {
+	// sent is the local send time of the attempt that succeeded.
+	sent time.Time
+	// firstMaybe is the send time of the earliest attempt that may have
+	// reached a server (sent, when no earlier attempt may have).
+	firstMaybe time.Time
+	// maybeEarlier is set when an earlier attempt may have taken effect.
+	maybeEarlier bool
+}
+
+// invoke runs fn against the cluster until it succeeds, fails definitively,
+// or ctx (or the client) ends. Unavailable, timeouts and transport failures
+// are retried on the leader named by a LeaderHint, or on the next endpoint,
+// after an exponential backoff with jitter; a fresh leader hint is followed
+// at once. When spec.mutates and an attempt that may have taken effect
+// failed without being resolved, the error is an *AmbiguousError.
+func invoke[R any](ctx context.Context, c *Client, spec callSpec, fn func(context.Context, *node) (R, error)) (R, outcome, error) {
+	var (
+		zero    R
+		out     outcome
+		last    error
+		maybe   bool // an attempt that may have taken effect failed
+		attempt int
+		quick   int // retries made at once after a fresh leader hint (≤ 3 per call)
+	)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	unhook := context.AfterFunc(c.ctx, func() { stop(ErrClosed) })
+	defer unhook()
+
+	giveUp := func() (R, outcome, error) {
+		err := giveUpErr(ctx, spec.op, spec.key, last)
+		if spec.mutates && maybe {
+			err = &AmbiguousError{Op: spec.op, Key: spec.key, Owner: spec.owner, Err: err}
+		}
+		return zero, out, err
+	}
+	for ; ; attempt++ {
+		if ctx.Err() != nil {
+			return giveUp()
+		}
+		n, isLeader := c.route(spec.toLeader)
+		if spec.toLeader && !isLeader {
+			ln, err := c.discover(ctx, n, spec.timeout)
+			if err != nil {
+				// Nothing was sent for the call itself: not ambiguous.
+				last = err
+				c.nodeFailed(n)
+				if !c.sleep(ctx, spec.backoff, attempt-quick) {
+					return giveUp()
+				}
+				continue
+			}
+			n = ln
+		}
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if spec.timeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, spec.timeout)
+		}
+		sent := time.Now()
+		r, err := fn(actx, n)
+		cancel()
+		if err == nil {
+			out.sent = sent
+			if out.firstMaybe.IsZero() {
+				out.firstMaybe = sent
+			}
+			out.maybeEarlier = maybe
+			return r, out, nil
+		}
+		last = err
+		kind := classify(err)
+		if ctx.Err() != nil && kind != failNotSent {
+			// Cut short by the caller's ctx: the request may be in flight.
+			kind = failRetry
+		}
+		switch kind {
+		case failFinal:
+			out.maybeEarlier = maybe
+			return zero, out, wrapErr(spec.op, spec.key, err)
+		case failRetry:
+			if !maybe {
+				maybe = true
+				out.firstMaybe = sent
+			}
+		}
+		if hint := leaderHint(err); hint != "" {
+			if c.setLeader(hint) && quick < 3 {
+				quick++
+				continue // a new leader named: try it at once
+			}
+		} else {
+			c.nodeFailed(n)
+		}
+		if !c.sleep(ctx, spec.backoff, attempt-quick) {
+			return giveUp()
+		}
+	}
+}
+
+// sleep waits for the n-th backoff delay (equal jitter), capped at maxD when
+// that is below the client's cap, or until ctx ends; it returns false if ctx
+// ended.
+func (c *Client) sleep(ctx context.Context, maxD time.Duration, n int) bool {
+	if maxD <= 0 || maxD > c.cfg.backoffMax {
+		maxD = c.cfg.backoffMax
+	}
+	d := backoff(min(c.cfg.backoffBase, maxD), maxD, n)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// backoff returns the n-th retry delay: d = min(base·2ⁿ, max), drawn
+// uniformly from [d/2, d] so that clients retrying together spread out
+// ("equal jitter").
+func backoff(base, maxD time.Duration, n int) time.Duration {
+	n = max(n, 0)
+	d := maxD
+	if n < 30 && base<<n < maxD && base<<n > 0 {
+		d = base << n
+	}
+	half := d / 2
+	return half + time.Duration(mrand.Int64N(int64(half)+1))
+}

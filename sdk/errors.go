@@ -1,0 +1,182 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"connectrpc.com/connect"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+)
+
+// Sentinel errors of package sdk. Compare with errors.Is: the errors the
+// client returns wrap one of these and, when a server answered, the
+// *connect.Error it sent (reachable with errors.As).
+var (
+	// ErrLocked: the key is held by another owner and the request did not
+	// wait (TryLock, Acquire without WithWait). Server code AlreadyExists.
+	ErrLocked = errors.New("ticketd: key is locked")
+	// ErrNotHeld: the server holds no lock on the key with that token; it was
+	// released, expired, or granted to someone else since. Server code NotFound.
+	ErrNotHeld = errors.New("ticketd: lock not held with this token")
+	// ErrLeaseLost: Lease.Err once Done is closed because the lease may have
+	// ended without Unlock: its local deadline passed without an acknowledged
+	// renewal, or the server refused a renewal (then ErrNotHeld is wrapped too).
+	ErrLeaseLost = errors.New("ticketd: lease lost")
+	// ErrReleased: Lease.Err once Unlock has released the lock.
+	ErrReleased = errors.New("ticketd: lease released")
+	// ErrAmbiguous: a request that changes state may or may not have taken
+	// effect, and the client could not find out before ctx ended (a timeout,
+	// a reset connection). The error is an *AmbiguousError and also wraps the
+	// ctx error. After an ambiguous Acquire the key may be held for this
+	// request until its TTL runs out; the client releases such a grant in the
+	// background when it can, and the server releases grants whose client has
+	// gone.
+	ErrAmbiguous = errors.New("ticketd: outcome unknown")
+	// ErrUnavailable: no node could serve the request (no leader, nodes down
+	// or unreachable) before ctx ended. Server code Unavailable; the client
+	// retries it by itself and only returns it wrapped with the ctx error.
+	ErrUnavailable = errors.New("ticketd: unavailable")
+	// ErrInvalidArgument: the request is malformed or out of the server's
+	// bounds (empty or oversized key, TTL outside the configured range, token
+	// 0). Nothing changed. Server code InvalidArgument.
+	ErrInvalidArgument = errors.New("ticketd: invalid argument")
+	// ErrResourceExhausted: a server limit (lock-table size, queue length) was
+	// reached. Nothing changed. Server code ResourceExhausted.
+	ErrResourceExhausted = errors.New("ticketd: resource exhausted")
+	// ErrClosed: the Client was closed.
+	ErrClosed = errors.New("ticketd: client closed")
+)
+
+// AmbiguousError reports a state-changing request whose outcome is unknown.
+// errors.Is(err, ErrAmbiguous) is true for it, and errors.Is also matches the
+// error it wraps (context.DeadlineExceeded, context.Canceled, ...).
+type AmbiguousError struct {
+	// Op is the operation: "acquire" or "release".
+	Op string
+	// Key is the lock key of the request.
+	Key string
+	// Owner is the owner id the request carried; a later Acquire WithOwner of
+	// the same id returns the grant if the request did take effect.
+	Owner string
+	// Err is why the client stopped trying (usually the ctx error, joined
+	// with the last failure).
+	Err error
+}
+
+// Error implements error.
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("ticketd: %s %q (owner %q): outcome unknown: %v", e.Op, e.Key, e.Owner, e.Err)
+}
+
+// Is reports whether target is ErrAmbiguous.
+func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
+
+// Unwrap returns the cause.
+func (e *AmbiguousError) Unwrap() error { return e.Err }
+
+// failure is how one attempt failed, as far as retrying is concerned.
+type failure int
+
+const (
+	// failFinal: the server gave a definitive answer; do not retry.
+	failFinal failure = iota
+	// failNotSent: the request never reached a server (connection refused).
+	failNotSent
+	// failRetry: retryable, and the request may have taken effect
+	// (Unavailable, timeout, reset connection).
+	failRetry
+)
+
+// classify tells how an attempt's error should be handled.
+func classify(err error) failure {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return failNotSent
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled,
+		connect.CodeAborted:
+		return failRetry
+	case connect.CodeUnknown, connect.CodeInternal:
+		// A reset or half-read connection surfaces as one of these when no
+		// server sent a code; a server that did send one is final.
+		if connect.IsWireError(err) {
+			return failFinal
+		}
+		return failRetry
+	}
+	return failFinal
+}
+
+// leaderHint returns the leader API address a node attached to its error, or "".
+func leaderHint(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		if h, ok := v.(*ticketv1.LeaderHint); ok && h.GetLeaderAddr() != "" {
+			return h.GetLeaderAddr()
+		}
+	}
+	return ""
+}
+
+// sentinelOf maps a connect code to this package's sentinel, or nil.
+func sentinelOf(err error) error {
+	switch connect.CodeOf(err) {
+	case connect.CodeAlreadyExists:
+		return ErrLocked
+	case connect.CodeNotFound:
+		return ErrNotHeld
+	case connect.CodeInvalidArgument:
+		return ErrInvalidArgument
+	case connect.CodeResourceExhausted:
+		return ErrResourceExhausted
+	case connect.CodeUnavailable:
+		return ErrUnavailable
+	}
+	return nil
+}
+
+// wrapErr turns an attempt's error into the error the caller sees:
+// "ticketd: op "key": <sentinel>: <connect error>".
+func wrapErr(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s := sentinelOf(err); s != nil {
+		return fmt.Errorf("%s: %w: %w", opKey(op, key), s, err)
+	}
+	return fmt.Errorf("%s: %w", opKey(op, key), err)
+}
+
+// opKey names an operation in error messages: `acquire "k"` or `status`.
+func opKey(op, key string) string {
+	if key == "" {
+		return op
+	}
+	return fmt.Sprintf("%s %q", op, key)
+}
+
+// giveUpErr is the error of a call whose ctx ended while retrying: it wraps
+// the ctx error and, when there was one, the last attempt's failure.
+func giveUpErr(ctx context.Context, op, key string, last error) error {
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = ctx.Err()
+	}
+	if last == nil {
+		return fmt.Errorf("%s: %w", opKey(op, key), cause)
+	}
+	if s := sentinelOf(last); s != nil {
+		return fmt.Errorf("%s: %w; last failure: %w: %w", opKey(op, key), cause, s, last)
+	}
+	return fmt.Errorf("%s: %w; last failure: %w", opKey(op, key), cause, last)
+}

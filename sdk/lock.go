@@ -1,0 +1,317 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+)
+
+// Grant is one lock granted by the server, as Acquire returns it.
+type Grant struct {
+	// Key is the lock key.
+	Key string
+	// Token is the fencing token: strictly greater than every token granted
+	// before it, cluster-wide (Chubby §2.4 "sequencer"). Pass it to the
+	// resource the lock guards.
+	Token uint64
+	// TTL is the lease length the server granted (its lease_ms).
+	TTL time.Duration
+	// Owner is the owner id the request carried.
+	Owner string
+	// Sent is the local time the request was sent; when retries were needed,
+	// the send time of the earliest attempt that may have produced the
+	// grant. The server keeps the lock at least until Sent+TTL unless it is
+	// released (the lease is a lower bound measured from the grant, which
+	// comes after the send).
+	Sent time.Time
+}
+
+// LockInfo describes the holder of a key, as GetLock and ListLocks report it.
+type LockInfo struct {
+	// Key is the lock key.
+	Key string
+	// Held is false when nobody holds the key (then the other fields are zero).
+	Held bool
+	// Token is the holder's fencing token.
+	Token uint64
+	// TTL is the lease length of the holder (lease_ms).
+	TTL time.Duration
+	// Remaining is the time left before the answering node would expire the
+	// lock if it is not renewed, as that node measures it (a follower's
+	// figure is only indicative: only the leader expires locks).
+	Remaining time.Duration
+	// Owner is the owner id of the holder's Acquire request.
+	Owner string
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// Acquire asks for key for a lease of ttl (sent in whole milliseconds) and
+// returns the grant. It is the building block of Lock and TryLock: it does
+// not renew the lease and returns no Lease; most callers want Lock or TryLock.
+//
+// Every attempt of one call carries the same owner id (a fresh client-made
+// one unless WithOwner is given), so a retry after an ambiguous failure gets
+// the grant the earlier attempt produced instead of waiting behind it.
+// WithWait waits in the key's FIFO queue on the leader until the key is
+// granted or ctx ends.
+//
+// Errors: ErrLocked (held by another owner, without WithWait),
+// ErrInvalidArgument, ErrResourceExhausted, *AmbiguousError (ErrAmbiguous:
+// ctx ended while an attempt may have been granted), or the ctx error
+// wrapping the last failure (often ErrUnavailable).
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (Grant, error) {
+	var ac acquireConfig
+	for _, o := range opts {
+		o(&ac)
+	}
+	made := ac.owner == ""
+	if made {
+		ac.owner = c.newOwner()
+	}
+	return c.acquire(ctx, key, ttl, ac, made)
+}
+
+// acquire sends Acquire with retries. made says the owner id is the
+// client's own, never reused after this call: only then may an ambiguous
+// grant be released in the background without taking it from a caller that
+// retries with the same owner.
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, ac acquireConfig, made bool) (Grant, error) {
+	req := &ticketv1.AcquireRequest{Key: key, LeaseMs: ttl.Milliseconds(), Wait: ac.wait, Owner: ac.owner}
+	spec := callSpec{op: "acquire", key: key, owner: ac.owner, toLeader: true, mutates: true}
+	if !ac.wait {
+		spec.timeout = c.cfg.requestTimeout
+	}
+	res, out, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.AcquireResponse, error) {
+		return n.lock.Acquire(ctx, req)
+	})
+	if err != nil {
+		if made && errors.Is(err, ErrAmbiguous) {
+			c.releaseOwned(key, ac.owner, ttl)
+		}
+		return Grant{}, err
+	}
+	g := Grant{Key: key, Token: res.GetToken(), TTL: ms(res.GetLeaseMs()), Owner: ac.owner, Sent: out.firstMaybe}
+	if g.TTL <= 0 {
+		g.TTL = ttl
+	}
+	return g, nil
+}
+
+// releaseOwned releases, in the background, the lock on key if owner holds
+// it: the clean-up after an ambiguous Acquire. It gives up after ttl, when
+// the server expires such a grant anyway.
+func (c *Client) releaseOwned(key, owner string, ttl time.Duration) {
+	c.goBackground(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, ttl)
+		defer cancel()
+		info, err := c.GetLock(ctx, key)
+		if err != nil || !info.Held || info.Owner != owner {
+			return
+		}
+		_ = c.Release(ctx, key, info.Token)
+	})
+}
+
+// Renew extends the lease of the lock on key held with token by its TTL,
+// measured by the leader from when it handles the request, and returns that
+// TTL. It is what a Lease does in the background; call it yourself only for
+// locks taken with Acquire.
+//
+// Errors: ErrNotHeld (the lock is no longer held with token: expired,
+// released or re-granted), ErrInvalidArgument, or the ctx error wrapping the
+// last failure.
+func (c *Client) Renew(ctx context.Context, key string, token uint64) (time.Duration, error) {
+	ttl, _, err := c.renew(ctx, key, token, 0)
+	return ttl, err
+}
+
+// renew sends Renew with retries and returns the TTL and the send time of
+// the acknowledged attempt. For a lease of ttl (0: unknown), attempts are
+// bounded by ttl/3 and retries back off at most ttl/8, so that a renewal
+// gets several tries on several nodes before the lease runs out.
+func (c *Client) renew(ctx context.Context, key string, token uint64, ttl time.Duration) (time.Duration, time.Time, error) {
+	req := &ticketv1.RenewRequest{Key: key, Token: token}
+	spec := callSpec{op: "renew", key: key, toLeader: true, timeout: c.cfg.requestTimeout}
+	if ttl > 0 {
+		spec.timeout = min(spec.timeout, max(ttl/3, time.Millisecond))
+		spec.backoff = max(ttl/8, time.Millisecond)
+	}
+	res, out, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.RenewResponse, error) {
+		return n.lock.Renew(ctx, req)
+	})
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	return ms(res.GetLeaseMs()), out.sent, nil
+}
+
+// Release ends the lock on key held with token. A lock granted since with
+// another token is never touched, so a late or repeated Release is harmless.
+// When an earlier attempt of this call may have released the lock and a
+// later one finds it gone, Release reports success.
+//
+// Errors: ErrNotHeld (no lock on key with that token), ErrInvalidArgument,
+// *AmbiguousError (ctx ended while an attempt may have released the lock).
+func (c *Client) Release(ctx context.Context, key string, token uint64) error {
+	req := &ticketv1.ReleaseRequest{Key: key, Token: token}
+	spec := callSpec{op: "release", key: key, toLeader: true, timeout: c.cfg.requestTimeout, mutates: true}
+	_, out, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.ReleaseResponse, error) {
+		return n.lock.Release(ctx, req)
+	})
+	if errors.Is(err, ErrNotHeld) && out.maybeEarlier {
+		return nil
+	}
+	return err
+}
+
+// GetLock reports who holds key. By default the answer is linearizable (the
+// leader confirms its leadership first); WithStale lets any node answer from
+// its local state.
+//
+// Errors: ErrInvalidArgument, or the ctx error wrapping the last failure.
+func (c *Client) GetLock(ctx context.Context, key string, opts ...ReadOption) (LockInfo, error) {
+	var rc readConfig
+	for _, o := range opts {
+		o(&rc)
+	}
+	req := &ticketv1.GetLockRequest{Key: key, Stale: rc.stale}
+	spec := callSpec{op: "get", key: key, toLeader: !rc.stale, timeout: c.cfg.requestTimeout}
+	res, _, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.GetLockResponse, error) {
+		return n.lock.GetLock(ctx, req)
+	})
+	if err != nil {
+		return LockInfo{}, err
+	}
+	if !res.GetHeld() {
+		return LockInfo{Key: key}, nil
+	}
+	return LockInfo{
+		Key: key, Held: true, Token: res.GetToken(), TTL: ms(res.GetLeaseMs()),
+		Remaining: ms(res.GetRemainingMs()), Owner: res.GetOwner(),
+	}, nil
+}
+
+// ListLocks returns every held lock whose key starts with prefix, in key
+// order, fetching as many pages as needed. It is linearizable per page
+// unless WithStale is given; locks may change between pages.
+//
+// Errors: ErrInvalidArgument, or the ctx error wrapping the last failure.
+func (c *Client) ListLocks(ctx context.Context, prefix string, opts ...ReadOption) ([]LockInfo, error) {
+	var rc readConfig
+	for _, o := range opts {
+		o(&rc)
+	}
+	var (
+		locks []LockInfo
+		page  string
+	)
+	for {
+		req := &ticketv1.ListLocksRequest{Prefix: prefix, PageSize: 500, PageToken: page, Stale: rc.stale}
+		spec := callSpec{op: "list", key: prefix, toLeader: !rc.stale, timeout: c.cfg.requestTimeout}
+		res, _, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.ListLocksResponse, error) {
+			return n.lock.ListLocks(ctx, req)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range res.GetLocks() {
+			locks = append(locks, LockInfo{
+				Key: l.GetKey(), Held: true, Token: l.GetToken(), TTL: ms(l.GetLeaseMs()),
+				Remaining: ms(l.GetRemainingMs()), Owner: l.GetOwner(),
+			})
+		}
+		page = res.GetNextPageToken()
+		if page == "" {
+			return locks, nil
+		}
+	}
+}
+
+// Check tells whether token is still the current holder of key
+// (CheckToken, Chubby's CheckSequencer), and returns the current holder's
+// token (0 when the key is free). The answer is linearizable. A resource
+// guarded by the lock can call it before accepting a write; cheaper is to
+// remember the highest token seen and refuse lower ones (see
+// examples/fenced-counter).
+//
+// Errors: ErrInvalidArgument (token 0), or the ctx error wrapping the last
+// failure.
+func (c *Client) Check(ctx context.Context, key string, token uint64) (valid bool, current uint64, err error) {
+	req := &ticketv1.CheckTokenRequest{Key: key, Token: token}
+	spec := callSpec{op: "check", key: key, toLeader: true, timeout: c.cfg.requestTimeout}
+	res, _, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.CheckTokenResponse, error) {
+		return n.lock.CheckToken(ctx, req)
+	})
+	if err != nil {
+		return false, 0, err
+	}
+	return res.GetValid(), res.GetCurrentToken(), nil
+}
+
+// Lock waits in the key's FIFO queue on the leader until key is granted for
+// a lease of ttl, or ctx ends, and returns the Lease, which renews itself in
+// the background until Unlock. Waiters displaced by a leader change are
+// queued again on the new leader (their place in line is not kept).
+//
+// Errors: ErrInvalidArgument, ErrResourceExhausted, *AmbiguousError
+// (ErrAmbiguous, also wrapping the ctx error: ctx ended while the request
+// may have been granted; the client releases such a grant in the
+// background), or the ctx error wrapping the last failure.
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	return c.lock(ctx, key, ttl, true, opts)
+}
+
+// TryLock takes key for a lease of ttl if nobody holds it, and returns the
+// Lease, which renews itself in the background until Unlock. It does not
+// wait: a key held by another owner fails at once with ErrLocked.
+//
+// Errors: ErrLocked, ErrInvalidArgument, ErrResourceExhausted,
+// *AmbiguousError, or the ctx error wrapping the last failure.
+func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	return c.lock(ctx, key, ttl, false, opts)
+}
+
+func (c *Client) lock(ctx context.Context, key string, ttl time.Duration, wait bool, opts []AcquireOption) (*Lease, error) {
+	var ac acquireConfig
+	for _, o := range opts {
+		o(&ac)
+	}
+	ac.wait = wait
+	made := ac.owner == ""
+	if made {
+		ac.owner = c.newOwner()
+	}
+	for {
+		g, err := c.acquire(ctx, key, ttl, ac, made)
+		if err != nil {
+			return nil, err
+		}
+		if time.Since(g.Sent) <= g.TTL/3 {
+			return c.newLease(g)
+		}
+		// The grant came long after the request was sent (a wait in the
+		// queue, or retries): measure the lease afresh with a renewal
+		// rather than from that old send time.
+		rttl, sent, err := c.renew(ctx, key, g.Token, g.TTL)
+		switch {
+		case err == nil:
+			g.TTL, g.Sent = rttl, sent
+			return c.newLease(g)
+		case errors.Is(err, ErrNotHeld):
+			continue // the grant lapsed before it could be used: ask again
+		case time.Now().Before(g.Sent.Add(g.TTL - c.margin(g.TTL))):
+			return c.newLease(g) // still valid; its renewer keeps trying
+		default:
+			c.goBackground(func(ctx context.Context) {
+				ctx, cancel := context.WithTimeout(ctx, g.TTL)
+				defer cancel()
+				_ = c.Release(ctx, key, g.Token)
+			})
+			return nil, fmt.Errorf("lock %q: token %d was granted but its lease ran out before it could be confirmed: %w: %w", key, g.Token, ErrLeaseLost, err)
+		}
+	}
+}

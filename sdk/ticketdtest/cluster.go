@@ -1,0 +1,385 @@
+package ticketdtest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+)
+
+// Options configures Start. The zero value starts three hashicorp nodes.
+type Options struct {
+	// Nodes is the cluster size; default 3.
+	Nodes int
+	// Backend is the consensus backend name ("hashicorp", "etcd"); default "hashicorp".
+	Backend string
+	// Args are extra `ticketd serve` flags given to every node, such as
+	// "--lease-min-ms=10" or "--raft-election-timeout-ms=500".
+	Args []string
+	// Env are extra environment variables (KEY=VALUE) for every node.
+	Env []string
+	// StartTimeout bounds the wait for the first leader; default 30s.
+	StartTimeout time.Duration
+}
+
+// Node describes one ticketd process of a Cluster. Its fields do not change
+// across restarts.
+type Node struct {
+	// ID is the node id (n1, n2, ...).
+	ID string
+	// APIAddr is the client API host:port (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c).
+	APIAddr string
+	// RaftAddr is the peer host:port.
+	RaftAddr string
+	// DataDir is the node's data directory.
+	DataDir string
+	// LogFile receives the node's stdout and stderr (JSON logs), appended across restarts.
+	LogFile string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the current process has exited
+	args   []string
+}
+
+// PID returns the current process id, or 0 when the node is not running.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil || isClosed(n.exited) {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Running reports whether the node's process is alive (possibly stopped).
+func (n *Node) Running() bool { return n.PID() != 0 }
+
+func isClosed(ch chan struct{}) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// Cluster is a running set of ticketd processes. Its methods may be called
+// from the test goroutine; they are safe for concurrent use.
+type Cluster struct {
+	t       testing.TB
+	bin     string
+	opts    Options
+	nodes   []*Node
+	http    *http.Client
+	lock    []ticketv1connect.LockServiceClient
+	cluster []ticketv1connect.ClusterServiceClient
+	stopped map[int]bool
+	mu      sync.Mutex
+}
+
+// H2CClient returns an HTTP client that speaks HTTP/2 without TLS (prior
+// knowledge) to http:// URLs, as gRPC clients do.
+func H2CClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}
+
+// FreeAddr returns a loopback host:port that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("ticketdtest: free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Start starts a cluster of opts.Nodes ticketd processes bootstrapped
+// together, waits until they agree on a leader, and registers Close with
+// t.Cleanup.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.Nodes == 0 {
+		opts.Nodes = 3
+	}
+	if opts.Backend == "" {
+		opts.Backend = "hashicorp"
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 30 * time.Second
+	}
+	c := &Cluster{t: t, bin: Binary(t), opts: opts, http: H2CClient(), stopped: map[int]bool{}}
+	dir := t.TempDir()
+	var peers []string
+	for i := range opts.Nodes {
+		n := &Node{
+			ID:       fmt.Sprintf("n%d", i+1),
+			APIAddr:  FreeAddr(t),
+			RaftAddr: FreeAddr(t),
+		}
+		n.DataDir = filepath.Join(dir, n.ID)
+		n.LogFile = filepath.Join(dir, n.ID+".log")
+		peers = append(peers, n.ID+"="+n.RaftAddr+"/"+n.APIAddr)
+		c.nodes = append(c.nodes, n)
+		c.lock = append(c.lock, ticketv1connect.NewLockServiceClient(c.http, "http://"+n.APIAddr))
+		c.cluster = append(c.cluster, ticketv1connect.NewClusterServiceClient(c.http, "http://"+n.APIAddr))
+	}
+	for _, n := range c.nodes {
+		n.args = append([]string{"serve",
+			"--id", n.ID,
+			"--api-addr", n.APIAddr,
+			"--raft-addr", n.RaftAddr,
+			"--data-dir", n.DataDir,
+			"--backend", opts.Backend,
+			"--bootstrap", strings.Join(peers, ","),
+		}, opts.Args...)
+	}
+	t.Cleanup(c.Close)
+	for i := range c.nodes {
+		if err := c.start(i); err != nil {
+			t.Fatalf("ticketdtest: start %s: %v", c.nodes[i].ID, err)
+		}
+	}
+	c.WaitLeader(t, opts.StartTimeout)
+	return c
+}
+
+// start launches node i's process.
+func (c *Cluster) start(i int) error {
+	n := c.nodes[i]
+	logf, err := os.OpenFile(n.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.bin, n.args...)
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.Env = append(os.Environ(), c.opts.Env...)
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	n.mu.Lock()
+	n.cmd, n.exited = cmd, exited
+	n.mu.Unlock()
+	c.mu.Lock()
+	delete(c.stopped, i)
+	c.mu.Unlock()
+	return nil
+}
+
+// Len returns the number of nodes.
+func (c *Cluster) Len() int { return len(c.nodes) }
+
+// Node returns node i (0-based).
+func (c *Cluster) Node(i int) *Node { return c.nodes[i] }
+
+// HTTPClient returns the h2c client behind Lock and Cluster.
+func (c *Cluster) HTTPClient() *http.Client { return c.http }
+
+// Lock returns a LockService client of node i (Connect protocol over h2c).
+func (c *Cluster) Lock(i int) ticketv1connect.LockServiceClient { return c.lock[i] }
+
+// Cluster returns a ClusterService client of node i.
+func (c *Cluster) Cluster(i int) ticketv1connect.ClusterServiceClient { return c.cluster[i] }
+
+// signal sends sig to node i's process, if running.
+func (c *Cluster) signal(i int, sig syscall.Signal) {
+	n := c.nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil && n.cmd.Process != nil && !isClosed(n.exited) {
+		_ = n.cmd.Process.Signal(sig)
+	}
+}
+
+// wait blocks until node i's process has exited or d passes; it reports whether it exited.
+func (c *Cluster) wait(i int, d time.Duration) bool {
+	n := c.nodes[i]
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
+	if exited == nil {
+		return true
+	}
+	select {
+	case <-exited:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// Kill sends SIGKILL to node i (kill -9: no shutdown, no flush beyond what
+// was already synced) and waits for the process to exit.
+func (c *Cluster) Kill(i int) {
+	c.signal(i, syscall.SIGKILL)
+	c.wait(i, time.Minute)
+	c.mu.Lock()
+	delete(c.stopped, i)
+	c.mu.Unlock()
+}
+
+// Stop pauses node i with SIGSTOP: it keeps its sockets but answers nothing,
+// like a stalled process or a long GC pause. Cont resumes it.
+func (c *Cluster) Stop(i int) {
+	c.signal(i, syscall.SIGSTOP)
+	c.mu.Lock()
+	c.stopped[i] = true
+	c.mu.Unlock()
+}
+
+// Cont resumes node i after Stop (SIGCONT).
+func (c *Cluster) Cont(i int) {
+	c.signal(i, syscall.SIGCONT)
+	c.mu.Lock()
+	delete(c.stopped, i)
+	c.mu.Unlock()
+}
+
+// Terminate shuts node i down gracefully (SIGTERM) and waits up to 15s for
+// it to exit, then kills it.
+func (c *Cluster) Terminate(i int) {
+	c.Cont(i)
+	c.signal(i, syscall.SIGTERM)
+	if !c.wait(i, 15*time.Second) {
+		c.Kill(i)
+	}
+}
+
+// Restart starts node i again with the same id, addresses and data; a running
+// node is terminated gracefully first. It does not wait for a leader.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	if c.nodes[i].Running() {
+		c.Terminate(i)
+	}
+	if err := c.start(i); err != nil {
+		c.t.Fatalf("ticketdtest: restart %s: %v", c.nodes[i].ID, err)
+	}
+}
+
+// Running returns the indexes of nodes whose process is alive and not paused.
+func (c *Cluster) Running() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for i, n := range c.nodes {
+		if n.Running() && !c.stopped[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Status asks node i for its Status with a one-second timeout.
+func (c *Cluster) Status(i int) (*ticketv1.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return c.cluster[i].Status(ctx, &ticketv1.StatusRequest{})
+}
+
+// WaitLeader waits up to timeout until every running, unpaused node names the
+// same leader, that leader is one of them, and its API address is known to
+// all; it returns the leader's index. It fails the test on timeout.
+func (c *Cluster) WaitLeader(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if i, ok := c.agreedLeader(); ok {
+			return i
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ticketdtest: no leader agreed on within %v", timeout)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) agreedLeader() (int, bool) {
+	running := c.Running()
+	leader := ""
+	for _, i := range running {
+		st, err := c.Status(i)
+		if err != nil || st.GetLeaderId() == "" || st.GetLeaderAddr() == "" {
+			return 0, false
+		}
+		if leader != "" && st.GetLeaderId() != leader {
+			return 0, false
+		}
+		leader = st.GetLeaderId()
+	}
+	for _, i := range running {
+		if c.nodes[i].ID == leader {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// Leader returns the index of the leader, waiting up to 30s for one.
+func (c *Cluster) Leader(t testing.TB) int {
+	t.Helper()
+	return c.WaitLeader(t, 30*time.Second)
+}
+
+// Close stops every node (resuming paused ones, SIGTERM, then SIGKILL after
+// 15s). If the test failed, it logs the last lines of each node's log.
+func (c *Cluster) Close() {
+	var wg sync.WaitGroup
+	for i := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Terminate(i) }()
+	}
+	wg.Wait()
+	c.http.CloseIdleConnections()
+	if c.t.Failed() {
+		for _, n := range c.nodes {
+			c.t.Logf("ticketdtest: last lines of %s:\n%s", n.LogFile, tail(n.LogFile, 40))
+		}
+	}
+}
+
+// tail returns the last n lines of the file at path.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}

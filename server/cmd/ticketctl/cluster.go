@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ticketd/ticketd/sdk"
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+)
+
+type memberJSON struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
+	Voter    bool   `json:"voter"`
+}
+
+type statusJSON struct {
+	Endpoint     string       `json:"endpoint,omitempty"`
+	Error        string       `json:"error,omitempty"`
+	NodeID       string       `json:"node_id,omitempty"`
+	Backend      string       `json:"backend,omitempty"`
+	LeaderID     string       `json:"leader_id,omitempty"`
+	LeaderAddr   string       `json:"leader_addr,omitempty"`
+	Term         uint64       `json:"term,omitempty"`
+	CommitIndex  uint64       `json:"commit_index,omitempty"`
+	AppliedIndex uint64       `json:"applied_index,omitempty"`
+	LastToken    uint64       `json:"last_token,omitempty"`
+	LocksHeld    int64        `json:"locks_held"`
+	Members      []memberJSON `json:"members,omitempty"`
+}
+
+func membersOf(ms []*ticketv1.Member) []memberJSON {
+	out := []memberJSON{}
+	for _, m := range ms {
+		out = append(out, memberJSON{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), APIAddr: m.GetApiAddr(), Voter: m.GetVoter()})
+	}
+	return out
+}
+
+func statusOf(s *ticketv1.StatusResponse) statusJSON {
+	return statusJSON{
+		NodeID: s.GetNodeId(), Backend: s.GetBackend(), LeaderID: s.GetLeaderId(), LeaderAddr: s.GetLeaderAddr(),
+		Term: s.GetTerm(), CommitIndex: s.GetCommitIndex(), AppliedIndex: s.GetAppliedIndex(),
+		LastToken: s.GetLastToken(), LocksHeld: s.GetLocksHeld(), Members: membersOf(s.GetMembers()),
+	}
+}
+
+func printMembers(w io.Writer, ms []memberJSON) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRAFT ADDR\tAPI ADDR\tVOTER")
+	for _, m := range ms {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", m.ID, m.RaftAddr, m.APIAddr, m.Voter)
+	}
+	_ = tw.Flush()
+}
+
+type nodesJSON struct {
+	Nodes []statusJSON `json:"nodes"`
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the cluster as the leader sees it (--all: each endpoint's own view)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all {
+				return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+					out := nodesJSON{}
+					for _, ep := range c.Endpoints() {
+						st, err := c.NodeStatus(ctx, ep)
+						row := statusJSON{Endpoint: ep}
+						if err != nil {
+							row.Error = err.Error()
+						} else {
+							row = statusOf(st)
+							row.Endpoint = ep
+							row.Members = nil
+						}
+						out.Nodes = append(out.Nodes, row)
+					}
+					return out, nil
+				}, func(w io.Writer, v any) {
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "ENDPOINT\tNODE\tLEADER\tTERM\tCOMMIT\tAPPLIED\tLAST TOKEN\tLOCKS\tERROR")
+					for _, n := range v.(nodesJSON).Nodes {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Endpoint, n.NodeID, n.LeaderID,
+							n.Term, n.CommitIndex, n.AppliedIndex, n.LastToken, n.LocksHeld, n.Error)
+					}
+					_ = tw.Flush()
+				})
+			}
+			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+				st, err := c.Status(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return statusOf(st), nil
+			}, func(w io.Writer, v any) {
+				s := v.(statusJSON)
+				fmt.Fprintf(w, "leader:        %s (%s)\n", s.LeaderID, s.LeaderAddr)
+				fmt.Fprintf(w, "backend:       %s\n", s.Backend)
+				fmt.Fprintf(w, "term:          %d\n", s.Term)
+				fmt.Fprintf(w, "commit index:  %d\n", s.CommitIndex)
+				fmt.Fprintf(w, "applied index: %d\n", s.AppliedIndex)
+				fmt.Fprintf(w, "last token:    %d\n", s.LastToken)
+				fmt.Fprintf(w, "locks held:    %d\n\n", s.LocksHeld)
+				printMembers(w, s.Members)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "ask every endpoint for its own view, one row each")
+	return cmd
+}
+
+type membersResult struct {
+	Members []memberJSON `json:"members"`
+}
+
+func newMembersCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "members", Short: "List, add and remove cluster members"}
+	printer := func(w io.Writer, v any) { printMembers(w, v.(membersResult).Members) }
+	cmd.AddCommand(
+		&cobra.Command{
+			Use:   "list",
+			Short: "List the members of the cluster",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+					st, err := c.Status(ctx)
+					if err != nil {
+						return nil, err
+					}
+					return membersResult{Members: membersOf(st.GetMembers())}, nil
+				}, printer)
+			},
+		},
+		&cobra.Command{
+			Use:   "add ID RAFT_ADDR API_ADDR",
+			Short: "Add a voter (the node must be running and reachable by the leader)",
+			Args:  cobra.ExactArgs(3),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+					ms, err := c.AddMember(ctx, args[0], args[1], args[2])
+					if err != nil {
+						return nil, err
+					}
+					return membersResult{Members: membersOf(ms)}, nil
+				}, printer)
+			},
+		},
+		&cobra.Command{
+			Use:   "remove ID",
+			Short: "Remove a server from the cluster",
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+					ms, err := c.RemoveMember(ctx, args[0])
+					if err != nil {
+						return nil, err
+					}
+					return membersResult{Members: membersOf(ms)}, nil
+				}, printer)
+			},
+		},
+	)
+	return cmd
+}
+
+type transferJSON struct {
+	LeaderID string `json:"leader_id"`
+}
+
+func newTransferLeaderCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "transfer-leader [ID]",
+		Short: "Hand leadership to voter ID, or to any up-to-date voter",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := ""
+			if len(args) == 1 {
+				id = args[0]
+			}
+			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+				leader, err := c.TransferLeader(ctx, id)
+				if err != nil {
+					return nil, err
+				}
+				return transferJSON{LeaderID: leader}, nil
+			}, func(w io.Writer, v any) {
+				fmt.Fprintf(w, "leader is now %s\n", v.(transferJSON).LeaderID)
+			})
+		},
+	}
+}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ticketd/ticketd/sdk"
+)
+
+// lockJSON is a lock as -o json prints it (durations in milliseconds).
+type lockJSON struct {
+	Key         string `json:"key"`
+	Held        bool   `json:"held"`
+	Token       uint64 `json:"token,omitempty"`
+	TTLMs       int64  `json:"ttl_ms,omitempty"`
+	RemainingMs int64  `json:"remaining_ms,omitempty"`
+	Owner       string `json:"owner,omitempty"`
+}
+
+func lockOf(l sdk.LockInfo) lockJSON {
+	return lockJSON{Key: l.Key, Held: l.Held, Token: l.Token, TTLMs: msOf(l.TTL), RemainingMs: msOf(l.Remaining), Owner: l.Owner}
+}
+
+func newLockCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "lock", Short: "Acquire, renew, release and inspect locks"}
+	cmd.AddCommand(newAcquireCmd(g), newRenewCmd(g), newReleaseCmd(g), newGetCmd(g), newListCmd(g), newCheckCmd(g))
+	return cmd
+}
+
+type grantJSON struct {
+	Key   string `json:"key"`
+	Token uint64 `json:"token"`
+	TTLMs int64  `json:"ttl_ms"`
+	Owner string `json:"owner"`
+}
+
+func newAcquireCmd(g *globals) *cobra.Command {
+	var (
+		ttl   time.Duration
+		wait  bool
+		owner string
+	)
+	cmd := &cobra.Command{
+		Use:   "acquire KEY",
+		Short: "Acquire KEY for --ttl and print its fencing token (no background renewal)",
+		Long: `Acquire KEY for a lease of --ttl and print the fencing token. Without --wait it
+fails at once (exit 2) when the key is held; with --wait it waits in the key's
+FIFO queue until granted or --timeout. ticketctl does not renew the lease: use
+"lock renew" before the TTL runs out. Retrying with the same --owner returns
+the same grant, so a retry after an unknown outcome (exit 4) is safe.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := []sdk.AcquireOption{}
+			if wait {
+				opts = append(opts, sdk.WithWait())
+			}
+			if owner != "" {
+				opts = append(opts, sdk.WithOwner(owner))
+			}
+			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+				gr, err := c.Acquire(ctx, args[0], ttl, opts...)
+				if err != nil {
+					return nil, err
+				}
+				return grantJSON{Key: gr.Key, Token: gr.Token, TTLMs: msOf(gr.TTL), Owner: gr.Owner}, nil
+			}, func(w io.Writer, v any) {
+				r := v.(grantJSON)
+				fmt.Fprintf(w, "acquired %q token %d ttl %v owner %q\n", r.Key, r.Token, time.Duration(r.TTLMs)*time.Millisecond, r.Owner)
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "lease length (whole milliseconds)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait in the key's queue until granted or --timeout")
+	cmd.Flags().StringVar(&owner, "owner", "", "owner id (≤ 128 bytes); a retry with the same owner gets the same grant (default: unique per call)")
+	return cmd
+}
+
+type renewJSON struct {
+	Key   string `json:"key"`
+	Token uint64 `json:"token"`
+	TTLMs int64  `json:"ttl_ms"`
+}
+
+func newRenewCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "renew KEY TOKEN",
+		Short: "Extend the lease of the lock on KEY held with TOKEN by its TTL",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tok, err := parseToken(args[1])
+			if err != nil {
+				return err
+			}
+			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+				ttl, err := c.Renew(ctx, args[0], tok)
+				if err != nil {
+					return nil, err
+				}
+				return renewJSON{Key: args[0], Token: tok, TTLMs: msOf(ttl)}, nil
+			}, func(w io.Writer, v any) {
+				r := v.(renewJSON)
+				fmt.Fprintf(w, "renewed %q token %d for %v\n", r.Key, r.Token, time.Duration(r.TTLMs)*time.Millisecond)
+			})
+		},
+	}
+}
+
+type releaseJSON struct {
+	Key      string `json:"key"`
+	Token    uint64 `json:"token"`
+	Released bool   `json:"released"`
+}
+
+func newReleaseCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "release KEY TOKEN",
+		Short: "Release the lock on KEY held with TOKEN (a lock granted since is left alone)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tok, err := parseToken(args[1])
+			if err != nil {
+				return err
+			}
+			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+				if err := c.Release(ctx, args[0], tok); err != nil {
+					return nil, err
+				}
+				return releaseJSON{Key: args[0], Token: tok, Released: true}, nil
+			}, func(w io.Writer, v any) {
+				r := v.(releaseJSON)
+				fmt.Fprintf(w, "released %q token %d\n", r.Key, r.Token)
+			})
+		},
+	}
+}
+
+func newGetCmd(g *globals) *cobra.Command {
+	var stale bool
+	cmd := &cobra.Command{
+		Use:   "get KEY",
+		Short: "Show the holder of KEY (linearizable unless --stale)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+				var opts []sdk.ReadOption
+				if stale {
+					opts = append(opts, sdk.WithStale())
+				}
+				info, err := c.GetLock(ctx, args[0], opts...)
+				if err != nil {
+					return nil, err
+				}
+				return lockOf(info), nil
+			}, func(w io.Writer, v any) {
+				l := v.(lockJSON)
+				if !l.Held {
+					fmt.Fprintf(w, "%q is free\n", l.Key)
+					return
+				}
+				fmt.Fprintf(w, "%q held: token %d ttl %v remaining %v owner %q\n", l.Key, l.Token,
+					time.Duration(l.TTLMs)*time.Millisecond, time.Duration(l.RemainingMs)*time.Millisecond, l.Owner)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&stale, "stale", false, "let any node answer from local state (may lag the leader)")
+	return cmd
+}
+
+type listJSON struct {
+	Locks []lockJSON `json:"locks"`
+}
+
+func newListCmd(g *globals) *cobra.Command {
+	var (
+		prefix string
+		stale  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List held locks (optionally under --prefix), in key order",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+				var opts []sdk.ReadOption
+				if stale {
+					opts = append(opts, sdk.WithStale())
+				}
+				locks, err := c.ListLocks(ctx, prefix, opts...)
+				if err != nil {
+					return nil, err
+				}
+				out := listJSON{Locks: []lockJSON{}}
+				for _, l := range locks {
+					out.Locks = append(out.Locks, lockOf(l))
+				}
+				return out, nil
+			}, func(w io.Writer, v any) {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "KEY\tTOKEN\tTTL\tREMAINING\tOWNER")
+				for _, l := range v.(listJSON).Locks {
+					fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%s\n", l.Key, l.Token,
+						time.Duration(l.TTLMs)*time.Millisecond, time.Duration(l.RemainingMs)*time.Millisecond, l.Owner)
+				}
+				_ = tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "only keys starting with this prefix")
+	cmd.Flags().BoolVar(&stale, "stale", false, "let any node answer from local state (may lag the leader)")
+	return cmd
+}
+
+type checkJSON struct {
+	Key          string `json:"key"`
+	Token        uint64 `json:"token"`
+	Valid        bool   `json:"valid"`
+	CurrentToken uint64 `json:"current_token"`
+}
+
+func newCheckCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check KEY TOKEN",
+		Short: "Tell whether TOKEN is the current holder of KEY (exit 3 if not)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tok, err := parseToken(args[1])
+			if err != nil {
+				return err
+			}
+			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+				valid, cur, err := c.Check(ctx, args[0], tok)
+				if err != nil {
+					return nil, err
+				}
+				r := checkJSON{Key: args[0], Token: tok, Valid: valid, CurrentToken: cur}
+				if !valid {
+					return r, fmt.Errorf("%q: %w (current token %d)", args[0], errInvalidToken, cur)
+				}
+				return r, nil
+			}, func(w io.Writer, v any) {
+				r := v.(checkJSON)
+				if r.Valid {
+					fmt.Fprintf(w, "token %d is the current holder of %q\n", r.Token, r.Key)
+					return
+				}
+				fmt.Fprintf(w, "token %d is not the current holder of %q (current token %d)\n", r.Token, r.Key, r.CurrentToken)
+			})
+		},
+	}
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
+)
+
+// ctl runs ticketctl in-process against endpoints and returns its exit code,
+// stdout and stderr.
+func ctl(t *testing.T, endpoints string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := run(ctx, append([]string{"--endpoints", endpoints, "--timeout", "20s"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// ctlJSON runs ticketctl with -o json, requires exit code want, and decodes stdout into v.
+func ctlJSON(t *testing.T, endpoints string, want int, v any, args ...string) {
+	t.Helper()
+	code, out, errs := ctl(t, endpoints, append([]string{"-o", "json"}, args...)...)
+	require.Equal(t, want, code, "ticketctl %v: stdout %q stderr %q", args, out, errs)
+	if v != nil {
+		require.NoError(t, json.Unmarshal([]byte(out), v), "stdout %q", out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{name: "bad_token", args: []string{"lock", "renew", "k", "x"}},
+		{name: "zero_token", args: []string{"lock", "release", "k", "0"}},
+		{name: "missing_key", args: []string{"lock", "acquire"}},
+		{name: "bad_output", args: []string{"-o", "yaml", "status"}},
+		{name: "unknown_command", args: []string{"frobnicate"}},
+		{name: "no_endpoints", args: []string{"--endpoints", "", "status"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, errs := ctl(t, "127.0.0.1:1", tt.args...)
+			assert.Equal(t, exitError, code)
+			assert.NotEmpty(t, errs)
+		})
+	}
+}
+
+// TestAgainstCluster drives every command against a real three-node cluster.
+func TestAgainstCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a ticketd cluster")
+	}
+	cl := ticketdtest.Start(t, ticketdtest.Options{Nodes: 3, Args: []string{"--raft-election-timeout-ms=500", "--raft-heartbeat-ms=50"}})
+	var addrs []string
+	for i := range cl.Len() {
+		addrs = append(addrs, cl.Node(i).APIAddr)
+	}
+	eps := strings.Join(addrs, ",")
+
+	t.Run("lock_lifecycle", func(t *testing.T) {
+		var g grantJSON
+		ctlJSON(t, eps, exitOK, &g, "lock", "acquire", "ctl/a", "--ttl", "20s", "--owner", "job-1")
+		assert.Equal(t, "ctl/a", g.Key)
+		assert.NotZero(t, g.Token)
+		assert.Equal(t, int64(20000), g.TTLMs)
+		assert.Equal(t, "job-1", g.Owner)
+
+		var again grantJSON
+		ctlJSON(t, eps, exitOK, &again, "lock", "acquire", "ctl/a", "--ttl", "20s", "--owner", "job-1")
+		assert.Equal(t, g.Token, again.Token, "a retry with the same owner gets the same grant")
+		ctlJSON(t, eps, exitLocked, nil, "lock", "acquire", "ctl/a", "--ttl", "20s")
+
+		var info lockJSON
+		ctlJSON(t, eps, exitOK, &info, "lock", "get", "ctl/a")
+		assert.Equal(t, lockJSON{Key: "ctl/a", Held: true, Token: g.Token, TTLMs: 20000, RemainingMs: info.RemainingMs, Owner: "job-1"}, info)
+		ctlJSON(t, eps, exitOK, &info, "lock", "get", "ctl/a", "--stale")
+		assert.Equal(t, g.Token, info.Token)
+
+		var list listJSON
+		ctlJSON(t, eps, exitOK, &list, "lock", "list", "--prefix", "ctl/")
+		require.Len(t, list.Locks, 1)
+		assert.Equal(t, g.Token, list.Locks[0].Token)
+		ctlJSON(t, eps, exitOK, &list, "lock", "list", "--prefix", "none/")
+		assert.Empty(t, list.Locks)
+
+		var chk checkJSON
+		ctlJSON(t, eps, exitOK, &chk, "lock", "check", "ctl/a", itoa(g.Token))
+		assert.True(t, chk.Valid)
+		ctlJSON(t, eps, exitNotHeld, &chk, "lock", "check", "ctl/a", itoa(g.Token+100))
+		assert.False(t, chk.Valid)
+		assert.Equal(t, g.Token, chk.CurrentToken)
+
+		var rn renewJSON
+		ctlJSON(t, eps, exitOK, &rn, "lock", "renew", "ctl/a", itoa(g.Token))
+		assert.Equal(t, int64(20000), rn.TTLMs)
+		ctlJSON(t, eps, exitNotHeld, nil, "lock", "renew", "ctl/a", itoa(g.Token+100))
+
+		ctlJSON(t, eps, exitNotHeld, nil, "lock", "release", "ctl/a", itoa(g.Token+100))
+		var rel releaseJSON
+		ctlJSON(t, eps, exitOK, &rel, "lock", "release", "ctl/a", itoa(g.Token))
+		assert.True(t, rel.Released)
+		ctlJSON(t, eps, exitOK, &info, "lock", "get", "ctl/a")
+		assert.False(t, info.Held)
+	})
+
+	t.Run("acquire_wait", func(t *testing.T) {
+		var g grantJSON
+		ctlJSON(t, eps, exitOK, &g, "lock", "acquire", "ctl/w", "--ttl", "20s")
+		type res struct {
+			code int
+			out  string
+		}
+		done := make(chan res, 1)
+		go func() {
+			code, out, _ := ctl(t, eps, "-o", "json", "lock", "acquire", "ctl/w", "--ttl", "20s", "--wait")
+			done <- res{code, out}
+		}()
+		leader := cl.Node(cl.Leader(t)).APIAddr
+		require.Eventually(t, func() bool { return waiting(t, leader) == 1 }, 10*time.Second, 10*time.Millisecond,
+			"the waiter never queued")
+		ctlJSON(t, eps, exitOK, nil, "lock", "release", "ctl/w", itoa(g.Token))
+		r := <-done
+		require.Equal(t, exitOK, r.code)
+		var w grantJSON
+		require.NoError(t, json.Unmarshal([]byte(r.out), &w))
+		assert.Greater(t, w.Token, g.Token)
+		ctlJSON(t, eps, exitOK, nil, "lock", "release", "ctl/w", itoa(w.Token))
+	})
+
+	t.Run("text_output", func(t *testing.T) {
+		code, out, errs := ctl(t, eps, "lock", "acquire", "ctl/t", "--ttl", "5s", "--grpc")
+		require.Equal(t, exitOK, code, errs)
+		assert.Contains(t, out, `acquired "ctl/t" token `)
+		code, out, _ = ctl(t, eps, "lock", "list")
+		require.Equal(t, exitOK, code)
+		assert.Contains(t, out, "KEY")
+		assert.Contains(t, out, "ctl/t")
+		code, out, _ = ctl(t, eps, "status")
+		require.Equal(t, exitOK, code)
+		assert.Contains(t, out, "leader:")
+		assert.Contains(t, out, cl.Node(0).RaftAddr)
+	})
+
+	t.Run("status", func(t *testing.T) {
+		var st statusJSON
+		ctlJSON(t, eps, exitOK, &st, "status")
+		assert.Equal(t, cl.Node(cl.Leader(t)).ID, st.LeaderID)
+		assert.Equal(t, st.LeaderID, st.NodeID, "status comes from the leader")
+		assert.Equal(t, "hashicorp", st.Backend)
+		assert.Len(t, st.Members, 3)
+
+		var all nodesJSON
+		ctlJSON(t, eps, exitOK, &all, "status", "--all")
+		require.Len(t, all.Nodes, 3)
+		for i, n := range all.Nodes {
+			assert.Equal(t, cl.Node(i).ID, n.NodeID)
+			assert.Equal(t, st.LeaderID, n.LeaderID)
+		}
+
+		var ms membersResult
+		ctlJSON(t, eps, exitOK, &ms, "members", "list")
+		assert.Len(t, ms.Members, 3)
+	})
+
+	t.Run("transfer_leader", func(t *testing.T) {
+		old := cl.Leader(t)
+		target := cl.Node((old + 1) % cl.Len()).ID
+		var tr transferJSON
+		ctlJSON(t, eps, exitOK, &tr, "transfer-leader", target)
+		assert.Equal(t, target, tr.LeaderID)
+		require.Equal(t, target, cl.Node(cl.Leader(t)).ID)
+	})
+
+	t.Run("members_add_remove", func(t *testing.T) {
+		// A voter that never starts: with three of four voters up the
+		// cluster keeps its quorum, and removing it restores three.
+		raft, api := ticketdtest.FreeAddr(t), ticketdtest.FreeAddr(t)
+		var ms membersResult
+		ctlJSON(t, eps, exitOK, &ms, "members", "add", "n9", raft, api)
+		assert.Contains(t, ms.Members, memberJSON{ID: "n9", RaftAddr: raft, APIAddr: api, Voter: true})
+		ctlJSON(t, eps, exitOK, &ms, "members", "remove", "n9")
+		assert.Len(t, ms.Members, 3)
+		for _, m := range ms.Members {
+			assert.NotEqual(t, "n9", m.ID)
+		}
+	})
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// waiting reads the ticketd_waiters gauge (Acquire requests queued) from the
+// /metrics page of the node at addr; -1 when it cannot.
+func waiting(t *testing.T, addr string) int {
+	t.Helper()
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "ticketd_waiters "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return -1
+			}
+			return int(f)
+		}
+	}
+	return -1
+}
