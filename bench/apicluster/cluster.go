@@ -1,0 +1,192 @@
+package apicluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server"
+	"github.com/ticketd/ticketd/server/config"
+
+	"github.com/ticketd/ticketd/bench/loopback"
+)
+
+// Sentinel errors of package apicluster.
+var (
+	// ErrNoLeader: no node served as leader within Config.StartTimeout.
+	ErrNoLeader = errors.New("apicluster: no leader serving")
+)
+
+// Size is the number of nodes.
+const Size = 3
+
+// Config says what cluster to start.
+type Config struct {
+	// Backend is config.BackendHashicorp or config.BackendEtcd. Required.
+	Backend string
+	// Dir is created if missing; node data goes to Dir/<node id>; Close
+	// removes Dir. Required.
+	Dir string
+	// StartTimeout bounds the wait for a serving leader; 0 means 30 s.
+	StartTimeout time.Duration
+	// Options are passed to every server.New (e.g. server.WithLogger).
+	Options []server.Option
+}
+
+// Cluster is Size ticketd nodes started by Start.
+type Cluster struct {
+	dir    string
+	nodes  []*server.Node
+	served sync.WaitGroup
+	hc     *http.Client
+	leader string // base URL of the leader found by Start
+	client ticketv1connect.LockServiceClient
+}
+
+// Start starts Size nodes bootstrapped as one cluster and returns once one of
+// them leads and has served an Acquire and a Release. Errors: server.New's,
+// ErrNoLeader, ctx.Err(); on error every started node is closed.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Backend == "" || cfg.Dir == "" {
+		return nil, errors.New("apicluster: Config needs Backend and Dir")
+	}
+	timeout := cfg.StartTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("apicluster: %w", err)
+	}
+	c := &Cluster{dir: cfg.Dir, hc: h2cClient()}
+
+	// API listeners stay open and are handed to Serve; Raft ports are
+	// reserved and released for the backends to bind.
+	apiLns := make([]net.Listener, 0, Size)
+	closeLns := func() {
+		for _, ln := range apiLns {
+			ln.Close()
+		}
+	}
+	raftAddrs, err := loopback.FreeAddrs(Size)
+	if err != nil {
+		return nil, err
+	}
+	peers := make([]config.Peer, Size)
+	for i := range Size {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			closeLns()
+			return nil, fmt.Errorf("apicluster: listen: %w", err)
+		}
+		apiLns = append(apiLns, ln)
+		peers[i] = config.Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: raftAddrs[i], APIAddr: ln.Addr().String()}
+	}
+	for i, p := range peers {
+		nc := config.DefaultConfig()
+		nc.ID, nc.APIAddr, nc.RaftAddr = p.ID, p.APIAddr, p.RaftAddr
+		nc.DataDir = filepath.Join(cfg.Dir, p.ID)
+		nc.Backend = cfg.Backend
+		nc.Bootstrap = peers
+		nc.Log.Level = "error"
+		node, err := server.New(nc, cfg.Options...)
+		if err != nil {
+			for _, ln := range apiLns[i:] {
+				ln.Close()
+			}
+			c.Close()
+			return nil, fmt.Errorf("apicluster: start %s: %w", p.ID, err)
+		}
+		c.nodes = append(c.nodes, node)
+		c.served.Go(func() { _ = node.Serve(apiLns[i]) })
+	}
+
+	wait, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := c.awaitLeader(wait, peers); err != nil {
+		c.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// awaitLeader polls every node's Status until one says it is the leader and
+// then checks that it serves a lock cycle.
+func (c *Cluster) awaitLeader(ctx context.Context, peers []config.Peer) error {
+	var last error
+	for {
+		for _, p := range peers {
+			url := "http://" + p.APIAddr
+			st, err := ticketv1connect.NewClusterServiceClient(c.hc, url).Status(ctx, &ticketv1.StatusRequest{})
+			if err != nil {
+				last = err
+				continue
+			}
+			if st.GetLeaderId() == "" || st.GetLeaderId() != st.GetNodeId() {
+				continue
+			}
+			client := ticketv1connect.NewLockServiceClient(c.hc, url)
+			if err := probe(ctx, client); err != nil {
+				last = err
+				continue
+			}
+			c.leader, c.client = url, client
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ErrNoLeader, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// probe runs one Acquire+Release cycle.
+func probe(ctx context.Context, client ticketv1connect.LockServiceClient) error {
+	acq, err := client.Acquire(ctx, &ticketv1.AcquireRequest{Key: "apicluster/probe", LeaseMs: 10_000, Owner: "apicluster-probe"})
+	if err != nil {
+		return err
+	}
+	_, err = client.Release(ctx, &ticketv1.ReleaseRequest{Key: "apicluster/probe", Token: acq.GetToken()})
+	return err
+}
+
+// Client returns a LockService client of the leader Start found.
+func (c *Cluster) Client() ticketv1connect.LockServiceClient { return c.client }
+
+// LeaderURL returns the leader's API base URL ("http://127.0.0.1:port").
+func (c *Cluster) LeaderURL() string { return c.leader }
+
+// Close stops every node at once (each with up to 10 s to finish in-flight
+// requests), removes the data directory and returns the first error.
+func (c *Cluster) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() { errs[i] = n.Close(ctx) })
+	}
+	wg.Wait()
+	c.served.Wait()
+	c.hc.CloseIdleConnections()
+	errs = append(errs, os.RemoveAll(c.dir))
+	return errors.Join(errs...)
+}
+
+// h2cClient speaks HTTP/2 without TLS (prior knowledge), as ticketd serves it.
+func h2cClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}

@@ -1,0 +1,46 @@
+package apicluster_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/server/config"
+
+	"github.com/ticketd/ticketd/bench/apicluster"
+)
+
+func TestStartServeClose(t *testing.T) {
+	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
+		t.Run(backend, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "cluster")
+			c, err := apicluster.Start(context.Background(), apicluster.Config{Backend: backend, Dir: dir})
+			require.NoError(t, err)
+			require.True(t, strings.HasPrefix(c.LeaderURL(), "http://127.0.0.1:"), c.LeaderURL())
+
+			ctx := context.Background()
+			acq, err := c.Client().Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000, Owner: "test"})
+			require.NoError(t, err)
+			require.Positive(t, acq.GetToken())
+			_, err = c.Client().Release(ctx, &ticketv1.ReleaseRequest{Key: "k", Token: acq.GetToken()})
+			require.NoError(t, err)
+
+			require.NoError(t, c.Close())
+			_, err = os.Stat(dir)
+			require.ErrorIs(t, err, os.ErrNotExist, "Close removes the data")
+		})
+	}
+}
+
+func TestStartUnknownBackend(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	_, err := apicluster.Start(context.Background(), apicluster.Config{Backend: "zookeeper", Dir: dir})
+	require.Error(t, err)
+	_, err = os.Stat(dir)
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

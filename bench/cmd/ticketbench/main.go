@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ticketd/ticketd/bench/charts"
+	"github.com/ticketd/ticketd/bench/load"
+	"github.com/ticketd/ticketd/bench/report"
+	"github.com/ticketd/ticketd/bench/suite"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "ticketbench:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the parsed flags.
+type options struct {
+	cfg        suite.Config
+	out        string
+	cpuProfile string
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("ticketbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o         options
+		levels    = fs.String("concurrency", "1,16,64,256", "comma-separated client counts")
+		backends  = fs.String("backends", strings.Join(suite.Backends(), ","), "comma-separated ticketd backends")
+		workloads = fs.String("workloads", "commit,lock", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API)")
+		mode      = fs.String("mode", string(load.ModeClosed), "closed (each client waits for its last operation) or open (fixed -rate, latency from the intended send time)")
+	)
+	fs.DurationVar(&o.cfg.Duration, "duration", time.Second, "measured window of each measurement")
+	fs.DurationVar(&o.cfg.Warmup, "warmup", 500*time.Millisecond, "unrecorded run before each window")
+	fs.IntVar(&o.cfg.Rounds, "rounds", 3, "repetitions of every measurement (backend order alternates per round)")
+	fs.Float64Var(&o.cfg.Rate, "rate", 0, "open loop: operations per second over all clients")
+	fs.BoolVar(&o.cfg.Peer, "peer", true, "also measure etcd's concurrency.Mutex (three embedded etcd members)")
+	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "where the clusters' data and the fsync floor file go (default: system temp dir)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clusters and clients share this process) to this file")
+	fs.StringVar(&o.out, "out", "", "output directory (default bench/results/<time> from the repository root)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if o.cfg.Concurrency, err = parseInts(*levels); err != nil {
+		return o, fmt.Errorf("-concurrency: %w", err)
+	}
+	o.cfg.Backends = splitList(*backends)
+	for _, w := range splitList(*workloads) {
+		switch w {
+		case report.WorkloadCommit:
+			o.cfg.Commit = true
+		case report.WorkloadLock:
+			o.cfg.Lock = true
+		default:
+			return o, fmt.Errorf("-workloads: unknown workload %q", w)
+		}
+	}
+	o.cfg.Mode = load.Mode(*mode)
+	if o.out == "" {
+		o.out = defaultOut(time.Now())
+	}
+	return o, o.cfg.Validate()
+}
+
+// defaultOut is bench/results/<time> when run from the repository root (as
+// `make bench` does), else results/<time> in the working directory.
+func defaultOut(now time.Time) string {
+	stamp := now.Format("20060102-150405")
+	if fi, err := os.Stat(filepath.Join("bench", "go.mod")); err == nil && !fi.IsDir() {
+		return filepath.Join("bench", "results", stamp)
+	}
+	return filepath.Join("results", stamp)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	o.cfg.Progress = stderr
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, runErr := suite.Run(ctx, o.cfg)
+	if rep == nil {
+		return runErr
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		return err
+	}
+	if err := rep.Write(o.out); err != nil {
+		return err
+	}
+	files, err := charts.Write(o.out, rep.Summary)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s, %s", filepath.Join(o.out, report.JSONFile), filepath.Join(o.out, report.MarkdownFile))
+	for _, f := range files {
+		fmt.Fprintf(stderr, ", %s", f)
+	}
+	fmt.Fprintln(stderr)
+	return runErr
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, part := range splitList(s) {
+		n, err := strconv.Atoi(part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if p := strings.TrimSpace(part); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ticketd/ticketd/bench/report"
+	"github.com/ticketd/ticketd/bench/suite"
+)
+
+// smokePeerEnv set to 1 adds the etcd peer to the smoke test; off by default
+// because its first build (etcd's server module) takes one to two minutes on
+// two cores.
+const smokePeerEnv = "TICKETBENCH_SMOKE_PEER"
+
+// TestSmoke runs the whole pipeline — floor, both backends' commit clusters,
+// ticketd's API clusters, report, table, plots — with tiny settings and
+// checks that every output is written and every figure is real.
+func TestSmoke(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "results")
+	levels := []int{1, 4}
+	peer := os.Getenv(smokePeerEnv) == "1"
+	args := []string{
+		"-duration", "300ms", "-warmup", "100ms", "-rounds", "1", "-concurrency", "1,4",
+		"-data-dir", t.TempDir(), "-out", out, fmt.Sprintf("-peer=%v", peer),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run(ctx, args, &stdout, &stderr), stderr.String())
+
+	// Progress went to stderr, the table to stdout.
+	require.Contains(t, stderr.String(), "round 1/1 · commit · hashicorp · 4 clients")
+	require.Contains(t, stderr.String(), "done: ")
+	for _, want := range []string{"Physical floor", "ticketd/hashicorp", "ticketd/etcd", "aims:"} {
+		require.Contains(t, stdout.String(), want)
+	}
+
+	// Every output file exists; the plots are PNGs.
+	for _, f := range []string{"commit-latency.png", "commit-throughput.png", "lock-latency.png", "lock-throughput.png"} {
+		fh, err := os.Open(filepath.Join(out, f))
+		require.NoError(t, err)
+		_, err = png.Decode(fh)
+		fh.Close()
+		require.NoError(t, err, f)
+	}
+	md, err := os.ReadFile(filepath.Join(out, report.MarkdownFile))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "## Aims")
+	fh, err := os.Open(filepath.Join(out, report.JSONFile))
+	require.NoError(t, err)
+	defer fh.Close()
+	rep, err := report.ReadJSON(fh)
+	require.NoError(t, err)
+
+	// Every figure is real: measured, error-free, ordered percentiles.
+	require.Empty(t, rep.Notes, "no part may have failed")
+	require.Len(t, rep.Floors, 1)
+	require.Positive(t, rep.Floors[0].Fsync.Count)
+	require.Positive(t, rep.Floors[0].RTT.Count)
+	require.Positive(t, rep.Floors[0].Badger.Count)
+	require.Positive(t, rep.Summary.Floor.FloorUS)
+	want := len(suite.Backends()) * 2 * len(levels)
+	if peer {
+		want += len(levels)
+	}
+	require.Len(t, rep.Measurements, want)
+	seen := map[string]bool{}
+	for _, m := range rep.Measurements {
+		name := fmt.Sprintf("%s/%s/%d", m.Workload, m.System, m.Concurrency)
+		seen[name] = true
+		require.Positive(t, m.Ops, name)
+		// A leader election under CPU starvation can fail a few operations;
+		// a broken workload fails most of them.
+		if m.Errors > 0 {
+			t.Logf("%s: %d errors, first: %s", name, m.Errors, m.FirstError)
+		}
+		require.LessOrEqual(t, m.Errors*10, m.Ops, "%s: more than 10%% of operations failed: %s", name, m.FirstError)
+		require.Equal(t, m.Ops, m.Latency.Count, name)
+		require.Positive(t, m.Latency.P50US, name)
+		require.True(t, m.Latency.Ordered(), "%s: %+v", name, m.Latency)
+		require.InDelta(t, float64(m.Ops)/m.ElapsedSec, m.PerSec, 1e-6, name)
+	}
+	for _, b := range suite.Backends() {
+		for _, c := range levels {
+			require.True(t, seen[fmt.Sprintf("commit/%s/%d", b, c)], "commit/%s/%d", b, c)
+			require.True(t, seen[fmt.Sprintf("lock/%s/%d", b, c)], "lock/%s/%d", b, c)
+		}
+	}
+	for _, row := range rep.Summary.Rows {
+		require.Equal(t, 1, row.Rounds)
+		require.LessOrEqual(t, row.P50US, row.P99US)
+	}
+	require.NotEmpty(t, rep.Summary.Ratios.Backends, "etcd ÷ hashicorp ratios")
+	require.NotEmpty(t, rep.Summary.Ratios.Floor, "commit p50 ÷ floor ratios")
+	if peer {
+		require.NotEmpty(t, rep.Summary.Ratios.Peer)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-concurrency", "2, 8", "-backends", "etcd", "-workloads", "lock", "-mode", "open", "-rate", "500", "-peer=false", "-out", "x"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 8}, o.cfg.Concurrency)
+	require.Equal(t, []string{"etcd"}, o.cfg.Backends)
+	require.False(t, o.cfg.Commit)
+	require.True(t, o.cfg.Lock)
+	require.False(t, o.cfg.Peer)
+	require.Equal(t, 500.0, o.cfg.Rate)
+	require.Equal(t, "x", o.out)
+
+	o, err = parseFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 16, 64, 256}, o.cfg.Concurrency)
+	require.Equal(t, []string{"hashicorp", "etcd"}, o.cfg.Backends)
+	require.True(t, o.cfg.Commit && o.cfg.Lock && o.cfg.Peer)
+	require.Equal(t, 3, o.cfg.Rounds)
+	require.True(t, strings.Contains(o.out, "results"), o.out)
+
+	for _, bad := range [][]string{
+		{"-workloads", "reads"}, {"-concurrency", "a"}, {"-backends", "zk"}, {"-mode", "open"}, {"extra"},
+	} {
+		_, err := parseFlags(bad, &bytes.Buffer{})
+		require.Error(t, err, bad)
+	}
+}

@@ -1,0 +1,23 @@
+// Command etcdpeer is ticketbench's peer: etcd itself, three members embedded
+// in this process (go.etcd.io/etcd/server/v3/embed) on loopback with their
+// data in a temporary directory and fsync on, running the workload ticketd's
+// lock benchmark runs — each worker takes and releases a lock on a key of its
+// own, here with client/v3's concurrency.Mutex (Lock = one Txn, Unlock = one
+// Delete, both Raft writes, as ticketd's Acquire and Release are each one
+// commit). The client talks to the leader only, as ticketd's benchmark client
+// does.
+//
+// It is its own module, outside go.work, so that etcd's requirements never
+// change the versions the product builds with; ticketbench builds it with
+// `GOWORK=off go build` (package bench/peer) and runs it as a subprocess.
+//
+// # Usage
+//
+//  1. Build: `cd bench/etcdpeer && GOWORK=off go build`.
+//  2. Run: `etcdpeer -concurrency 1,16 -duration 2s -warmup 500ms [-mode open -rate 2000] [-dir /tmp]`.
+//  3. Read one JSON object (bench/peer.Output) on stdout; stderr carries a
+//     line "etcdpeer: concurrency N" when each level starts, and errors.
+//
+// Each worker has one concurrency.Session (a lease kept alive), made before the
+// measurement; the lock and unlock are what is timed, as one cycle.
+package main

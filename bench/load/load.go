@@ -1,0 +1,260 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ticketd/ticketd/bench/latency"
+)
+
+// Sentinel errors of package load.
+var (
+	// ErrInvalidConfig: a Config field is missing or out of range.
+	ErrInvalidConfig = errors.New("load: invalid config")
+)
+
+// Mode says how operations are paced.
+type Mode string
+
+const (
+	// ModeClosed: each worker issues its next operation when the last returns.
+	ModeClosed Mode = "closed"
+	// ModeOpen: operations are issued at a fixed rate; latency counts from the
+	// intended send time (no coordinated omission).
+	ModeOpen Mode = "open"
+)
+
+// errorBackoff is how long a closed-loop worker waits after a failed operation,
+// so that an operation failing at once (no leader during an election) does not
+// spin a core that the cluster under test needs.
+const errorBackoff = 5 * time.Millisecond
+
+// defaultOpTimeout bounds one operation when Config.OpTimeout is zero.
+const defaultOpTimeout = 10 * time.Second
+
+// Config describes one measurement.
+type Config struct {
+	// Mode is ModeClosed (the default when empty) or ModeOpen.
+	Mode Mode
+	// Concurrency is the number of workers: closed-loop clients, or the most
+	// operations in flight at once in open loop. At least 1.
+	Concurrency int
+	// Duration is the measured window. Must be positive.
+	Duration time.Duration
+	// Warmup runs the workload before the window without recording it.
+	Warmup time.Duration
+	// Rate is the open-loop schedule in operations per second over all
+	// workers. Required (positive) in ModeOpen, ignored in ModeClosed.
+	Rate float64
+	// OpTimeout bounds each operation through its ctx; 0 means 10 s.
+	OpTimeout time.Duration
+}
+
+// Validate reports the first invalid field, wrapped in ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case c.Mode != "" && c.Mode != ModeClosed && c.Mode != ModeOpen:
+		return fmt.Errorf("%w: unknown mode %q", ErrInvalidConfig, c.Mode)
+	case c.Concurrency < 1:
+		return fmt.Errorf("%w: concurrency %d < 1", ErrInvalidConfig, c.Concurrency)
+	case c.Duration <= 0:
+		return fmt.Errorf("%w: duration %v not positive", ErrInvalidConfig, c.Duration)
+	case c.Warmup < 0:
+		return fmt.Errorf("%w: negative warmup %v", ErrInvalidConfig, c.Warmup)
+	case c.Mode == ModeOpen && !(c.Rate > 0):
+		return fmt.Errorf("%w: open loop needs a positive rate, got %v", ErrInvalidConfig, c.Rate)
+	}
+	return nil
+}
+
+// Op performs one operation for worker, 0 ≤ worker < Concurrency. Calls for the
+// same worker never overlap. ctx carries Config.OpTimeout. A non-nil error
+// counts the operation as failed; its latency is not recorded.
+type Op func(ctx context.Context, worker int) error
+
+// Result is what one measurement saw. JSON names are those of the report file.
+type Result struct {
+	// Mode, Concurrency and RatePerSec (open loop only) repeat the Config.
+	Mode        Mode    `json:"mode"`
+	Concurrency int     `json:"concurrency"`
+	RatePerSec  float64 `json:"rate_per_sec,omitempty"`
+	// Ops is the number of successful operations started in the window; the
+	// latency figures come from exactly these.
+	Ops int64 `json:"ops"`
+	// Errors is the number of failed operations started in the window, and
+	// FirstError the text of the first one.
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	// WindowSec is the measured window in seconds.
+	WindowSec float64 `json:"window_sec"`
+	// ElapsedSec is the time the recorded operations took to complete, in
+	// seconds: WindowSec in closed loop; in open loop, from the window's start
+	// to the last recorded completion, at least WindowSec (a system that falls
+	// behind the schedule drains its backlog after the window).
+	ElapsedSec float64 `json:"elapsed_sec"`
+	// PerSec is the achieved throughput, Ops divided by ElapsedSec.
+	PerSec float64 `json:"per_sec"`
+	// Latency is the distribution of the successful operations' latencies.
+	Latency latency.Summary `json:"latency"`
+}
+
+// Run drives op as cfg says and returns what it measured. It returns once the
+// window has passed and every started operation has returned. A cancelled ctx
+// stops the workers early and Run returns ctx.Err() with the partial Result.
+func Run(ctx context.Context, cfg Config, op Op) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeClosed
+	}
+	if cfg.OpTimeout == 0 {
+		cfg.OpTimeout = defaultOpTimeout
+	}
+	w := window{start: time.Now()}
+	w.measureStart = w.start.Add(cfg.Warmup)
+	w.end = w.measureStart.Add(cfg.Duration)
+
+	workers := make([]worker, cfg.Concurrency)
+	var errs errorCount
+	var wg sync.WaitGroup
+	var next atomic.Int64 // open loop: index of the next scheduled operation
+	for i := range workers {
+		workers[i].hist = latency.New()
+		wg.Go(func() {
+			wk := &workers[i]
+			if cfg.Mode == ModeOpen {
+				wk.runOpen(ctx, cfg, w, i, &next, op, &errs)
+			} else {
+				wk.runClosed(ctx, cfg, w, i, op, &errs)
+			}
+		})
+	}
+	wg.Wait()
+
+	total := latency.New()
+	elapsed := cfg.Duration
+	for i := range workers {
+		total.Merge(workers[i].hist)
+		if cfg.Mode == ModeOpen && workers[i].lastDone.Sub(w.measureStart) > elapsed {
+			elapsed = workers[i].lastDone.Sub(w.measureStart)
+		}
+	}
+	res := Result{
+		Mode:        cfg.Mode,
+		Concurrency: cfg.Concurrency,
+		Ops:         total.Count(),
+		Errors:      errs.n.Load(),
+		FirstError:  errs.firstText(),
+		WindowSec:   cfg.Duration.Seconds(),
+		ElapsedSec:  elapsed.Seconds(),
+		Latency:     total.Summarize(),
+	}
+	if cfg.Mode == ModeOpen {
+		res.RatePerSec = cfg.Rate
+	}
+	res.PerSec = float64(res.Ops) / res.ElapsedSec
+	return res, ctx.Err()
+}
+
+// window holds the measurement's fixed instants.
+type window struct {
+	start, measureStart, end time.Time
+}
+
+// worker is one goroutine's private state.
+type worker struct {
+	hist     *latency.Histogram
+	lastDone time.Time // completion of the last recorded operation
+}
+
+// errorCount counts failures from many goroutines and keeps the first one.
+type errorCount struct {
+	n     atomic.Int64
+	once  sync.Once
+	first error
+}
+
+func (e *errorCount) add(err error) {
+	e.n.Add(1)
+	e.once.Do(func() { e.first = err })
+}
+
+// firstText is called after every worker has returned.
+func (e *errorCount) firstText() string {
+	if e.first == nil {
+		return ""
+	}
+	return e.first.Error()
+}
+
+func (wk *worker) runClosed(ctx context.Context, cfg Config, w window, id int, op Op, errs *errorCount) {
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		if !t0.Before(w.end) {
+			return
+		}
+		err := call(ctx, cfg.OpTimeout, id, op)
+		d := time.Since(t0)
+		if err != nil {
+			if !t0.Before(w.measureStart) {
+				errs.add(err)
+			}
+			sleep(ctx, errorBackoff)
+			continue
+		}
+		if !t0.Before(w.measureStart) {
+			wk.hist.Record(d)
+		}
+	}
+}
+
+func (wk *worker) runOpen(ctx context.Context, cfg Config, w window, id int, next *atomic.Int64, op Op, errs *errorCount) {
+	nsPerOp := float64(time.Second) / cfg.Rate
+	for ctx.Err() == nil {
+		i := next.Add(1) - 1
+		intended := w.start.Add(time.Duration(float64(i) * nsPerOp))
+		if !intended.Before(w.end) {
+			return
+		}
+		if !sleep(ctx, time.Until(intended)) {
+			return
+		}
+		err := call(ctx, cfg.OpTimeout, id, op)
+		done := time.Now()
+		if intended.Before(w.measureStart) {
+			continue
+		}
+		if err != nil {
+			errs.add(err)
+			continue
+		}
+		wk.hist.Record(done.Sub(intended))
+		wk.lastDone = done
+	}
+}
+
+func call(ctx context.Context, timeout time.Duration, id int, op Op) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return op(ctx, id)
+}
+
+// sleep waits d or until ctx is done; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,19 @@
+package peer
+
+import (
+	"github.com/ticketd/ticketd/bench/load"
+)
+
+// Output is what bench/etcdpeer prints on stdout as one JSON object.
+type Output struct {
+	// System is report.SystemEtcdMutex ("etcd-mutex").
+	System string `json:"system"`
+	// EtcdVersion is the embedded etcd server's version.
+	EtcdVersion string `json:"etcd_version"`
+	// Results holds one measurement per concurrency level, in the order asked.
+	Results []load.Result `json:"results"`
+}
+
+// ProgressPrefix starts each line bench/etcdpeer writes on stderr when it
+// begins a concurrency level: "etcdpeer: concurrency N".
+const ProgressPrefix = "etcdpeer: concurrency "

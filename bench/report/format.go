@@ -1,0 +1,78 @@
+package report
+
+import (
+	"fmt"
+	"math"
+)
+
+// Label names a system as the reader knows it: a backend's lock figures are
+// ticketd's (through its API) running on that backend.
+func Label(workload, system string) string {
+	if workload == WorkloadLock && system != SystemEtcdMutex {
+		return "ticketd/" + system
+	}
+	return system
+}
+
+// WorkloadTitle is a workload's one-line description for headings.
+func WorkloadTitle(workload string) string {
+	switch workload {
+	case WorkloadCommit:
+		return "Commit (Propose on the leader, in-process 3-node cluster)"
+	case WorkloadLock:
+		return "Lock (Acquire+Release cycle through the API)"
+	}
+	return workload
+}
+
+// Clients renders a client count with its noun: "1 client", "16 clients".
+func Clients(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return fmt.Sprintf("%d clients", n)
+}
+
+// FormatUS renders a latency in microseconds with a unit that keeps three
+// significant digits: "87µs", "312µs", "1.24ms", "15.2ms", "2.10s".
+func FormatUS(us float64) string {
+	switch {
+	case us <= 0 || math.IsNaN(us):
+		return "-"
+	case us < 1000:
+		return fmt.Sprintf("%.0fµs", us)
+	case us < 10_000:
+		return fmt.Sprintf("%.2fms", us/1000)
+	case us < 100_000:
+		return fmt.Sprintf("%.1fms", us/1000)
+	case us < 1_000_000:
+		return fmt.Sprintf("%.0fms", us/1000)
+	}
+	return fmt.Sprintf("%.2fs", us/1e6)
+}
+
+// FormatRate renders operations per second without decimals below a million.
+func FormatRate(perSec float64) string {
+	if perSec <= 0 || math.IsNaN(perSec) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", perSec)
+}
+
+// FormatRatio renders a ratio with two decimals and a ×.
+func FormatRatio(x float64) string {
+	if x <= 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+func heldWord(a Aim) string {
+	switch {
+	case !a.Measured:
+		return "not measured"
+	case a.Held:
+		return "held"
+	}
+	return "missed"
+}

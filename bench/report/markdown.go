@@ -1,0 +1,136 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// WriteMarkdown writes the summary as Markdown (summary.md): machine and
+// settings, floor, one table per workload, the ratios, the aims and the notes.
+// Call Summarize first.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	ew := &errWriter{w: w}
+	s := r.Summary
+	st := r.Settings
+	ew.printf("# ticketbench results\n\n")
+	ew.printf("Run %s, took %s. Machine: %d CPUs, %s/%s, %s; data dir `%s`",
+		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second),
+		r.Machine.CPUs, r.Machine.GOOS, r.Machine.GOARCH, r.Machine.GoVersion, r.Machine.DataDir)
+	if r.Machine.Device != "" {
+		ew.printf(" on %s (%s)", r.Machine.Device, r.Machine.Filesystem)
+	}
+	if r.Machine.LoadAvgStart >= 0 && r.Machine.LoadAvgEnd >= 0 {
+		ew.printf("; 1-minute load average %.2f at the start, %.2f at the end", r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
+	}
+	ew.printf(".\n\n")
+	mode := string(st.Mode)
+	if st.RatePerSec > 0 {
+		mode += fmt.Sprintf(" at %.0f ops/s", st.RatePerSec)
+	}
+	ew.printf("Settings: %d round(s) of %gs windows after %gs warm-up, %s loop, clients %s, backends %s (order alternating by round), etcd peer %s.\n\n",
+		st.Rounds, st.DurationSec, st.WarmupSec, mode, joinInts(st.Concurrency), strings.Join(st.Backends, ", "), onOff(st.Peer))
+	ew.printf("Every figure is the median over the rounds given in its row; `ops` is summed over those rounds. Latencies come from HdrHistograms (3 significant digits).\n\n")
+
+	f := s.Floor
+	ew.printf("## Physical floor\n\n")
+	if f.Rounds == 0 {
+		ew.printf("Not measured.\n\n")
+	} else {
+		ew.printf("| what | p50 | p99 | samples | rounds |\n|---|---:|---:|---:|---:|\n")
+		ew.printf("| fsync: 100 B append + fdatasync on the data dir's disk | %s | %s | %d | %d |\n", FormatUS(f.FsyncP50US), FormatUS(f.FsyncP99US), f.FsyncSamples, f.Rounds)
+		ew.printf("| TCP round trip on loopback, 64 B ping-pong | %s | %s | %d | %d |\n", FormatUS(f.RTTP50US), FormatUS(f.RTTP99US), f.RTTSamples, f.Rounds)
+		if f.BadgerSamples > 0 {
+			ew.printf("| badger: one 100 B write transaction, SyncWrites, same disk | %s | %s | %d | %d |\n", FormatUS(f.BadgerP50US), FormatUS(f.BadgerP99US), f.BadgerSamples, f.Rounds)
+		}
+		ew.printf("\nFloor = fsync p50 + RTT p50 = **%s**", FormatUS(f.FloorUS))
+		if f.BadgerSamples > 0 {
+			ew.printf("; badger floor = badger p50 + RTT p50 = **%s**", FormatUS(f.BadgerFloorUS))
+		}
+		ew.printf(".\n\n")
+	}
+
+	for _, wl := range workloadOrder {
+		unit := "commits/s"
+		if wl == WorkloadLock {
+			unit = "cycles/s"
+		}
+		ew.printf("## %s\n\n", WorkloadTitle(wl))
+		ew.printf("| system | clients | %s | p50 | p90 | p99 | p99.9 | ops | rounds | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", unit)
+		n := 0
+		for _, row := range s.Rows {
+			if row.Workload != wl {
+				continue
+			}
+			n++
+			ew.printf("| %s | %d | %s | %s | %s | %s | %s | %d | %d | %d |\n",
+				Label(row.Workload, row.System), row.Concurrency, FormatRate(row.PerSec),
+				FormatUS(row.P50US), FormatUS(row.P90US), FormatUS(row.P99US), FormatUS(row.P999US),
+				row.Ops, row.Rounds, row.Errors)
+		}
+		if n == 0 {
+			ew.printf("| not measured | | | | | | | | | |\n")
+		}
+		ew.printf("\n")
+	}
+
+	ew.printf("## Ratios\n\n")
+	ew.printf("### etcd ÷ hashicorp\n\nAbove 1× in throughput, etcd is faster; above 1× in latency, etcd is slower.\n\n")
+	if len(s.Ratios.Backends) == 0 {
+		ew.printf("Not measured (needs both backends).\n\n")
+	} else {
+		ew.printf("| workload | clients | throughput | p50 | p99 |\n|---|---:|---:|---:|---:|\n")
+		for _, b := range s.Ratios.Backends {
+			ew.printf("| %s | %d | %s | %s | %s |\n", b.Workload, b.Concurrency, FormatRatio(b.PerSec), FormatRatio(b.P50), FormatRatio(b.P99))
+		}
+		ew.printf("\n")
+	}
+	ew.printf("### Commit p50 ÷ floor\n\n")
+	if len(s.Ratios.Floor) == 0 {
+		ew.printf("Not measured.\n\n")
+	} else {
+		ew.printf("| backend | clients | commit p50 | ÷ floor (%s) | ÷ badger floor (%s) |\n|---|---:|---:|---:|---:|\n", FormatUS(s.Floor.FloorUS), FormatUS(s.Floor.BadgerFloorUS))
+		for _, fr := range s.Ratios.Floor {
+			ew.printf("| %s | %d | %s | %s | %s |\n", fr.System, fr.Concurrency, FormatUS(fr.P50US), FormatRatio(fr.Ratio), FormatRatio(fr.BadgerRatio))
+		}
+		ew.printf("\n")
+	}
+	ew.printf("### Lock throughput ÷ etcd Mutex\n\n")
+	if len(s.Ratios.Peer) == 0 {
+		ew.printf("Not measured (needs ticketd lock figures and the etcd peer).\n\n")
+	} else {
+		ew.printf("| system | clients | cycles/s | etcd Mutex cycles/s | ratio |\n|---|---:|---:|---:|---:|\n")
+		for _, pr := range s.Ratios.Peer {
+			ew.printf("| %s | %d | %s | %s | %s |\n", Label(WorkloadLock, pr.System), pr.Concurrency, FormatRate(pr.PerSec), FormatRate(pr.PeerPerSec), FormatRatio(pr.Ratio))
+		}
+		ew.printf("\n")
+	}
+
+	ew.printf("## Aims\n\n| aim | target | value | result | from |\n|---|---|---:|---|---|\n")
+	for _, a := range s.Aims {
+		ew.printf("| %s | %s | %s | %s | %s |\n", a.Name, a.Target, aimValue(a), heldWord(a), a.Detail)
+	}
+	if len(r.Notes) > 0 {
+		ew.printf("\n## Notes\n\n")
+		for _, n := range r.Notes {
+			ew.printf("- %s\n", n)
+		}
+	}
+	return ew.err
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

@@ -1,0 +1,239 @@
+package report
+
+import (
+	"time"
+
+	"github.com/ticketd/ticketd/bench/latency"
+	"github.com/ticketd/ticketd/bench/load"
+)
+
+// Workloads measured by ticketbench.
+const (
+	// WorkloadCommit: one Grant or Release per operation through
+	// core.Consensus.Propose on the leader of an in-process three-node backend
+	// cluster; latency is Propose call → result returned on the leader.
+	WorkloadCommit = "commit"
+	// WorkloadLock: one Acquire+Release cycle per operation on a key of the
+	// worker's own, through ticketd's Connect API (systems SystemHashicorp and
+	// SystemEtcd) or through etcd's concurrency.Mutex (SystemEtcdMutex).
+	WorkloadLock = "lock"
+)
+
+// Systems measured by ticketbench.
+const (
+	// SystemHashicorp is ticketd's hashicorp/raft backend.
+	SystemHashicorp = "hashicorp"
+	// SystemEtcd is ticketd's etcd-io/raft backend.
+	SystemEtcd = "etcd"
+	// SystemEtcdMutex is the peer: etcd itself (three embedded members) with
+	// client/v3 concurrency.Mutex.
+	SystemEtcdMutex = "etcd-mutex"
+)
+
+// Report is every figure of one ticketbench run. JSON names are those of
+// report.json.
+type Report struct {
+	// Started and Finished bound the run (wall clock).
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Machine  Machine   `json:"machine"`
+	Settings Settings  `json:"settings"`
+	// Floors holds one physical-floor measurement per round.
+	Floors []Floor `json:"floors"`
+	// Measurements holds one entry per (round, workload, system, concurrency).
+	Measurements []Measurement `json:"measurements"`
+	// Notes says what was skipped or failed and why (e.g. the peer could not
+	// be built); figures of a skipped part are absent.
+	Notes []string `json:"notes,omitempty"`
+	// Summary is derived from the above by Summarize.
+	Summary Summary `json:"summary"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	// CPUs is runtime.NumCPU(); GOOS, GOARCH and GoVersion the Go runtime's.
+	CPUs      int    `json:"cpus"`
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+	GoVersion string `json:"go_version"`
+	// DataDir is the directory the clusters' data and the fsync floor file
+	// were in; Device and Filesystem are those it is mounted from.
+	DataDir    string `json:"data_dir"`
+	Device     string `json:"device,omitempty"`
+	Filesystem string `json:"filesystem,omitempty"`
+	// LoadAvgStart and LoadAvgEnd are the 1-minute load averages when the run
+	// began and ended (/proc/loadavg; -1 where unknown): other work on the
+	// machine competes with the clusters for CPU and shows here.
+	LoadAvgStart float64 `json:"load_avg_start"`
+	LoadAvgEnd   float64 `json:"load_avg_end"`
+}
+
+// Settings are the flags the run was made with.
+type Settings struct {
+	// DurationSec is each measurement's window and WarmupSec the unrecorded
+	// run before it, in seconds.
+	DurationSec float64 `json:"duration_sec"`
+	WarmupSec   float64 `json:"warmup_sec"`
+	// Concurrency lists the client counts, Backends the ticketd backends.
+	Concurrency []int    `json:"concurrency"`
+	Backends    []string `json:"backends"`
+	// Rounds is how many times every measurement was repeated, backends alternating.
+	Rounds int `json:"rounds"`
+	// Mode is "closed" or "open"; RatePerSec the open-loop schedule.
+	Mode       load.Mode `json:"mode"`
+	RatePerSec float64   `json:"rate_per_sec,omitempty"`
+	// Peer says whether the etcd Mutex peer was asked for.
+	Peer bool `json:"peer"`
+}
+
+// Floor is one round's physical floor: a 100-byte append + fdatasync on the
+// data directory's disk, a 64-byte TCP ping-pong on loopback, and a 100-byte
+// single-entry badger transaction with SyncWrites on the same disk.
+type Floor struct {
+	// Round is the round (from 1) the figures were taken in.
+	Round int `json:"round"`
+	// Fsync, RTT and Badger are the three measurements (floor.Fsync,
+	// floor.RTT, floor.Badger); Badger is zero if it failed.
+	Fsync  latency.Summary `json:"fsync"`
+	RTT    latency.Summary `json:"rtt"`
+	Badger latency.Summary `json:"badger"`
+}
+
+// Measurement is one workload on one system at one concurrency in one round.
+type Measurement struct {
+	// Round is the round (from 1) it was taken in.
+	Round int `json:"round"`
+	// Workload is WorkloadCommit or WorkloadLock; System one of the System… names.
+	Workload string `json:"workload"`
+	System   string `json:"system"`
+	// Result holds the figures; its fields are inlined in the JSON.
+	load.Result
+}
+
+// Summary is what the reader is told: medians over rounds, ratios and aims.
+type Summary struct {
+	// Floor is the physical floor, medians over rounds.
+	Floor FloorFigure `json:"floor"`
+	// Rows holds one row per (workload, system, concurrency), ordered by
+	// workload, system (hashicorp, etcd, etcd-mutex) and concurrency.
+	Rows []Row `json:"rows"`
+	// Ratios compares Rows with each other and with Floor.
+	Ratios Ratios `json:"ratios"`
+	// Aims says which of the issue's targets this run met.
+	Aims []Aim `json:"aims"`
+}
+
+// FloorFigure is the physical floor, each figure the median over rounds.
+type FloorFigure struct {
+	// FsyncP50US and FsyncP99US are the 100-byte append + fdatasync; RTTP50US
+	// and RTTP99US the loopback round trip.
+	FsyncP50US float64 `json:"fsync_p50_us"`
+	FsyncP99US float64 `json:"fsync_p99_us"`
+	RTTP50US   float64 `json:"rtt_p50_us"`
+	RTTP99US   float64 `json:"rtt_p99_us"`
+	// FloorUS is FsyncP50US + RTTP50US: the least a commit can take.
+	FloorUS float64 `json:"floor_us"`
+	// BadgerP50US and BadgerP99US are badger's durable single-entry write;
+	// BadgerFloorUS is BadgerP50US + RTTP50US, the least a commit through
+	// badger can take. Zero when not measured.
+	BadgerP50US   float64 `json:"badger_p50_us"`
+	BadgerP99US   float64 `json:"badger_p99_us"`
+	BadgerFloorUS float64 `json:"badger_floor_us"`
+	// Rounds and the sample counts (summed over rounds) the figures come from.
+	Rounds        int   `json:"rounds"`
+	FsyncSamples  int64 `json:"fsync_samples"`
+	RTTSamples    int64 `json:"rtt_samples"`
+	BadgerSamples int64 `json:"badger_samples"`
+}
+
+// Row is one (workload, system, concurrency): each figure the median over the
+// rounds that measured it.
+type Row struct {
+	Workload    string `json:"workload"`
+	System      string `json:"system"`
+	Concurrency int    `json:"concurrency"`
+	// Rounds is how many rounds the medians are over; Ops and Errors are
+	// summed over those rounds.
+	Rounds int   `json:"rounds"`
+	Ops    int64 `json:"ops"`
+	Errors int64 `json:"errors"`
+	// PerSec is operations per second: commits/s (commit) or
+	// Acquire+Release cycles/s (lock).
+	PerSec float64 `json:"per_sec"`
+	P50US  float64 `json:"p50_us"`
+	P90US  float64 `json:"p90_us"`
+	P99US  float64 `json:"p99_us"`
+	P999US float64 `json:"p999_us"`
+}
+
+// Ratios are the comparisons the report makes, each from Rows.
+type Ratios struct {
+	// Backends compares etcd to hashicorp per workload and concurrency.
+	Backends []BackendRatio `json:"backends"`
+	// Floor divides each backend's commit p50 by FloorFigure.FloorUS.
+	Floor []FloorRatio `json:"floor"`
+	// Peer divides ticketd's lock throughput by etcd Mutex's.
+	Peer []PeerRatio `json:"peer"`
+}
+
+// BackendRatio is etcd ÷ hashicorp for one workload at one concurrency
+// (> 1 for PerSec means etcd is faster; > 1 for P50 means etcd is slower).
+type BackendRatio struct {
+	Workload    string `json:"workload"`
+	Concurrency int    `json:"concurrency"`
+	// PerSec, P50 and P99 are the ratios of the rows' PerSec, P50US and P99US.
+	PerSec float64 `json:"per_sec"`
+	P50    float64 `json:"p50"`
+	P99    float64 `json:"p99"`
+}
+
+// FloorRatio is one backend's median commit p50 ÷ the floor at one
+// concurrency; BadgerRatio divides it by the badger floor instead (zero when
+// that was not measured).
+type FloorRatio struct {
+	System      string `json:"system"`
+	Concurrency int    `json:"concurrency"`
+	// Ratio is P50US (the row's) ÷ FloorUS (FloorFigure's).
+	P50US   float64 `json:"p50_us"`
+	FloorUS float64 `json:"floor_us"`
+	Ratio   float64 `json:"ratio"`
+	// BadgerRatio is P50US ÷ BadgerFloorUS.
+	BadgerFloorUS float64 `json:"badger_floor_us,omitempty"`
+	BadgerRatio   float64 `json:"badger_ratio,omitempty"`
+}
+
+// PeerRatio is ticketd's (one backend's) lock cycles/s ÷ etcd Mutex's at one
+// concurrency, both medians over rounds.
+type PeerRatio struct {
+	// System is the ticketd backend.
+	System      string `json:"system"`
+	Concurrency int    `json:"concurrency"`
+	// Ratio is PerSec (ticketd's cycles/s) ÷ PeerPerSec (etcd Mutex's).
+	PerSec     float64 `json:"per_sec"`
+	PeerPerSec float64 `json:"peer_per_sec"`
+	Ratio      float64 `json:"ratio"`
+}
+
+// Units of Aim.Value.
+const (
+	// UnitRatio: a dimensionless ratio.
+	UnitRatio = "ratio"
+	// UnitPerSec: operations per second.
+	UnitPerSec = "per_sec"
+)
+
+// Aim is one target of the issue and whether this run met it.
+type Aim struct {
+	// Name says what is aimed at, Target the threshold in words.
+	Name   string `json:"name"`
+	Target string `json:"target"`
+	// Measured is false when the run did not measure what the aim needs
+	// (e.g. no run at 64 clients); Held is then false too.
+	Measured bool `json:"measured"`
+	Held     bool `json:"held"`
+	// Value is the figure compared to the target, in Unit (UnitRatio or
+	// UnitPerSec); Detail says which system and inputs it comes from.
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
+	Detail string  `json:"detail"`
+}

@@ -1,0 +1,262 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Aim thresholds (issue 7, "Must hold", on this project's 2-core machine).
+const (
+	// AimFloorFactor: commit p50 at one client within this many times the floor.
+	AimFloorFactor = 3.0
+	// AimCommitsPerSec: the faster backend commits more than this many
+	// entries per second at AimCommitsConcurrency clients.
+	AimCommitsPerSec      = 20000.0
+	AimCommitsConcurrency = 64
+	// AimPeerFactor: lock throughput through ticketd's API at least this many
+	// times etcd Mutex's, at every concurrency measured.
+	AimPeerFactor = 2.0
+)
+
+// Summarize derives r.Summary from r.Floors and r.Measurements, replacing any
+// previous Summary. Measurements with no successful operation are left out of
+// the medians (their errors are still counted in the Row).
+func (r *Report) Summarize() {
+	s := Summary{Floor: summarizeFloors(r.Floors), Rows: summarizeRows(r.Measurements)}
+	s.Ratios = ratios(s.Rows, s.Floor)
+	s.Aims = aims(s)
+	r.Summary = s
+}
+
+func summarizeFloors(floors []Floor) FloorFigure {
+	var f FloorFigure
+	var fs50, fs99, rt50, rt99, bg50, bg99 []float64
+	for _, fl := range floors {
+		if fl.Fsync.Count == 0 || fl.RTT.Count == 0 {
+			continue
+		}
+		f.Rounds++
+		f.FsyncSamples += fl.Fsync.Count
+		f.RTTSamples += fl.RTT.Count
+		fs50 = append(fs50, fl.Fsync.P50US)
+		fs99 = append(fs99, fl.Fsync.P99US)
+		rt50 = append(rt50, fl.RTT.P50US)
+		rt99 = append(rt99, fl.RTT.P99US)
+		if fl.Badger.Count > 0 {
+			f.BadgerSamples += fl.Badger.Count
+			bg50 = append(bg50, fl.Badger.P50US)
+			bg99 = append(bg99, fl.Badger.P99US)
+		}
+	}
+	if f.Rounds == 0 {
+		return f
+	}
+	f.FsyncP50US, f.FsyncP99US = Median(fs50), Median(fs99)
+	f.RTTP50US, f.RTTP99US = Median(rt50), Median(rt99)
+	f.FloorUS = f.FsyncP50US + f.RTTP50US
+	if len(bg50) > 0 {
+		f.BadgerP50US, f.BadgerP99US = Median(bg50), Median(bg99)
+		f.BadgerFloorUS = f.BadgerP50US + f.RTTP50US
+	}
+	return f
+}
+
+type rowKey struct {
+	workload, system string
+	concurrency      int
+}
+
+func summarizeRows(ms []Measurement) []Row {
+	groups := map[rowKey][]Measurement{}
+	for _, m := range ms {
+		k := rowKey{m.Workload, m.System, m.Concurrency}
+		groups[k] = append(groups[k], m)
+	}
+	rows := make([]Row, 0, len(groups))
+	for k, g := range groups {
+		row := Row{Workload: k.workload, System: k.system, Concurrency: k.concurrency}
+		var perSec, p50, p90, p99, p999 []float64
+		for _, m := range g {
+			row.Errors += m.Errors
+			if m.Ops == 0 {
+				continue
+			}
+			row.Rounds++
+			row.Ops += m.Ops
+			perSec = append(perSec, m.PerSec)
+			p50 = append(p50, m.Latency.P50US)
+			p90 = append(p90, m.Latency.P90US)
+			p99 = append(p99, m.Latency.P99US)
+			p999 = append(p999, m.Latency.P999US)
+		}
+		row.PerSec, row.P50US, row.P90US = Median(perSec), Median(p50), Median(p90)
+		row.P99US, row.P999US = Median(p99), Median(p999)
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, compareRows)
+	return rows
+}
+
+// compareRows orders rows by workload (commit first), system (hashicorp,
+// etcd, etcd-mutex, then others by name) and concurrency.
+func compareRows(a, b Row) int {
+	return cmp.Or(
+		cmp.Compare(orderOf(workloadOrder, a.Workload), orderOf(workloadOrder, b.Workload)),
+		cmp.Compare(a.Workload, b.Workload),
+		CompareSystems(a.System, b.System),
+		cmp.Compare(a.Concurrency, b.Concurrency),
+	)
+}
+
+var (
+	workloadOrder = []string{WorkloadCommit, WorkloadLock}
+	systemOrder   = []string{SystemHashicorp, SystemEtcd, SystemEtcdMutex}
+)
+
+// CompareSystems orders system names as the report does: hashicorp, etcd,
+// etcd-mutex, then any other by name. It returns -1, 0 or +1 like cmp.Compare.
+func CompareSystems(a, b string) int {
+	return cmp.Or(cmp.Compare(orderOf(systemOrder, a), orderOf(systemOrder, b)), cmp.Compare(a, b))
+}
+
+func orderOf(order []string, s string) int {
+	if i := slices.Index(order, s); i >= 0 {
+		return i
+	}
+	return len(order)
+}
+
+// Median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none. xs is not modified.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Find returns the row of (workload, system, concurrency) with at least one
+// measured round.
+func (s Summary) Find(workload, system string, concurrency int) (Row, bool) {
+	for _, r := range s.Rows {
+		if r.Workload == workload && r.System == system && r.Concurrency == concurrency && r.Rounds > 0 {
+			return r, true
+		}
+	}
+	return Row{}, false
+}
+
+func ratios(rows []Row, floor FloorFigure) Ratios {
+	s := Summary{Rows: rows}
+	var out Ratios
+	for _, r := range rows {
+		if r.Rounds == 0 || r.System == SystemEtcdMutex {
+			continue
+		}
+		if r.System == SystemHashicorp {
+			if e, ok := s.Find(r.Workload, SystemEtcd, r.Concurrency); ok {
+				out.Backends = append(out.Backends, BackendRatio{
+					Workload: r.Workload, Concurrency: r.Concurrency,
+					PerSec: e.PerSec / r.PerSec, P50: e.P50US / r.P50US, P99: e.P99US / r.P99US,
+				})
+			}
+		}
+		if r.Workload == WorkloadCommit && floor.FloorUS > 0 {
+			fr := FloorRatio{
+				System: r.System, Concurrency: r.Concurrency,
+				P50US: r.P50US, FloorUS: floor.FloorUS, Ratio: r.P50US / floor.FloorUS,
+			}
+			if floor.BadgerFloorUS > 0 {
+				fr.BadgerFloorUS, fr.BadgerRatio = floor.BadgerFloorUS, r.P50US/floor.BadgerFloorUS
+			}
+			out.Floor = append(out.Floor, fr)
+		}
+		if r.Workload == WorkloadLock {
+			if p, ok := s.Find(WorkloadLock, SystemEtcdMutex, r.Concurrency); ok {
+				out.Peer = append(out.Peer, PeerRatio{
+					System: r.System, Concurrency: r.Concurrency,
+					PerSec: r.PerSec, PeerPerSec: p.PerSec, Ratio: r.PerSec / p.PerSec,
+				})
+			}
+		}
+	}
+	return out
+}
+
+func aims(s Summary) []Aim {
+	var out []Aim
+	// Commit p50 at one client within AimFloorFactor × floor, per backend.
+	for _, fr := range s.Ratios.Floor {
+		if fr.Concurrency != 1 {
+			continue
+		}
+		out = append(out, Aim{
+			Name: fmt.Sprintf("commit p50 at 1 client vs floor (%s)", fr.System), Unit: UnitRatio,
+			Target:   fmt.Sprintf("≤ %.0f× (fsync p50 + RTT p50)", AimFloorFactor),
+			Measured: true, Held: fr.Ratio <= AimFloorFactor, Value: fr.Ratio,
+			Detail: fmt.Sprintf("p50 %.0f µs ÷ floor %.0f µs", fr.P50US, fr.FloorUS),
+		})
+	}
+	if len(out) == 0 {
+		out = append(out, Aim{
+			Name: "commit p50 at 1 client vs floor", Unit: UnitRatio,
+			Target: fmt.Sprintf("≤ %.0f× (fsync p50 + RTT p50)", AimFloorFactor),
+			Detail: "not measured (no commit figures at 1 client, or no floor)",
+		})
+	}
+
+	// Commits/s of the faster backend at AimCommitsConcurrency clients.
+	thr := Aim{
+		Name: fmt.Sprintf("commits/s at %d clients, faster backend", AimCommitsConcurrency), Unit: UnitPerSec,
+		Target: fmt.Sprintf("> %.0f", AimCommitsPerSec),
+		Detail: fmt.Sprintf("not measured (no commit figures at %d clients)", AimCommitsConcurrency),
+	}
+	for _, r := range s.Rows {
+		if r.Workload == WorkloadCommit && r.Concurrency == AimCommitsConcurrency && r.Rounds > 0 &&
+			(!thr.Measured || r.PerSec > thr.Value) {
+			thr.Measured, thr.Value = true, r.PerSec
+			thr.Held = r.PerSec > AimCommitsPerSec
+			thr.Detail = fmt.Sprintf("%s, median of %d rounds, %d commits", r.System, r.Rounds, r.Ops)
+		}
+	}
+	out = append(out, thr)
+
+	// Lock cycles/s through ticketd ≥ AimPeerFactor × etcd Mutex, per
+	// concurrency, with the faster backend.
+	best := map[int]PeerRatio{}
+	var levels []int
+	for _, pr := range s.Ratios.Peer {
+		b, ok := best[pr.Concurrency]
+		if !ok {
+			levels = append(levels, pr.Concurrency)
+		}
+		if !ok || pr.Ratio > b.Ratio {
+			best[pr.Concurrency] = pr
+		}
+	}
+	slices.Sort(levels)
+	for _, c := range levels {
+		pr := best[c]
+		out = append(out, Aim{
+			Name: "lock cycles/s vs etcd Mutex at " + Clients(c), Unit: UnitRatio,
+			Target:   fmt.Sprintf("≥ %.0f×", AimPeerFactor),
+			Measured: true, Held: pr.Ratio >= AimPeerFactor, Value: pr.Ratio,
+			Detail: fmt.Sprintf("ticketd (%s) %.0f/s ÷ etcd Mutex %.0f/s", pr.System, pr.PerSec, pr.PeerPerSec),
+		})
+	}
+	if len(levels) == 0 {
+		out = append(out, Aim{
+			Name: "lock cycles/s vs etcd Mutex", Unit: UnitRatio,
+			Target: fmt.Sprintf("≥ %.0f×", AimPeerFactor),
+			Detail: "not measured (no lock figures for both ticketd and the etcd peer)",
+		})
+	}
+	return out
+}

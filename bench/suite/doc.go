@@ -1,0 +1,33 @@
+// Package suite is ticketbench's pipeline: it runs every measurement of a
+// benchmark run in repeated rounds and returns the report.Report.
+//
+// Each round measures, in this order:
+//
+//  1. The physical floor on the data directory's disk and on loopback
+//     (package floor).
+//  2. The commit workload on each backend (package backendcluster and
+//     workload.Commits), one fresh three-node cluster per backend per round,
+//     every concurrency level on it in increasing order.
+//  3. The lock workload through ticketd's API on each backend
+//     (package apicluster and workload.Locks), and on the etcd peer
+//     (package peer) when asked for.
+//
+// Within steps 2 and 3 the order of the systems rotates by one each round
+// (round 1: hashicorp, etcd; round 2: etcd, hashicorp; ...), so drift of the
+// machine over the run (other load, disk state, thermal) hits every system
+// alike; the report then gives medians over rounds.
+//
+// A part that fails (a cluster that does not start, the peer that does not
+// build) is recorded in Report.Notes and the run goes on without its figures;
+// only a cancelled ctx stops the run.
+//
+// # Usage
+//
+//  1. Fill a Config (Validate tells what is wrong) and call Run.
+//  2. Write the Report it returns (report.Report.Write, charts.Write).
+//
+// Example:
+//
+//	r, err := suite.Run(ctx, suite.Config{Backends: []string{"hashicorp", "etcd"},
+//		Concurrency: []int{1, 16, 64, 256}, Duration: 2 * time.Second, Rounds: 3, Progress: os.Stderr})
+package suite

@@ -1,0 +1,69 @@
+package suite
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ticketd/ticketd/bench/load"
+)
+
+func valid() Config {
+	return Config{Backends: Backends(), Concurrency: []int{1, 4}, Duration: time.Second, Rounds: 2, Commit: true, Lock: true, Peer: true}
+}
+
+func TestValidate(t *testing.T) {
+	require.NoError(t, valid().Validate())
+	tests := []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"unknown_backend", func(c *Config) { c.Backends = []string{"zookeeper"} }},
+		{"no_levels", func(c *Config) { c.Concurrency = nil }},
+		{"zero_level", func(c *Config) { c.Concurrency = []int{0} }},
+		{"zero_rounds", func(c *Config) { c.Rounds = 0 }},
+		{"zero_duration", func(c *Config) { c.Duration = 0 }},
+		{"nothing_to_measure", func(c *Config) { c.Commit, c.Lock, c.Peer = false, false, false }},
+		{"no_backends", func(c *Config) { c.Backends, c.Peer = nil, false }},
+		{"open_without_rate", func(c *Config) { c.Mode = load.ModeOpen }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.edit(&c)
+			require.ErrorIs(t, c.Validate(), ErrInvalidConfig)
+		})
+	}
+}
+
+func TestBackendsInReportOrder(t *testing.T) {
+	require.Equal(t, []string{"hashicorp", "etcd"}, Backends())
+}
+
+func TestRotate(t *testing.T) {
+	xs := []string{"hashicorp", "etcd", "etcd-mutex"}
+	require.Equal(t, xs, rotate(xs, 0))
+	require.Equal(t, []string{"etcd", "etcd-mutex", "hashicorp"}, rotate(xs, 1))
+	require.Equal(t, []string{"etcd-mutex", "hashicorp", "etcd"}, rotate(xs, 2))
+	require.Equal(t, xs, rotate(xs, 3))
+	require.Equal(t, []string{"hashicorp", "etcd"}, xs[:2], "input unchanged")
+	require.Nil(t, rotate([]string(nil), 1))
+}
+
+func TestSteps(t *testing.T) {
+	c := valid() // 2 rounds × (floor + 2 backends × 2 levels × 2 workloads + 2 peer levels)
+	require.Equal(t, 2*(1+8+2), c.steps())
+	c.Lock, c.Peer = false, false
+	require.Equal(t, 2*(1+4), c.steps())
+}
+
+func TestLoadAvg(t *testing.T) {
+	require.GreaterOrEqual(t, loadAvg(), 0.0)
+}
+
+func TestMountOf(t *testing.T) {
+	dev, fs := mountOf(t.TempDir())
+	require.NotEmpty(t, dev)
+	require.NotEmpty(t, fs)
+}

@@ -1,0 +1,25 @@
+// Package workload holds the operations ticketbench times, as load.Ops:
+//
+//   - Commits: each worker alternates core.Grant and core.Release of a key of
+//     its own through core.Consensus.Propose on the current leader, so every
+//     operation is exactly one replicated commit and concurrent workers never
+//     contend for a key. Latency is the Propose call until its result returns.
+//   - Locks: each worker runs an Acquire (no waiting) then a Release of a key
+//     of its own through ticketd's Connect API, one cycle per operation: two
+//     commits, as an etcd concurrency.Mutex Lock+Unlock is (bench/etcdpeer).
+//
+// Both check every result (a Grant must be granted, a Release must release),
+// so a figure can never come from operations that silently did nothing.
+//
+// # Usage
+//
+//  1. Make the op with the number of workers it will be driven by (the
+//     load.Config's Concurrency) and where to send it.
+//  2. Pass it to load.Run; calls for one worker never overlap, which is what
+//     lets each worker keep its own key's state without a lock.
+//
+// Example:
+//
+//	op := workload.Commits(cluster.Leader, 64, "r1")
+//	res, err := load.Run(ctx, load.Config{Concurrency: 64, Duration: 2 * time.Second}, op)
+package workload

@@ -1,0 +1,118 @@
+package workload_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+
+	"github.com/ticketd/ticketd/bench/workload"
+	"github.com/ticketd/ticketd/core"
+)
+
+// applier is a core.Consensus below the layer under test: it applies each
+// proposal straight to a real core.StateMachine, as a one-node log would.
+type applier struct {
+	core.Consensus // unused methods panic
+	mu             sync.Mutex
+	sm             *core.StateMachine
+	index          uint64
+	proposals      int
+}
+
+func (a *applier) Propose(ctx context.Context, cmd core.Command) (core.Result, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.index++
+	a.proposals++
+	return a.sm.Apply(a.index, cmd)
+}
+
+func TestCommitsAlternateGrantAndRelease(t *testing.T) {
+	a := &applier{sm: core.NewStateMachine()}
+	op := workload.Commits(func() core.Consensus { return a }, 3, "t")
+	ctx := context.Background()
+	for w := range 3 {
+		require.NoError(t, op(ctx, w)) // grant
+	}
+	require.Equal(t, 3, a.sm.Len())
+	for w := range 3 {
+		require.NoError(t, op(ctx, w)) // release
+		require.NoError(t, op(ctx, w)) // grant again
+	}
+	require.Equal(t, 9, a.proposals, "one proposal per operation")
+	require.Equal(t, 3, a.sm.Len())
+	require.EqualValues(t, 6, a.sm.LastToken())
+}
+
+func TestCommitsRejectsUnexpectedResult(t *testing.T) {
+	a := &applier{sm: core.NewStateMachine()}
+	_, err := a.Propose(context.Background(), core.Grant("bench/t/w0", 1000, "someone-else"))
+	require.NoError(t, err)
+	op := workload.Commits(func() core.Consensus { return a }, 1, "t")
+	require.ErrorIs(t, op(context.Background(), 0), workload.ErrUnexpected)
+}
+
+func TestCommitsNoLeader(t *testing.T) {
+	op := workload.Commits(func() core.Consensus { return nil }, 1, "t")
+	require.ErrorIs(t, op(context.Background(), 0), workload.ErrNoLeader)
+}
+
+// lockServer serves Acquire and Release from a real core.StateMachine.
+type lockServer struct {
+	ticketv1connect.UnimplementedLockServiceHandler
+	a *applier
+}
+
+func (s *lockServer) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*ticketv1.AcquireResponse, error) {
+	res, err := s.a.Propose(ctx, core.Grant(req.GetKey(), req.GetLeaseMs(), req.GetOwner()))
+	if err != nil {
+		return nil, err
+	}
+	if res.Outcome != core.OutcomeGranted {
+		return nil, connect.NewError(connect.CodeAlreadyExists, errors.New("held"))
+	}
+	return &ticketv1.AcquireResponse{Token: res.Token, LeaseMs: res.LeaseMS}, nil
+}
+
+func (s *lockServer) Release(ctx context.Context, req *ticketv1.ReleaseRequest) (*ticketv1.ReleaseResponse, error) {
+	res, err := s.a.Propose(ctx, core.Release(req.GetKey(), req.GetToken()))
+	if err != nil {
+		return nil, err
+	}
+	if res.Outcome != core.OutcomeReleased {
+		return nil, connect.NewError(connect.CodeNotFound, errors.New("no such lock"))
+	}
+	return &ticketv1.ReleaseResponse{}, nil
+}
+
+func TestLocksCycle(t *testing.T) {
+	a := &applier{sm: core.NewStateMachine()}
+	mux := http.NewServeMux()
+	mux.Handle(ticketv1connect.NewLockServiceHandler(&lockServer{a: a}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	client := ticketv1connect.NewLockServiceClient(srv.Client(), srv.URL)
+
+	op := workload.Locks(client, 2, "t")
+	for range 3 {
+		for w := range 2 {
+			require.NoError(t, op(context.Background(), w))
+		}
+	}
+	require.Equal(t, 12, a.proposals, "Acquire and Release per cycle")
+	require.Zero(t, a.sm.Len(), "every cycle releases its lock")
+
+	// A key held by someone else makes the cycle fail, not pass silently.
+	_, err := a.Propose(context.Background(), core.Grant("bench/t/lock/w0", 1000, "someone-else"))
+	require.NoError(t, err)
+	require.Error(t, op(context.Background(), 0))
+}
