@@ -104,12 +104,24 @@ func H2CClient() *http.Client {
 // FreeAddr returns a loopback host:port that was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("ticketdtest: free port: %v", err)
+	return FreeAddrs(t, 1)[0]
+}
+
+// FreeAddrs returns n distinct loopback host:ports that were free a moment
+// ago: all n are held open while they are chosen, so the kernel cannot hand
+// out one port twice.
+func FreeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	out := make([]string, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("ticketdtest: free port: %v", err)
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return out
 }
 
 // Start starts a cluster of opts.Nodes ticketd processes bootstrapped
@@ -128,12 +140,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	c := &Cluster{t: t, bin: Binary(t), opts: opts, http: H2CClient(), stopped: map[int]bool{}}
 	dir := t.TempDir()
+	addrs := FreeAddrs(t, 2*opts.Nodes)
 	var peers []string
 	for i := range opts.Nodes {
 		n := &Node{
 			ID:       fmt.Sprintf("n%d", i+1),
-			APIAddr:  FreeAddr(t),
-			RaftAddr: FreeAddr(t),
+			APIAddr:  addrs[2*i],
+			RaftAddr: addrs[2*i+1],
 		}
 		n.DataDir = filepath.Join(dir, n.ID)
 		n.LogFile = filepath.Join(dir, n.ID+".log")
@@ -313,6 +326,9 @@ func (c *Cluster) WaitLeader(t testing.TB, timeout time.Duration) int {
 	for {
 		if i, ok := c.agreedLeader(); ok {
 			return i
+		}
+		if len(c.Running()) == 0 {
+			t.Fatalf("ticketdtest: no node is running (see the logs below)")
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("ticketdtest: no leader agreed on within %v", timeout)

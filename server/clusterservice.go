@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/ticketd/ticketd/core"
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/forward"
+)
+
+// clusterService implements ticket.v1.ClusterService on a Node. Status is
+// served locally by any node; membership changes and leadership transfer are
+// served by the leader (forwarded one hop).
+type clusterService struct {
+	n *Node
+}
+
+var _ ticketv1connect.ClusterServiceHandler = (*clusterService)(nil)
+
+// Status reports this node's view of the cluster.
+func (s *clusterService) Status(context.Context, *ticketv1.StatusRequest) (*ticketv1.StatusResponse, error) {
+	n := s.n
+	st := n.raft.Status()
+	out := &ticketv1.StatusResponse{
+		NodeId:       n.cfg.ID,
+		Backend:      st.Backend,
+		LeaderId:     st.Leader.ID,
+		Term:         st.Term,
+		CommitIndex:  st.CommitIndex,
+		AppliedIndex: st.AppliedIndex,
+		Members:      n.members(st.Members),
+		LastToken:    n.sm.LastToken(),
+		LocksHeld:    int64(n.sm.Len()),
+	}
+	if st.Leader.ID != "" {
+		out.LeaderAddr, _ = n.sm.MemberAPIAddr(st.Leader.ID)
+		if out.LeaderAddr == "" && st.Leader.ID == n.cfg.ID {
+			out.LeaderAddr = n.cfg.APIAddr
+		}
+	}
+	return out, nil
+}
+
+// members converts a Raft configuration into API members with their API
+// addresses from the replicated member directory.
+func (n *Node) members(ms []core.Member) []*ticketv1.Member {
+	out := make([]*ticketv1.Member, 0, len(ms))
+	for _, m := range ms {
+		api, _ := n.sm.MemberAPIAddr(m.ID)
+		out = append(out, &ticketv1.Member{Id: m.ID, RaftAddr: m.RaftAddr, ApiAddr: api, Voter: m.Voter})
+	}
+	return out
+}
+
+// hasMember reports whether id is in the Raft configuration.
+func (n *Node) hasMember(id string) bool {
+	for _, m := range n.raft.Status().Members {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// AddMember adds a voter (id, raft_addr) and records its api_addr in the
+// member directory. Adding an existing member updates its addresses.
+func (s *clusterService) AddMember(ctx context.Context, req *ticketv1.AddMemberRequest) (*ticketv1.AddMemberResponse, error) {
+	res, err := s.addMember(ctx, req)
+	return res, s.n.toConnect(err)
+}
+
+func (s *clusterService) addMember(ctx context.Context, req *ticketv1.AddMemberRequest) (*ticketv1.AddMemberResponse, error) {
+	n := s.n
+	m := req.GetMember()
+	if m.GetId() == "" {
+		return nil, fmt.Errorf("%w: member id is empty", core.ErrInvalidArgument)
+	}
+	for name, addr := range map[string]string{"raft_addr": m.GetRaftAddr(), "api_addr": m.GetApiAddr()} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%w: member %s %q is not host:port", core.ErrInvalidArgument, name, addr)
+		}
+	}
+	leader, local, err := n.route(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !local {
+		return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Cluster(leader.APIAddr).AddMember, req)
+	}
+	if err := n.raft.AddVoter(ctx, core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), Voter: true}); err != nil {
+		return nil, err
+	}
+	if _, err := n.raft.Propose(ctx, core.SetMember(m.GetId(), m.GetApiAddr())); err != nil {
+		return nil, err
+	}
+	return &ticketv1.AddMemberResponse{Members: n.members(n.raft.Status().Members)}, nil
+}
+
+// RemoveMember removes a server from the configuration and its address from
+// the member directory.
+func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveMemberRequest) (*ticketv1.RemoveMemberResponse, error) {
+	res, err := s.removeMember(ctx, req)
+	return res, s.n.toConnect(err)
+}
+
+func (s *clusterService) removeMember(ctx context.Context, req *ticketv1.RemoveMemberRequest) (*ticketv1.RemoveMemberResponse, error) {
+	n := s.n
+	id := req.GetId()
+	if id == "" {
+		return nil, fmt.Errorf("%w: member id is empty", core.ErrInvalidArgument)
+	}
+	leader, local, err := n.route(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !local {
+		return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Cluster(leader.APIAddr).RemoveMember, req)
+	}
+	if !n.hasMember(id) {
+		return nil, fmt.Errorf("%w: %q", ErrNoMember, id)
+	}
+	if err := n.raft.RemoveServer(ctx, id); err != nil {
+		return nil, err
+	}
+	if id != n.cfg.ID {
+		// Best effort: a stale directory entry of a removed member is harmless.
+		_, _ = n.raft.Propose(ctx, core.SetMember(id, ""))
+	}
+	return &ticketv1.RemoveMemberResponse{Members: n.members(n.raft.Status().Members)}, nil
+}
+
+// TransferLeader hands leadership to id (any up-to-date voter when empty) and
+// returns the new leader's id once this node sees it (Raft thesis §3.10).
+func (s *clusterService) TransferLeader(ctx context.Context, req *ticketv1.TransferLeaderRequest) (*ticketv1.TransferLeaderResponse, error) {
+	res, err := s.transferLeader(ctx, req)
+	return res, s.n.toConnect(err)
+}
+
+func (s *clusterService) transferLeader(ctx context.Context, req *ticketv1.TransferLeaderRequest) (*ticketv1.TransferLeaderResponse, error) {
+	n := s.n
+	id := req.GetId()
+	leader, local, err := n.route(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !local {
+		return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Cluster(leader.APIAddr).TransferLeader, req)
+	}
+	if id == n.cfg.ID {
+		return &ticketv1.TransferLeaderResponse{LeaderId: id}, nil
+	}
+	if id != "" && !n.hasMember(id) {
+		return nil, fmt.Errorf("%w: %q", ErrNoMember, id)
+	}
+	if err := n.raft.TransferLeadership(ctx, id); err != nil {
+		return nil, err
+	}
+	// Report the new leader once this node knows it (bounded by ctx and 5s).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if m, ok := n.raft.Leader(); ok && m.ID != n.cfg.ID {
+			return &ticketv1.TransferLeaderResponse{LeaderId: m.ID}, nil
+		}
+		if time.Now().After(deadline) {
+			return &ticketv1.TransferLeaderResponse{}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

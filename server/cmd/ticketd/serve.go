@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/ticketd/ticketd/server"
+	"github.com/ticketd/ticketd/server/config"
+)
+
+// shutdownTimeout bounds the graceful part of a shutdown.
+const shutdownTimeout = 10 * time.Second
+
+func serveCmd() *cobra.Command {
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a ticketd node",
+		Long: `Run a ticketd node until SIGINT or SIGTERM.
+
+Configuration comes from, lowest precedence first: built-in defaults, the YAML
+file given by --config (or TICKETD_CONFIG), TICKETD_* environment variables,
+and the flags below. A node whose data directory holds no Raft state starts a
+new cluster with --bootstrap (or alone, without --bootstrap and --join), or
+asks the member at --join to add it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configPath == "" {
+				configPath = os.Getenv(config.EnvPrefix + "CONFIG")
+			}
+			cfg, err := config.Load(configPath, nil, cmd.Flags())
+			if err != nil {
+				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, cfg)
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "YAML config file (env TICKETD_CONFIG)")
+	config.RegisterFlags(cmd.Flags())
+	return cmd
+}
+
+// newLogger builds the zap logger of cfg.Log.
+func newLogger(c config.Log) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(c.Level)
+	if err != nil {
+		return nil, err
+	}
+	zc := zap.NewProductionConfig()
+	if c.Format == "console" {
+		zc = zap.NewDevelopmentConfig()
+		zc.EncoderConfig.EncodeLevel = zapcore.CapitalLevelEncoder
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil
+	return zc.Build()
+}
+
+// serve runs the node until ctx ends, then shuts it down gracefully.
+func serve(ctx context.Context, cfg config.Config) error {
+	log, err := newLogger(cfg.Log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("listen on api_addr: %w", err)
+	}
+	node, err := server.New(cfg, append([]server.Option{server.WithLogger(log)}, extraOptions...)...)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	log.Info("ticketd serving", zap.String("version", version), zap.String("node", cfg.ID),
+		zap.String("api_addr", cfg.APIAddr), zap.String("raft_addr", cfg.RaftAddr),
+		zap.String("backend", cfg.Backend), zap.String("data_dir", cfg.DataDir), zap.Int("pid", os.Getpid()))
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- node.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err = <-serveErr:
+		log.Error("API server stopped", zap.Error(err))
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if cerr := node.Close(sctx); cerr != nil {
+		log.Error("close", zap.Error(cerr))
+		err = errors.Join(err, cerr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	log.Info("stopped")
+	return err
+}

@@ -1,0 +1,368 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/ticketd/ticketd/core"
+)
+
+// Sentinel errors of package config. Compare with errors.Is.
+var (
+	// ErrInvalid: a configuration value is missing, malformed or out of range.
+	ErrInvalid = errors.New("config: invalid")
+)
+
+// EnvPrefix prefixes every environment variable ticketd reads.
+const EnvPrefix = "TICKETD_"
+
+// Backend names accepted in Config.Backend.
+const (
+	BackendHashicorp = "hashicorp"
+	BackendEtcd      = "etcd"
+)
+
+// Config is one ticketd node's configuration. Keys (YAML) are the koanf tags;
+// nested keys join with ".", so lease.min_ms is `lease: {min_ms: ...}` in
+// YAML, TICKETD_LEASE_MIN_MS in the environment and --lease-min-ms as a flag.
+type Config struct {
+	// ID is this node's stable, cluster-unique id (key "id").
+	ID string `koanf:"id"`
+	// APIAddr is the host:port the client API listens on and that other nodes
+	// and clients dial (key "api_addr").
+	APIAddr string `koanf:"api_addr"`
+	// RaftAddr is the host:port of peer (Raft) traffic (key "raft_addr").
+	RaftAddr string `koanf:"raft_addr"`
+	// DataDir holds the node's badger database and snapshots (key "data_dir").
+	DataDir string `koanf:"data_dir"`
+	// Backend is the consensus engine: "hashicorp" or "etcd" (key "backend").
+	Backend string `koanf:"backend"`
+	// Bootstrap lists the voters of a new cluster, this node included (key
+	// "bootstrap"). It is used only when DataDir holds no Raft state. When both
+	// Bootstrap and Join are empty the node bootstraps a one-node cluster.
+	Bootstrap []Peer `koanf:"bootstrap"`
+	// Join is the client API address (host:port) of a running member; a node
+	// with no Raft state asks it to add this node (AddMember) at start (key "join").
+	Join string `koanf:"join"`
+	// Lease bounds the lease_ms that Acquire accepts.
+	Lease Lease `koanf:"lease"`
+	// Limits bounds the lock table and the wait queues.
+	Limits Limits `koanf:"limits"`
+	// Raft tunes the consensus backend.
+	Raft Raft `koanf:"raft"`
+	// Log configures logging.
+	Log Log `koanf:"log"`
+}
+
+// Peer is one bootstrap member.
+type Peer struct {
+	ID       string `koanf:"id"`
+	RaftAddr string `koanf:"raft_addr"`
+	APIAddr  string `koanf:"api_addr"`
+}
+
+// Lease bounds lease lengths, in milliseconds: MinMS ≤ lease_ms ≤ MaxMS.
+type Lease struct {
+	MinMS int64 `koanf:"min_ms"`
+	MaxMS int64 `koanf:"max_ms"`
+}
+
+// Limits caps resources; 0 means no limit.
+type Limits struct {
+	// MaxLocks is the most locks the table may hold (ResourceExhausted beyond).
+	MaxLocks int `koanf:"max_locks"`
+	// MaxWaitersPerKey is the most Acquire requests waiting on one key.
+	MaxWaitersPerKey int `koanf:"max_waiters_per_key"`
+}
+
+// Raft tunes the backend; zero values take the backend's defaults.
+type Raft struct {
+	// SnapshotThreshold is how many applied entries trigger a snapshot and log compaction.
+	SnapshotThreshold uint64 `koanf:"snapshot_threshold"`
+	// HeartbeatMS is the leader's heartbeat period in milliseconds.
+	HeartbeatMS int64 `koanf:"heartbeat_ms"`
+	// ElectionTimeoutMS is a follower's election timeout in milliseconds.
+	ElectionTimeoutMS int64 `koanf:"election_timeout_ms"`
+}
+
+// Log configures the zap logger.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `koanf:"level"`
+	// Format is json or console.
+	Format string `koanf:"format"`
+}
+
+// DefaultConfig returns the configuration of a lone node n1 on 127.0.0.1
+// (API :7001, Raft :7101, data under data/n1, hashicorp backend).
+func DefaultConfig() Config {
+	return Config{
+		ID:       "n1",
+		APIAddr:  "127.0.0.1:7001",
+		RaftAddr: "127.0.0.1:7101",
+		DataDir:  "data/n1",
+		Backend:  BackendHashicorp,
+		Lease:    Lease{MinMS: 100, MaxMS: 600_000},
+		Limits:   Limits{MaxLocks: 1_000_000, MaxWaitersPerKey: 1024},
+		Raft:     Raft{SnapshotThreshold: 8192},
+		Log:      Log{Level: "info", Format: "json"},
+	}
+}
+
+// keys is every configuration key with its flag usage text and its value in
+// a Config (the default shown by --help).
+var keys = []struct {
+	key, usage string
+	get        func(c *Config) any
+}{
+	{"id", "node id, unique in the cluster", func(c *Config) any { return c.ID }},
+	{"api_addr", "client API host:port (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)", func(c *Config) any { return c.APIAddr }},
+	{"raft_addr", "peer (Raft) host:port", func(c *Config) any { return c.RaftAddr }},
+	{"data_dir", "directory of this node's database and snapshots", func(c *Config) any { return c.DataDir }},
+	{"backend", "consensus backend: hashicorp or etcd", func(c *Config) any { return c.Backend }},
+	{"bootstrap", "voters of a new cluster: id=raft_addr/api_addr,... (this node included)", func(c *Config) any { return FormatPeers(c.Bootstrap) }},
+	{"join", "API host:port of a running member to join through on first start", func(c *Config) any { return c.Join }},
+	{"lease.min_ms", "smallest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MinMS }},
+	{"lease.max_ms", "largest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MaxMS }},
+	{"limits.max_locks", "most locks held at once (0: no limit)", func(c *Config) any { return c.Limits.MaxLocks }},
+	{"limits.max_waiters_per_key", "most Acquire requests waiting on one key (0: no limit)", func(c *Config) any { return c.Limits.MaxWaitersPerKey }},
+	{"raft.snapshot_threshold", "applied entries between snapshots", func(c *Config) any { return c.Raft.SnapshotThreshold }},
+	{"raft.heartbeat_ms", "leader heartbeat period in milliseconds (0: backend default)", func(c *Config) any { return c.Raft.HeartbeatMS }},
+	{"raft.election_timeout_ms", "election timeout in milliseconds (0: backend default)", func(c *Config) any { return c.Raft.ElectionTimeoutMS }},
+	{"log.level", "log level: debug, info, warn, error", func(c *Config) any { return c.Log.Level }},
+	{"log.format", "log format: json or console", func(c *Config) any { return c.Log.Format }},
+}
+
+// EnvName returns the environment variable of key ("lease.min_ms" → TICKETD_LEASE_MIN_MS).
+func EnvName(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// FlagName returns the flag of key ("lease.min_ms" → lease-min-ms).
+func FlagName(key string) string {
+	return strings.NewReplacer(".", "-", "_", "-").Replace(key)
+}
+
+// Keys returns every configuration key, sorted.
+func Keys() []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k.key)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RegisterFlags adds one flag per configuration key to fs (FlagName(key)),
+// with DefaultConfig's values shown as defaults. Only flags the user set
+// override the file and the environment.
+func RegisterFlags(fs *pflag.FlagSet) {
+	d := DefaultConfig()
+	for _, kk := range keys {
+		switch v := kk.get(&d).(type) {
+		case int64:
+			fs.Int64(FlagName(kk.key), v, kk.usage)
+		case int:
+			fs.Int(FlagName(kk.key), v, kk.usage)
+		case uint64:
+			fs.Uint64(FlagName(kk.key), v, kk.usage)
+		default:
+			fs.String(FlagName(kk.key), fmt.Sprint(v), kk.usage)
+		}
+	}
+}
+
+// Load builds a Config from, lowest precedence first: DefaultConfig, the YAML
+// file at path (skipped when path is empty), the TICKETD_* variables of
+// environ (os.Environ() when nil), and the flags of fs that were set on the
+// command line (fs may be nil). It does not Validate. Errors wrap ErrInvalid.
+func Load(path string, environ []string, fs *pflag.FlagSet) (Config, error) {
+	k := koanf.New(".")
+	if path != "" {
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return Config{}, fmt.Errorf("%w: read %s: %v", ErrInvalid, path, err)
+		}
+	}
+	envKeys := map[string]string{}
+	flagKeys := map[string]string{}
+	for _, kk := range keys {
+		envKeys[EnvName(kk.key)] = kk.key
+		flagKeys[FlagName(kk.key)] = kk.key
+	}
+	var parseErr error
+	convert := func(key, value string) (string, any) {
+		if key != "bootstrap" {
+			return key, value
+		}
+		peers, err := ParsePeers(value)
+		if err != nil && parseErr == nil {
+			parseErr = err
+		}
+		return key, peers
+	}
+	if environ == nil {
+		environ = os.Environ()
+	}
+	err := k.Load(env.Provider(".", env.Opt{
+		Prefix:      EnvPrefix,
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(name, value string) (string, any) {
+			key, ok := envKeys[name]
+			if !ok {
+				return "", nil // TICKETD_CONFIG and unknown names are not keys
+			}
+			return convert(key, value)
+		},
+	}), nil)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: environment: %v", ErrInvalid, err)
+	}
+	if fs != nil {
+		err := k.Load(posflag.ProviderWithFlag(fs, ".", nil, func(f *pflag.Flag) (string, any) {
+			key, ok := flagKeys[f.Name]
+			if !ok || !f.Changed {
+				return "", nil
+			}
+			return convert(key, f.Value.String())
+		}), nil)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: flags: %v", ErrInvalid, err)
+		}
+	}
+	if parseErr != nil {
+		return Config{}, parseErr
+	}
+	c := DefaultConfig()
+	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return c, nil
+}
+
+// ParsePeers parses the bootstrap list form "id=raft_addr/api_addr,..." into
+// maps keyed like Peer's fields. An empty string is an empty list.
+func ParsePeers(s string) ([]map[string]any, error) {
+	out := []map[string]any{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addrs, ok1 := strings.Cut(part, "=")
+		raftAddr, apiAddr, ok2 := strings.Cut(addrs, "/")
+		if !ok1 || !ok2 || id == "" || raftAddr == "" || apiAddr == "" {
+			return nil, fmt.Errorf("%w: bootstrap peer %q is not id=raft_addr/api_addr", ErrInvalid, part)
+		}
+		out = append(out, map[string]any{"id": id, "raft_addr": raftAddr, "api_addr": apiAddr})
+	}
+	return out, nil
+}
+
+// FormatPeers is the inverse of ParsePeers.
+func FormatPeers(peers []Peer) string {
+	parts := make([]string, 0, len(peers))
+	for _, p := range peers {
+		parts = append(parts, p.ID+"="+p.RaftAddr+"/"+p.APIAddr)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Validate reports the first invalid field, wrapped in ErrInvalid.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	}
+	if c.ID == "" {
+		return bad("id is empty")
+	}
+	for name, addr := range map[string]string{"api_addr": c.APIAddr, "raft_addr": c.RaftAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return bad("%s %q is not host:port", name, addr)
+		}
+	}
+	if c.DataDir == "" {
+		return bad("data_dir is empty")
+	}
+	if c.Backend != BackendHashicorp && c.Backend != BackendEtcd {
+		return bad("backend %q is not %s or %s", c.Backend, BackendHashicorp, BackendEtcd)
+	}
+	if len(c.Bootstrap) > 0 && c.Join != "" {
+		return bad("bootstrap and join are exclusive: bootstrap starts a new cluster, join enters a running one")
+	}
+	if c.Join != "" {
+		if _, _, err := net.SplitHostPort(c.Join); err != nil {
+			return bad("join %q is not host:port", c.Join)
+		}
+	}
+	if len(c.Bootstrap) > 0 {
+		seen := map[string]bool{}
+		self := false
+		for _, p := range c.Bootstrap {
+			if p.ID == "" || p.RaftAddr == "" || p.APIAddr == "" {
+				return bad("bootstrap peer %+v lacks id, raft_addr or api_addr", p)
+			}
+			if seen[p.ID] {
+				return bad("bootstrap peer id %q twice", p.ID)
+			}
+			seen[p.ID] = true
+			if p.ID == c.ID {
+				self = true
+				if p.RaftAddr != c.RaftAddr || p.APIAddr != c.APIAddr {
+					return bad("bootstrap entry of this node %q has addresses %s/%s, not raft_addr/api_addr %s/%s",
+						p.ID, p.RaftAddr, p.APIAddr, c.RaftAddr, c.APIAddr)
+				}
+			}
+		}
+		if !self {
+			return bad("bootstrap does not include this node %q", c.ID)
+		}
+	}
+	if c.Lease.MinMS < 1 || c.Lease.MaxMS < c.Lease.MinMS {
+		return bad("lease bounds [%d, %d] ms: need 1 ≤ min_ms ≤ max_ms", c.Lease.MinMS, c.Lease.MaxMS)
+	}
+	if c.Limits.MaxLocks < 0 || c.Limits.MaxWaitersPerKey < 0 {
+		return bad("negative limit")
+	}
+	if c.Raft.HeartbeatMS < 0 || c.Raft.ElectionTimeoutMS < 0 {
+		return bad("negative raft timing")
+	}
+	if c.Raft.HeartbeatMS > 0 && c.Raft.ElectionTimeoutMS > 0 && c.Raft.ElectionTimeoutMS < 2*c.Raft.HeartbeatMS {
+		return bad("raft.election_timeout_ms %d must be at least twice raft.heartbeat_ms %d", c.Raft.ElectionTimeoutMS, c.Raft.HeartbeatMS)
+	}
+	if _, err := zapcore.ParseLevel(c.Log.Level); err != nil {
+		return bad("log.level %q", c.Log.Level)
+	}
+	if c.Log.Format != "json" && c.Log.Format != "console" {
+		return bad("log.format %q is not json or console", c.Log.Format)
+	}
+	return nil
+}
+
+// Members returns the bootstrap voters as core members: the listed peers, or
+// this node alone when neither Bootstrap nor Join is set (a one-node cluster).
+// A joining node returns none: it waits to be added.
+func (c Config) Members() []core.Member {
+	if c.Join != "" {
+		return nil
+	}
+	if len(c.Bootstrap) == 0 {
+		return []core.Member{{ID: c.ID, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr, Voter: true}}
+	}
+	out := make([]core.Member, 0, len(c.Bootstrap))
+	for _, p := range c.Bootstrap {
+		out = append(out, core.Member{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, Voter: true})
+	}
+	return out
+}

@@ -1,0 +1,41 @@
+// Package server is ticketd's lock service: a Node holds the replicated lock
+// table (a core.StateMachine driven by a consensus backend), and serves
+// ticket.v1.LockService and ticket.v1.ClusterService with connect-go — the
+// Connect, gRPC and gRPC-Web protocols on one port over HTTP/1.1 and h2c —
+// plus gRPC health, gRPC reflection and Prometheus /metrics.
+//
+// On the leader, after its barrier (core.LeaderEvent.IsLeader):
+//   - the lessor (package lessor) keeps lease deadlines and proposes
+//     Expire{key, token}; renewals are confirmed by a quorum first;
+//   - the wait queue (package waitq) gates grants per key and serves waiting
+//     Acquire requests first-in first-out;
+//   - a grant whose client is gone when it applies is released at once (a
+//     ghost lock), and a retry with the same owner waits for that release.
+//
+// Followers forward writes and linearizable reads to the leader, one hop
+// (package forward), and name the leader in Unavailable errors. errmap.go is
+// the single place that maps errors to connect codes (DESIGN.md, API).
+//
+// # Usage
+//
+//  1. Load and validate a config.Config (package config).
+//  2. Build the node with New(cfg, WithLogger(log)); it opens the backend
+//     named by cfg.Backend and recovers from cfg.DataDir or bootstraps.
+//  3. Listen on cfg.APIAddr and call Serve(listener) in a goroutine.
+//  4. On SIGTERM, call Close(ctx): waiters fail with Unavailable, a leader
+//     hands over leadership, in-flight requests finish, the backend closes.
+//
+// Example:
+//
+//	n, err := server.New(cfg, server.WithLogger(log))
+//	if err != nil {
+//		return err
+//	}
+//	ln, err := net.Listen("tcp", cfg.APIAddr)
+//	if err != nil {
+//		return err
+//	}
+//	go n.Serve(ln)
+//	<-ctx.Done()
+//	return n.Close(context.Background())
+package server

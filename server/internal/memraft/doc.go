@@ -1,0 +1,27 @@
+// Package memraft is an in-memory, single-node stand-in for a consensus
+// backend: it meets core.Consensus and core.Membership by applying every
+// proposal at once to a real core.StateMachine, in the order proposals arrive,
+// and calls the backends.Config hooks exactly as a real backend would (OnApply
+// after every applied entry; OnLeaderChange with IsLeader=true only after its
+// barrier entry applied).
+//
+// It exists for the server's unit tests, which need a consensus layer below
+// the layer under test that they can steer: Demote and Promote simulate
+// leadership changes, and SetProposeHook lets a test hold a proposal before it
+// applies (to make a client give up mid-proposal). It is never used by ticketd
+// itself. Like hashicorp raft's InmemTransport, it is a real implementation of
+// the interfaces, not a mock: the state machine, the encoding and the hooks
+// are the production ones.
+//
+// # Usage
+//
+//  1. Build a backends.Config as for a real backend (ID, RaftAddr, DataDir,
+//     StateMachine, hooks) and call New.
+//  2. Wait for OnLeaderChange(IsLeader=true); propose.
+//  3. Call Demote/Promote to move leadership; Close when done.
+//
+// Example:
+//
+//	n, err := memraft.New(cfg)
+//	res, err := n.Propose(ctx, core.Grant("a", 1000, "me"))
+package memraft

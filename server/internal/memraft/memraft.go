@@ -1,0 +1,269 @@
+package memraft
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/core"
+)
+
+// Backend is the name reported in Status().Backend.
+const Backend = "memraft"
+
+// Node is a single-node in-memory consensus group. It is safe for concurrent
+// use; proposals are applied one at a time in arrival order.
+type Node struct {
+	cfg backends.Config
+
+	applyMu sync.Mutex // serialises apply + OnApply, like a backend's apply goroutine
+
+	mu      sync.Mutex
+	index   uint64
+	term    uint64
+	leader  core.Member // zero when unknown
+	members map[string]core.Member
+	hook    func(core.Command)
+	stopped bool
+
+	events chan core.LeaderEvent
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// New starts a node that elects itself: it applies a Noop barrier of term 1 and
+// then reports IsLeader=true through cfg.OnLeaderChange (asynchronously, as a
+// real backend does). Errors: cfg.Validate's.
+func New(cfg backends.Config) (*Node, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	self := core.Member{ID: cfg.ID, RaftAddr: cfg.RaftAddr, Voter: true}
+	n := &Node{
+		cfg:     cfg,
+		members: map[string]core.Member{cfg.ID: self},
+		events:  make(chan core.LeaderEvent, 64),
+		done:    make(chan struct{}),
+	}
+	n.index = cfg.StateMachine.AppliedIndex()
+	n.wg.Add(1)
+	go n.deliver()
+	n.Promote()
+	return n, nil
+}
+
+// deliver calls OnLeaderChange from one goroutine, in order.
+func (n *Node) deliver() {
+	defer n.wg.Done()
+	for {
+		select {
+		case ev := <-n.events:
+			if n.cfg.OnLeaderChange != nil {
+				n.cfg.OnLeaderChange(ev)
+			}
+		case <-n.done:
+			return
+		}
+	}
+}
+
+// Promote makes this node leader of a new term: it applies a barrier (Noop)
+// entry of that term and then reports IsLeader=true.
+func (n *Node) Promote() {
+	n.mu.Lock()
+	n.term++
+	n.leader = n.members[n.cfg.ID]
+	term := n.term
+	n.mu.Unlock()
+	n.apply(core.Noop())
+	n.emit(core.LeaderEvent{IsLeader: true, Leader: n.self(), Term: term})
+}
+
+// Demote makes this node a follower of a new term whose leader is leader (zero
+// for "no leader known") and reports IsLeader=false.
+func (n *Node) Demote(leader core.Member) {
+	n.mu.Lock()
+	n.term++
+	n.leader = leader
+	term := n.term
+	n.mu.Unlock()
+	n.emit(core.LeaderEvent{IsLeader: false, Leader: leader, Term: term})
+}
+
+// SetProposeHook sets fn to be called with every proposed command before it is
+// applied, outside any lock; fn may block to hold the proposal. nil removes it.
+func (n *Node) SetProposeHook(fn func(core.Command)) {
+	n.mu.Lock()
+	n.hook = fn
+	n.mu.Unlock()
+}
+
+func (n *Node) emit(ev core.LeaderEvent) {
+	select {
+	case n.events <- ev:
+	case <-n.done:
+	}
+}
+
+func (n *Node) self() core.Member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.members[n.cfg.ID]
+}
+
+// apply applies cmd at the next index and calls OnApply.
+func (n *Node) apply(cmd core.Command) (core.Result, error) {
+	data, err := core.Encode(cmd)
+	if err != nil {
+		return core.Result{}, err
+	}
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+	n.mu.Lock()
+	n.index++
+	index := n.index
+	n.mu.Unlock()
+	cmd, res, err := n.cfg.StateMachine.ApplyEntry(index, data)
+	if err != nil {
+		return core.Result{}, fmt.Errorf("memraft: %w", err)
+	}
+	if n.cfg.OnApply != nil {
+		n.cfg.OnApply(index, cmd, res)
+	}
+	return res, nil
+}
+
+// leaderCheck returns nil when this node leads, else a *core.NotLeaderError or ErrStopped.
+func (n *Node) leaderCheck() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopped {
+		return core.ErrStopped
+	}
+	if n.leader.ID != n.cfg.ID {
+		return &core.NotLeaderError{Leader: n.leader}
+	}
+	return nil
+}
+
+// Propose applies cmd at once when this node leads. Errors: *core.NotLeaderError,
+// core.ErrStopped, core.ErrInvalidArgument (unencodable), ctx.Err() (checked
+// before the command is applied; like a real backend, a command whose caller
+// gave up during the propose hook is still applied).
+func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, error) {
+	if err := n.leaderCheck(); err != nil {
+		return core.Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return core.Result{}, err
+	}
+	n.mu.Lock()
+	hook := n.hook
+	n.mu.Unlock()
+	if hook != nil {
+		hook(cmd)
+	}
+	if err := n.leaderCheck(); err != nil {
+		return core.Result{}, err
+	}
+	res, err := n.apply(cmd)
+	if err != nil {
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return core.Result{}, err
+	}
+	return res, nil
+}
+
+// ReadIndex returns nil when this node leads (everything committed is applied).
+func (n *Node) ReadIndex(ctx context.Context) error {
+	if err := n.leaderCheck(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// Leader returns the leader this node knows of.
+func (n *Node) Leader() (core.Member, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.leader, n.leader.ID != ""
+}
+
+// Status returns this node's view of the group.
+func (n *Node) Status() core.Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := core.Status{
+		ID:           n.cfg.ID,
+		Backend:      Backend,
+		Leader:       n.leader,
+		Term:         n.term,
+		CommitIndex:  n.index,
+		AppliedIndex: n.cfg.StateMachine.AppliedIndex(),
+	}
+	for _, m := range n.members {
+		st.Members = append(st.Members, m)
+	}
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
+	return st
+}
+
+// AddVoter records m as a voter (no replication happens: this is one node).
+func (n *Node) AddVoter(ctx context.Context, m core.Member) error {
+	if err := n.leaderCheck(); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	m.Voter = true
+	m.APIAddr = ""
+	n.members[m.ID] = m
+	n.mu.Unlock()
+	return ctx.Err()
+}
+
+// RemoveServer forgets the member id.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if err := n.leaderCheck(); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	delete(n.members, id)
+	n.mu.Unlock()
+	return ctx.Err()
+}
+
+// TransferLeadership succeeds only for this node's own id (or ""), since there
+// is no other node to lead.
+func (n *Node) TransferLeadership(ctx context.Context, id string) error {
+	if err := n.leaderCheck(); err != nil {
+		return err
+	}
+	if id != "" && id != n.cfg.ID {
+		return fmt.Errorf("%w: memraft: no voter %q to transfer to", core.ErrInvalidArgument, id)
+	}
+	return ctx.Err()
+}
+
+// Close stops the node; later calls return core.ErrStopped. Safe to call twice.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.stopped {
+		n.mu.Unlock()
+		return nil
+	}
+	n.stopped = true
+	n.mu.Unlock()
+	close(n.done)
+	n.wg.Wait()
+	return nil
+}
+
+var (
+	_ core.Consensus  = (*Node)(nil)
+	_ core.Membership = (*Node)(nil)
+)

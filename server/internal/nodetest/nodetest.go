@@ -1,0 +1,323 @@
+package nodetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server"
+	"github.com/ticketd/ticketd/server/config"
+)
+
+// Option configures Start.
+type Option func(*options)
+
+type options struct {
+	backend string
+	editCfg func(i int, c *config.Config)
+	opts    func(i int) []server.Option
+	logs    bool
+}
+
+// WithBackend selects the backend by name (config.BackendHashicorp by default).
+func WithBackend(name string) Option { return func(o *options) { o.backend = name } }
+
+// WithConfig edits node i's config before it starts.
+func WithConfig(fn func(i int, c *config.Config)) Option { return func(o *options) { o.editCfg = fn } }
+
+// WithServerOptions adds server options for node i (a stand-in backend, a clock).
+func WithServerOptions(fn func(i int) []server.Option) Option {
+	return func(o *options) { o.opts = fn }
+}
+
+// WithLogs sends the nodes' logs (debug level) to t.Log.
+func WithLogs() Option { return func(o *options) { o.logs = true } }
+
+// Instance is one node of a Cluster.
+type Instance struct {
+	ID      string
+	Addr    string // client API host:port
+	Node    *server.Node
+	Lock    ticketv1connect.LockServiceClient
+	Cluster ticketv1connect.ClusterServiceClient
+	Config  config.Config
+
+	serveErr chan error
+	opts     []server.Option
+}
+
+// Cluster is a set of in-process nodes.
+type Cluster struct {
+	Nodes []*Instance
+	// HTTP is the h2c client the Lock and Cluster clients use.
+	HTTP *http.Client
+
+	t   testing.TB
+	o   options
+	mu  sync.Mutex
+	log *zap.Logger
+}
+
+// H2CClient returns an HTTP client that speaks HTTP/2 without TLS (prior
+// knowledge) to http:// URLs, as gRPC clients do.
+func H2CClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}
+
+// FreePort returns a loopback host:port that was free a moment ago.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	return FreePorts(t, 1)[0]
+}
+
+// FreePorts returns n distinct loopback host:ports that were free a moment
+// ago (all held open while chosen, so none is handed out twice).
+func FreePorts(t testing.TB, n int) []string {
+	t.Helper()
+	out := make([]string, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("nodetest: free port: %v", err)
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
+	}
+	return out
+}
+
+// Start starts n nodes bootstrapped as one cluster (n = 1: a lone node) and
+// waits until one of them leads. The cluster is closed by t.Cleanup.
+func Start(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	o := options{backend: config.BackendHashicorp}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	c := &Cluster{t: t, o: o, HTTP: H2CClient(), log: zap.NewNop()}
+	if o.logs {
+		c.log = zaptest.NewLogger(t, zaptest.Level(zap.DebugLevel))
+	}
+	dir := t.TempDir()
+	var peers []config.Peer
+	lns := make([]net.Listener, n)
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("nodetest: listen: %v", err)
+		}
+		lns[i] = ln
+	}
+	raftAddrs := FreePorts(t, n) // chosen while the API listeners are open: all distinct
+	for i := range n {
+		peers = append(peers, config.Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: raftAddrs[i], APIAddr: lns[i].Addr().String()})
+	}
+	for i := range n {
+		cfg := config.DefaultConfig()
+		cfg.ID = peers[i].ID
+		cfg.APIAddr = peers[i].APIAddr
+		cfg.RaftAddr = peers[i].RaftAddr
+		cfg.DataDir = filepath.Join(dir, cfg.ID)
+		cfg.Backend = o.backend
+		cfg.Lease.MinMS = 10
+		if n > 1 {
+			cfg.Bootstrap = peers
+		}
+		if o.editCfg != nil {
+			o.editCfg(i, &cfg)
+		}
+		in := &Instance{ID: cfg.ID, Addr: cfg.APIAddr, Config: cfg}
+		if o.opts != nil {
+			in.opts = o.opts(i)
+		}
+		c.Nodes = append(c.Nodes, in)
+		if err := c.start(in, lns[i]); err != nil {
+			for _, l := range lns[i:] {
+				_ = l.Close()
+			}
+			t.Fatalf("nodetest: start %s: %v", cfg.ID, err)
+		}
+	}
+	t.Cleanup(c.Close)
+	c.WaitLeader(t)
+	return c
+}
+
+func (c *Cluster) start(in *Instance, ln net.Listener) error {
+	opts := append([]server.Option{server.WithLogger(c.log)}, in.opts...)
+	node, err := server.New(in.Config, opts...)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	in.Node = node
+	in.serveErr = make(chan error, 1)
+	go func() { in.serveErr <- node.Serve(ln) }()
+	in.Lock = ticketv1connect.NewLockServiceClient(c.HTTP, "http://"+in.Addr)
+	in.Cluster = ticketv1connect.NewClusterServiceClient(c.HTTP, "http://"+in.Addr)
+	return nil
+}
+
+// Join starts one more node that joins the cluster through node via's API
+// (config join) and returns its index. It does not wait for the join.
+func (c *Cluster) Join(t testing.TB, via int) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("nodetest: listen: %v", err)
+	}
+	tmpl := c.Nodes[0].Config
+	cfg := tmpl
+	cfg.ID = fmt.Sprintf("n%d", len(c.Nodes)+1)
+	cfg.APIAddr = ln.Addr().String()
+	cfg.RaftAddr = FreePort(t)
+	cfg.DataDir = filepath.Join(filepath.Dir(tmpl.DataDir), cfg.ID)
+	cfg.Bootstrap = nil
+	cfg.Join = c.Nodes[via].Addr
+	in := &Instance{ID: cfg.ID, Addr: cfg.APIAddr, Config: cfg}
+	c.mu.Lock()
+	c.Nodes = append(c.Nodes, in)
+	i := len(c.Nodes) - 1
+	c.mu.Unlock()
+	if err := c.start(in, ln); err != nil {
+		t.Fatalf("nodetest: start %s: %v", cfg.ID, err)
+	}
+	return i
+}
+
+// Stop closes node i (graceful: as on SIGTERM). Its data stays.
+func (c *Cluster) Stop(i int) {
+	c.mu.Lock()
+	in := c.Nodes[i]
+	node := in.Node
+	in.Node = nil
+	c.mu.Unlock()
+	if node == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := node.Close(ctx); err != nil {
+		c.t.Logf("nodetest: close %s: %v", in.ID, err)
+	}
+	if err := <-in.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		c.t.Logf("nodetest: serve %s: %v", in.ID, err)
+	}
+}
+
+// Restart starts the stopped node i again on its addresses and data.
+func (c *Cluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	in := c.Nodes[i]
+	var ln net.Listener
+	var err error
+	for range 50 { // the old socket may linger briefly
+		if ln, err = net.Listen("tcp", in.Addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("nodetest: relisten %s: %v", in.Addr, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.start(in, ln); err != nil {
+		t.Fatalf("nodetest: restart %s: %v", in.ID, err)
+	}
+}
+
+// Close stops every node.
+func (c *Cluster) Close() {
+	c.HTTP.CloseIdleConnections() // lets each server's Shutdown finish at once
+	var wg sync.WaitGroup
+	for i := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Stop(i) }()
+	}
+	wg.Wait()
+	c.HTTP.CloseIdleConnections()
+}
+
+// Running returns the indexes of the nodes not stopped.
+func (c *Cluster) Running() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for i, in := range c.Nodes {
+		if in.Node != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// WaitLeader waits (up to 20s) until every running node reports the same
+// leader, that leader is running and has recorded its API address, and
+// returns the leader's index.
+func (c *Cluster) WaitLeader(t testing.TB) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if i, ok := c.leader(); ok {
+			return i
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("nodetest: no leader agreed on within 20s")
+	return -1
+}
+
+func (c *Cluster) leader() (int, bool) {
+	leaderID := ""
+	for _, i := range c.Running() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := c.Nodes[i].Cluster.Status(ctx, &ticketv1.StatusRequest{})
+		cancel()
+		if err != nil || st.GetLeaderId() == "" || st.GetLeaderAddr() == "" {
+			return 0, false
+		}
+		if leaderID != "" && st.GetLeaderId() != leaderID {
+			return 0, false
+		}
+		leaderID = st.GetLeaderId()
+	}
+	for _, i := range c.Running() {
+		if c.Nodes[i].ID == leaderID {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// Leader returns the leader's Instance (WaitLeader first).
+func (c *Cluster) Leader(t testing.TB) *Instance {
+	t.Helper()
+	return c.Nodes[c.WaitLeader(t)]
+}
+
+// Follower returns a running node that is not the leader.
+func (c *Cluster) Follower(t testing.TB) *Instance {
+	t.Helper()
+	l := c.WaitLeader(t)
+	for _, i := range c.Running() {
+		if i != l {
+			return c.Nodes[i]
+		}
+	}
+	t.Fatal("nodetest: no follower")
+	return nil
+}

@@ -1,0 +1,132 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+)
+
+// procedures are every RPC the node serves, for metric label children
+// resolved once at start (never per request).
+var procedures = []string{
+	ticketv1connect.LockServiceAcquireProcedure,
+	ticketv1connect.LockServiceReleaseProcedure,
+	ticketv1connect.LockServiceRenewProcedure,
+	ticketv1connect.LockServiceGetLockProcedure,
+	ticketv1connect.LockServiceListLocksProcedure,
+	ticketv1connect.LockServiceCheckTokenProcedure,
+	ticketv1connect.ClusterServiceStatusProcedure,
+	ticketv1connect.ClusterServiceAddMemberProcedure,
+	ticketv1connect.ClusterServiceRemoveMemberProcedure,
+	ticketv1connect.ClusterServiceTransferLeaderProcedure,
+}
+
+// codeOK labels successful calls; failures use connect.Code.String().
+const codeOK = "ok"
+
+// maxCode is the largest connect code (Unauthenticated, 16).
+const maxCode = connect.CodeUnauthenticated
+
+// rpcMetrics are the resolved children of one procedure.
+type rpcMetrics struct {
+	codes    [maxCode + 1]prometheus.Counter // index 0 is "ok"
+	duration prometheus.Observer
+}
+
+// metrics is a node's Prometheus instrumentation.
+type metrics struct {
+	rpc     map[string]*rpcMetrics
+	expired prometheus.Counter
+	ghosts  prometheus.Counter
+}
+
+// newMetrics registers the node's metrics on reg: per-RPC counts by code and
+// latency, expiries, ghost releases, and gauges read from the node on scrape.
+func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "ticketd", Name: "rpc_requests_total",
+		Help: "RPCs served by this node, by procedure and connect code (ok for success).",
+	}, []string{"procedure", "code"})
+	durations := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "ticketd", Name: "rpc_duration_seconds",
+		Help:    "RPC latency in seconds as seen by this node, by procedure.",
+		Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"procedure"})
+	m := &metrics{
+		rpc: map[string]*rpcMetrics{},
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "ticketd", Name: "leases_expired_total",
+			Help: "Locks removed by an Expire this node proposed as leader.",
+		}),
+		ghosts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "ticketd", Name: "ghost_releases_total",
+			Help: "Grants released at once because their client was gone when they applied.",
+		}),
+	}
+	for _, p := range procedures {
+		r := &rpcMetrics{duration: durations.WithLabelValues(p)}
+		r.codes[0] = requests.WithLabelValues(p, codeOK)
+		for c := connect.CodeCanceled; c <= maxCode; c++ {
+			r.codes[c] = requests.WithLabelValues(p, c.String())
+		}
+		m.rpc[p] = r
+	}
+	gauge := func(name, help string, fn func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ticketd", Name: name, Help: help}, fn)
+	}
+	cs := []prometheus.Collector{
+		requests, durations, m.expired, m.ghosts,
+		gauge("locks_held", "Locks in this node's lock table.", func() float64 { return float64(n.sm.Len()) }),
+		gauge("last_token", "Last fencing token applied on this node.", func() float64 { return float64(n.sm.LastToken()) }),
+		gauge("applied_index", "Last Raft log index applied on this node.", func() float64 { return float64(n.sm.AppliedIndex()) }),
+		gauge("waiters", "Acquire requests waiting in this leader's queues.", func() float64 { return float64(n.queue.Waiting()) }),
+		gauge("leases", "Leases whose deadlines this node tracks (leader only).", func() float64 { return float64(n.lessor.Len()) }),
+		gauge("is_leader", "1 when this node is the promoted leader.", func() float64 {
+			n.roleMu.Lock()
+			defer n.roleMu.Unlock()
+			if n.promoted {
+				return 1
+			}
+			return 0
+		}),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				continue // a shared registry (WithRegistry) already has the runtime collectors
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// interceptor counts and times every unary RPC by procedure and code.
+func (m *metrics) interceptor() connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			start := time.Now()
+			res, err := next(ctx, req)
+			if r, ok := m.rpc[req.Spec().Procedure]; ok {
+				code := connect.Code(0)
+				if err != nil {
+					code = connect.CodeOf(err)
+				}
+				if code <= maxCode {
+					r.codes[code].Inc()
+				}
+				r.duration.Observe(time.Since(start).Seconds())
+			}
+			return res, err
+		}
+	}
+}

@@ -1,0 +1,285 @@
+package waitq_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ticketd/ticketd/server/waitq"
+)
+
+// safety is the real-time net for receives; no assertion depends on it.
+const safety = 10 * time.Second
+
+// table is the lock-table view below the queue: key -> state.
+type table struct {
+	mu sync.Mutex
+	m  map[string]waitq.KeyState
+}
+
+func (tb *table) State(key string) waitq.KeyState {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	return tb.m[key]
+}
+
+func (tb *table) set(key string, ks waitq.KeyState) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.m[key] = ks
+}
+
+func newQueue(t *testing.T, maxWaiters int) (*waitq.Queue, *table) {
+	tb := &table{m: map[string]waitq.KeyState{}}
+	q, err := waitq.New(waitq.Config{State: tb.State, MaxWaiters: maxWaiters})
+	require.NoError(t, err)
+	q.Open()
+	t.Cleanup(q.Close) // fails any waiter still queued, so no goroutine outlives the test
+	return q, tb
+}
+
+type entered struct {
+	name string
+	turn *waitq.Turn
+	err  error
+}
+
+// enter starts a waiting Enter and returns once it is queued.
+func enter(t *testing.T, q *waitq.Queue, ctx context.Context, key, owner string, wait bool, out chan<- entered) {
+	t.Helper()
+	before := q.Waiting()
+	go func() {
+		turn, err := q.Enter(ctx, key, owner, wait)
+		out <- entered{owner, turn, err}
+	}()
+	deadline := time.Now().Add(safety)
+	for q.Waiting() == before {
+		require.True(t, time.Now().Before(deadline), "waiter %s never queued", owner)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func recv(t *testing.T, ch <-chan entered) entered {
+	t.Helper()
+	select {
+	case e := <-ch:
+		return e
+	case <-time.After(safety):
+		t.Fatal("no waiter served")
+		return entered{}
+	}
+}
+
+func none(t *testing.T, ch <-chan entered) {
+	t.Helper()
+	select {
+	case e := <-ch:
+		t.Fatalf("unexpected result for %s: %v", e.name, e.err)
+	default:
+	}
+}
+
+func TestFreeKeyTurnAtOnce(t *testing.T) {
+	q, _ := newQueue(t, 0)
+	turn, err := q.Enter(context.Background(), "k", "a", false)
+	require.NoError(t, err)
+	assert.Equal(t, "k", turn.Key())
+	assert.Equal(t, 1, q.Inflight())
+	turn.Done()
+	turn.Done() // idempotent
+	assert.Equal(t, 0, q.Inflight())
+}
+
+func TestBusyKeyWithoutWait(t *testing.T) {
+	tests := []struct {
+		name  string
+		state waitq.KeyState
+		turn  bool // a grant for "other" in flight
+	}{
+		{name: "held_by_other", state: waitq.KeyState{Held: true, Owner: "other"}},
+		{name: "grant_in_flight", turn: true},
+		{name: "removing_other", state: waitq.KeyState{Held: true, Owner: "other", Removing: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q, tb := newQueue(t, 0)
+			if tc.turn {
+				_, err := q.Enter(context.Background(), "k", "other", false)
+				require.NoError(t, err)
+			}
+			tb.set("k", tc.state)
+			_, err := q.Enter(context.Background(), "k", "me", false)
+			require.ErrorIs(t, err, waitq.ErrHeld)
+			assert.Equal(t, 0, q.Waiting())
+		})
+	}
+}
+
+func TestFIFOOnRelease(t *testing.T) {
+	q, tb := newQueue(t, 0)
+	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	out := make(chan entered, 3)
+	ctx := context.Background()
+	for _, w := range []string{"w1", "w2", "w3"} {
+		enter(t, q, ctx, "k", w, true, out)
+	}
+	assert.Equal(t, 3, q.Waiting())
+	q.Kick("k") // nothing changed: still held
+	none(t, out)
+
+	for _, want := range []string{"w1", "w2", "w3"} {
+		tb.set("k", waitq.KeyState{}) // the holder's Release applied
+		q.Kick("k")
+		got := recv(t, out)
+		require.NoError(t, got.err)
+		assert.Equal(t, want, got.name)
+		tb.set("k", waitq.KeyState{Held: true, Owner: want}) // its grant applied
+		got.turn.Done()
+		none(t, out)
+	}
+	assert.Equal(t, 0, q.Waiting())
+}
+
+func TestFailedGrantPassesTurnOn(t *testing.T) {
+	q, _ := newQueue(t, 0)
+	first, err := q.Enter(context.Background(), "k", "a", false)
+	require.NoError(t, err)
+	out := make(chan entered, 1)
+	enter(t, q, context.Background(), "k", "b", true, out)
+	first.Done() // the grant failed: the key is still free
+	got := recv(t, out)
+	require.NoError(t, got.err)
+	assert.Equal(t, "b", got.name)
+}
+
+func TestCancelledWaiterIsSkipped(t *testing.T) {
+	q, tb := newQueue(t, 0)
+	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	out := make(chan entered, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	enter(t, q, context.Background(), "k", "w1", true, out)
+	enter(t, q, ctx, "k", "w2", true, out)
+	enter(t, q, context.Background(), "k", "w3", true, out)
+	cancel()
+	got := recv(t, out)
+	assert.Equal(t, "w2", got.name)
+	require.ErrorIs(t, got.err, context.Canceled)
+	assert.Equal(t, 2, q.Waiting())
+
+	tb.set("k", waitq.KeyState{})
+	q.Kick("k")
+	got = recv(t, out)
+	assert.Equal(t, "w1", got.name)
+	got.turn.Done() // w1's grant failed
+	got = recv(t, out)
+	assert.Equal(t, "w3", got.name)
+}
+
+// TestCancelRacingTurn checks that a turn handed to a waiter whose context is
+// cancelled at the same moment is never lost: the next waiter gets it.
+func TestCancelRacingTurn(t *testing.T) {
+	for range 200 {
+		q, tb := newQueue(t, 0)
+		tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+		out := make(chan entered, 2)
+		ctx, cancel := context.WithCancel(context.Background())
+		enter(t, q, ctx, "k", "w1", true, out)
+		enter(t, q, context.Background(), "k", "w2", true, out)
+		tb.set("k", waitq.KeyState{})
+		go cancel()
+		q.Kick("k")
+		first := recv(t, out)
+		if first.name == "w1" && first.err == nil {
+			first.turn.Done() // w1 won the race and gives up its grant
+		} else {
+			require.ErrorIs(t, first.err, context.Canceled)
+		}
+		second := recv(t, out)
+		require.Equal(t, "w2", second.name)
+		require.NoError(t, second.err)
+		second.turn.Done()
+		require.Equal(t, 0, q.Inflight())
+	}
+}
+
+func TestCloseFailsWaiters(t *testing.T) {
+	q, tb := newQueue(t, 0)
+	stale, err := q.Enter(context.Background(), "free", "a", false)
+	require.NoError(t, err)
+	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	out := make(chan entered, 2)
+	enter(t, q, context.Background(), "k", "w1", true, out)
+	enter(t, q, context.Background(), "k", "w2", true, out)
+	q.Close()
+	for range 2 {
+		require.ErrorIs(t, recv(t, out).err, waitq.ErrClosed)
+	}
+	_, err = q.Enter(context.Background(), "x", "a", false)
+	require.ErrorIs(t, err, waitq.ErrClosed)
+	assert.Equal(t, 0, q.Waiting())
+	assert.Equal(t, 0, q.Inflight())
+
+	q.Open()
+	turn, err := q.Enter(context.Background(), "free", "b", false)
+	require.NoError(t, err)
+	stale.Done() // from the old term: must not free "free"
+	_, err = q.Enter(context.Background(), "free", "c", false)
+	require.ErrorIs(t, err, waitq.ErrHeld)
+	turn.Done()
+}
+
+func TestWaiterLimit(t *testing.T) {
+	q, tb := newQueue(t, 2)
+	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	out := make(chan entered, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	enter(t, q, ctx, "k", "w1", true, out)
+	enter(t, q, ctx, "k", "w2", true, out)
+	_, err := q.Enter(ctx, "k", "w3", true)
+	require.ErrorIs(t, err, waitq.ErrFull)
+	_, err = q.Enter(ctx, "other", "w3", true) // the limit is per key
+	require.NoError(t, err)
+}
+
+func TestRetryWaitsForRemovalThenGoesFirst(t *testing.T) {
+	q, tb := newQueue(t, 0)
+	// x's grant applied after x's client left: a ghost Release is proposed.
+	tb.set("k", waitq.KeyState{Held: true, Owner: "x", Removing: true})
+	out := make(chan entered, 2)
+	enter(t, q, context.Background(), "k", "w1", true, out)
+	enter(t, q, context.Background(), "k", "x", false, out) // x retries, without wait
+	none(t, out)
+	tb.set("k", waitq.KeyState{}) // the ghost Release applied
+	q.Kick("k")
+	got := recv(t, out)
+	require.NoError(t, got.err)
+	assert.Equal(t, "x", got.name, "the retry keeps the place of its first attempt")
+}
+
+func TestRetryOfGrantInFlight(t *testing.T) {
+	q, tb := newQueue(t, 0)
+	first, err := q.Enter(context.Background(), "k", "x", false)
+	require.NoError(t, err)
+	out := make(chan entered, 1)
+	enter(t, q, context.Background(), "k", "x", false, out)
+	tb.set("k", waitq.KeyState{Held: true, Owner: "x"}) // the first attempt was granted
+	first.Done()
+	got := recv(t, out)
+	require.NoError(t, got.err, "the retry proposes again and receives the same lock")
+}
+
+func TestHolderRetryDoesNotQueue(t *testing.T) {
+	q, tb := newQueue(t, 0)
+	tb.set("k", waitq.KeyState{Held: true, Owner: "x"})
+	out := make(chan entered, 1)
+	enter(t, q, context.Background(), "k", "w1", true, out)
+	turn, err := q.Enter(context.Background(), "k", "x", false)
+	require.NoError(t, err)
+	turn.Done()
+	none(t, out)
+}
