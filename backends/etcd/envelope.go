@@ -1,0 +1,91 @@
+package etcd
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/ticketd/ticketd/core"
+)
+
+// Entry envelope. The Data of every EntryNormal that carries a ticketd command
+// is
+//
+//	byte 0     entryVersion
+//	bytes 1-8  proposal id, big-endian (the proposer's waiter key)
+//	bytes 9-   core.Encode(cmd), the payload StateMachine.ApplyEntry decodes
+//
+// An EntryNormal with empty Data is the entry etcd raft appends when a leader
+// is elected; it carries no command (StateMachine.Skip).
+const (
+	entryVersion    byte = 1
+	entryHeaderSize      = 9
+)
+
+// encodeEntry wraps the core bytes of a command with its proposal id.
+func encodeEntry(id uint64, payload []byte) []byte {
+	out := make([]byte, entryHeaderSize, entryHeaderSize+len(payload))
+	out[0] = entryVersion
+	binary.BigEndian.PutUint64(out[1:], id)
+	return append(out, payload...)
+}
+
+// decodeEntry splits Data written by encodeEntry. Errors wrap core.ErrDecode.
+func decodeEntry(data []byte) (id uint64, payload []byte, err error) {
+	if len(data) < entryHeaderSize {
+		return 0, nil, fmt.Errorf("%w: entry of %d bytes has no envelope", core.ErrDecode, len(data))
+	}
+	if data[0] != entryVersion {
+		return 0, nil, fmt.Errorf("%w: unknown entry envelope version %d", core.ErrDecode, data[0])
+	}
+	return binary.BigEndian.Uint64(data[1:entryHeaderSize]), data[entryHeaderSize:], nil
+}
+
+// Snapshot envelope. The Data of every raftpb.Snapshot the backend makes is
+//
+//	byte 0   snapshotVersion
+//	uvarint  length of the address book
+//	bytes    the address book (addressBook.encode)
+//	bytes    the core snapshot (core.Snapshot.WriteTo), verified by its own CRC
+//
+// so a node that joins by snapshot learns its peers' addresses with the state.
+const snapshotVersion byte = 1
+
+// encodeSnapshotData builds the Data of a snapshot.
+func encodeSnapshotData(book addressBook, sm *core.Snapshot) ([]byte, error) {
+	b := book.encode()
+	out := append([]byte{snapshotVersion}, protowire.AppendVarint(nil, uint64(len(b)))...)
+	out = append(out, b...)
+	w := appendWriter{buf: out}
+	if _, err := sm.WriteTo(&w); err != nil {
+		return nil, fmt.Errorf("etcd: write snapshot: %w", err)
+	}
+	return w.buf, nil
+}
+
+// decodeSnapshotData splits Data written by encodeSnapshotData. Errors wrap
+// core.ErrDecode.
+func decodeSnapshotData(data []byte) (addressBook, []byte, error) {
+	if len(data) == 0 || data[0] != snapshotVersion {
+		return nil, nil, fmt.Errorf("%w: unknown snapshot envelope", core.ErrDecode)
+	}
+	n, l := protowire.ConsumeVarint(data[1:])
+	if l < 0 || uint64(len(data)-1-l) < n {
+		return nil, nil, fmt.Errorf("%w: truncated snapshot envelope", core.ErrDecode)
+	}
+	rest := data[1+l:]
+	book, err := decodeBook(rest[:n])
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", core.ErrDecode, err)
+	}
+	return book, rest[n:], nil
+}
+
+// appendWriter is an io.Writer appending to buf.
+type appendWriter struct{ buf []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}

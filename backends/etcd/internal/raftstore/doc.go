@@ -1,0 +1,54 @@
+// Package raftstore is the etcd backend's durable Raft state on badger/v4: a
+// raft.Storage (go.etcd.io/raft/v3) whose log entries, HardState and latest
+// snapshot live in one badger database, plus the one write the Ready loop
+// needs, Save(hardState, entries, snapshot), committed as a single synced
+// batch (dgraph raftwal's DiskStorage.Save).
+//
+// Every record is stored as a 4-byte big-endian CRC-32C of its body followed
+// by the body (a protobuf raftpb message), and Open reads and verifies the
+// whole state before the node starts: a flipped byte, a cut record, a gap in
+// the log or an inconsistent HardState is reported as an error wrapping
+// ErrCorrupt, never as a panic inside raft and never silently rewritten.
+//
+// The log is also kept in memory (like raft.MemoryStorage, which etcd itself
+// pairs with its WAL), so Entries and Term never touch the disk; its length is
+// bounded by the snapshot threshold plus the trailing entries kept after
+// compaction.
+//
+// # Key layout
+//
+//	etcd/entry/<8-byte big-endian index>  CRC + raftpb.Entry
+//	etcd/hardstate                         CRC + raftpb.HardState
+//	etcd/snapshot                          CRC + compaction point (index, term: 16 bytes) + raftpb.Snapshot
+//	etcd/peers                             CRC + the backend's address book (opaque here)
+//
+// The compaction point (the last entry dropped from the log, raft's "dummy
+// entry") is stored with the snapshot because the two always change together.
+// Entries at or below it are garbage left by an interrupted compaction and are
+// deleted at Open.
+//
+// # Usage
+//
+//  1. Open(db) on a database from badgerlog.Open; it fails with ErrCorrupt
+//     when the stored state does not verify.
+//  2. Hand the Store to raft.Config.Storage. On a brand-new store (IsEmpty),
+//     bootstrap by saving an initial HardState and snapshot with Save.
+//  3. For every raft.Ready, call Save(rd.HardState, rd.Entries, rd.Snapshot)
+//     before sending the messages that depend on it (etcd raft doc.go, step 1).
+//  4. After applying entries, CreateSnapshot(snap, compactTo) to record a
+//     snapshot of the state machine and drop the log up to compactTo.
+//  5. Close flushes the latest commit index; the caller then closes the db.
+//
+// Example:
+//
+//	st, err := raftstore.Open(db)
+//	if err != nil {
+//		return err // errors.Is(err, raftstore.ErrCorrupt) for bad data on disk
+//	}
+//	rn, err := raft.NewRawNode(&raft.Config{ID: id, Storage: st, ...})
+//	...
+//	rd := rn.Ready()
+//	if err := st.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
+//		return err
+//	}
+package raftstore

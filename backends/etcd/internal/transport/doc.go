@@ -1,0 +1,55 @@
+// Package transport carries etcd raft messages (raftpb.Message) between the
+// nodes of a ticketd cluster over HTTP/2 cleartext (h2c), in place of etcd's
+// rafthttp, which would drag in all of etcd's server module.
+//
+// Each peer has one ordered, bounded send queue drained by one goroutine
+// into one long-lived stream: a POST to /raft/v1/stream whose request body
+// stays open while the peer is up (etcd rafthttp's stream, over one HTTP/2
+// stream instead of a chunked HTTP/1 body). Every write carries all the
+// messages queued so far, so a burst of appends costs one write, and messages
+// to a peer arrive in the order they were sent. Send never blocks the raft
+// loop: when a queue is full the message is dropped and Send returns false,
+// so the caller reports the peer unreachable, as for a broken stream (etcd
+// raft doc.go; rafthttp's behaviour). A broken stream is reopened on the next
+// message. Snapshot messages (MsgSnap) go in their own POST to
+// /raft/v1/messages outside the queue, and their outcome is reported for
+// RawNode.ReportSnapshot.
+//
+// The wire format of both requests:
+//
+//	headers  Ticketd-Raft-To: <receiver raft id, decimal>
+//	         Ticketd-Raft-From-Id: <sender's member id>
+//	         Ticketd-Raft-From-Addr: <sender's advertised raft address>
+//	body     repeated { uvarint length, marshalled raftpb.Message }
+//
+// The receiver answers 421 when it is not the addressed node (a stale
+// address). On a stream it answers 200 at once and then only reads; on
+// /raft/v1/messages it answers 204 once every message has been handed to
+// Deliver, 400 for a body that does not parse.
+//
+// # Usage
+//
+//  1. New(cfg) listens on cfg.BindAddr and serves; received batches go to
+//     cfg.Deliver on the HTTP handler's goroutine.
+//  2. SetPeer(id, addr) for every other member, again whenever its address
+//     changes; RemovePeer(id) when it leaves.
+//  3. From the raft loop, Send(m) each message of a Ready, in order; when it
+//     returns false, report the peer unreachable (or the snapshot failed).
+//  4. Read Reports() in the raft loop and pass each to
+//     RawNode.ReportUnreachable or RawNode.ReportSnapshot.
+//  5. Close stops the server, the queues and the snapshot senders.
+//
+// Example:
+//
+//	tr, err := transport.New(transport.Config{NodeID: 1, ID: "n1", Addr: addr, BindAddr: addr, Deliver: deliver})
+//	if err != nil {
+//		return err
+//	}
+//	defer tr.Close()
+//	tr.SetPeer(2, "127.0.0.1:7102")
+//	for _, m := range rd.Messages {
+//		if !tr.Send(m) {
+//			rn.ReportUnreachable(m.GetTo())
+//		}
+//	}
+package transport

@@ -1,0 +1,611 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// Sentinel errors of package transport. Compare with errors.Is.
+var (
+	// ErrClosed: the transport has been closed.
+	ErrClosed = errors.New("transport: closed")
+	// ErrBadBatch: a received body is not a sequence of length-prefixed
+	// raftpb.Messages.
+	ErrBadBatch = errors.New("transport: malformed message batch")
+	// ErrMisdirected: the receiver is not the node the request was addressed
+	// to (the sender holds a stale address).
+	ErrMisdirected = errors.New("transport: misdirected request")
+)
+
+// URL paths: StreamPath carries a peer's long-lived message stream (one POST
+// whose request body never ends while the peer is up); Path takes one batch
+// per POST (snapshots).
+const (
+	StreamPath = "/raft/v1/stream"
+	Path       = "/raft/v1/messages"
+)
+
+// Header names of a batch request; see the package comment.
+const (
+	headerTo       = "Ticketd-Raft-To"
+	headerFromID   = "Ticketd-Raft-From-Id"
+	headerFromAddr = "Ticketd-Raft-From-Addr"
+)
+
+// Defaults of the optional Config fields.
+const (
+	DefaultQueueSize       = 4096
+	DefaultMaxBatchBytes   = 4 << 20
+	DefaultSendTimeout     = 5 * time.Second
+	DefaultSnapshotTimeout = time.Minute
+	maxBodyBytes           = 1 << 30
+	redialBackoff          = 50 * time.Millisecond
+)
+
+// Sender names the node a batch came from, as its request headers say.
+type Sender struct {
+	// ID is the sender's member id; Addr its advertised raft address.
+	ID   string
+	Addr string
+}
+
+// Report is the outcome of a send that the raft loop must hear about.
+type Report struct {
+	// To is the raft id of the peer.
+	To uint64
+	// Snapshot is true for the outcome of a MsgSnap (for ReportSnapshot), false
+	// for a failed batch (for ReportUnreachable).
+	Snapshot bool
+	// Failed is true when the send did not reach the peer.
+	Failed bool
+}
+
+// Config configures New.
+type Config struct {
+	// NodeID is this node's raft id; ID and Addr its member id and advertised
+	// raft address, sent with every batch so a receiver can answer a sender
+	// whose address it has not learned yet (a joining node).
+	NodeID uint64
+	ID     string
+	Addr   string
+	// BindAddr is the host:port to listen on ("127.0.0.1:0" picks a port).
+	BindAddr string
+	// Deliver receives the messages of one batch from the HTTP handler's
+	// goroutine, in the order sent. It may block until ctx (the request's) is
+	// done; an error answers the sender 503 (the node is stopping).
+	Deliver func(ctx context.Context, from Sender, msgs []*pb.Message) error
+	// Logger receives the transport's logs; nil means zap.NewNop().
+	Logger *zap.Logger
+	// QueueSize bounds each peer's send queue, in messages. Default 4096.
+	QueueSize int
+	// MaxBatchBytes bounds one POST's body, in bytes (a single larger message
+	// still goes alone). Default 4 MiB.
+	MaxBatchBytes int
+	// SendTimeout bounds one POST of a batch; SnapshotTimeout one MsgSnap.
+	// Defaults 5s and 1m.
+	SendTimeout     time.Duration
+	SnapshotTimeout time.Duration
+}
+
+// Transport sends and receives raft messages. Send, SetPeer and RemovePeer
+// must be called from one goroutine (the raft loop); Reports may be read from
+// any one goroutine; Close from any.
+type Transport struct {
+	cfg    Config
+	log    *zap.Logger
+	ln     net.Listener
+	srv    *http.Server
+	client *http.Client
+
+	peers   map[uint64]*peer
+	reports chan Report
+
+	stop      chan struct{}
+	ctx       context.Context // cancelled by Close: aborts POSTs in flight
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+	wg        sync.WaitGroup // serve goroutine, peer goroutines, snapshot senders
+}
+
+// New listens on cfg.BindAddr and starts serving. Errors: the listener's.
+func New(cfg Config) (*Transport, error) {
+	if cfg.Deliver == nil {
+		return nil, errors.New("transport: nil Deliver")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = DefaultQueueSize
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = DefaultSendTimeout
+	}
+	if cfg.SnapshotTimeout <= 0 {
+		cfg.SnapshotTimeout = DefaultSnapshotTimeout
+	}
+	ln, err := net.Listen("tcp", cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen %s: %w", cfg.BindAddr, err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	t := &Transport{
+		cfg:     cfg,
+		log:     cfg.Logger.Named("transport"),
+		ln:      ln,
+		peers:   map[uint64]*peer{},
+		reports: make(chan Report, 1024),
+		stop:    make(chan struct{}),
+	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+Path, t.serveBatch)
+	mux.HandleFunc("POST "+StreamPath, t.serveStream)
+	t.srv = &http.Server{
+		Handler:           mux,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          zap.NewStdLog(t.log),
+	}
+	var clientProtocols http.Protocols
+	clientProtocols.SetUnencryptedHTTP2(true) // h2c with prior knowledge
+	t.client = &http.Client{Transport: &http.Transport{
+		Protocols:   &clientProtocols,
+		DialContext: (&net.Dialer{Timeout: cfg.SendTimeout, KeepAlive: 30 * time.Second}).DialContext,
+	}}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		if err := t.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.log.Error("serve", zap.Error(err))
+		}
+	}()
+	return t, nil
+}
+
+// Addr returns the address the transport listens on.
+func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
+
+// Reports returns the channel of send outcomes the raft loop must pass on to
+// raft: failed batches (ReportUnreachable) and every MsgSnap's outcome
+// (ReportSnapshot). Snapshot outcomes are never dropped; unreachable reports
+// are dropped when the channel is full (raft learns again on the next failure).
+func (t *Transport) Reports() <-chan Report { return t.reports }
+
+// SetPeer sets the address of peer id, starting its send queue if needed.
+func (t *Transport) SetPeer(id uint64, addr string) {
+	if id == t.cfg.NodeID {
+		return
+	}
+	if p, ok := t.peers[id]; ok {
+		p.addr.Store(&addr)
+		return
+	}
+	p := &peer{t: t, id: id, queue: make(chan []byte, t.cfg.QueueSize), stop: make(chan struct{})}
+	p.addr.Store(&addr)
+	t.peers[id] = p
+	t.wg.Add(1)
+	go p.run()
+}
+
+// HasPeer reports whether peer id has an address.
+func (t *Transport) HasPeer(id uint64) bool {
+	_, ok := t.peers[id]
+	return ok
+}
+
+// RemovePeer stops the send queue of peer id; queued messages are dropped.
+func (t *Transport) RemovePeer(id uint64) {
+	if p, ok := t.peers[id]; ok {
+		close(p.stop)
+		delete(t.peers, id)
+	}
+}
+
+// Send marshals m and queues it for its peer without blocking. It returns
+// false when the message cannot be sent (no address for the peer, its queue
+// full, or the transport closed): the caller then reports the peer
+// unreachable, or the snapshot failed for a MsgSnap. A MsgSnap is sent alone
+// on its own goroutine and its outcome arrives on Reports.
+func (t *Transport) Send(m *pb.Message) bool {
+	select {
+	case <-t.stop:
+		return false
+	default:
+	}
+	p, ok := t.peers[m.GetTo()]
+	if !ok {
+		return false
+	}
+	// Marshal here, in the raft loop, as etcd raft's doc.go asks: no entries
+	// are persisted while the message is encoded.
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.log.Error("marshal message", zap.Stringer("type", m.GetType()), zap.Error(err))
+		return false
+	}
+	if m.GetType() == pb.MsgSnap {
+		t.wg.Add(1)
+		go t.sendSnapshot(p, b)
+		return true
+	}
+	select {
+	case p.queue <- b:
+		return true
+	default:
+		return false
+	}
+}
+
+// sendSnapshot posts one MsgSnap and reports its outcome (never dropped).
+func (t *Transport) sendSnapshot(p *peer, b []byte) {
+	defer t.wg.Done()
+	err := t.post(p, [][]byte{b}, t.cfg.SnapshotTimeout)
+	if err != nil {
+		t.log.Warn("send snapshot", zap.Uint64("to", p.id), zap.Error(err))
+	}
+	select {
+	case t.reports <- Report{To: p.id, Snapshot: true, Failed: err != nil}:
+	case <-t.stop:
+	}
+}
+
+// encodeBatch returns the wire form of a batch: uvarint length + message, each.
+func encodeBatch(batch [][]byte) []byte {
+	size := 0
+	for _, b := range batch {
+		size += protowire.SizeVarint(uint64(len(b))) + len(b)
+	}
+	body := make([]byte, 0, size)
+	for _, b := range batch {
+		body = protowire.AppendVarint(body, uint64(len(b)))
+		body = append(body, b...)
+	}
+	return body
+}
+
+// newRequest builds a POST to p at path with the sender headers.
+func (t *Transport) newRequest(ctx context.Context, p *peer, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+*p.addr.Load()+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-raft-messages")
+	req.Header.Set(headerTo, strconv.FormatUint(p.id, 10))
+	req.Header.Set(headerFromID, t.cfg.ID)
+	req.Header.Set(headerFromAddr, t.cfg.Addr)
+	return req, nil
+}
+
+// post sends one batch to p in its own request and waits for the answer.
+func (t *Transport) post(p *peer, batch [][]byte, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(t.ctx, timeout)
+	defer cancel()
+	req, err := t.newRequest(ctx, p, Path, bytes.NewReader(encodeBatch(batch)))
+	if err != nil {
+		return err
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	switch resp.StatusCode {
+	case http.StatusNoContent, http.StatusOK:
+		return nil
+	case http.StatusMisdirectedRequest:
+		return fmt.Errorf("%w: %s is not raft node %d", ErrMisdirected, *p.addr.Load(), p.id)
+	}
+	return fmt.Errorf("transport: post to %d: %s", p.id, resp.Status)
+}
+
+// report queues r without blocking; it is dropped when the channel is full.
+func (t *Transport) report(r Report) {
+	select {
+	case t.reports <- r:
+	default:
+	}
+}
+
+// serveBatch receives one POSTed batch.
+func (t *Transport) serveBatch(w http.ResponseWriter, r *http.Request) {
+	if to, err := strconv.ParseUint(r.Header.Get(headerTo), 10, 64); err != nil || to != t.cfg.NodeID {
+		http.Error(w, ErrMisdirected.Error(), http.StatusMisdirectedRequest)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	msgs, err := DecodeBatch(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	kept := msgs[:0]
+	for _, m := range msgs {
+		if m.GetTo() == t.cfg.NodeID {
+			kept = append(kept, m)
+		}
+	}
+	from := Sender{ID: r.Header.Get(headerFromID), Addr: r.Header.Get(headerFromAddr)}
+	if err := t.cfg.Deliver(r.Context(), from, kept); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// serveStream receives a peer's message stream: it answers 200 at once (so
+// the sender's request returns while its body goes on), then reads
+// length-prefixed messages until the stream ends, handing every run of
+// messages that arrived together to Deliver.
+func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
+	if to, err := strconv.ParseUint(r.Header.Get(headerTo), 10, 64); err != nil || to != t.cfg.NodeID {
+		http.Error(w, ErrMisdirected.Error(), http.StatusMisdirectedRequest)
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex() // HTTP/1 only; HTTP/2 streams are full duplex
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	from := Sender{ID: r.Header.Get(headerFromID), Addr: r.Header.Get(headerFromAddr)}
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	var msgs []*pb.Message
+	for {
+		msgs = msgs[:0]
+		for len(msgs) == 0 || (br.Buffered() > 0 && len(msgs) < 1024) {
+			m, err := readMessage(br)
+			if err != nil {
+				if !errors.Is(err, io.EOF) && r.Context().Err() == nil {
+					t.log.Debug("read stream", zap.String("from", from.ID), zap.Error(err))
+				}
+				return
+			}
+			if m.GetTo() == t.cfg.NodeID {
+				msgs = append(msgs, m)
+			}
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		if err := t.cfg.Deliver(r.Context(), from, slices.Clone(msgs)); err != nil {
+			return
+		}
+	}
+}
+
+// readMessage reads one uvarint-length-prefixed message from br.
+func readMessage(br *bufio.Reader) (*pb.Message, error) {
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxBodyBytes {
+		return nil, fmt.Errorf("%w: message of %d bytes", ErrBadBatch, n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return nil, err
+	}
+	m := &pb.Message{}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadBatch, err)
+	}
+	return m, nil
+}
+
+// DecodeBatch parses a request body: repeated uvarint length + marshalled
+// raftpb.Message. Errors wrap ErrBadBatch.
+func DecodeBatch(body []byte) ([]*pb.Message, error) {
+	var msgs []*pb.Message
+	for len(body) > 0 {
+		n, l := protowire.ConsumeVarint(body)
+		if l < 0 || uint64(len(body)-l) < n {
+			return nil, fmt.Errorf("%w: truncated message %d", ErrBadBatch, len(msgs))
+		}
+		m := &pb.Message{}
+		if err := proto.Unmarshal(body[l:l+int(n)], m); err != nil {
+			return nil, fmt.Errorf("%w: message %d: %v", ErrBadBatch, len(msgs), err)
+		}
+		msgs = append(msgs, m)
+		body = body[l+int(n):]
+	}
+	return msgs, nil
+}
+
+// Close stops serving, drops every queued message and waits for the
+// transport's goroutines. It is safe to call more than once.
+func (t *Transport) Close() error {
+	var err error
+	t.closeOnce.Do(func() {
+		close(t.stop)
+		t.cancel()
+		err = t.srv.Close()
+		t.wg.Wait()
+		t.client.CloseIdleConnections()
+	})
+	return err
+}
+
+// peer is one remote node's ordered send queue.
+type peer struct {
+	t      *Transport
+	id     uint64
+	addr   atomic.Pointer[string]
+	queue  chan []byte
+	stop   chan struct{}
+	writes atomic.Int64 // batches written to streams (tests read it)
+}
+
+// run sends the queue in batches over one long-lived stream (a POST whose
+// body stays open, like rafthttp's streams): a batch costs one write on an
+// open HTTP/2 stream, not a request. A broken stream is reported unreachable
+// and opened again on the next message, after a short pause.
+func (p *peer) run() {
+	defer p.t.wg.Done()
+	var st *stream
+	defer func() {
+		if st != nil {
+			st.close()
+		}
+	}()
+	var batch [][]byte
+	for {
+		var first []byte
+		select {
+		case first = <-p.queue:
+		case <-p.stop:
+			return
+		case <-p.t.stop:
+			return
+		}
+		batch = append(batch[:0], first)
+		size := len(first)
+	drain:
+		for size < p.t.cfg.MaxBatchBytes {
+			select {
+			case b := <-p.queue:
+				batch = append(batch, b)
+				size += len(b)
+			default:
+				break drain
+			}
+		}
+		err := error(nil)
+		if st == nil {
+			st, err = p.t.openStream(p)
+		}
+		if err == nil {
+			err = st.write(encodeBatch(batch))
+			p.writes.Add(1)
+		}
+		clear(batch)
+		if err == nil {
+			continue
+		}
+		p.t.log.Debug("send batch", zap.Uint64("to", p.id), zap.Int("messages", len(batch)), zap.Error(err))
+		p.t.report(Report{To: p.id, Failed: true})
+		if st != nil {
+			st.close()
+			st = nil
+		}
+		// Pause before dialling again, dropping what raft sends meanwhile:
+		// an unreachable peer loses messages rather than receiving stale
+		// ones when it comes back (raft resends what still matters).
+		pause := time.NewTimer(redialBackoff)
+	backoff:
+		for {
+			select {
+			case <-p.queue:
+			case <-pause.C:
+				break backoff
+			case <-p.stop:
+				pause.Stop()
+				return
+			case <-p.t.stop:
+				pause.Stop()
+				return
+			}
+		}
+	}
+}
+
+// stream is one open message stream to a peer.
+type stream struct {
+	pw     *io.PipeWriter
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the request goroutine has finished
+}
+
+// openStream starts the streaming POST to p and waits for the receiver's 200.
+func (t *Transport) openStream(p *peer) (*stream, error) {
+	ctx, cancel := context.WithCancel(t.ctx)
+	pr, pw := io.Pipe()
+	req, err := t.newRequest(ctx, p, StreamPath, pr)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	st := &stream{pw: pw, cancel: cancel, done: make(chan struct{})}
+	opened := make(chan error, 1)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer close(st.done)
+		resp, err := t.client.Do(req)
+		if err != nil {
+			opened <- err
+			_ = pr.CloseWithError(err)
+			return
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			err := fmt.Errorf("transport: stream to %d: %s", p.id, resp.Status)
+			if resp.StatusCode == http.StatusMisdirectedRequest {
+				err = fmt.Errorf("%w: %s is not raft node %d", ErrMisdirected, *p.addr.Load(), p.id)
+			}
+			opened <- err
+			_ = pr.CloseWithError(err)
+			return
+		}
+		opened <- nil
+		// The receiver never answers more; hold the stream until it ends.
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		_ = pr.CloseWithError(io.ErrClosedPipe)
+	}()
+	timer := time.NewTimer(t.cfg.SendTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-opened:
+		if err != nil {
+			st.close()
+			return nil, err
+		}
+		return st, nil
+	case <-timer.C:
+		st.close()
+		return nil, fmt.Errorf("transport: open stream to %d: timed out", p.id)
+	}
+}
+
+// write sends body on the stream; it returns once the HTTP/2 transport has
+// taken all of it (a broken stream returns an error).
+func (s *stream) write(body []byte) error {
+	_, err := s.pw.Write(body)
+	return err
+}
+
+// close ends the stream and waits for its request goroutine.
+func (s *stream) close() {
+	_ = s.pw.Close()
+	s.cancel()
+	<-s.done
+}
