@@ -9,10 +9,10 @@
 //  1. Run from inside the repository (the ticketd binary is built through the
 //     go.work workspace) or set TICKETD_BIN to a prebuilt binary.
 //  2. Choose the backends with TICKETD_TEST_BACKENDS (comma-separated;
-//     default "hashicorp"); every test runs once per backend as a subtest.
+//     default "hashicorp,etcd"); every test runs once per backend as a subtest.
 //  3. go test -p 1 ./e2e
 //
 // Example:
 //
-//	TICKETD_TEST_BACKENDS=hashicorp,etcd go test -count=1 ./e2e
+//	TICKETD_TEST_BACKENDS=etcd go test -count=1 ./e2e
 package e2e

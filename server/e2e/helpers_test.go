@@ -24,11 +24,11 @@ import (
 const safety = 30 * time.Second
 
 // backends returns the backends to test: $TICKETD_TEST_BACKENDS
-// (comma-separated) or "hashicorp".
+// (comma-separated) or both, "hashicorp,etcd".
 func backends() []string {
 	v := os.Getenv("TICKETD_TEST_BACKENDS")
 	if v == "" {
-		v = "hashicorp"
+		v = "hashicorp,etcd"
 	}
 	var out []string
 	for _, b := range strings.Split(v, ",") {
