@@ -1,0 +1,27 @@
+// Package apifuzz holds fuzz targets for ticketd's API request validation,
+// driven over real HTTP against one in-process ticketd node (server.New with
+// the hashicorp backend on badger in a temporary directory, serving on a
+// loopback port). It has no non-test code; see fuzz_test.go.
+//
+// The targets check what DESIGN.md promises of bad input: a request whose
+// fields are out of bounds (empty, oversized or non-UTF-8 key or owner,
+// lease_ms outside the configured bounds, token 0) is refused with
+// InvalidArgument and changes nothing; a request within bounds is never
+// refused with InvalidArgument; no request, however malformed its bytes,
+// makes the server answer Internal or Unknown (a handler panic) or stop
+// serving. The core engineer's targets cover the command decoder and
+// snapshot restore.
+//
+// # Usage
+//
+//  1. `go test ./apifuzz` runs the seed corpus (a node starts once, about a second).
+//  2. `go test ./apifuzz -run '^$' -fuzz FuzzLockRequests -fuzztime 1m` fuzzes
+//     typed requests; FuzzRawRequests fuzzes raw bodies of every
+//     LockService procedure in the Connect protocol (proto and JSON).
+//  3. A failing input lands in testdata/fuzz/<Target>/ and is replayed by
+//     every later `go test`.
+//
+// Example:
+//
+//	cd faults && go test ./apifuzz -run '^$' -fuzz FuzzRawRequests -fuzztime 30s
+package apifuzz

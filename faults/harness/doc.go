@@ -1,0 +1,50 @@
+//go:build faults
+
+// Package harness is ticketd's fault-injection suite (issue 8): it starts a
+// real three- or five-node ticketd cluster as separate processes
+// (sdk/ticketdtest, with ticketd built with -tags faults so that peer links
+// can be cut), drives concurrent clients through the generated Connect
+// clients on a few hot keys — acquire with and without wait, renew,
+// release, get, check-token, each with a client-chosen owner — records
+// every call (package history), injects a seeded, replayable schedule of
+// faults (package nemesis), and checks the history afterwards (package
+// check): linearizability with porcupine, fencing, lease safety,
+// durability and liveness.
+//
+// It is behind the build tag `faults` because it builds and runs real
+// processes for a minute or more. `make faults DURATION=30m` runs the long
+// version; the short one (about a minute per backend) runs in `make test`.
+//
+// # A run
+//
+//  1. Build ticketd with -tags faults; start the cluster with
+//     TICKETD_FAULTS_RULES naming a rules file the harness rewrites to cut
+//     links (each line "FROM TO" drops Raft messages from FROM to TO
+//     through backends.Config.DropMessage).
+//  2. Print the seed and the schedule. Run the workers, a durability prober
+//     (long-lease locks it keeps renewing and sometimes releases) and the
+//     nemesis for Config.Duration.
+//  3. Stop the workers (every holder dies without releasing: liveness),
+//     heal every fault and wait for a leader.
+//  4. Liveness: poll every hot key until it is free again; each must be
+//     free by max(stopped, healed) + lease + FailoverBound.
+//  5. Durability: kill -9 every node at once, start them again, read every
+//     key (tagged "final") and every node's last_token.
+//  6. Check; on a violation write the seed, the schedule, what the nemesis
+//     did, the history, the violations, porcupine's HTML visualisation and
+//     the node logs to Config.Out, and fail the test.
+//
+// # Caller duties
+//
+//  1. Call Run from a test goroutine (it uses t for the cluster's cleanup
+//     and fails t on a violation).
+//  2. Keep the ticketd workspace around: the binary is built from it.
+//  3. Replay a failing run with the same -seed, -backend and -nodes (and
+//     -duration): the same schedule is injected, though timing makes the
+//     operations differ.
+//
+// Example:
+//
+//	res := harness.Run(t, harness.Config{Backend: "etcd", Nodes: 3, Seed: 42, Duration: time.Minute})
+//	t.Logf("%d ops, %d faults", res.Ops, res.Faults)
+package harness

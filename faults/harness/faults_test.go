@@ -1,0 +1,59 @@
+//go:build faults
+
+package harness_test
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ticketd/ticketd/faults/harness"
+	"github.com/ticketd/ticketd/faults/nemesis"
+)
+
+var (
+	duration = flag.Duration("duration", 40*time.Second, "how long the workload and the faults run, per backend")
+	seed     = flag.Int64("seed", 0, "seed of the fault schedule and the workload (0: from the clock, printed)")
+	backend  = flag.String("backend", "all", "backend to test: hashicorp, etcd, or all")
+	nodes    = flag.Int("nodes", 3, "cluster size: 3 or 5")
+	out      = flag.String("out", "", "directory for reports of failing runs (default $TMPDIR/ticketd-faults-reports)")
+	kinds    = flag.String("kinds", "", "comma-separated fault kinds to use (default: all)")
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	harness.RemoveBinary()
+	os.Exit(code)
+}
+
+// backends lists the backends a run covers.
+func backends() []string {
+	if *backend == "all" {
+		return []string{"hashicorp", "etcd"}
+	}
+	return strings.Split(*backend, ",")
+}
+
+// TestFaults is the fault-injection run: one per backend, -duration each.
+// `make test` runs it with the defaults (a short run); `make faults
+// DURATION=30m` runs the long one.
+func TestFaults(t *testing.T) {
+	s := *seed
+	if s == 0 {
+		s = time.Now().UnixNano() % 1_000_000_007
+	}
+	var ks []nemesis.Kind
+	for _, k := range strings.Split(*kinds, ",") {
+		if k != "" {
+			ks = append(ks, nemesis.Kind(k))
+		}
+	}
+	for _, b := range backends() {
+		t.Run(b, func(t *testing.T) {
+			res := harness.Run(t, harness.Config{Backend: b, Nodes: *nodes, Seed: s, Duration: *duration, Out: *out, Kinds: ks})
+			t.Logf("summary: %s", res)
+		})
+	}
+}

@@ -1,0 +1,42 @@
+package history
+
+import (
+	"errors"
+	"syscall"
+
+	"connectrpc.com/connect"
+)
+
+// Classify maps the error of a call of kind k to an Outcome and a short code
+// for humans. Only errors that prove the request changed nothing are Fail:
+// InvalidArgument for every call, AlreadyExists for Acquire (DESIGN.md: held,
+// not waiting), ResourceExhausted for Acquire (a limit refuses it before any
+// proposal), and NotFound for Release and Renew. Everything else — timeouts,
+// cancellations, connection errors, Unavailable (a proposal may be in flight
+// when leadership is lost), Internal, Unknown — is Unknown: the call may
+// have taken effect, now or later.
+//
+// A refused connection (ECONNREFUSED: the node is down) is Fail: the request
+// was never sent.
+func Classify(k Kind, err error) (Outcome, string) {
+	if err == nil {
+		return OK, ""
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return Fail, "connection refused"
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return Unknown, "transport: " + err.Error()
+	}
+	code := ce.Code()
+	switch {
+	case code == connect.CodeInvalidArgument:
+		return Fail, code.String()
+	case k == Acquire && (code == connect.CodeAlreadyExists || code == connect.CodeResourceExhausted):
+		return Fail, code.String()
+	case (k == Release || k == Renew) && code == connect.CodeNotFound:
+		return Fail, code.String()
+	}
+	return Unknown, code.String()
+}
