@@ -576,6 +576,7 @@ func (n *Node) newOwner() string {
 // acquire serves Acquire on the promoted leader: the wait queue gives the turn
 // to propose, then the grant is proposed (group-committed with others).
 func (n *Node) acquire(ctx context.Context, key string, leaseMS int64, owner string, wait bool) (core.Result, error) {
+	confirmed := false
 	for {
 		if lim := n.cfg.Limits.MaxLocks; lim > 0 {
 			if _, held := n.sm.Get(key); !held && n.sm.Len()+n.queue.Inflight() >= lim {
@@ -583,6 +584,17 @@ func (n *Node) acquire(ctx context.Context, key string, leaseMS int64, owner str
 			}
 		}
 		turn, err := n.queue.Enter(ctx, key, owner, wait)
+		if errors.Is(err, waitq.ErrHeld) && !confirmed {
+			// "Held" was read from this node's table, which is stale on a
+			// deposed leader (paused or cut off while its successor released
+			// the key). Refuse only after a quorum confirms leadership and the
+			// table has applied everything committed (ReadIndex), then look again.
+			if err := n.raft.ReadIndex(ctx); err != nil {
+				return core.Result{}, err
+			}
+			confirmed = true
+			continue
+		}
 		if err != nil {
 			return core.Result{}, err
 		}

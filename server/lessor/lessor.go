@@ -251,9 +251,12 @@ func (l *Lessor) Renew(ctx context.Context, key string, token uint64) (int64, er
 	epoch := l.epoch
 	_, err := l.renewable(key, token, l.cfg.Clock.Now())
 	l.mu.Unlock()
-	if err != nil {
+	if errors.Is(err, ErrClosed) || errors.Is(err, ErrNotPrimary) {
 		return 0, err
 	}
+	// Confirm before any answer, a refusal included: a deposed leader that was
+	// paused past a lease holds a stale table, and its "not held" would deny a
+	// lock its successor granted. The answer comes from the re-check below.
 	if err := l.cfg.Confirm(ctx); err != nil {
 		return 0, err
 	}

@@ -385,3 +385,34 @@ func TestNewValidates(t *testing.T) {
 	_, err := lessor.New(lessor.Config{})
 	require.Error(t, err)
 }
+
+// A deposed leader (paused past a lease while its successor granted the key)
+// holds a stale table; its refusal must wait for the quorum confirmation, which
+// fails, so the client hears "not leader" and retries at the real leader.
+// Found by the fault-injection suite (pause-leader-lease).
+func TestRenewRefusalWaitsForConfirm(t *testing.T) {
+	deposed := errors.New("deposed")
+	for _, tc := range []struct {
+		name  string
+		token func(granted uint64) uint64
+	}{
+		{"unknown_token", func(g uint64) uint64 { return g + 1 }},
+		{"past_deadline", func(g uint64) uint64 { return g }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.mu.Lock()
+			h.expErr = errors.New("hold")
+			h.confirm = func(context.Context) error { return deposed }
+			h.mu.Unlock()
+			tok := h.grant("a", 100)
+			h.l.Promote(h.sm)
+			h.settle(1)
+			h.clock.Advance(100 * time.Millisecond)
+			_, err := h.l.Renew(context.Background(), "a", tc.token(tok))
+			assert.ErrorIs(t, err, deposed)
+			assert.NotErrorIs(t, err, lessor.ErrNotHeld)
+			assert.NotErrorIs(t, err, lessor.ErrExpired)
+		})
+	}
+}
