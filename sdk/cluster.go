@@ -7,6 +7,7 @@ import (
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 )
 
+// statusRequest is the (empty) request of every Status call.
 func statusRequest() *ticketv1.StatusRequest { return &ticketv1.StatusRequest{} }
 
 // Status returns the leader's view of the cluster (term, indexes, members,
@@ -51,14 +52,9 @@ func (c *Client) NodeStatus(ctx context.Context, endpoint string) (*ticketv1.Sta
 // the ctx error wrapping the last failure.
 func (c *Client) AddMember(ctx context.Context, id, raftAddr, apiAddr string) ([]*ticketv1.Member, error) {
 	req := &ticketv1.AddMemberRequest{Member: &ticketv1.Member{Id: id, RaftAddr: raftAddr, ApiAddr: apiAddr, Voter: true}}
-	spec := callSpec{op: "add member", key: id, toLeader: true, timeout: c.cfg.requestTimeout}
-	res, _, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.AddMemberResponse, error) {
+	return changeMembers(ctx, c, "add member", id, func(ctx context.Context, n *node) (*ticketv1.AddMemberResponse, error) {
 		return n.cluster.AddMember(ctx, req)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return res.GetMembers(), nil
 }
 
 // RemoveMember removes the server id from the cluster and returns the
@@ -68,10 +64,16 @@ func (c *Client) AddMember(ctx context.Context, id, raftAddr, apiAddr string) ([
 // the ctx error wrapping the last failure.
 func (c *Client) RemoveMember(ctx context.Context, id string) ([]*ticketv1.Member, error) {
 	req := &ticketv1.RemoveMemberRequest{Id: id}
-	spec := callSpec{op: "remove member", key: id, toLeader: true, timeout: c.cfg.requestTimeout}
-	res, _, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.RemoveMemberResponse, error) {
+	return changeMembers(ctx, c, "remove member", id, func(ctx context.Context, n *node) (*ticketv1.RemoveMemberResponse, error) {
 		return n.cluster.RemoveMember(ctx, req)
 	})
+}
+
+// changeMembers sends a membership change (op on server id) to the leader
+// with retries and returns the members afterwards.
+func changeMembers[R interface{ GetMembers() []*ticketv1.Member }](ctx context.Context, c *Client, op, id string, call func(context.Context, *node) (R, error)) ([]*ticketv1.Member, error) {
+	spec := callSpec{op: op, key: id, toLeader: true, timeout: c.cfg.requestTimeout}
+	res, _, err := invoke(ctx, c, spec, call)
 	if err != nil {
 		return nil, err
 	}

@@ -1,14 +1,11 @@
 package sdk_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,31 +99,11 @@ func testGRPC(t *testing.T, eps []string) {
 	require.NoError(t, l.Unlock(ctx))
 }
 
-// waiters reads the leader's ticketd_waiters gauge from /metrics.
-func waiters(t *testing.T, addr string) int {
-	res, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "ticketd_waiters "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Errorf("ticketd_waiters %q: %v", v, err)
-			}
-			return int(f)
-		}
-	}
-	return -1
-}
-
 func testFIFO(t *testing.T, cl *ticketdtest.Cluster, eps []string) {
 	const n = 4
 	c := newClient(t, eps)
 	ctx := testCtx(t)
-	leader := cl.Node(cl.Leader(t)).APIAddr
+	leader := cl.Leader(t)
 
 	holder, err := c.TryLock(ctx, "fifo/a", 10*time.Second)
 	require.NoError(t, err)
@@ -148,7 +125,10 @@ func testFIFO(t *testing.T, cl *ticketdtest.Cluster, eps []string) {
 			assert.NoError(t, l.Unlock(ctx))
 		}()
 		// Start the next waiter only once this one is queued on the leader.
-		require.Eventually(t, func() bool { return waiters(t, leader) == i+1 }, 10*time.Second, 5*time.Millisecond,
+		require.Eventually(t, func() bool {
+			v, err := cl.Metric(leader, "ticketd_waiters")
+			return err == nil && v == float64(i+1)
+		}, 10*time.Second, 5*time.Millisecond,
 			"waiter %d never queued", i)
 	}
 	require.NoError(t, holder.Unlock(ctx))

@@ -14,8 +14,9 @@ var errUnlocking = errors.New("ticketd: unlocking")
 // Lease is a held lock: its key, its fencing token, and a signal that closes
 // when the lease may have ended. It renews itself in the background every
 // TTL/3 (measured from the send time of the last acknowledged grant or
-// renewal), retrying through leader changes, until Unlock, a refused
-// renewal, the local deadline, or Client.Close.
+// renewal, the period etcd clientv3's lease KeepAlive uses), retrying through
+// leader changes, until Unlock, a refused renewal, the local deadline, or
+// Client.Close.
 //
 // The local deadline is sent + TTL − margin, where sent is the local send
 // time of the last acknowledged grant or renewal and margin =
@@ -25,7 +26,9 @@ var errUnlocking = errors.New("ticketd: unlocking")
 // (it may end it later, e.g. after a failover), so Done closes before the
 // server can grant the key to anyone else, as long as the two clocks'
 // rates differ by less than the margin. Done is closed by a timer at the
-// deadline, not by polling.
+// deadline, not by polling. This is Chubby's local lease timeout (Burrows,
+// OSDI 2006, §2.8): a conservative approximation of the server's, from the
+// request's send time and an allowance for clock rate.
 //
 // Methods are safe for concurrent use.
 type Lease struct {

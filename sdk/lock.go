@@ -47,7 +47,25 @@ type LockInfo struct {
 	Owner string
 }
 
+// ms turns an API field in milliseconds (lease_ms, remaining_ms) into a Duration.
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// heldLock is what GetLockResponse and ListLocksResponse's LockInfo both
+// tell about a held lock.
+type heldLock interface {
+	GetToken() uint64
+	GetLeaseMs() int64
+	GetRemainingMs() int64
+	GetOwner() string
+}
+
+// lockInfoOf converts the holder of key as the API reports it.
+func lockInfoOf(key string, l heldLock) LockInfo {
+	return LockInfo{
+		Key: key, Held: true, Token: l.GetToken(), TTL: ms(l.GetLeaseMs()),
+		Remaining: ms(l.GetRemainingMs()), Owner: l.GetOwner(),
+	}
+}
 
 // Acquire asks for key for a lease of ttl (sent in whole milliseconds) and
 // returns the grant. It is the building block of Lock and TryLock: it does
@@ -64,15 +82,20 @@ func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 // ctx ended while an attempt may have been granted), or the ctx error
 // wrapping the last failure (often ErrUnavailable).
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (Grant, error) {
-	var ac acquireConfig
+	ac, made := c.acquireConfigOf(opts)
+	return c.acquire(ctx, key, ttl, ac, made)
+}
+
+// acquireConfigOf applies opts and, when WithOwner is not among them, gives
+// the request a fresh owner id of the client's own (made is then true).
+func (c *Client) acquireConfigOf(opts []AcquireOption) (ac acquireConfig, made bool) {
 	for _, o := range opts {
 		o(&ac)
 	}
-	made := ac.owner == ""
-	if made {
-		ac.owner = c.newOwner()
+	if ac.owner == "" {
+		ac.owner, made = c.newOwner(), true
 	}
-	return c.acquire(ctx, key, ttl, ac, made)
+	return ac, made
 }
 
 // acquire sends Acquire with retries. made says the owner id is the
@@ -174,10 +197,7 @@ func (c *Client) Release(ctx context.Context, key string, token uint64) error {
 //
 // Errors: ErrInvalidArgument, or the ctx error wrapping the last failure.
 func (c *Client) GetLock(ctx context.Context, key string, opts ...ReadOption) (LockInfo, error) {
-	var rc readConfig
-	for _, o := range opts {
-		o(&rc)
-	}
+	rc := readConfigOf(opts)
 	req := &ticketv1.GetLockRequest{Key: key, Stale: rc.stale}
 	spec := callSpec{op: "get", key: key, toLeader: !rc.stale, timeout: c.cfg.requestTimeout}
 	res, _, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.GetLockResponse, error) {
@@ -189,10 +209,7 @@ func (c *Client) GetLock(ctx context.Context, key string, opts ...ReadOption) (L
 	if !res.GetHeld() {
 		return LockInfo{Key: key}, nil
 	}
-	return LockInfo{
-		Key: key, Held: true, Token: res.GetToken(), TTL: ms(res.GetLeaseMs()),
-		Remaining: ms(res.GetRemainingMs()), Owner: res.GetOwner(),
-	}, nil
+	return lockInfoOf(key, res), nil
 }
 
 // ListLocks returns every held lock whose key starts with prefix, in key
@@ -201,10 +218,7 @@ func (c *Client) GetLock(ctx context.Context, key string, opts ...ReadOption) (L
 //
 // Errors: ErrInvalidArgument, or the ctx error wrapping the last failure.
 func (c *Client) ListLocks(ctx context.Context, prefix string, opts ...ReadOption) ([]LockInfo, error) {
-	var rc readConfig
-	for _, o := range opts {
-		o(&rc)
-	}
+	rc := readConfigOf(opts)
 	var (
 		locks []LockInfo
 		page  string
@@ -219,10 +233,7 @@ func (c *Client) ListLocks(ctx context.Context, prefix string, opts ...ReadOptio
 			return nil, err
 		}
 		for _, l := range res.GetLocks() {
-			locks = append(locks, LockInfo{
-				Key: l.GetKey(), Held: true, Token: l.GetToken(), TTL: ms(l.GetLeaseMs()),
-				Remaining: ms(l.GetRemainingMs()), Owner: l.GetOwner(),
-			})
+			locks = append(locks, lockInfoOf(l.GetKey(), l))
 		}
 		page = res.GetNextPageToken()
 		if page == "" {
@@ -253,8 +264,9 @@ func (c *Client) Check(ctx context.Context, key string, token uint64) (valid boo
 }
 
 // Lock waits in the key's FIFO queue on the leader until key is granted for
-// a lease of ttl, or ctx ends, and returns the Lease, which renews itself in
-// the background until Unlock. Waiters displaced by a leader change are
+// a lease of ttl (sent in whole milliseconds, within the server's
+// --lease-min-ms and --lease-max-ms), or ctx ends, and returns the Lease,
+// which renews itself in the background until Unlock. Waiters displaced by a leader change are
 // queued again on the new leader (their place in line is not kept).
 //
 // Errors: ErrInvalidArgument, ErrResourceExhausted, *AmbiguousError
@@ -265,8 +277,8 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	return c.lock(ctx, key, ttl, true, opts)
 }
 
-// TryLock takes key for a lease of ttl if nobody holds it, and returns the
-// Lease, which renews itself in the background until Unlock. It does not
+// TryLock takes key for a lease of ttl (whole milliseconds, as for Lock) if
+// nobody holds it, and returns the Lease, which renews itself in the background until Unlock. It does not
 // wait: a key held by another owner fails at once with ErrLocked.
 //
 // Errors: ErrLocked, ErrInvalidArgument, ErrResourceExhausted,
@@ -275,16 +287,12 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	return c.lock(ctx, key, ttl, false, opts)
 }
 
+// lock is Lock (wait) and TryLock: it acquires key and returns the Lease,
+// first renewing a grant that arrived so late that its send time no longer
+// bounds the lease well.
 func (c *Client) lock(ctx context.Context, key string, ttl time.Duration, wait bool, opts []AcquireOption) (*Lease, error) {
-	var ac acquireConfig
-	for _, o := range opts {
-		o(&ac)
-	}
+	ac, made := c.acquireConfigOf(opts)
 	ac.wait = wait
-	made := ac.owner == ""
-	if made {
-		ac.owner = c.newOwner()
-	}
 	for {
 		g, err := c.acquire(ctx, key, ttl, ac, made)
 		if err != nil {

@@ -173,6 +173,15 @@ type readConfig struct {
 	stale bool
 }
 
+// readConfigOf applies opts.
+func readConfigOf(opts []ReadOption) readConfig {
+	var rc readConfig
+	for _, o := range opts {
+		o(&rc)
+	}
+	return rc
+}
+
 // WithStale lets any node answer from its local state machine, without
 // contacting the leader. The answer may lag the leader by the replication
 // delay, or by much more on a partitioned node.

@@ -23,6 +23,8 @@ import (
 var (
 	// ErrNoLeader: no node served as leader within Config.StartTimeout.
 	ErrNoLeader = errors.New("apicluster: no leader serving")
+	// ErrInvalidConfig: Config.Backend or Config.Dir is empty.
+	ErrInvalidConfig = errors.New("apicluster: invalid config")
 )
 
 // Size is the number of nodes.
@@ -41,7 +43,9 @@ type Config struct {
 	Options []server.Option
 }
 
-// Cluster is Size ticketd nodes started by Start.
+// Cluster is Size ticketd nodes started by Start. Its methods are safe for
+// concurrent use, except Close, which must be called once, after the last
+// use of Client.
 type Cluster struct {
 	dir    string
 	nodes  []*server.Node
@@ -52,11 +56,12 @@ type Cluster struct {
 }
 
 // Start starts Size nodes bootstrapped as one cluster and returns once one of
-// them leads and has served an Acquire and a Release. Errors: server.New's,
-// ErrNoLeader, ctx.Err(); on error every started node is closed.
+// them leads and has served an Acquire and a Release. Errors:
+// ErrInvalidConfig, server.New's, listen and file-system errors, ErrNoLeader,
+// ctx.Err(); on error every started node is closed.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Backend == "" || cfg.Dir == "" {
-		return nil, errors.New("apicluster: Config needs Backend and Dir")
+		return nil, fmt.Errorf("%w: Config needs Backend and Dir", ErrInvalidConfig)
 	}
 	timeout := cfg.StartTimeout
 	if timeout == 0 {

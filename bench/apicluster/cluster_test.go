@@ -44,3 +44,10 @@ func TestStartUnknownBackend(t *testing.T) {
 	_, err = os.Stat(dir)
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
+
+func TestStartInvalidConfig(t *testing.T) {
+	_, err := apicluster.Start(context.Background(), apicluster.Config{Dir: t.TempDir()})
+	require.ErrorIs(t, err, apicluster.ErrInvalidConfig)
+	_, err = apicluster.Start(context.Background(), apicluster.Config{Backend: config.BackendEtcd})
+	require.ErrorIs(t, err, apicluster.ErrInvalidConfig)
+}

@@ -18,6 +18,8 @@ import (
 var (
 	// ErrNoLeader: no node became leader within Config.StartTimeout.
 	ErrNoLeader = errors.New("backendcluster: no leader elected")
+	// ErrInvalidConfig: Config.New or Config.Dir is missing.
+	ErrInvalidConfig = errors.New("backendcluster: invalid config")
 )
 
 // Size is the number of nodes: three, the smallest cluster that survives a failure.
@@ -25,6 +27,19 @@ const Size = 3
 
 // NewFunc makes one node from its config, as hashicorp.New and etcd.New do.
 type NewFunc func(cfg backends.Config) (core.Consensus, error)
+
+// NewFuncOf adapts a backend constructor that returns its concrete node type
+// (hashicorp.New, etcd.New) to a NewFunc. On error the NewFunc returns a nil
+// core.Consensus, never a typed nil pointer inside a non-nil interface.
+func NewFuncOf[N core.Consensus](newNode func(backends.Config) (N, error)) NewFunc {
+	return func(cfg backends.Config) (core.Consensus, error) {
+		n, err := newNode(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
+}
 
 // Config says what cluster to start.
 type Config struct {
@@ -39,7 +54,8 @@ type Config struct {
 	Tune func(*backends.Config)
 }
 
-// Cluster is Size nodes started by Start. Leader is safe for concurrent use.
+// Cluster is Size nodes started by Start. Leader and Nodes are safe for
+// concurrent use; Close is called once, after the last Propose.
 type Cluster struct {
 	dir   string
 	nodes []core.Consensus
@@ -50,12 +66,12 @@ type Cluster struct {
 }
 
 // Start starts Size nodes on free loopback ports, bootstrapped as one cluster,
-// and returns once one of them leads. Errors: the backend's New error,
-// ErrNoLeader, ctx.Err(), file-system errors; on error every started node is
-// closed.
+// and returns once one of them leads. Errors: ErrInvalidConfig, the
+// backend's New error, ErrNoLeader, ctx.Err(), file-system errors; on error
+// every started node is closed.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.New == nil || cfg.Dir == "" {
-		return nil, fmt.Errorf("backendcluster: Config needs New and Dir")
+		return nil, fmt.Errorf("%w: Config needs New and Dir", ErrInvalidConfig)
 	}
 	timeout := cfg.StartTimeout
 	if timeout == 0 {

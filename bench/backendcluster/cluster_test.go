@@ -18,15 +18,8 @@ import (
 )
 
 var constructors = map[string]backendcluster.NewFunc{
-	"hashicorp": func(cfg backends.Config) (core.Consensus, error) { return orNil(hashicorp.New(cfg)) },
-	"etcd":      func(cfg backends.Config) (core.Consensus, error) { return orNil(etcd.New(cfg)) },
-}
-
-func orNil[T core.Consensus](n T, err error) (core.Consensus, error) {
-	if err != nil {
-		return nil, err
-	}
-	return n, nil
+	"hashicorp": backendcluster.NewFuncOf(hashicorp.New),
+	"etcd":      backendcluster.NewFuncOf(etcd.New),
 }
 
 func TestStartProposeClose(t *testing.T) {
@@ -66,11 +59,26 @@ func TestStartFails(t *testing.T) {
 		if calls == 2 {
 			return nil, boom
 		}
-		return orNil(hashicorp.New(cfg))
+		return constructors["hashicorp"](cfg)
 	}
 	dir := filepath.Join(t.TempDir(), "cluster")
 	_, err := backendcluster.Start(context.Background(), backendcluster.Config{New: failSecond, Dir: dir})
 	require.ErrorIs(t, err, boom)
 	_, err = os.Stat(dir)
 	require.ErrorIs(t, err, os.ErrNotExist, "a failed start cleans up")
+}
+
+func TestStartInvalidConfig(t *testing.T) {
+	_, err := backendcluster.Start(context.Background(), backendcluster.Config{Dir: t.TempDir()})
+	require.ErrorIs(t, err, backendcluster.ErrInvalidConfig)
+	_, err = backendcluster.Start(context.Background(), backendcluster.Config{New: constructors["etcd"]})
+	require.ErrorIs(t, err, backendcluster.ErrInvalidConfig)
+}
+
+// TestNewFuncOfError checks that a failed constructor gives a nil interface,
+// not a typed nil *hashicorp.Node that callers would take for a node.
+func TestNewFuncOfError(t *testing.T) {
+	n, err := constructors["hashicorp"](backends.Config{})
+	require.Error(t, err)
+	require.True(t, n == nil, "got %T(%v)", n, n)
 }

@@ -23,8 +23,10 @@ const (
 )
 
 // Write draws every plot the summary has figures for into dir (which must
-// exist) and returns the paths written: <workload>-latency.png and
-// <workload>-throughput.png per workload with measured rows.
+// exist) and returns the paths written, sorted: <workload>-latency.png and
+// <workload>-throughput.png per workload with measured rows, each 16 × 10 cm.
+// Errors: a plot that cannot be drawn or saved (wrapped with its name); the
+// files written before it are returned too.
 func Write(dir string, s report.Summary) ([]string, error) {
 	var files []string
 	for _, wl := range []string{report.WorkloadCommit, report.WorkloadLock} {
@@ -58,6 +60,8 @@ type series struct {
 	rows   []report.Row
 }
 
+// seriesOf groups the measured rows of workload by system, each series in
+// increasing concurrency and the series in report order.
 func seriesOf(rows []report.Row, workload string) []series {
 	bySystem := map[string][]report.Row{}
 	for _, r := range rows {
@@ -87,6 +91,9 @@ func colorOf(system string) color.Color {
 	return color.Gray{Y: 0x60}
 }
 
+// newPlot returns a plot titled title with a log x axis of client counts,
+// ticked at every level some series measured, and a grid; the caller adds
+// the y axis's scale and the series.
 func newPlot(title, ylabel string, ss []series) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
@@ -118,6 +125,8 @@ func newPlot(title, ylabel string, ss []series) *plot.Plot {
 	return p
 }
 
+// latencyPlot draws p50 (solid) and p99 (dashed) latency in milliseconds
+// on a log y axis. Errors: no latency figure at all, or gonum's.
 func latencyPlot(workload string, ss []series) (*plot.Plot, error) {
 	p := newPlot(report.WorkloadTitle(workload)+": latency", "ms, log scale (solid p50, dashed p99)", ss)
 	p.Y.Scale = plot.LogScale{}
@@ -144,15 +153,10 @@ func latencyPlot(workload string, ss []series) (*plot.Plot, error) {
 			if len(xys) == 0 {
 				continue
 			}
-			line, points, err := plotter.NewLinePoints(xys)
+			line, points, err := linePoints(xys, s.system, pct.dashes, pct.glyph)
 			if err != nil {
 				return nil, fmt.Errorf("charts: %s %s: %w", s.system, pct.name, err)
 			}
-			line.Color, points.Color = colorOf(s.system), colorOf(s.system)
-			line.Dashes = pct.dashes
-			line.Width = vg.Points(1.5)
-			points.Shape = pct.glyph
-			points.Radius = vg.Points(2.5)
 			p.Add(line, points)
 			if pct.dashes == nil {
 				p.Legend.Add(report.Label(workload, s.system), line, points)
@@ -167,6 +171,8 @@ func latencyPlot(workload string, ss []series) (*plot.Plot, error) {
 	return p, nil
 }
 
+// throughputPlot draws operations per second on a linear y axis from 0.
+// Errors: gonum's.
 func throughputPlot(workload string, ss []series) (*plot.Plot, error) {
 	unit := "commits/s"
 	if workload == report.WorkloadLock {
@@ -180,14 +186,10 @@ func throughputPlot(workload string, ss []series) (*plot.Plot, error) {
 			hi = math.Max(hi, r.PerSec)
 			xys = append(xys, plotter.XY{X: float64(r.Concurrency), Y: r.PerSec})
 		}
-		line, points, err := plotter.NewLinePoints(xys)
+		line, points, err := linePoints(xys, s.system, nil, draw.CircleGlyph{})
 		if err != nil {
 			return nil, fmt.Errorf("charts: %s throughput: %w", s.system, err)
 		}
-		line.Color, points.Color = colorOf(s.system), colorOf(s.system)
-		line.Width = vg.Points(1.5)
-		points.Shape = draw.CircleGlyph{}
-		points.Radius = vg.Points(2.5)
 		p.Add(line, points)
 		p.Legend.Add(report.Label(workload, s.system), line, points)
 	}
@@ -195,6 +197,21 @@ func throughputPlot(workload string, ss []series) (*plot.Plot, error) {
 	p.Y.Max = hi * 1.25 // headroom for the legend
 	p.Y.Tick.Marker = plainTicks{}
 	return p, nil
+}
+
+// linePoints draws xys as one series of system: a 1.5 pt line in the
+// system's color (dashed when dashes is set) with glyph at each point.
+func linePoints(xys plotter.XYs, system string, dashes []vg.Length, glyph draw.GlyphDrawer) (*plotter.Line, *plotter.Scatter, error) {
+	line, points, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return nil, nil, err
+	}
+	line.Color, points.Color = colorOf(system), colorOf(system)
+	line.Dashes = dashes
+	line.Width = vg.Points(1.5)
+	points.Shape = glyph
+	points.Radius = vg.Points(2.5)
+	return line, points, nil
 }
 
 // plainTicks are plot.DefaultTicks labelled as plain numbers ("2500", not

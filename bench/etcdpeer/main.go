@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/version"
@@ -35,13 +33,9 @@ func main() {
 }
 
 func run(levels string, duration, warmup time.Duration, mode load.Mode, rate float64, dir string) error {
-	var conc []int
-	for _, s := range strings.Split(levels, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return fmt.Errorf("bad -concurrency %q", levels)
-		}
-		conc = append(conc, n)
+	conc, err := load.ParseLevels(levels)
+	if err != nil {
+		return fmt.Errorf("-concurrency: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

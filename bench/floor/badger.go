@@ -5,11 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/bench/latency"
 )
 
@@ -17,10 +16,9 @@ import (
 // new badger database in a temporary directory under dir, with SyncWrites on:
 // the cost of one durable append through the storage engine both backends log
 // to, next to Fsync's cost of the bare disk (STYLE.md: "our benchmark should
-// show honestly what badger costs"). The options mirror the backends'
-// (backends/internal/badgerlog.Options, which is internal and cannot be
-// imported here): SyncWrites, no conflict detection, no compression, no
-// caches, 16 MiB memtables, 64 MiB value log files. The database is removed
+// show honestly what badger costs"). The options are the backends' own
+// (backends.BadgerOptions: SyncWrites, no conflict detection, no compression,
+// no caches, 16 MiB memtables, 64 MiB value log files). The database is removed
 // afterwards. Errors: badger's, ErrNoSamples, ctx.Err().
 func Badger(ctx context.Context, dir string, cfg Config) (latency.Summary, error) {
 	cfg = cfg.withDefaults(DefaultRecordBytes)
@@ -29,19 +27,7 @@ func Badger(ctx context.Context, dir string, cfg Config) (latency.Summary, error
 		return latency.Summary{}, fmt.Errorf("floor: badger dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	opts := badger.DefaultOptions(tmp).
-		WithSyncWrites(true).
-		WithDetectConflicts(false).
-		WithNumVersionsToKeep(1).
-		WithCompression(options.None).
-		WithBlockCacheSize(0).
-		WithIndexCacheSize(0).
-		WithMemTableSize(16 << 20).
-		WithValueLogFileSize(64 << 20).
-		WithNumCompactors(2).
-		WithMetricsEnabled(false).
-		WithLogger(nil)
-	db, err := badger.Open(opts)
+	db, err := badger.Open(backends.BadgerOptions(tmp))
 	if err != nil {
 		return latency.Summary{}, fmt.Errorf("floor: badger open: %w", err)
 	}
@@ -49,18 +35,11 @@ func Badger(ctx context.Context, dir string, cfg Config) (latency.Summary, error
 
 	val := make([]byte, cfg.Bytes)
 	key := make([]byte, 8)
-	h := latency.New()
-	deadline := time.Now().Add(cfg.Budget)
-	for i := 0; i < cfg.Samples && time.Now().Before(deadline); i++ {
-		if err := ctx.Err(); err != nil {
-			return latency.Summary{}, err
-		}
+	return measure(ctx, cfg, func(i int) error {
 		binary.BigEndian.PutUint64(key, uint64(i))
-		t0 := time.Now()
 		if err := db.Update(func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
-			return latency.Summary{}, fmt.Errorf("floor: badger write: %w", err)
+			return fmt.Errorf("floor: badger write: %w", err)
 		}
-		h.Record(time.Since(t0))
-	}
-	return summary(h)
+		return nil
+	})
 }

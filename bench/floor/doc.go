@@ -13,7 +13,9 @@
 //     measurement writes and then removes one file there).
 //  2. Call RTT; it listens on 127.0.0.1:0, so it never collides with other ports.
 //     Call Badger with the same directory for the storage engine's append.
-//  3. Both return a latency.Summary of every sample taken (count included).
+//  3. Each returns a latency.Summary of every sample taken (count included),
+//     latencies in microseconds. Run them one at a time: they are safe to
+//     call concurrently, but would then measure each other.
 //
 // Example:
 //

@@ -70,22 +70,15 @@ func Fsync(ctx context.Context, dir string, cfg Config) (latency.Summary, error)
 	for i := range rec {
 		rec[i] = byte('a' + i%26)
 	}
-	h := latency.New()
-	deadline := time.Now().Add(cfg.Budget)
-	for i := 0; i < cfg.Samples && time.Now().Before(deadline); i++ {
-		if err := ctx.Err(); err != nil {
-			return latency.Summary{}, err
-		}
-		t0 := time.Now()
+	return measure(ctx, cfg, func(int) error {
 		if _, err := f.Write(rec); err != nil {
-			return latency.Summary{}, fmt.Errorf("floor: append: %w", err)
+			return fmt.Errorf("floor: append: %w", err)
 		}
 		if err := datasync(f); err != nil {
-			return latency.Summary{}, fmt.Errorf("floor: fdatasync: %w", err)
+			return fmt.Errorf("floor: fdatasync: %w", err)
 		}
-		h.Record(time.Since(t0))
-	}
-	return summary(h)
+		return nil
+	})
 }
 
 // RTT times ping-pong exchanges of cfg.Bytes-byte messages over one TCP
@@ -106,33 +99,27 @@ func RTT(ctx context.Context, cfg Config) (latency.Summary, error) {
 	if err != nil {
 		return latency.Summary{}, fmt.Errorf("floor: dial: %w", err)
 	}
-	h := latency.New()
 	ping := make([]byte, cfg.Bytes)
 	pong := make([]byte, cfg.Bytes)
-	deadline := time.Now().Add(cfg.Budget)
-	var runErr error
-	for i := 0; i < cfg.Samples && time.Now().Before(deadline); i++ {
-		if runErr = ctx.Err(); runErr != nil {
-			break
-		}
+	sum, runErr := measure(ctx, cfg, func(i int) error {
 		ping[0] = byte(i)
-		t0 := time.Now()
-		if _, runErr = conn.Write(ping); runErr != nil {
-			break
+		if _, err := conn.Write(ping); err != nil {
+			return err
 		}
-		if _, runErr = io.ReadFull(conn, pong); runErr != nil {
-			break
-		}
-		h.Record(time.Since(t0))
-	}
+		_, err := io.ReadFull(conn, pong)
+		return err
+	})
 	conn.Close()
 	if err := <-echoDone; err != nil && runErr == nil {
 		runErr = err
 	}
-	if runErr != nil {
+	switch {
+	case errors.Is(runErr, ErrNoSamples):
+		return latency.Summary{}, runErr
+	case runErr != nil:
 		return latency.Summary{}, fmt.Errorf("floor: ping-pong: %w", runErr)
 	}
-	return summary(h)
+	return sum, nil
 }
 
 // echo serves one connection, returning every message to its sender, until
@@ -157,7 +144,23 @@ func echo(ln net.Listener, size int) error {
 	}
 }
 
-func summary(h *latency.Histogram) (latency.Summary, error) {
+// measure calls op(i) for i = 0, 1, 2, ... until cfg.Samples calls have been
+// made or cfg.Budget has passed, times each call, and summarizes the times. It
+// stops at the first error of ctx or of op and returns that error as it is;
+// ErrNoSamples if the budget ran out before the first call.
+func measure(ctx context.Context, cfg Config, op func(i int) error) (latency.Summary, error) {
+	h := latency.New()
+	deadline := time.Now().Add(cfg.Budget)
+	for i := 0; i < cfg.Samples && time.Now().Before(deadline); i++ {
+		if err := ctx.Err(); err != nil {
+			return latency.Summary{}, err
+		}
+		t0 := time.Now()
+		if err := op(i); err != nil {
+			return latency.Summary{}, err
+		}
+		h.Record(time.Since(t0))
+	}
 	if h.Count() == 0 {
 		return latency.Summary{}, ErrNoSamples
 	}

@@ -102,9 +102,13 @@ type Result struct {
 	Latency latency.Summary `json:"latency"`
 }
 
-// Run drives op as cfg says and returns what it measured. It returns once the
-// window has passed and every started operation has returned. A cancelled ctx
-// stops the workers early and Run returns ctx.Err() with the partial Result.
+// Run drives op as cfg says and returns what it measured. It calls op from
+// cfg.Concurrency goroutines at once (never two calls for one worker at a
+// time) and returns once the window has passed and every started operation
+// has returned. Errors: ErrInvalidConfig (wrapped, see Validate) before
+// anything runs; ctx.Err() when a cancelled ctx stopped the workers early,
+// with the partial Result. Failed operations are not errors of Run: they are
+// counted in Result.Errors.
 func Run(ctx context.Context, cfg Config, op Op) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err

@@ -111,3 +111,31 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestParseLevels(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []int
+	}{
+		{name: "plain", in: "1,16,64,256", want: []int{1, 16, 64, 256}},
+		{name: "spaces_and_empty_items", in: " 2, 8,,", want: []int{2, 8}},
+		{name: "not_a_number", in: "1,a"},
+		{name: "zero", in: "0,4"},
+		{name: "empty", in: " , "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := load.ParseLevels(tc.in)
+			if tc.want == nil {
+				require.ErrorIs(t, err, load.ErrInvalidConfig)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+			again, err := load.ParseLevels(load.FormatLevels(got))
+			require.NoError(t, err)
+			require.Equal(t, got, again, "FormatLevels writes what ParseLevels reads")
+		})
+	}
+}

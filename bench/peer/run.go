@@ -28,20 +28,18 @@ type Config struct {
 	// DataDir is where the peer makes its temporary data directory (the same
 	// disk as ticketd's clusters, for a fair fsync); empty means os.TempDir().
 	DataDir string
-	// OnLevel, if set, is called when the peer starts measuring a level.
+	// OnLevel, if set, is called when the peer starts measuring a level, in
+	// level order, from a goroutine of Run's (not the caller's).
 	OnLevel func(concurrency int)
-	// Stderr, if set, receives the peer's stderr lines other than progress.
+	// Stderr, if set, receives the peer's stderr lines other than progress,
+	// written from that same goroutine.
 	Stderr io.Writer
 }
 
 // Args returns the command-line flags of bench/etcdpeer for c.
 func (c Config) Args() []string {
-	levels := make([]string, len(c.Concurrency))
-	for i, n := range c.Concurrency {
-		levels[i] = strconv.Itoa(n)
-	}
 	args := []string{
-		"-concurrency", strings.Join(levels, ","),
+		"-concurrency", load.FormatLevels(c.Concurrency),
 		"-duration", c.Duration.String(),
 		"-warmup", c.Warmup.String(),
 	}

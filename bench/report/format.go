@@ -67,6 +67,7 @@ func FormatRatio(x float64) string {
 	return fmt.Sprintf("%.2f×", x)
 }
 
+// heldWord says whether an aim held: "held", "missed" or "not measured".
 func heldWord(a Aim) string {
 	switch {
 	case !a.Measured:

@@ -9,7 +9,7 @@ import (
 
 // WriteMarkdown writes the summary as Markdown (summary.md): machine and
 // settings, floor, one table per workload, the ratios, the aims and the notes.
-// Call Summarize first.
+// Call Summarize first. Errors: the first write error of w.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	ew := &errWriter{w: w}
 	s := r.Summary
@@ -77,35 +77,23 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 
 	ew.printf("## Ratios\n\n")
 	ew.printf("### etcd ÷ hashicorp\n\nAbove 1× in throughput, etcd is faster; above 1× in latency, etcd is slower.\n\n")
-	if len(s.Ratios.Backends) == 0 {
-		ew.printf("Not measured (needs both backends).\n\n")
-	} else {
-		ew.printf("| workload | clients | throughput | p50 | p99 |\n|---|---:|---:|---:|---:|\n")
-		for _, b := range s.Ratios.Backends {
+	ew.table(len(s.Ratios.Backends), "Not measured (needs both backends).",
+		"| workload | clients | throughput | p50 | p99 |\n|---|---:|---:|---:|---:|\n", func(i int) {
+			b := s.Ratios.Backends[i]
 			ew.printf("| %s | %d | %s | %s | %s |\n", b.Workload, b.Concurrency, FormatRatio(b.PerSec), FormatRatio(b.P50), FormatRatio(b.P99))
-		}
-		ew.printf("\n")
-	}
+		})
 	ew.printf("### Commit p50 ÷ floor\n\n")
-	if len(s.Ratios.Floor) == 0 {
-		ew.printf("Not measured.\n\n")
-	} else {
-		ew.printf("| backend | clients | commit p50 | ÷ floor (%s) | ÷ badger floor (%s) |\n|---|---:|---:|---:|---:|\n", FormatUS(s.Floor.FloorUS), FormatUS(s.Floor.BadgerFloorUS))
-		for _, fr := range s.Ratios.Floor {
+	ew.table(len(s.Ratios.Floor), "Not measured.",
+		fmt.Sprintf("| backend | clients | commit p50 | ÷ floor (%s) | ÷ badger floor (%s) |\n|---|---:|---:|---:|---:|\n", FormatUS(s.Floor.FloorUS), FormatUS(s.Floor.BadgerFloorUS)), func(i int) {
+			fr := s.Ratios.Floor[i]
 			ew.printf("| %s | %d | %s | %s | %s |\n", fr.System, fr.Concurrency, FormatUS(fr.P50US), FormatRatio(fr.Ratio), FormatRatio(fr.BadgerRatio))
-		}
-		ew.printf("\n")
-	}
+		})
 	ew.printf("### Lock throughput ÷ etcd Mutex\n\n")
-	if len(s.Ratios.Peer) == 0 {
-		ew.printf("Not measured (needs ticketd lock figures and the etcd peer).\n\n")
-	} else {
-		ew.printf("| system | clients | cycles/s | etcd Mutex cycles/s | ratio |\n|---|---:|---:|---:|---:|\n")
-		for _, pr := range s.Ratios.Peer {
+	ew.table(len(s.Ratios.Peer), "Not measured (needs ticketd lock figures and the etcd peer).",
+		"| system | clients | cycles/s | etcd Mutex cycles/s | ratio |\n|---|---:|---:|---:|---:|\n", func(i int) {
+			pr := s.Ratios.Peer[i]
 			ew.printf("| %s | %d | %s | %s | %s |\n", Label(WorkloadLock, pr.System), pr.Concurrency, FormatRate(pr.PerSec), FormatRate(pr.PeerPerSec), FormatRatio(pr.Ratio))
-		}
-		ew.printf("\n")
-	}
+		})
 
 	ew.printf("## Aims\n\n| aim | target | value | result | from |\n|---|---|---:|---|---|\n")
 	for _, a := range s.Aims {
@@ -120,6 +108,22 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	return ew.err
 }
 
+// table writes a Markdown table of n rows: header (the column and alignment
+// lines), then row(i) for each i in [0, n), then a blank line. With no rows
+// it writes the sentence missing as a paragraph instead.
+func (e *errWriter) table(n int, missing, header string, row func(i int)) {
+	if n == 0 {
+		e.printf("%s\n\n", missing)
+		return
+	}
+	e.printf("%s", header)
+	for i := range n {
+		row(i)
+	}
+	e.printf("\n")
+}
+
+// joinInts renders xs as "1, 16, 64".
 func joinInts(xs []int) string {
 	parts := make([]string, len(xs))
 	for i, x := range xs {
@@ -128,6 +132,7 @@ func joinInts(xs []int) string {
 	return strings.Join(parts, ", ")
 }
 
+// onOff renders a switch as "on" or "off".
 func onOff(b bool) string {
 	if b {
 		return "on"

@@ -31,13 +31,15 @@ const (
 )
 
 // Report is every figure of one ticketbench run. JSON names are those of
-// report.json.
+// report.json. It is a plain value: fill it from one goroutine, then read it
+// (Summarize and the Write methods) from any.
 type Report struct {
 	// Started and Finished bound the run (wall clock).
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
-	Machine  Machine   `json:"machine"`
-	Settings Settings  `json:"settings"`
+	// Machine is where the run happened, Settings what it was asked to do.
+	Machine  Machine  `json:"machine"`
+	Settings Settings `json:"settings"`
 	// Floors holds one physical-floor measurement per round.
 	Floors []Floor `json:"floors"`
 	// Measurements holds one entry per (round, workload, system, concurrency).
@@ -126,7 +128,8 @@ type Summary struct {
 // FloorFigure is the physical floor, each figure the median over rounds.
 type FloorFigure struct {
 	// FsyncP50US and FsyncP99US are the 100-byte append + fdatasync; RTTP50US
-	// and RTTP99US the loopback round trip.
+	// and RTTP99US the loopback round trip; all in microseconds, as are the
+	// other …US fields.
 	FsyncP50US float64 `json:"fsync_p50_us"`
 	FsyncP99US float64 `json:"fsync_p99_us"`
 	RTTP50US   float64 `json:"rtt_p50_us"`
@@ -149,6 +152,8 @@ type FloorFigure struct {
 // Row is one (workload, system, concurrency): each figure the median over the
 // rounds that measured it.
 type Row struct {
+	// Workload, System and Concurrency identify the row: WorkloadCommit or
+	// WorkloadLock, one of the System… names, and the number of clients.
 	Workload    string `json:"workload"`
 	System      string `json:"system"`
 	Concurrency int    `json:"concurrency"`
@@ -160,6 +165,8 @@ type Row struct {
 	// PerSec is operations per second: commits/s (commit) or
 	// Acquire+Release cycles/s (lock).
 	PerSec float64 `json:"per_sec"`
+	// P50US, P90US, P99US and P999US are the latency percentiles in
+	// microseconds: each the median over rounds of the round's percentile.
 	P50US  float64 `json:"p50_us"`
 	P90US  float64 `json:"p90_us"`
 	P99US  float64 `json:"p99_us"`
@@ -179,6 +186,7 @@ type Ratios struct {
 // BackendRatio is etcd ÷ hashicorp for one workload at one concurrency
 // (> 1 for PerSec means etcd is faster; > 1 for P50 means etcd is slower).
 type BackendRatio struct {
+	// Workload and Concurrency say which two Rows are compared.
 	Workload    string `json:"workload"`
 	Concurrency int    `json:"concurrency"`
 	// PerSec, P50 and P99 are the ratios of the rows' PerSec, P50US and P99US.
@@ -191,9 +199,11 @@ type BackendRatio struct {
 // concurrency; BadgerRatio divides it by the badger floor instead (zero when
 // that was not measured).
 type FloorRatio struct {
+	// System (a backend) and Concurrency say which Row is compared.
 	System      string `json:"system"`
 	Concurrency int    `json:"concurrency"`
-	// Ratio is P50US (the row's) ÷ FloorUS (FloorFigure's).
+	// Ratio is P50US (the row's, in microseconds) ÷ FloorUS (FloorFigure's,
+	// in microseconds).
 	P50US   float64 `json:"p50_us"`
 	FloorUS float64 `json:"floor_us"`
 	Ratio   float64 `json:"ratio"`
@@ -205,7 +215,7 @@ type FloorRatio struct {
 // PeerRatio is ticketd's (one backend's) lock cycles/s ÷ etcd Mutex's at one
 // concurrency, both medians over rounds.
 type PeerRatio struct {
-	// System is the ticketd backend.
+	// System is the ticketd backend, Concurrency the number of clients.
 	System      string `json:"system"`
 	Concurrency int    `json:"concurrency"`
 	// Ratio is PerSec (ticketd's cycles/s) ÷ PeerPerSec (etcd Mutex's).

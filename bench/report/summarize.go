@@ -12,7 +12,8 @@ const (
 	AimFloorFactor = 3.0
 	// AimCommitsPerSec: the faster backend commits more than this many
 	// entries per second at AimCommitsConcurrency clients.
-	AimCommitsPerSec      = 20000.0
+	AimCommitsPerSec = 20000.0
+	// AimCommitsConcurrency is the client count AimCommitsPerSec is judged at.
 	AimCommitsConcurrency = 64
 	// AimPeerFactor: lock throughput through ticketd's API at least this many
 	// times etcd Mutex's, at every concurrency measured.
@@ -29,6 +30,8 @@ func (r *Report) Summarize() {
 	r.Summary = s
 }
 
+// summarizeFloors takes the median of each floor figure over the rounds that
+// measured both fsync and RTT (badger over the rounds that also measured it).
 func summarizeFloors(floors []Floor) FloorFigure {
 	var f FloorFigure
 	var fs50, fs99, rt50, rt99, bg50, bg99 []float64
@@ -62,11 +65,13 @@ func summarizeFloors(floors []Floor) FloorFigure {
 	return f
 }
 
+// rowKey identifies a Row.
 type rowKey struct {
 	workload, system string
 	concurrency      int
 }
 
+// summarizeRows groups measurements into Rows, in report order.
 func summarizeRows(ms []Measurement) []Row {
 	groups := map[rowKey][]Measurement{}
 	for _, m := range ms {
@@ -109,6 +114,7 @@ func compareRows(a, b Row) int {
 	)
 }
 
+// Report order of workloads and of systems; others sort after these.
 var (
 	workloadOrder = []string{WorkloadCommit, WorkloadLock}
 	systemOrder   = []string{SystemHashicorp, SystemEtcd, SystemEtcdMutex}
@@ -120,6 +126,7 @@ func CompareSystems(a, b string) int {
 	return cmp.Or(cmp.Compare(orderOf(systemOrder, a), orderOf(systemOrder, b)), cmp.Compare(a, b))
 }
 
+// orderOf is s's place in order, len(order) for a name not in it.
 func orderOf(order []string, s string) int {
 	if i := slices.Index(order, s); i >= 0 {
 		return i
@@ -153,6 +160,7 @@ func (s Summary) Find(workload, system string, concurrency int) (Row, bool) {
 	return Row{}, false
 }
 
+// ratios computes every comparison the report makes from rows and floor.
 func ratios(rows []Row, floor FloorFigure) Ratios {
 	s := Summary{Rows: rows}
 	var out Ratios
@@ -190,8 +198,15 @@ func ratios(rows []Row, floor FloorFigure) Ratios {
 	return out
 }
 
+// aims checks s against the targets: one Aim per backend for the
+// floor factor, one for commits/s, one per concurrency for the peer factor;
+// an aim with nothing to check is listed as not measured.
 func aims(s Summary) []Aim {
-	var out []Aim
+	var (
+		out         []Aim
+		floorTarget = fmt.Sprintf("≤ %.0f× (fsync p50 + RTT p50)", AimFloorFactor)
+		peerTarget  = fmt.Sprintf("≥ %.0f×", AimPeerFactor)
+	)
 	// Commit p50 at one client within AimFloorFactor × floor, per backend.
 	for _, fr := range s.Ratios.Floor {
 		if fr.Concurrency != 1 {
@@ -199,7 +214,7 @@ func aims(s Summary) []Aim {
 		}
 		out = append(out, Aim{
 			Name: fmt.Sprintf("commit p50 at 1 client vs floor (%s)", fr.System), Unit: UnitRatio,
-			Target:   fmt.Sprintf("≤ %.0f× (fsync p50 + RTT p50)", AimFloorFactor),
+			Target:   floorTarget,
 			Measured: true, Held: fr.Ratio <= AimFloorFactor, Value: fr.Ratio,
 			Detail: fmt.Sprintf("p50 %.0f µs ÷ floor %.0f µs", fr.P50US, fr.FloorUS),
 		})
@@ -207,7 +222,7 @@ func aims(s Summary) []Aim {
 	if len(out) == 0 {
 		out = append(out, Aim{
 			Name: "commit p50 at 1 client vs floor", Unit: UnitRatio,
-			Target: fmt.Sprintf("≤ %.0f× (fsync p50 + RTT p50)", AimFloorFactor),
+			Target: floorTarget,
 			Detail: "not measured (no commit figures at 1 client, or no floor)",
 		})
 	}
@@ -246,7 +261,7 @@ func aims(s Summary) []Aim {
 		pr := best[c]
 		out = append(out, Aim{
 			Name: "lock cycles/s vs etcd Mutex at " + Clients(c), Unit: UnitRatio,
-			Target:   fmt.Sprintf("≥ %.0f×", AimPeerFactor),
+			Target:   peerTarget,
 			Measured: true, Held: pr.Ratio >= AimPeerFactor, Value: pr.Ratio,
 			Detail: fmt.Sprintf("ticketd (%s) %.0f/s ÷ etcd Mutex %.0f/s", pr.System, pr.PerSec, pr.PeerPerSec),
 		})
@@ -254,7 +269,7 @@ func aims(s Summary) []Aim {
 	if len(levels) == 0 {
 		out = append(out, Aim{
 			Name: "lock cycles/s vs etcd Mutex", Unit: UnitRatio,
-			Target: fmt.Sprintf("≥ %.0f×", AimPeerFactor),
+			Target: peerTarget,
 			Detail: "not measured (no lock figures for both ticketd and the etcd peer)",
 		})
 	}

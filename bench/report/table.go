@@ -8,6 +8,7 @@ import (
 
 // WriteTable writes the summary as aligned plain text (the stdout table):
 // floor, one line per Row, the ratios and the aims. Call Summarize first.
+// Errors: the first write error of w.
 func (r *Report) WriteTable(w io.Writer) error {
 	s := r.Summary
 	ew := &errWriter{w: w}
@@ -76,6 +77,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return ew.err
 }
 
+// aimValue renders an aim's figure in its unit, "-" when not measured.
 func aimValue(a Aim) string {
 	switch {
 	case !a.Measured:
@@ -102,6 +104,7 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// printf formats to e; a write error is kept in e.err.
 func (e *errWriter) printf(format string, args ...any) {
 	fmt.Fprintf(e, format, args...)
 }

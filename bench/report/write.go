@@ -16,14 +16,16 @@ const (
 	MarkdownFile = "summary.md"
 )
 
-// WriteJSON writes the whole Report (raw figures and Summary) as indented JSON.
+// WriteJSON writes the whole Report (raw figures and Summary) as indented
+// JSON. Errors: the encoder's or w's.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
 }
 
-// ReadJSON decodes a Report written by WriteJSON.
+// ReadJSON decodes a Report written by WriteJSON. Errors: the decode error,
+// wrapped.
 func ReadJSON(rd io.Reader) (*Report, error) {
 	var r Report
 	if err := json.NewDecoder(rd).Decode(&r); err != nil {
@@ -32,7 +34,9 @@ func ReadJSON(rd io.Reader) (*Report, error) {
 	return &r, nil
 }
 
-// Write creates dir if needed and writes JSONFile and MarkdownFile into it.
+// Write creates dir if needed and writes JSONFile and MarkdownFile into it,
+// replacing files of those names. Errors: file-system and write errors,
+// wrapped with the file's path.
 func (r *Report) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
@@ -43,6 +47,7 @@ func (r *Report) Write(dir string) error {
 	return writeFile(filepath.Join(dir, MarkdownFile), r.WriteMarkdown)
 }
 
+// writeFile creates path and fills it with write.
 func writeFile(path string, write func(io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {

@@ -3,10 +3,8 @@ package suite
 import (
 	"slices"
 
-	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/etcd"
 	"github.com/ticketd/ticketd/backends/hashicorp"
-	"github.com/ticketd/ticketd/core"
 
 	"github.com/ticketd/ticketd/bench/backendcluster"
 	"github.com/ticketd/ticketd/bench/report"
@@ -14,20 +12,8 @@ import (
 
 // newBackend maps each backend name to its constructor.
 var newBackend = map[string]backendcluster.NewFunc{
-	report.SystemHashicorp: func(cfg backends.Config) (core.Consensus, error) {
-		n, err := hashicorp.New(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return n, nil
-	},
-	report.SystemEtcd: func(cfg backends.Config) (core.Consensus, error) {
-		n, err := etcd.New(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return n, nil
-	},
+	report.SystemHashicorp: backendcluster.NewFuncOf(hashicorp.New),
+	report.SystemEtcd:      backendcluster.NewFuncOf(etcd.New),
 }
 
 // Backends returns the names of the backends a Config may list, in report

@@ -166,57 +166,62 @@ func (r *runner) floor(ctx context.Context, round int) error {
 	return nil
 }
 
+// commits measures the commit workload on a fresh cluster of backend, at
+// every concurrency level.
 func (r *runner) commits(ctx context.Context, round int, backend string) error {
-	levels := r.cfg.Concurrency
 	c, err := backendcluster.Start(ctx, backendcluster.Config{
 		New: newBackend[backend],
 		Dir: filepath.Join(r.dir, fmt.Sprintf("r%d-commit-%s", round, backend)),
 	})
 	if err != nil {
-		r.progress.Skip(len(levels))
+		r.progress.Skip(len(r.cfg.Concurrency))
 		return r.failed(ctx, r.label(round, "commit", backend, "start cluster"), err)
 	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			r.note("%s: %v", r.label(round, "commit", backend, "close cluster"), err)
-		}
-	}()
+	defer r.closeCluster(c, r.label(round, "commit", backend, "close cluster"))
+	return r.levels(ctx, round, report.WorkloadCommit, backend, func(n int, prefix string) load.Op {
+		return workload.Commits(c.Leader, n, prefix)
+	})
+}
+
+// locks measures the lock workload through ticketd's API on a fresh
+// cluster of backend, at every concurrency level.
+func (r *runner) locks(ctx context.Context, round int, backend string) error {
+	c, err := startLockCluster(ctx, backend, filepath.Join(r.dir, fmt.Sprintf("r%d-lock-%s", round, backend)))
+	if err != nil {
+		r.progress.Skip(len(r.cfg.Concurrency))
+		return r.failed(ctx, r.label(round, "lock", backend, "start ticketd cluster"), err)
+	}
+	defer r.closeCluster(c, r.label(round, "lock", backend, "close ticketd cluster"))
+	return r.levels(ctx, round, report.WorkloadLock, backend, func(n int, prefix string) load.Op {
+		return workload.Locks(c.Client(), n, prefix)
+	})
+}
+
+// levels runs the op newOp makes at every concurrency level in increasing
+// order, one progress step each, and adds each Result as workload on
+// system. newOp gets the level and a key prefix unique to the round and
+// level. A failed level is noted and ends the series (its remaining steps
+// are skipped); only a cancelled ctx returns an error.
+func (r *runner) levels(ctx context.Context, round int, workload, system string, newOp func(n int, prefix string) load.Op) error {
+	levels := r.cfg.Concurrency
 	for i, n := range levels {
-		r.progress.Step(r.label(round, "commit", backend, report.Clients(n)))
-		op := workload.Commits(c.Leader, n, fmt.Sprintf("r%dc%d", round, n))
-		res, err := load.Run(ctx, r.loadConfig(n), op)
+		what := r.label(round, workload, report.Label(workload, system), report.Clients(n))
+		r.progress.Step(what)
+		res, err := load.Run(ctx, r.loadConfig(n), newOp(n, fmt.Sprintf("r%dc%d", round, n)))
 		if err != nil {
 			r.progress.Skip(len(levels) - i - 1)
-			return r.failed(ctx, r.label(round, "commit", backend, report.Clients(n)), err)
+			return r.failed(ctx, what, err)
 		}
-		r.add(round, report.WorkloadCommit, backend, res)
+		r.add(round, workload, system, res)
 	}
 	return nil
 }
 
-func (r *runner) locks(ctx context.Context, round int, backend string) error {
-	levels := r.cfg.Concurrency
-	c, err := startLockCluster(ctx, backend, filepath.Join(r.dir, fmt.Sprintf("r%d-lock-%s", round, backend)))
-	if err != nil {
-		r.progress.Skip(len(levels))
-		return r.failed(ctx, r.label(round, "lock", backend, "start ticketd cluster"), err)
+// closeCluster closes c, recording a failure as a note under what.
+func (r *runner) closeCluster(c io.Closer, what string) {
+	if err := c.Close(); err != nil {
+		r.note("%s: %v", what, err)
 	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			r.note("%s: %v", r.label(round, "lock", backend, "close ticketd cluster"), err)
-		}
-	}()
-	for i, n := range levels {
-		r.progress.Step(r.label(round, "lock", "ticketd/"+backend, report.Clients(n)))
-		op := workload.Locks(c.Client(), n, fmt.Sprintf("r%dc%d", round, n))
-		res, err := load.Run(ctx, r.loadConfig(n), op)
-		if err != nil {
-			r.progress.Skip(len(levels) - i - 1)
-			return r.failed(ctx, r.label(round, "lock", backend, report.Clients(n)), err)
-		}
-		r.add(round, report.WorkloadLock, backend, res)
-	}
-	return nil
 }
 
 func (r *runner) peer(ctx context.Context, round int) error {

@@ -30,6 +30,11 @@ const LeaseMS = 60_000
 // A Grant of a key the same owner already holds (left from an earlier run with
 // the same prefix) is granted again with its token, so runs can be chained on
 // one cluster.
+//
+// Each worker keeps its key's token in its own slot, so the Op must be driven
+// as load.Run does: calls for one worker never overlap, calls for different
+// workers may. Errors of the Op: ErrNoLeader, ErrUnexpected, or Propose's
+// error wrapped with "grant: " or "release: ".
 func Commits(leader func() core.Consensus, workers int, prefix string) load.Op {
 	type state struct {
 		key, owner string

@@ -14,7 +14,10 @@ import (
 // waiting) the key "bench/<prefix>/lock/w<i>" as owner
 // "ticketbench-<prefix>-w<i>" through client and then Release it with the
 // token granted. client should reach the leader, as etcd's Mutex client in
-// bench/etcdpeer does; a follower would forward each call one hop.
+// bench/etcdpeer does; a follower would forward each call one hop. Calls for
+// different workers may run at once (client is safe for concurrent use).
+// Errors of the Op: the client's error (a *connect.Error) wrapped with the
+// call, or ErrUnexpected for a grant with token 0.
 func Locks(client ticketv1connect.LockServiceClient, workers int, prefix string) load.Op {
 	type state struct{ key, owner string }
 	states := make([]state, workers)

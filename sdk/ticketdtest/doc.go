@@ -19,7 +19,8 @@
 //     processes (and prints the tail of each node's log if the test failed).
 //  2. Reach node i at c.Node(i).APIAddr (host:port, HTTP/1.1 and h2c), or
 //     use c.Lock(i) and c.Cluster(i), generated Connect clients over h2c.
-//  3. Find the leader with c.Leader(t) or c.WaitLeader(t, timeout).
+//  3. Find the leader with c.Leader(t) or c.WaitLeader(t, timeout); read a
+//     node's gauges and counters with c.Metric(i, "ticketd_waiters").
 //  4. Inject faults: c.Kill(i) (kill -9), c.Stop(i)/c.Cont(i) (pause and
 //     resume), c.Restart(i) (same addresses and data), c.Terminate(i)
 //     (graceful SIGTERM).

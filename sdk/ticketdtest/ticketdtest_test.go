@@ -2,6 +2,7 @@ package ticketdtest_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -32,6 +33,15 @@ func TestFaults(t *testing.T) {
 	pid := c.Node(l).PID()
 	if pid == 0 {
 		t.Fatal("leader has no pid")
+	}
+	if v, err := c.Metric(l, "ticketd_is_leader"); err != nil || v != 1 {
+		t.Fatalf("leader's ticketd_is_leader = %v, %v; want 1", v, err)
+	}
+	if v, err := c.Metric(l, "ticketd_locks_held"); err != nil || v != 1 {
+		t.Fatalf("ticketd_locks_held = %v, %v; want 1", v, err)
+	}
+	if _, err := c.Metric(l, "ticketd_no_such_metric"); !errors.Is(err, ticketdtest.ErrNoMetric) {
+		t.Fatalf("unknown metric: %v, want ErrNoMetric", err)
 	}
 
 	c.Kill(l)

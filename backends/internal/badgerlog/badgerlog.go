@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
 	"go.uber.org/zap"
+
+	"github.com/ticketd/ticketd/backends"
 )
 
 // Sentinel errors of package badgerlog. Compare with errors.Is.
@@ -32,34 +33,14 @@ func DBDir(dataDir string) string { return filepath.Join(dataDir, "raft") }
 func SnapshotDir(dataDir string) string { return filepath.Join(dataDir, "snapshots") }
 
 // Options returns the badger options used for a Raft log in dir:
-//
-//   - SyncWrites on: a commit returns only after its WAL is synced, so an
-//     acknowledged entry survives kill -9 and power loss (DESIGN.md, Storage).
-//   - DetectConflicts off: each backend has a single writer per key range, so
-//     conflict tracking would only cost memory and time.
-//   - One version per key, no compression and no block cache: log entries are
-//     small, written once, read back mostly from the backends' in-memory
-//     caches, and the disk tables are mmap'd anyway; this keeps a node small
-//     (several run in one test process) and the write path cheap.
-//   - 16 MiB memtables and 64 MiB value log files instead of 64 MiB and 1 GiB:
-//     a log is compacted continually, so big files only delay reclaiming space.
-//
-// Badger's own logging goes to logger (Info demoted to Debug: badger is chatty).
+// backends.BadgerOptions(dir) (SyncWrites on, see there for each setting),
+// with badger's own logging sent to logger (Info demoted to Debug: badger is
+// chatty).
 func Options(dir string, logger *zap.Logger) badger.Options {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return badger.DefaultOptions(dir).
-		WithSyncWrites(true).
-		WithDetectConflicts(false).
-		WithNumVersionsToKeep(1).
-		WithCompression(options.None).
-		WithBlockCacheSize(0).
-		WithIndexCacheSize(0).
-		WithMemTableSize(16 << 20).
-		WithValueLogFileSize(64 << 20).
-		WithNumCompactors(2).
-		WithMetricsEnabled(false).
+	return backends.BadgerOptions(dir).
 		WithLogger(zapLogger{logger.Named("badger").Sugar()})
 }
 

@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +40,8 @@ type options struct {
 	cpuProfile string
 }
 
+// parseFlags parses ticketbench's flags into options and validates them.
+// Errors: flag.ErrHelp for -h, or the first bad flag.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("ticketbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -66,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
-	if o.cfg.Concurrency, err = parseInts(*levels); err != nil {
+	if o.cfg.Concurrency, err = load.ParseLevels(*levels); err != nil {
 		return o, fmt.Errorf("-concurrency: %w", err)
 	}
 	o.cfg.Backends = splitList(*backends)
@@ -97,6 +98,9 @@ func defaultOut(now time.Time) string {
 	return filepath.Join("results", stamp)
 }
 
+// run is the whole command: parse args, run the suite, print the table on
+// stdout and write the report files and plots. It returns the suite's error
+// (a cancelled run still writes what was measured) or the first write error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
@@ -136,18 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return runErr
 }
 
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, part := range splitList(s) {
-		n, err := strconv.Atoi(part)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
+// splitList splits a comma-separated flag value, dropping blank items.
 func splitList(s string) []string {
 	var out []string
 	for _, part := range strings.Split(s, ",") {

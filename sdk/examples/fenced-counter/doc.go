@@ -10,13 +10,15 @@
 //
 // # Usage
 //
-//	make run                       # a local three-node cluster on 127.0.0.1:7001-7003
-//	go run ./sdk/examples/fenced-counter [-workers 3] [-rounds 5] [-ttl 2s]
-//
 // The caller's duties:
 //
 //  1. Start a cluster and point -endpoints at it.
 //  2. Run on a unix system (the stall uses SIGSTOP and SIGCONT).
+//
+// Example:
+//
+//	make run                       # a local three-node cluster on 127.0.0.1:7001-7003
+//	go run ./sdk/examples/fenced-counter [-workers 3] [-rounds 5] [-ttl 2s]
 //
 // See README.md for the idea in a few lines.
 package main

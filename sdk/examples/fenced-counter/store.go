@@ -53,11 +53,10 @@ func (s *store) handler() http.Handler {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if req.Token < s.highest {
-			reply(w, http.StatusConflict, storeReply{Error: fmt.Sprintf("stale token %d < %d", req.Token, s.highest)})
+		if err := s.fence(req.Token); err != nil {
+			reply(w, http.StatusConflict, storeReply{Error: err.Error()})
 			return
 		}
-		s.highest = req.Token
 		reply(w, http.StatusOK, storeReply{Value: s.value})
 	})
 	mux.HandleFunc("POST /write", func(w http.ResponseWriter, r *http.Request) {
@@ -68,13 +67,12 @@ func (s *store) handler() http.Handler {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		wr := write{Worker: req.Worker, Token: req.Token, Value: req.Value}
-		if req.Token < s.highest {
+		if err := s.fence(req.Token); err != nil {
 			wr.Highest = s.highest
 			s.rejected = append(s.rejected, wr)
-			reply(w, http.StatusConflict, storeReply{Error: fmt.Sprintf("stale token %d < %d", req.Token, s.highest)})
+			reply(w, http.StatusConflict, storeReply{Error: err.Error()})
 			return
 		}
-		s.highest = req.Token
 		s.value = req.Value
 		s.accepted = append(s.accepted, wr)
 		reply(w, http.StatusOK, storeReply{Value: s.value})
@@ -90,6 +88,17 @@ func (s *store) handler() http.Handler {
 		reply(w, http.StatusOK, storeReply{})
 	})
 	return mux
+}
+
+// fence is the fencing rule (Kleppmann's fencing tokens, Chubby's
+// sequencers), applied with s.mu held to every read and write: a token lower
+// than the highest seen is refused; any other becomes the highest.
+func (s *store) fence(token uint64) error {
+	if token < s.highest {
+		return fmt.Errorf("stale token %d < %d", token, s.highest)
+	}
+	s.highest = token
+	return nil
 }
 
 // highestToken returns the highest token seen so far.

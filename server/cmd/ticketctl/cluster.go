@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +11,7 @@ import (
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 )
 
+// memberJSON is a cluster member as -o json prints it.
 type memberJSON struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
@@ -19,6 +19,8 @@ type memberJSON struct {
 	Voter    bool   `json:"voter"`
 }
 
+// statusJSON is one node's status as -o json prints it; with "status --all",
+// Endpoint names the node asked and Error says why it did not answer.
 type statusJSON struct {
 	Endpoint     string       `json:"endpoint,omitempty"`
 	Error        string       `json:"error,omitempty"`
@@ -34,6 +36,7 @@ type statusJSON struct {
 	Members      []memberJSON `json:"members,omitempty"`
 }
 
+// membersOf converts the API's members for printing (never nil, so JSON shows []).
 func membersOf(ms []*ticketv1.Member) []memberJSON {
 	out := []memberJSON{}
 	for _, m := range ms {
@@ -42,6 +45,7 @@ func membersOf(ms []*ticketv1.Member) []memberJSON {
 	return out
 }
 
+// statusOf converts a Status response for printing.
 func statusOf(s *ticketv1.StatusResponse) statusJSON {
 	return statusJSON{
 		NodeID: s.GetNodeId(), Backend: s.GetBackend(), LeaderID: s.GetLeaderId(), LeaderAddr: s.GetLeaderAddr(),
@@ -50,19 +54,21 @@ func statusOf(s *ticketv1.StatusResponse) statusJSON {
 	}
 }
 
+// printMembers writes ms as a table.
 func printMembers(w io.Writer, ms []memberJSON) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tRAFT ADDR\tAPI ADDR\tVOTER")
+	tw := newTable(w, "ID\tRAFT ADDR\tAPI ADDR\tVOTER")
 	for _, m := range ms {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", m.ID, m.RaftAddr, m.APIAddr, m.Voter)
 	}
 	_ = tw.Flush()
 }
 
+// nodesJSON is what "status --all" prints: one row per endpoint, in --endpoints order.
 type nodesJSON struct {
 	Nodes []statusJSON `json:"nodes"`
 }
 
+// newStatusCmd builds "status [--all]".
 func newStatusCmd(g *globals) *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{
@@ -87,8 +93,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 					}
 					return out, nil
 				}, func(w io.Writer, v any) {
-					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "ENDPOINT\tNODE\tLEADER\tTERM\tCOMMIT\tAPPLIED\tLAST TOKEN\tLOCKS\tERROR")
+					tw := newTable(w, "ENDPOINT\tNODE\tLEADER\tTERM\tCOMMIT\tAPPLIED\tLAST TOKEN\tLOCKS\tERROR")
 					for _, n := range v.(nodesJSON).Nodes {
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Endpoint, n.NodeID, n.LeaderID,
 							n.Term, n.CommitIndex, n.AppliedIndex, n.LastToken, n.LocksHeld, n.Error)
@@ -119,64 +124,58 @@ func newStatusCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// membersResult is what the "members" subcommands print: the member list
+// (after the change, for add and remove).
 type membersResult struct {
 	Members []memberJSON `json:"members"`
 }
 
+// newMembersCmd builds "members list|add|remove".
 func newMembersCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "members", Short: "List, add and remove cluster members"}
-	printer := func(w io.Writer, v any) { printMembers(w, v.(membersResult).Members) }
 	cmd.AddCommand(
-		&cobra.Command{
-			Use:   "list",
-			Short: "List the members of the cluster",
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
-					st, err := c.Status(ctx)
-					if err != nil {
-						return nil, err
-					}
-					return membersResult{Members: membersOf(st.GetMembers())}, nil
-				}, printer)
-			},
-		},
-		&cobra.Command{
-			Use:   "add ID RAFT_ADDR API_ADDR",
-			Short: "Add a voter (the node must be running and reachable by the leader)",
-			Args:  cobra.ExactArgs(3),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
-					ms, err := c.AddMember(ctx, args[0], args[1], args[2])
-					if err != nil {
-						return nil, err
-					}
-					return membersResult{Members: membersOf(ms)}, nil
-				}, printer)
-			},
-		},
-		&cobra.Command{
-			Use:   "remove ID",
-			Short: "Remove a server from the cluster",
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
-					ms, err := c.RemoveMember(ctx, args[0])
-					if err != nil {
-						return nil, err
-					}
-					return membersResult{Members: membersOf(ms)}, nil
-				}, printer)
-			},
-		},
+		membersCmd(g, "list", "List the members of the cluster", cobra.NoArgs,
+			func(ctx context.Context, c *sdk.Client, _ []string) ([]*ticketv1.Member, error) {
+				st, err := c.Status(ctx)
+				return st.GetMembers(), err
+			}),
+		membersCmd(g, "add ID RAFT_ADDR API_ADDR", "Add a voter (the node must be running and reachable by the leader)", cobra.ExactArgs(3),
+			func(ctx context.Context, c *sdk.Client, args []string) ([]*ticketv1.Member, error) {
+				return c.AddMember(ctx, args[0], args[1], args[2])
+			}),
+		membersCmd(g, "remove ID", "Remove a server from the cluster", cobra.ExactArgs(1),
+			func(ctx context.Context, c *sdk.Client, args []string) ([]*ticketv1.Member, error) {
+				return c.RemoveMember(ctx, args[0])
+			}),
 	)
 	return cmd
 }
 
+// membersCmd builds a "members" subcommand whose fn returns the member list
+// after its change; it prints that list as a table or as membersResult JSON.
+func membersCmd(g *globals, use, short string, args cobra.PositionalArgs, fn func(ctx context.Context, c *sdk.Client, args []string) ([]*ticketv1.Member, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+				ms, err := fn(ctx, c, args)
+				if err != nil {
+					return nil, err
+				}
+				return membersResult{Members: membersOf(ms)}, nil
+			}, func(w io.Writer, v any) { printMembers(w, v.(membersResult).Members) })
+		},
+	}
+}
+
+// transferJSON is what "transfer-leader" prints: the new leader's id.
 type transferJSON struct {
 	LeaderID string `json:"leader_id"`
 }
 
+// newTransferLeaderCmd builds "transfer-leader [ID]".
 func newTransferLeaderCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "transfer-leader [ID]",

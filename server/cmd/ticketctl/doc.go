@@ -6,7 +6,7 @@
 //
 // # Usage
 //
-//	ticketctl [--endpoints 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003] [-o json] COMMAND
+//	ticketctl [--endpoints 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003] [-o json] [--timeout 15s] [--grpc] COMMAND
 //
 //	lock acquire KEY --ttl 10s [--wait] [--owner X]
 //	lock renew KEY TOKEN

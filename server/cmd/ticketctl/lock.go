@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,16 +21,19 @@ type lockJSON struct {
 	Owner       string `json:"owner,omitempty"`
 }
 
+// lockOf converts an SDK LockInfo for printing.
 func lockOf(l sdk.LockInfo) lockJSON {
 	return lockJSON{Key: l.Key, Held: l.Held, Token: l.Token, TTLMs: msOf(l.TTL), RemainingMs: msOf(l.Remaining), Owner: l.Owner}
 }
 
+// newLockCmd builds "lock" and its subcommands.
 func newLockCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "lock", Short: "Acquire, renew, release and inspect locks"}
 	cmd.AddCommand(newAcquireCmd(g), newRenewCmd(g), newReleaseCmd(g), newGetCmd(g), newListCmd(g), newCheckCmd(g))
 	return cmd
 }
 
+// grantJSON is what "lock acquire" prints (ttl in milliseconds).
 type grantJSON struct {
 	Key   string `json:"key"`
 	Token uint64 `json:"token"`
@@ -39,6 +41,7 @@ type grantJSON struct {
 	Owner string `json:"owner"`
 }
 
+// newAcquireCmd builds "lock acquire KEY".
 func newAcquireCmd(g *globals) *cobra.Command {
 	var (
 		ttl   time.Duration
@@ -70,7 +73,7 @@ the same grant, so a retry after an unknown outcome (exit 4) is safe.`,
 				return grantJSON{Key: gr.Key, Token: gr.Token, TTLMs: msOf(gr.TTL), Owner: gr.Owner}, nil
 			}, func(w io.Writer, v any) {
 				r := v.(grantJSON)
-				fmt.Fprintf(w, "acquired %q token %d ttl %v owner %q\n", r.Key, r.Token, time.Duration(r.TTLMs)*time.Millisecond, r.Owner)
+				fmt.Fprintf(w, "acquired %q token %d ttl %v owner %q\n", r.Key, r.Token, durationOf(r.TTLMs), r.Owner)
 			})
 		},
 	}
@@ -80,65 +83,50 @@ the same grant, so a retry after an unknown outcome (exit 4) is safe.`,
 	return cmd
 }
 
+// renewJSON is what "lock renew" prints (ttl in milliseconds).
 type renewJSON struct {
 	Key   string `json:"key"`
 	Token uint64 `json:"token"`
 	TTLMs int64  `json:"ttl_ms"`
 }
 
+// newRenewCmd builds "lock renew KEY TOKEN".
 func newRenewCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "renew KEY TOKEN",
-		Short: "Extend the lease of the lock on KEY held with TOKEN by its TTL",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			tok, err := parseToken(args[1])
+	return keyTokenCmd(g, "renew KEY TOKEN", "Extend the lease of the lock on KEY held with TOKEN by its TTL",
+		func(ctx context.Context, c *sdk.Client, key string, tok uint64) (any, error) {
+			ttl, err := c.Renew(ctx, key, tok)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
-				ttl, err := c.Renew(ctx, args[0], tok)
-				if err != nil {
-					return nil, err
-				}
-				return renewJSON{Key: args[0], Token: tok, TTLMs: msOf(ttl)}, nil
-			}, func(w io.Writer, v any) {
-				r := v.(renewJSON)
-				fmt.Fprintf(w, "renewed %q token %d for %v\n", r.Key, r.Token, time.Duration(r.TTLMs)*time.Millisecond)
-			})
-		},
-	}
+			return renewJSON{Key: key, Token: tok, TTLMs: msOf(ttl)}, nil
+		}, func(w io.Writer, v any) {
+			r := v.(renewJSON)
+			fmt.Fprintf(w, "renewed %q token %d for %v\n", r.Key, r.Token, durationOf(r.TTLMs))
+		})
 }
 
+// releaseJSON is what "lock release" prints.
 type releaseJSON struct {
 	Key      string `json:"key"`
 	Token    uint64 `json:"token"`
 	Released bool   `json:"released"`
 }
 
+// newReleaseCmd builds "lock release KEY TOKEN".
 func newReleaseCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "release KEY TOKEN",
-		Short: "Release the lock on KEY held with TOKEN (a lock granted since is left alone)",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			tok, err := parseToken(args[1])
-			if err != nil {
-				return err
+	return keyTokenCmd(g, "release KEY TOKEN", "Release the lock on KEY held with TOKEN (a lock granted since is left alone)",
+		func(ctx context.Context, c *sdk.Client, key string, tok uint64) (any, error) {
+			if err := c.Release(ctx, key, tok); err != nil {
+				return nil, err
 			}
-			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
-				if err := c.Release(ctx, args[0], tok); err != nil {
-					return nil, err
-				}
-				return releaseJSON{Key: args[0], Token: tok, Released: true}, nil
-			}, func(w io.Writer, v any) {
-				r := v.(releaseJSON)
-				fmt.Fprintf(w, "released %q token %d\n", r.Key, r.Token)
-			})
-		},
-	}
+			return releaseJSON{Key: key, Token: tok, Released: true}, nil
+		}, func(w io.Writer, v any) {
+			r := v.(releaseJSON)
+			fmt.Fprintf(w, "released %q token %d\n", r.Key, r.Token)
+		})
 }
 
+// newGetCmd builds "lock get KEY [--stale]".
 func newGetCmd(g *globals) *cobra.Command {
 	var stale bool
 	cmd := &cobra.Command{
@@ -147,11 +135,7 @@ func newGetCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
-				var opts []sdk.ReadOption
-				if stale {
-					opts = append(opts, sdk.WithStale())
-				}
-				info, err := c.GetLock(ctx, args[0], opts...)
+				info, err := c.GetLock(ctx, args[0], readOptions(stale)...)
 				if err != nil {
 					return nil, err
 				}
@@ -163,7 +147,7 @@ func newGetCmd(g *globals) *cobra.Command {
 					return
 				}
 				fmt.Fprintf(w, "%q held: token %d ttl %v remaining %v owner %q\n", l.Key, l.Token,
-					time.Duration(l.TTLMs)*time.Millisecond, time.Duration(l.RemainingMs)*time.Millisecond, l.Owner)
+					durationOf(l.TTLMs), durationOf(l.RemainingMs), l.Owner)
 			})
 		},
 	}
@@ -171,10 +155,12 @@ func newGetCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// listJSON is what "lock list" prints: the held locks in key order.
 type listJSON struct {
 	Locks []lockJSON `json:"locks"`
 }
 
+// newListCmd builds "lock list [--prefix P] [--stale]".
 func newListCmd(g *globals) *cobra.Command {
 	var (
 		prefix string
@@ -186,11 +172,7 @@ func newListCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
-				var opts []sdk.ReadOption
-				if stale {
-					opts = append(opts, sdk.WithStale())
-				}
-				locks, err := c.ListLocks(ctx, prefix, opts...)
+				locks, err := c.ListLocks(ctx, prefix, readOptions(stale)...)
 				if err != nil {
 					return nil, err
 				}
@@ -200,11 +182,10 @@ func newListCmd(g *globals) *cobra.Command {
 				}
 				return out, nil
 			}, func(w io.Writer, v any) {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "KEY\tTOKEN\tTTL\tREMAINING\tOWNER")
+				tw := newTable(w, "KEY\tTOKEN\tTTL\tREMAINING\tOWNER")
 				for _, l := range v.(listJSON).Locks {
 					fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%s\n", l.Key, l.Token,
-						time.Duration(l.TTLMs)*time.Millisecond, time.Duration(l.RemainingMs)*time.Millisecond, l.Owner)
+						durationOf(l.TTLMs), durationOf(l.RemainingMs), l.Owner)
 				}
 				_ = tw.Flush()
 			})
@@ -215,6 +196,8 @@ func newListCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// checkJSON is what "lock check" prints, valid or not; CurrentToken is the
+// holder's token (0: the key is free).
 type checkJSON struct {
 	Key          string `json:"key"`
 	Token        uint64 `json:"token"`
@@ -222,10 +205,37 @@ type checkJSON struct {
 	CurrentToken uint64 `json:"current_token"`
 }
 
+// newCheckCmd builds "lock check KEY TOKEN".
 func newCheckCmd(g *globals) *cobra.Command {
+	return keyTokenCmd(g, "check KEY TOKEN", "Tell whether TOKEN is the current holder of KEY (exit 3 if not)",
+		func(ctx context.Context, c *sdk.Client, key string, tok uint64) (any, error) {
+			valid, cur, err := c.Check(ctx, key, tok)
+			if err != nil {
+				return nil, err
+			}
+			r := checkJSON{Key: key, Token: tok, Valid: valid, CurrentToken: cur}
+			if !valid {
+				return r, fmt.Errorf("%q: %w (current token %d)", key, errInvalidToken, cur)
+			}
+			return r, nil
+		}, func(w io.Writer, v any) {
+			r := v.(checkJSON)
+			if r.Valid {
+				fmt.Fprintf(w, "token %d is the current holder of %q\n", r.Token, r.Key)
+				return
+			}
+			fmt.Fprintf(w, "token %d is not the current holder of %q (current token %d)\n", r.Token, r.Key, r.CurrentToken)
+		})
+}
+
+// keyTokenCmd builds the command "use" (of the form "VERB KEY TOKEN"): it
+// checks that TOKEN is a positive integer (a usage error, exit 1, before any
+// request), then runs fn with KEY and the token through g.do, which prints
+// fn's result with text or as JSON.
+func keyTokenCmd(g *globals, use, short string, fn func(ctx context.Context, c *sdk.Client, key string, tok uint64) (any, error), text func(w io.Writer, v any)) *cobra.Command {
 	return &cobra.Command{
-		Use:   "check KEY TOKEN",
-		Short: "Tell whether TOKEN is the current holder of KEY (exit 3 if not)",
+		Use:   use,
+		Short: short,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tok, err := parseToken(args[1])
@@ -233,23 +243,17 @@ func newCheckCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
-				valid, cur, err := c.Check(ctx, args[0], tok)
-				if err != nil {
-					return nil, err
-				}
-				r := checkJSON{Key: args[0], Token: tok, Valid: valid, CurrentToken: cur}
-				if !valid {
-					return r, fmt.Errorf("%q: %w (current token %d)", args[0], errInvalidToken, cur)
-				}
-				return r, nil
-			}, func(w io.Writer, v any) {
-				r := v.(checkJSON)
-				if r.Valid {
-					fmt.Fprintf(w, "token %d is the current holder of %q\n", r.Token, r.Key)
-					return
-				}
-				fmt.Fprintf(w, "token %d is not the current holder of %q (current token %d)\n", r.Token, r.Key, r.CurrentToken)
-			})
+				return fn(ctx, c, args[0], tok)
+			}, text)
 		},
 	}
+}
+
+// readOptions returns the SDK read options of the --stale flag: none for a
+// linearizable read, WithStale for a read any node answers from local state.
+func readOptions(stale bool) []sdk.ReadOption {
+	if stale {
+		return []sdk.ReadOption{sdk.WithStale()}
+	}
+	return nil
 }

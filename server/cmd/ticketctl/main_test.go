@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,8 +129,11 @@ func TestAgainstCluster(t *testing.T) {
 			code, out, _ := ctl(t, eps, "-o", "json", "lock", "acquire", "ctl/w", "--ttl", "20s", "--wait")
 			done <- res{code, out}
 		}()
-		leader := cl.Node(cl.Leader(t)).APIAddr
-		require.Eventually(t, func() bool { return waiting(t, leader) == 1 }, 10*time.Second, 10*time.Millisecond,
+		leader := cl.Leader(t)
+		require.Eventually(t, func() bool {
+			v, err := cl.Metric(leader, "ticketd_waiters")
+			return err == nil && v == 1
+		}, 10*time.Second, 10*time.Millisecond,
 			"the waiter never queued")
 		ctlJSON(t, eps, exitOK, nil, "lock", "release", "ctl/w", itoa(g.Token))
 		r := <-done
@@ -203,25 +204,3 @@ func TestAgainstCluster(t *testing.T) {
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
-
-// waiting reads the ticketd_waiters gauge (Acquire requests queued) from the
-// /metrics page of the node at addr; -1 when it cannot.
-func waiting(t *testing.T, addr string) int {
-	t.Helper()
-	res, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "ticketd_waiters "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return -1
-			}
-			return int(f)
-		}
-	}
-	return -1
-}

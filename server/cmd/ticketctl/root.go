@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,8 @@ import (
 // errInvalidToken: "lock check" found the token is not the current holder.
 var errInvalidToken = errors.New("token is not the current holder")
 
+// defaultEndpoints are the API addresses of the local cluster that
+// scripts/cluster.sh starts, used without --endpoints or TICKETD_ENDPOINTS.
 const defaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
 
 // globals are the flags every command shares.
@@ -30,6 +33,7 @@ type globals struct {
 	stdout    io.Writer
 }
 
+// newRootCmd builds the ticketctl command tree writing to stdout and stderr.
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{stdout: stdout}
 	root := &cobra.Command{
@@ -117,3 +121,15 @@ func parseToken(s string) (uint64, error) {
 
 // msOf returns d in whole milliseconds, for JSON.
 func msOf(d time.Duration) int64 { return d.Milliseconds() }
+
+// newTable returns a tabwriter over w that lines up tab-separated columns
+// two spaces apart, with header (tab-separated column names) written as its
+// first row. The caller writes the rows and calls Flush.
+func newTable(w io.Writer, header string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	return tw
+}
+
+// durationOf turns a JSON millisecond count back into a Duration, for text.
+func durationOf(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
