@@ -9,7 +9,6 @@ import (
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
-	"github.com/ticketd/ticketd/server/forward"
 )
 
 // clusterService implements ticket.v1.ClusterService on a Node. Status is
@@ -69,87 +68,71 @@ func (n *Node) hasMember(id string) bool {
 // AddMember adds a voter (id, raft_addr) and records its api_addr in the
 // member directory. Adding an existing member updates its addresses.
 func (s *clusterService) AddMember(ctx context.Context, req *ticketv1.AddMemberRequest) (*ticketv1.AddMemberResponse, error) {
-	res, err := s.addMember(ctx, req)
-	return res, s.n.toConnect(err)
-}
-
-func (s *clusterService) addMember(ctx context.Context, req *ticketv1.AddMemberRequest) (*ticketv1.AddMemberResponse, error) {
 	n := s.n
 	m := req.GetMember()
+	return onLeader(ctx, n, req, validateMember(m), n.fwd.Cluster, ticketv1connect.ClusterServiceClient.AddMember,
+		func(ctx context.Context) (*ticketv1.AddMemberResponse, error) {
+			if err := n.raft.AddVoter(ctx, core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), Voter: true}); err != nil {
+				return nil, err
+			}
+			if _, err := n.raft.Propose(ctx, core.SetMember(m.GetId(), m.GetApiAddr())); err != nil {
+				return nil, err
+			}
+			return &ticketv1.AddMemberResponse{Members: n.members(n.raft.Status().Members)}, nil
+		})
+}
+
+// validateMember checks the member of an AddMember request: an id, and
+// host:port raft and API addresses.
+func validateMember(m *ticketv1.Member) error {
 	if m.GetId() == "" {
-		return nil, fmt.Errorf("%w: member id is empty", core.ErrInvalidArgument)
+		return fmt.Errorf("%w: member id is empty", core.ErrInvalidArgument)
 	}
 	for name, addr := range map[string]string{"raft_addr": m.GetRaftAddr(), "api_addr": m.GetApiAddr()} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("%w: member %s %q is not host:port", core.ErrInvalidArgument, name, addr)
+			return fmt.Errorf("%w: member %s %q is not host:port", core.ErrInvalidArgument, name, addr)
 		}
 	}
-	leader, local, err := n.route(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !local {
-		return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Cluster(leader.APIAddr).AddMember, req)
-	}
-	if err := n.raft.AddVoter(ctx, core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), Voter: true}); err != nil {
-		return nil, err
-	}
-	if _, err := n.raft.Propose(ctx, core.SetMember(m.GetId(), m.GetApiAddr())); err != nil {
-		return nil, err
-	}
-	return &ticketv1.AddMemberResponse{Members: n.members(n.raft.Status().Members)}, nil
+	return nil
 }
 
 // RemoveMember removes a server from the configuration and its address from
 // the member directory.
 func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveMemberRequest) (*ticketv1.RemoveMemberResponse, error) {
-	res, err := s.removeMember(ctx, req)
-	return res, s.n.toConnect(err)
-}
-
-func (s *clusterService) removeMember(ctx context.Context, req *ticketv1.RemoveMemberRequest) (*ticketv1.RemoveMemberResponse, error) {
 	n := s.n
 	id := req.GetId()
+	var invalid error
 	if id == "" {
-		return nil, fmt.Errorf("%w: member id is empty", core.ErrInvalidArgument)
+		invalid = fmt.Errorf("%w: member id is empty", core.ErrInvalidArgument)
 	}
-	leader, local, err := n.route(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !local {
-		return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Cluster(leader.APIAddr).RemoveMember, req)
-	}
-	if !n.hasMember(id) {
-		return nil, fmt.Errorf("%w: %q", ErrNoMember, id)
-	}
-	if err := n.raft.RemoveServer(ctx, id); err != nil {
-		return nil, err
-	}
-	if id != n.cfg.ID {
-		// Best effort: a stale directory entry of a removed member is harmless.
-		_, _ = n.raft.Propose(ctx, core.SetMember(id, ""))
-	}
-	return &ticketv1.RemoveMemberResponse{Members: n.members(n.raft.Status().Members)}, nil
+	return onLeader(ctx, n, req, invalid, n.fwd.Cluster, ticketv1connect.ClusterServiceClient.RemoveMember,
+		func(ctx context.Context) (*ticketv1.RemoveMemberResponse, error) {
+			if !n.hasMember(id) {
+				return nil, fmt.Errorf("%w: %q", ErrNoMember, id)
+			}
+			if err := n.raft.RemoveServer(ctx, id); err != nil {
+				return nil, err
+			}
+			if id != n.cfg.ID {
+				// Best effort: a stale directory entry of a removed member is harmless.
+				_, _ = n.raft.Propose(ctx, core.SetMember(id, ""))
+			}
+			return &ticketv1.RemoveMemberResponse{Members: n.members(n.raft.Status().Members)}, nil
+		})
 }
 
 // TransferLeader hands leadership to id (any up-to-date voter when empty) and
 // returns the new leader's id once this node sees it (Raft thesis §3.10).
 func (s *clusterService) TransferLeader(ctx context.Context, req *ticketv1.TransferLeaderRequest) (*ticketv1.TransferLeaderResponse, error) {
-	res, err := s.transferLeader(ctx, req)
-	return res, s.n.toConnect(err)
+	n := s.n
+	return onLeader(ctx, n, req, nil, n.fwd.Cluster, ticketv1connect.ClusterServiceClient.TransferLeader,
+		func(ctx context.Context) (*ticketv1.TransferLeaderResponse, error) {
+			return n.transferLeader(ctx, req.GetId())
+		})
 }
 
-func (s *clusterService) transferLeader(ctx context.Context, req *ticketv1.TransferLeaderRequest) (*ticketv1.TransferLeaderResponse, error) {
-	n := s.n
-	id := req.GetId()
-	leader, local, err := n.route(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !local {
-		return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Cluster(leader.APIAddr).TransferLeader, req)
-	}
+// transferLeader serves TransferLeader on the leader.
+func (n *Node) transferLeader(ctx context.Context, id string) (*ticketv1.TransferLeaderResponse, error) {
 	if id == n.cfg.ID {
 		return &ticketv1.TransferLeaderResponse{LeaderId: id}, nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/internal/nodetest"
 )
 
@@ -21,6 +22,14 @@ import (
 // latency percentiles and the cycle and acquire rates.
 func BenchmarkAcquireRelease(b *testing.B) {
 	c := nodetest.Start(b, 3)
+	benchCycles(b, c.Leader(b))
+}
+
+// BenchmarkAcquireReleaseEtcd is BenchmarkAcquireRelease on the etcd raft
+// backend: the same API path over the other consensus engine, so the two
+// backends' lock throughput through the API compares in one run.
+func BenchmarkAcquireReleaseEtcd(b *testing.B) {
+	c := nodetest.Start(b, 3, nodetest.WithBackend(config.BackendEtcd))
 	benchCycles(b, c.Leader(b))
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
-	"github.com/ticketd/ticketd/server/forward"
 )
 
 // List page sizes: the default when page_size is 0, and the most returned.
@@ -21,7 +20,7 @@ const (
 // lockService implements ticket.v1.LockService on a Node. Every request is
 // validated first (bad input changes nothing and is never forwarded); writes
 // and linearizable reads are then served by the promoted leader, or forwarded
-// to it one hop.
+// to it one hop (onLeader).
 type lockService struct {
 	n *Node
 }
@@ -30,31 +29,20 @@ var _ ticketv1connect.LockServiceHandler = (*lockService)(nil)
 
 // Acquire takes key for lease_ms milliseconds and returns its fencing token.
 func (s *lockService) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*ticketv1.AcquireResponse, error) {
-	res, err := s.acquire(ctx, req)
-	return res, s.n.toConnect(err)
-}
-
-func (s *lockService) acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*ticketv1.AcquireResponse, error) {
 	n := s.n
-	if err := errors.Join(core.ValidateKey(req.GetKey()), n.validateLease(req.GetLeaseMs()), core.ValidateOwner(req.GetOwner())); err != nil {
-		return nil, err
-	}
-	leader, local, err := n.route(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !local {
-		return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Lock(leader.APIAddr).Acquire, req)
-	}
-	owner := req.GetOwner()
-	if owner == "" {
-		owner = n.newOwner()
-	}
-	res, err := n.acquire(ctx, req.GetKey(), req.GetLeaseMs(), owner, req.GetWait())
-	if err != nil {
-		return nil, err
-	}
-	return &ticketv1.AcquireResponse{Token: res.Token, LeaseMs: res.LeaseMS}, nil
+	invalid := errors.Join(core.ValidateKey(req.GetKey()), n.validateLease(req.GetLeaseMs()), core.ValidateOwner(req.GetOwner()))
+	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.Acquire,
+		func(ctx context.Context) (*ticketv1.AcquireResponse, error) {
+			owner := req.GetOwner()
+			if owner == "" {
+				owner = n.newOwner()
+			}
+			res, err := n.acquire(ctx, req.GetKey(), req.GetLeaseMs(), owner, req.GetWait())
+			if err != nil {
+				return nil, err
+			}
+			return &ticketv1.AcquireResponse{Token: res.Token, LeaseMs: res.LeaseMS}, nil
+		})
 }
 
 // validateLease checks lease_ms against the configured bounds.
@@ -64,94 +52,73 @@ func (n *Node) validateLease(leaseMS int64) error {
 
 // Release ends the lock held with token.
 func (s *lockService) Release(ctx context.Context, req *ticketv1.ReleaseRequest) (*ticketv1.ReleaseResponse, error) {
-	res, err := s.release(ctx, req)
-	return res, s.n.toConnect(err)
+	n := s.n
+	invalid := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken()))
+	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.Release,
+		func(ctx context.Context) (*ticketv1.ReleaseResponse, error) {
+			if err := n.release(ctx, req.GetKey(), req.GetToken()); err != nil {
+				return nil, err
+			}
+			return &ticketv1.ReleaseResponse{}, nil
+		})
 }
 
-func (s *lockService) release(ctx context.Context, req *ticketv1.ReleaseRequest) (*ticketv1.ReleaseResponse, error) {
-	n := s.n
-	if err := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken())); err != nil {
-		return nil, err
-	}
-	leader, local, err := n.route(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !local {
-		return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Lock(leader.APIAddr).Release, req)
-	}
-	// A release of a lock this leader does not hold is answered without a log
-	// entry, once leadership is confirmed (this table is then current).
-	if lk, ok := n.sm.Get(req.GetKey()); !ok || lk.Token != req.GetToken() {
+// release serves Release on the promoted leader: it proposes Release{key,
+// token} (the state machine decides by token). A release of a lock this
+// leader's table does not hold is answered without a log entry, once a quorum
+// confirms the leadership and the table is current (ReadIndex): a deposed
+// leader's stale table never refuses a release its successor would accept.
+func (n *Node) release(ctx context.Context, key string, token uint64) error {
+	notFound := func() error { return fmt.Errorf("%w: key %q token %d", ErrNotFound, key, token) }
+	if lk, ok := n.sm.Get(key); !ok || lk.Token != token {
 		if err := n.raft.ReadIndex(ctx); err != nil {
-			return nil, err
+			return err
 		}
-		if lk, ok := n.sm.Get(req.GetKey()); !ok || lk.Token != req.GetToken() {
-			return nil, fmt.Errorf("%w: key %q token %d", ErrNotFound, req.GetKey(), req.GetToken())
+		if lk, ok := n.sm.Get(key); !ok || lk.Token != token {
+			return notFound()
 		}
 	}
-	res, err := n.raft.Propose(ctx, core.Release(req.GetKey(), req.GetToken()))
+	res, err := n.raft.Propose(ctx, core.Release(key, token))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if res.Outcome != core.OutcomeReleased {
-		return nil, fmt.Errorf("%w: key %q token %d", ErrNotFound, req.GetKey(), req.GetToken())
+		return notFound()
 	}
-	return &ticketv1.ReleaseResponse{}, nil
+	return nil
 }
 
 // Renew restarts the lease of the lock held with token (keep-alive).
 func (s *lockService) Renew(ctx context.Context, req *ticketv1.RenewRequest) (*ticketv1.RenewResponse, error) {
-	res, err := s.renew(ctx, req)
-	return res, s.n.toConnect(err)
-}
-
-func (s *lockService) renew(ctx context.Context, req *ticketv1.RenewRequest) (*ticketv1.RenewResponse, error) {
 	n := s.n
-	if err := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken())); err != nil {
-		return nil, err
-	}
-	leader, local, err := n.route(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !local {
-		return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Lock(leader.APIAddr).Renew, req)
-	}
-	leaseMS, err := n.lessor.Renew(ctx, req.GetKey(), req.GetToken())
-	if err != nil {
-		return nil, err
-	}
-	return &ticketv1.RenewResponse{LeaseMs: leaseMS}, nil
+	invalid := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken()))
+	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.Renew,
+		func(ctx context.Context) (*ticketv1.RenewResponse, error) {
+			leaseMS, err := n.lessor.Renew(ctx, req.GetKey(), req.GetToken())
+			if err != nil {
+				return nil, err
+			}
+			return &ticketv1.RenewResponse{LeaseMs: leaseMS}, nil
+		})
 }
 
 // GetLock reports the holder of key: linearizable on the leader (after a
 // ReadIndex), or from this node's table when stale is set.
 func (s *lockService) GetLock(ctx context.Context, req *ticketv1.GetLockRequest) (*ticketv1.GetLockResponse, error) {
-	res, err := s.getLock(ctx, req)
-	return res, s.n.toConnect(err)
+	n := s.n
+	invalid := core.ValidateKey(req.GetKey())
+	read := func() (*ticketv1.GetLockResponse, error) { return n.lockInfo(req.GetKey()), nil }
+	if req.GetStale() && invalid == nil {
+		return read()
+	}
+	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.GetLock, afterReadIndex(n, read))
 }
 
-func (s *lockService) getLock(ctx context.Context, req *ticketv1.GetLockRequest) (*ticketv1.GetLockResponse, error) {
-	n := s.n
-	if err := core.ValidateKey(req.GetKey()); err != nil {
-		return nil, err
-	}
-	if !req.GetStale() {
-		leader, local, err := n.route(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !local {
-			return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Lock(leader.APIAddr).GetLock, req)
-		}
-		if err := n.raft.ReadIndex(ctx); err != nil {
-			return nil, err
-		}
-	}
-	lk, ok := n.sm.Get(req.GetKey())
+// lockInfo describes key's holder in this node's table.
+func (n *Node) lockInfo(key string) *ticketv1.GetLockResponse {
+	lk, ok := n.sm.Get(key)
 	if !ok {
-		return &ticketv1.GetLockResponse{}, nil
+		return &ticketv1.GetLockResponse{}
 	}
 	return &ticketv1.GetLockResponse{
 		Held:        true,
@@ -159,7 +126,7 @@ func (s *lockService) getLock(ctx context.Context, req *ticketv1.GetLockRequest)
 		LeaseMs:     lk.LeaseMS,
 		RemainingMs: n.remainingMS(lk),
 		Owner:       lk.Owner,
-	}, nil
+	}
 }
 
 // remainingMS is the lease time left of lk in milliseconds, as the leader's
@@ -175,45 +142,44 @@ func (n *Node) remainingMS(lk core.Lock) int64 {
 // ListLocks lists held locks whose key starts with prefix, in key order, a
 // page at a time.
 func (s *lockService) ListLocks(ctx context.Context, req *ticketv1.ListLocksRequest) (*ticketv1.ListLocksResponse, error) {
-	res, err := s.listLocks(ctx, req)
-	return res, s.n.toConnect(err)
+	n := s.n
+	size, after, invalid := listPage(req)
+	read := func() (*ticketv1.ListLocksResponse, error) { return n.listLocks(req.GetPrefix(), after, size), nil }
+	if req.GetStale() && invalid == nil {
+		return read()
+	}
+	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.ListLocks, afterReadIndex(n, read))
 }
 
-func (s *lockService) listLocks(ctx context.Context, req *ticketv1.ListLocksRequest) (*ticketv1.ListLocksResponse, error) {
-	n := s.n
-	size := int(req.GetPageSize())
+// listPage checks a ListLocks request and returns its page size and the key
+// the page starts after (decoded from page_token).
+func listPage(req *ticketv1.ListLocksRequest) (size int, after string, err error) {
+	size = int(req.GetPageSize())
 	switch {
 	case size < 0:
-		return nil, fmt.Errorf("%w: page_size %d is negative", core.ErrInvalidArgument, size)
+		return 0, "", fmt.Errorf("%w: page_size %d is negative", core.ErrInvalidArgument, size)
 	case size == 0:
 		size = defaultPageSize
 	case size > maxPageSize:
 		size = maxPageSize
 	}
 	if len(req.GetPrefix()) > core.MaxKeyBytes {
-		return nil, fmt.Errorf("%w: prefix is longer than %d bytes", core.ErrInvalidArgument, core.MaxKeyBytes)
+		return 0, "", fmt.Errorf("%w: prefix is longer than %d bytes", core.ErrInvalidArgument, core.MaxKeyBytes)
 	}
-	after := ""
 	if tok := req.GetPageToken(); tok != "" {
 		b, err := base64.RawURLEncoding.DecodeString(tok)
 		if err != nil {
-			return nil, fmt.Errorf("%w: malformed page_token", core.ErrInvalidArgument)
+			return 0, "", fmt.Errorf("%w: malformed page_token", core.ErrInvalidArgument)
 		}
 		after = string(b)
 	}
-	if !req.GetStale() {
-		leader, local, err := n.route(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !local {
-			return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Lock(leader.APIAddr).ListLocks, req)
-		}
-		if err := n.raft.ReadIndex(ctx); err != nil {
-			return nil, err
-		}
-	}
-	locks := n.sm.Range(req.GetPrefix(), after, size+1)
+	return size, after, nil
+}
+
+// listLocks returns up to size locks of this node's table whose key starts
+// with prefix and sorts after after, and the token of the next page.
+func (n *Node) listLocks(prefix, after string, size int) *ticketv1.ListLocksResponse {
+	locks := n.sm.Range(prefix, after, size+1)
 	out := &ticketv1.ListLocksResponse{}
 	if len(locks) > size {
 		locks = locks[:size]
@@ -224,36 +190,22 @@ func (s *lockService) listLocks(ctx context.Context, req *ticketv1.ListLocksRequ
 			Key: lk.Key, Token: lk.Token, LeaseMs: lk.LeaseMS, RemainingMs: n.remainingMS(lk), Owner: lk.Owner,
 		})
 	}
-	return out, nil
+	return out
 }
 
 // CheckToken tells a downstream resource whether token still holds key
 // (Chubby's CheckSequencer): linearizable, on the leader. A lock whose lease
 // ran out but whose Expire has not applied yet is already invalid.
 func (s *lockService) CheckToken(ctx context.Context, req *ticketv1.CheckTokenRequest) (*ticketv1.CheckTokenResponse, error) {
-	res, err := s.checkToken(ctx, req)
-	return res, s.n.toConnect(err)
-}
-
-func (s *lockService) checkToken(ctx context.Context, req *ticketv1.CheckTokenRequest) (*ticketv1.CheckTokenResponse, error) {
 	n := s.n
-	if err := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken())); err != nil {
-		return nil, err
-	}
-	leader, local, err := n.route(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !local {
-		return forward.Call(ctx, n.fwd, leader.ID, n.fwd.Lock(leader.APIAddr).CheckToken, req)
-	}
-	if err := n.raft.ReadIndex(ctx); err != nil {
-		return nil, err
-	}
-	lk, ok := n.sm.Get(req.GetKey())
-	if !ok {
-		return &ticketv1.CheckTokenResponse{}, nil
-	}
-	valid := lk.Token == req.GetToken() && !n.lessor.Expiring(lk.Key, lk.Token) && !n.isGhost(lk.Key, lk.Token)
-	return &ticketv1.CheckTokenResponse{Valid: valid, CurrentToken: lk.Token}, nil
+	invalid := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken()))
+	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.CheckToken,
+		afterReadIndex(n, func() (*ticketv1.CheckTokenResponse, error) {
+			lk, ok := n.sm.Get(req.GetKey())
+			if !ok {
+				return &ticketv1.CheckTokenResponse{}, nil
+			}
+			valid := lk.Token == req.GetToken() && !n.lessor.Expiring(lk.Key, lk.Token) && !n.isGhost(lk.Key, lk.Token)
+			return &ticketv1.CheckTokenResponse{Valid: valid, CurrentToken: lk.Token}, nil
+		}))
 }

@@ -11,7 +11,8 @@
 // Restart, Partition, Heal, Leader, WaitLeader, WaitApplied, EnsureSame,
 // Propose), the fault-injecting Network wired through Config.DropMessage, and
 // the ApplyLog/LeaderLog recorders of OnApply/OnLeaderChange. Its model is
-// hashicorp/raft's testing.go cluster.
+// hashicorp/raft's testing.go cluster. BenchmarkCommit is the commit
+// latency/throughput benchmark both backends run through the same harness.
 //
 // # Usage
 //
@@ -22,6 +23,8 @@
 //  3. To reuse the harness, make a Cluster with NewCluster, set Tune before
 //     Start if the nodes need other thresholds, and use its helpers from the
 //     test goroutine (they call t.Fatal).
+//  4. For the commit benchmark, call BenchmarkCommit(b, factory) from the
+//     backend's BenchmarkCommit.
 //
 // Example:
 //

@@ -21,7 +21,8 @@ func TestMain(m *testing.M) {
 }
 
 func TestConformance(t *testing.T) {
-	backendtest.Run(t, func(cfg backends.Config) (backendtest.Node, error) {
-		return etcd.New(cfg)
-	})
+	backendtest.Run(t, newNode)
 }
+
+// newNode is the backendtest.Factory of this backend.
+func newNode(cfg backends.Config) (backendtest.Node, error) { return etcd.New(cfg) }

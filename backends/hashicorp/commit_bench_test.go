@@ -1,83 +1,14 @@
 package hashicorp_test
 
 import (
-	"context"
-	"fmt"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/backendtest"
-	"github.com/ticketd/ticketd/backends/hashicorp"
-	"github.com/ticketd/ticketd/core"
 )
 
 // BenchmarkCommit measures commit latency and throughput of a 3-node loopback
-// cluster with badger on disk (SyncWrites): each op is a Grant and a Release
-// of a distinct key on the leader, so two commits. It reports the p50 and p99
-// latency of one commit (microseconds) and commits per second.
+// cluster of this backend with badger on disk: backendtest.BenchmarkCommit,
+// the harness both backends share, so their figures compare directly.
 func BenchmarkCommit(b *testing.B) {
-	for _, proposers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("proposers=%d", proposers), func(b *testing.B) {
-			benchCommit(b, proposers)
-		})
-	}
-}
-
-func benchCommit(b *testing.B, proposers int) {
-	c := backendtest.NewCluster(b, func(cfg backends.Config) (backendtest.Node, error) {
-		return hashicorp.New(cfg)
-	})
-	// No OnApply recorder: measure the backend, not the harness's bookkeeping.
-	c.Tune = func(cfg *backends.Config) { cfg.OnApply = nil }
-	c.Start(3)
-	n := c.WaitLeader().Node()
-	ctx := context.Background()
-	lat := make([][]time.Duration, proposers)
-	var next atomic.Int64
-	var failed atomic.Pointer[error]
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for w := 0; w < proposers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				key := fmt.Sprintf("bench/%d", i)
-				t0 := time.Now()
-				res, err := n.Propose(ctx, core.Grant(key, 10_000, "bench"))
-				t1 := time.Now()
-				if err == nil {
-					_, err = n.Propose(ctx, core.Release(key, res.Token))
-				}
-				if err != nil {
-					failed.CompareAndSwap(nil, &err)
-					return
-				}
-				lat[w] = append(lat[w], t1.Sub(t0), time.Since(t1))
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if p := failed.Load(); p != nil {
-		b.Fatal(*p)
-	}
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	pct := func(p float64) float64 {
-		return float64(all[int(p*float64(len(all)-1))]) / float64(time.Microsecond)
-	}
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "commits/s")
+	backendtest.BenchmarkCommit(b, newNode)
 }

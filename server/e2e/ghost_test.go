@@ -21,7 +21,6 @@ func TestGhostRelease(t *testing.T) {
 		c := start(t, backend)
 		for attempt := 1; attempt <= 3; attempt++ {
 			l := c.Leader(t)
-			addr := c.Node(l).APIAddr
 			var fs []int
 			for _, i := range c.Running() {
 				if i != l {
@@ -30,7 +29,7 @@ func TestGhostRelease(t *testing.T) {
 			}
 			before := status(t, c, l)
 			deadlines := `ticketd_rpc_requests_total{code="deadline_exceeded",procedure="/ticket.v1.LockService/Acquire"}`
-			seen := metric(t, addr, deadlines)
+			seen := metric(t, c, l, deadlines)
 
 			for _, f := range fs {
 				c.Stop(f)
@@ -39,7 +38,7 @@ func TestGhostRelease(t *testing.T) {
 			_, err := c.Lock(l).Acquire(ctx, &ticketv1.AcquireRequest{Key: "ghost", LeaseMs: lease.Milliseconds(), Owner: "gone"})
 			cancel()
 			requireCode(t, connect.CodeDeadlineExceeded, err)
-			eventually(t, func() bool { return metric(t, addr, deadlines) > seen }, "the leader saw its client go")
+			eventually(t, func() bool { return metric(t, c, l, deadlines) > seen }, "the leader saw its client go")
 			for _, f := range fs {
 				c.Cont(f)
 			}
@@ -68,7 +67,7 @@ func TestGhostRelease(t *testing.T) {
 			got, err := c.Lock(l).GetLock(ctxT(t), &ticketv1.GetLockRequest{Key: "ghost"})
 			require.NoError(t, err)
 			require.False(t, got.GetHeld())
-			require.Equal(t, 1.0, metric(t, addr, "ticketd_ghost_releases_total"))
+			require.Equal(t, 1.0, metric(t, c, l, "ticketd_ghost_releases_total"))
 			return
 		}
 		t.Fatal("three inconclusive attempts: the leader never committed a grant after its client left")

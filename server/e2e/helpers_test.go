@@ -1,14 +1,13 @@
 package e2e_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,26 +165,20 @@ func postJSON(t *testing.T, addr, procedure, body string) (int, map[string]any) 
 }
 
 // metric reads one sample (name with its labels, exactly as exposed) from
-// node addr's /metrics; 0 when absent.
-func metric(t *testing.T, addr, name string) float64 {
+// node i's /metrics; 0 when absent (a labelled counter not yet incremented).
+func metric(t *testing.T, c *ticketdtest.Cluster, i int, name string) float64 {
 	t.Helper()
-	res, err := http.Get("http://" + addr + "/metrics")
-	require.NoError(t, err)
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(t, err)
-			return f
-		}
+	v, err := c.Metric(i, name)
+	if errors.Is(err, ticketdtest.ErrNoMetric) {
+		return 0
 	}
-	return 0
+	require.NoError(t, err)
+	return v
 }
 
-func waitWaiters(t *testing.T, addr string, n int) {
+func waitWaiters(t *testing.T, c *ticketdtest.Cluster, i, n int) {
 	t.Helper()
-	eventually(t, func() bool { return metric(t, addr, "ticketd_waiters") == float64(n) }, fmt.Sprintf("%d waiters", n))
+	eventually(t, func() bool { return metric(t, c, i, "ticketd_waiters") == float64(n) }, fmt.Sprintf("%d waiters", n))
 }
 
 type acquired struct {

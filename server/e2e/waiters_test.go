@@ -29,7 +29,6 @@ func TestWaitersFIFO(t *testing.T) {
 		c := start(t, backend)
 		ctx := ctxT(t)
 		l := c.Leader(t)
-		addr := c.Node(l).APIAddr
 		lead := c.Lock(l)
 
 		h, err := lead.Acquire(ctx, &ticketv1.AcquireRequest{Key: "fifo", LeaseMs: 60_000, Owner: "h"})
@@ -37,17 +36,17 @@ func TestWaitersFIFO(t *testing.T) {
 		out := make(chan acquired, 3)
 		w2ctx, cancelW2 := context.WithCancel(ctx)
 		acquireAsync(ctx, c.Lock(follower(t, c)), "w1", &ticketv1.AcquireRequest{Key: "fifo", LeaseMs: 60_000, Owner: "w1", Wait: true}, out)
-		waitWaiters(t, addr, 1)
+		waitWaiters(t, c, l, 1)
 		acquireAsync(w2ctx, lead, "w2", &ticketv1.AcquireRequest{Key: "fifo", LeaseMs: 60_000, Owner: "w2", Wait: true}, out)
-		waitWaiters(t, addr, 2)
+		waitWaiters(t, c, l, 2)
 		acquireAsync(ctx, lead, "w3", &ticketv1.AcquireRequest{Key: "fifo", LeaseMs: 60_000, Owner: "w3", Wait: true}, out)
-		waitWaiters(t, addr, 3)
+		waitWaiters(t, c, l, 3)
 
 		cancelW2()
 		a := recv(t, out)
 		assert.Equal(t, "w2", a.name)
 		requireCode(t, connect.CodeCanceled, a.err)
-		waitWaiters(t, addr, 2)
+		waitWaiters(t, c, l, 2)
 
 		_, err = lead.Release(ctx, &ticketv1.ReleaseRequest{Key: "fifo", Token: h.GetToken()})
 		require.NoError(t, err)
