@@ -2,7 +2,8 @@
 # `go test ./...` at a go.work root with no root module does not work.
 MODULES := core backends server sdk bench faults
 GO      ?= go
-BACKEND ?= hashicorp
+# Empty BACKEND: the backend the data dir was made with, else hashicorp.
+BACKEND ?=
 # Test timeout per module; the whole `make test` is kept under 10 minutes on 2 cores.
 TEST_TIMEOUT ?= 8m
 DURATION ?= 30m

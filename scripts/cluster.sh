@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cluster.sh — start a local three-node ticketd cluster (what `make run` runs).
 #
-#   BACKEND=hashicorp|etcd  consensus backend (default hashicorp)
+#   BACKEND=hashicorp|etcd  consensus backend (default: the one $DATA was made
+#                           with, else hashicorp)
 #   DATA=./data             data root: node data in $DATA/nX, logs in $DATA/nX.log
 #   TICKETD=bin/ticketd     the ticketd binary
 #
@@ -12,8 +13,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BACKEND=${BACKEND:-hashicorp}
 DATA=${DATA:-data}
+if [[ -z ${BACKEND:-} && -f $DATA/BACKEND ]]; then
+	BACKEND=$(cat "$DATA/BACKEND")
+fi
+BACKEND=${BACKEND:-hashicorp}
 TICKETD=${TICKETD:-bin/ticketd}
 IDS=(n1 n2 n3)
 API=(127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003)
@@ -32,7 +36,7 @@ esac
 mkdir -p "$DATA"
 # Data made by one backend cannot be read by the other.
 if [[ -f $DATA/BACKEND && $(cat "$DATA/BACKEND") != "$BACKEND" ]]; then
-	echo "cluster.sh: $DATA/ holds a $(cat "$DATA/BACKEND") cluster; use BACKEND=$(cat "$DATA/BACKEND"), or 'make clean' to start over with $BACKEND" >&2
+	echo "cluster.sh: $DATA/ holds a cluster made with the $(cat "$DATA/BACKEND") backend; use BACKEND=$(cat "$DATA/BACKEND"), or 'make clean' to start over with $BACKEND" >&2
 	exit 1
 fi
 echo "$BACKEND" >"$DATA/BACKEND"

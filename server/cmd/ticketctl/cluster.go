@@ -109,7 +109,11 @@ func newStatusCmd(g *globals) *cobra.Command {
 				return statusOf(st), nil
 			}, func(w io.Writer, v any) {
 				s := v.(statusJSON)
-				fmt.Fprintf(w, "leader:        %s (%s)\n", s.LeaderID, s.LeaderAddr)
+				if s.LeaderID == "" {
+					fmt.Fprintf(w, "leader:        none known (election in progress or no quorum)\n")
+				} else {
+					fmt.Fprintf(w, "leader:        %s (%s)\n", s.LeaderID, s.LeaderAddr)
+				}
 				fmt.Fprintf(w, "backend:       %s\n", s.Backend)
 				fmt.Fprintf(w, "term:          %d\n", s.Term)
 				fmt.Fprintf(w, "commit index:  %d\n", s.CommitIndex)

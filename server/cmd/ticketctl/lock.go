@@ -147,7 +147,7 @@ func newGetCmd(g *globals) *cobra.Command {
 					return
 				}
 				fmt.Fprintf(w, "%q held: token %d ttl %v remaining %v owner %q\n", l.Key, l.Token,
-					durationOf(l.TTLMs), durationOf(l.RemainingMs), l.Owner)
+					durationOf(l.TTLMs), remainingOf(l.RemainingMs), l.Owner)
 			})
 		},
 	}
@@ -185,7 +185,7 @@ func newListCmd(g *globals) *cobra.Command {
 				tw := newTable(w, "KEY\tTOKEN\tTTL\tREMAINING\tOWNER")
 				for _, l := range v.(listJSON).Locks {
 					fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%s\n", l.Key, l.Token,
-						durationOf(l.TTLMs), durationOf(l.RemainingMs), l.Owner)
+						durationOf(l.TTLMs), remainingOf(l.RemainingMs), l.Owner)
 				}
 				_ = tw.Flush()
 			})

@@ -133,3 +133,12 @@ func newTable(w io.Writer, header string) *tabwriter.Writer {
 
 // durationOf turns a JSON millisecond count back into a Duration, for text.
 func durationOf(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// remainingOf renders a lease's remaining_ms: the API sends -1 when it is
+// unknown (a stale read served by a follower, which keeps no deadlines).
+func remainingOf(ms int64) string {
+	if ms < 0 {
+		return "unknown (stale read)"
+	}
+	return durationOf(ms).String()
+}

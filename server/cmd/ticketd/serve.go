@@ -62,9 +62,12 @@ func newLogger(c config.Log) (*zap.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Production settings in both formats: development mode would attach a
+	// stack trace to every warning (elections included) and panic on DPanic.
 	zc := zap.NewProductionConfig()
 	if c.Format == "console" {
-		zc = zap.NewDevelopmentConfig()
+		zc.Encoding = "console"
+		zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 		zc.EncoderConfig.EncodeLevel = zapcore.CapitalLevelEncoder
 	}
 	zc.Level = zap.NewAtomicLevelAt(lvl)
