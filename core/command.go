@@ -145,6 +145,10 @@ type Result struct {
 	LeaseMS int64
 	// Existed is true when an Expire removed a lock (Expired).
 	Existed bool
+	// Created is true when a Grant created the lock (Granted), and false when
+	// it returned the lock its owner already held (an idempotent retry). Only a
+	// grant that created its lock may be released as a ghost (DESIGN.md, Leases).
+	Created bool
 }
 
 // Lock is one held lock in the lock table, as Get, Range and Ascend return it

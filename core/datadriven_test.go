@@ -115,6 +115,9 @@ func TestApplyScripts(t *testing.T) {
 func formatResult(r core.Result) string {
 	switch r.Outcome {
 	case core.OutcomeGranted:
+		if !r.Created {
+			return fmt.Sprintf("granted token=%d lease_ms=%d existing", r.Token, r.LeaseMS)
+		}
 		return fmt.Sprintf("granted token=%d lease_ms=%d", r.Token, r.LeaseMS)
 	case core.OutcomeGrantRejected:
 		return fmt.Sprintf("grant-rejected holder_token=%d", r.Token)

@@ -237,7 +237,7 @@ func (m *model) apply(index uint64, c core.Command) core.Result {
 		if !ok {
 			m.lastToken++
 			m.locks[c.Key] = core.Lock{Key: c.Key, Token: m.lastToken, LeaseMS: c.LeaseMS, Owner: c.Owner}
-			return core.Result{Outcome: core.OutcomeGranted, Token: m.lastToken, LeaseMS: c.LeaseMS}
+			return core.Result{Outcome: core.OutcomeGranted, Token: m.lastToken, LeaseMS: c.LeaseMS, Created: true}
 		}
 		if held.Owner == c.Owner {
 			return core.Result{Outcome: core.OutcomeGranted, Token: held.Token, LeaseMS: held.LeaseMS}

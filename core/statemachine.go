@@ -129,7 +129,7 @@ func (s *StateMachine) grant(cmd Command) Result {
 		return Result{Outcome: OutcomeGrantRejected, Token: held.Token}
 	}
 	s.lastToken = lock.Token
-	return Result{Outcome: OutcomeGranted, Token: lock.Token, LeaseMS: lock.LeaseMS}
+	return Result{Outcome: OutcomeGranted, Token: lock.Token, LeaseMS: lock.LeaseMS, Created: true}
 }
 
 // removeIfHeld deletes key when it is held with token; a late or duplicated

@@ -45,7 +45,13 @@ func snapshotBytes(t testing.TB, sm *core.StateMachine) []byte {
 	return buf.Bytes()
 }
 
+// granted is the Result of a Grant that created its lock.
 func granted(token uint64, leaseMS int64) core.Result {
+	return core.Result{Outcome: core.OutcomeGranted, Token: token, LeaseMS: leaseMS, Created: true}
+}
+
+// regranted is the Result of an idempotent retry: the owner's existing lock.
+func regranted(token uint64, leaseMS int64) core.Result {
 	return core.Result{Outcome: core.OutcomeGranted, Token: token, LeaseMS: leaseMS}
 }
 
@@ -92,7 +98,7 @@ func TestApplyCommandTable(t *testing.T) {
 			name:          "grant_held_by_same_owner_is_idempotent",
 			setup:         []core.Command{core.Grant("a", 1000, "o1")},
 			cmd:           core.Grant("a", 5000, "o1"),
-			want:          granted(1, 1000), // the same lock, lease unchanged
+			want:          regranted(1, 1000), // the same lock, lease unchanged
 			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1")},
 			wantLastToken: 1,
 		},
