@@ -35,6 +35,13 @@ type Config struct {
 	// node, in order, from one backend goroutine. IsLeader=true is delivered only
 	// after this node's barrier entry of the new term is applied.
 	OnLeaderChange func(core.LeaderEvent)
+	// OnFatal, if set, is called once when this node's Raft can no longer go
+	// on (an apply error that would fork the state, a storage failure such as
+	// a full disk, a panicked Raft loop, a damaged log). After it the backend
+	// refuses every Propose and ReadIndex with core.ErrStopped; the caller is
+	// expected to report NOT_SERVING and exit non-zero (fail-stop: never
+	// half-alive). Called from a backend goroutine; it must not block.
+	OnFatal func(error)
 	// SnapshotThreshold is how many applied entries trigger a snapshot and log
 	// compaction. Default 8192.
 	SnapshotThreshold uint64

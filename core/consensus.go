@@ -27,6 +27,12 @@ type Status struct {
 	Term         uint64
 	CommitIndex  uint64
 	AppliedIndex uint64
+	// RecoveredCommitIndex is the highest log index this node had durably
+	// recorded as committed (or applied) before its latest start. Until
+	// AppliedIndex reaches it the node is replaying its log: its state is
+	// older than the state it served before it stopped, so it must not serve
+	// stale reads (they would go backwards).
+	RecoveredCommitIndex uint64
 	// Members is the latest Raft configuration, sorted by ID.
 	Members []Member
 }
