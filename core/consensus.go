@@ -86,3 +86,14 @@ type Membership interface {
 	// up-to-date voter when id is empty (Raft thesis §3.10).
 	TransferLeadership(ctx context.Context, id string) error
 }
+
+// TermConfirmer is an optional capability of a Consensus, found by type
+// assertion (the hashicorp/raft WithPreVote style): a ReadIndex that also says
+// which term the quorum confirmed. The lessor uses it so that an expiry round
+// decided under one leadership epoch proposes nothing once that epoch has
+// ended (a stale round after demote and re-promote).
+type TermConfirmer interface {
+	// ConfirmTerm is ReadIndex that returns the term in which leadership was
+	// confirmed by a quorum. Errors are ReadIndex's.
+	ConfirmTerm(ctx context.Context) (term uint64, err error)
+}
