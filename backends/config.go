@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -55,16 +56,57 @@ type Config struct {
 	ElectionTimeout time.Duration
 	// Logger receives the backend's logs; nil means zap.NewNop().
 	Logger *zap.Logger
+	// PeerTLS, if set, secures every peer connection of this node (Raft
+	// traffic of both backends) with mutual TLS 1.3; nil keeps peer traffic
+	// plaintext (safe on loopback only). It must hold:
+	//   - Certificates (or GetCertificate/GetClientCertificate): this node's
+	//     certificate and key, signed by the peer CA, valid for both server and
+	//     client auth (ExtKeyUsageServerAuth and ExtKeyUsageClientAuth), with
+	//     the host of RaftAddr among its SANs;
+	//   - ClientCAs and RootCAs: the peer CA pool (usually the same pool);
+	//   - ClientAuth: tls.RequireAndVerifyClientCert.
+	// The backend uses it as is to accept connections, and a clone to dial
+	// (ServerName set to the dialled host). MinVersion is raised to TLS 1.3
+	// on both sides. A peer with no certificate, or one from another CA, is
+	// refused at the handshake and logged (etcd --peer-client-cert-auth,
+	// Consul verify_incoming). Validate refuses a PeerTLS with no certificate,
+	// no CA pool or a ClientAuth weaker than RequireAndVerifyClientCert.
+	// The backend never modifies the value given.
+	PeerTLS *tls.Config
+	// MaxMessageBytes bounds, in bytes, every length read from a peer socket
+	// (a Raft message, a snapshot chunk, a frame): a declared length above it
+	// is refused before any allocation and the connection is closed. Zero
+	// means DefaultMaxMessageBytes (64 MiB); Validate accepts
+	// [MinMaxMessageBytes, MaxMaxMessageBytes].
+	MaxMessageBytes int
 	// DropMessage is a fault-injection hook for tests (nil in production): when
 	// it returns true, a message from node `from` to node `to` is dropped by the
 	// sender's transport, as a network partition would drop it.
 	DropMessage func(from, to string) bool
 }
 
+// Bounds of Config.MaxMessageBytes, in bytes.
+const (
+	// DefaultMaxMessageBytes is the MaxMessageBytes used when it is zero:
+	// 64 MiB, larger than any batch of lock commands and than the default
+	// snapshot chunk.
+	DefaultMaxMessageBytes = 64 << 20
+	// MinMaxMessageBytes is the smallest accepted MaxMessageBytes (1 MiB):
+	// below it a snapshot of a modest lock table could not be sent.
+	MinMaxMessageBytes = 1 << 20
+	// MaxMaxMessageBytes is the largest accepted MaxMessageBytes (1 GiB).
+	MaxMaxMessageBytes = 1 << 30
+)
+
 // Sentinel errors of Config.Validate.
 var (
 	// ErrInvalidConfig: a Config field is missing or out of range.
 	ErrInvalidConfig = errors.New("backends: invalid config")
+	// ErrInsecureDataDir: the data dir is writable by group or others, so
+	// another local user could rewrite the Raft log or snapshots; the node
+	// refuses to start on it (PrepareDataDir). The error is a
+	// *DataDirModeError naming the dir and its mode.
+	ErrInsecureDataDir = errors.New("backends: data dir is writable by group or others")
 )
 
 // DefaultConfig returns a Config with every optional field at its default.
@@ -98,6 +140,9 @@ func (c Config) WithDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	return c
 }
 
@@ -116,6 +161,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
 	case c.ElectionTimeout != 0 && c.HeartbeatInterval != 0 && c.ElectionTimeout < 2*c.HeartbeatInterval:
 		return fmt.Errorf("%w: ElectionTimeout %v must be at least twice HeartbeatInterval %v", ErrInvalidConfig, c.ElectionTimeout, c.HeartbeatInterval)
+	case c.MaxMessageBytes != 0 && (c.MaxMessageBytes < MinMaxMessageBytes || c.MaxMessageBytes > MaxMaxMessageBytes):
+		return fmt.Errorf("%w: MaxMessageBytes %d outside [%d, %d] bytes", ErrInvalidConfig, c.MaxMessageBytes, MinMaxMessageBytes, MaxMaxMessageBytes)
+	}
+	if err := validatePeerTLS(c.PeerTLS); err != nil {
+		return err
 	}
 	if len(c.Bootstrap) > 0 {
 		found := false

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ticketd/ticketd/backends"
 )
 
 // transportTimeout bounds each network I/O of the TCP transport (InstallSnapshot
@@ -16,25 +18,38 @@ const transportTimeout = 10 * time.Second
 // transportMaxPool is how many idle TCP connections are kept per peer.
 const transportMaxPool = 3
 
-// newTransport listens on bindAddr and advertises advertise to peers. When
-// drop is non-nil the transport is wrapped by a dropTransport.
-func newTransport(id, bindAddr, advertise string, drop func(from, to string) bool, logger *zapHCLog) (raft.Transport, io.Closer, error) {
-	adv, err := net.ResolveTCPAddr("tcp", advertise)
+// newTransport listens on cfg.BindAddr and advertises cfg.RaftAddr to peers:
+// over plain TCP when cfg.PeerTLS is nil, over mutual TLS 1.3 (a
+// tlsStreamLayer) when it is set. When cfg.DropMessage is non-nil the
+// transport is wrapped by a dropTransport.
+func newTransport(cfg backends.Config, logger *zapHCLog) (raft.Transport, io.Closer, error) {
+	adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("hashicorp: resolve raft address %q: %w", advertise, err)
+		return nil, nil, fmt.Errorf("hashicorp: resolve raft address %q: %w", cfg.RaftAddr, err)
 	}
-	nt, err := raft.NewTCPTransportWithConfig(bindAddr, adv, &raft.NetworkTransportConfig{
+	tc := &raft.NetworkTransportConfig{
 		Logger:  logger.Named("transport"),
 		MaxPool: transportMaxPool,
 		Timeout: transportTimeout,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("hashicorp: listen on %q: %w", bindAddr, err)
 	}
-	if drop == nil {
+	var nt *raft.NetworkTransport
+	if cfg.PeerTLS == nil {
+		nt, err = raft.NewTCPTransportWithConfig(cfg.BindAddr, adv, tc)
+	} else {
+		var sl *tlsStreamLayer
+		sl, err = newTLSStreamLayer(cfg.BindAddr, adv, cfg.PeerTLS, logger.z.Named("transport"))
+		if err == nil {
+			tc.Stream = sl
+			nt = raft.NewNetworkTransportWithConfig(tc)
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("hashicorp: listen on %q: %w", cfg.BindAddr, err)
+	}
+	if cfg.DropMessage == nil {
 		return nt, nt, nil
 	}
-	return &dropTransport{NetworkTransport: nt, from: id, drop: drop}, nt, nil
+	return &dropTransport{NetworkTransport: nt, from: cfg.ID, drop: cfg.DropMessage}, nt, nil
 }
 
 // dropTransport is the fault-injecting wrapper behind backends.Config.DropMessage:

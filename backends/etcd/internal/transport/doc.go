@@ -1,6 +1,19 @@
 // Package transport carries etcd raft messages (raftpb.Message) between the
-// nodes of a ticketd cluster over HTTP/2 cleartext (h2c), in place of etcd's
-// rafthttp, which would drag in all of etcd's server module.
+// nodes of a ticketd cluster over HTTP/2, in place of etcd's rafthttp, which
+// would drag in all of etcd's server module: cleartext (h2c) by default, or
+// HTTP/2 over mutual TLS 1.3 when Config.TLS is set (etcd's
+// --peer-client-cert-auth: both sides present a certificate of the peer CA;
+// a plaintext client, one without a certificate or one from another CA is
+// refused at the handshake and the refusal logged at Warn).
+//
+// Every length read from a peer is bounded by Config.MaxMessageBytes before
+// anything is allocated for it (a declared 1 GiB message ends the stream with
+// ErrTooLarge); below the bound, memory grows with the bytes that arrive,
+// not with the length declared.
+//
+// The sender headers are an unverified claim: the receiver hands them to
+// Deliver, but a node must never take a member's address from them (the etcd
+// backend keeps its address book from replicated membership only).
 //
 // Each peer has one ordered, bounded send queue drained by one goroutine
 // into one long-lived stream: a POST to /raft/v1/stream whose request body
@@ -41,7 +54,7 @@
 //
 // Example:
 //
-//	tr, err := transport.New(transport.Config{NodeID: 1, ID: "n1", Addr: addr, BindAddr: addr, Deliver: deliver})
+//	tr, err := transport.New(transport.Config{NodeID: 1, ID: "n1", Addr: addr, BindAddr: addr, Deliver: deliver, TLS: peerTLS})
 //	if err != nil {
 //		return err
 //	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/ticketd/ticketd/backends"
 )
 
 // Sentinel errors of package transport. Compare with errors.Is.
@@ -32,6 +35,10 @@ var (
 	// ErrMisdirected: the receiver is not the node the request was addressed
 	// to (the sender holds a stale address).
 	ErrMisdirected = errors.New("transport: misdirected request")
+	// ErrTooLarge: a peer declared a message (or sent a batch) larger than
+	// Config.MaxMessageBytes; it is refused before anything is allocated
+	// for it, and the stream or request is ended.
+	ErrTooLarge = errors.New("transport: message too large")
 )
 
 // URL paths: StreamPath carries a peer's long-lived message stream (one POST
@@ -55,11 +62,21 @@ const (
 	DefaultMaxBatchBytes   = 4 << 20
 	DefaultSendTimeout     = 5 * time.Second
 	DefaultSnapshotTimeout = time.Minute
-	maxBodyBytes           = 1 << 30
-	redialBackoff          = 50 * time.Millisecond
+	// DefaultMaxMessageBytes bounds one received message when
+	// Config.MaxMessageBytes is zero: 64 MiB.
+	DefaultMaxMessageBytes = 64 << 20
+	// readChunk is how much of a declared message is allocated at a time:
+	// memory grows with the bytes that actually arrive, never with the
+	// length a peer declares.
+	readChunk     = 64 << 10
+	redialBackoff = 50 * time.Millisecond
 )
 
-// Sender names the node a batch came from, as its request headers say.
+// Sender names the node a batch came from, as its request headers say: an
+// unverified claim. The receiver must never take a member's address from it
+// (addresses come from replicated membership); only a node in no
+// configuration yet uses it to answer a leader it does not know (see the
+// etcd backend's joinRoute).
 type Sender struct {
 	// ID is the sender's member id; Addr its advertised raft address.
 	ID   string
@@ -102,6 +119,17 @@ type Config struct {
 	// Defaults 5s and 1m.
 	SendTimeout     time.Duration
 	SnapshotTimeout time.Duration
+	// TLS, if set, is backends.Config.PeerTLS: the transport then serves and
+	// dials HTTP/2 over TLS 1.3 only, with client certificates required and
+	// verified against the peer CA (backends.PeerServerTLS and
+	// backends.PeerClientTLS); plaintext and unverified peers are refused at
+	// the handshake and logged. Nil: h2c, as before.
+	TLS *tls.Config
+	// MaxMessageBytes bounds every length read from a peer, in bytes: one
+	// message on a stream, one POSTed batch. Larger declared lengths are
+	// refused with ErrTooLarge before any allocation. Default
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
 }
 
 // Transport sends and receives raft messages. Send, SetPeer and RemovePeer
@@ -109,6 +137,7 @@ type Config struct {
 // any one goroutine; Close from any.
 type Transport struct {
 	cfg    Config
+	scheme string // "http://" (h2c) or "https://" (TLS)
 	log    *zap.Logger
 	ln     net.Listener
 	srv    *http.Server
@@ -144,15 +173,32 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.SnapshotTimeout <= 0 {
 		cfg.SnapshotTimeout = DefaultSnapshotTimeout
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	ln, err := net.Listen("tcp", cfg.BindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("transport: listen %s: %w", cfg.BindAddr, err)
 	}
 	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	var clientProtocols http.Protocols
+	var serverTLS, clientTLS *tls.Config
+	if cfg.TLS == nil {
+		protocols.SetHTTP1(true)
+		protocols.SetUnencryptedHTTP2(true)
+		clientProtocols.SetUnencryptedHTTP2(true) // h2c with prior knowledge
+	} else {
+		protocols.SetHTTP2(true)
+		clientProtocols.SetHTTP2(true)
+		serverTLS = backends.PeerServerTLS(cfg.TLS)
+		serverTLS.NextProtos = []string{"h2"}
+		clientTLS = backends.PeerClientTLS(cfg.TLS, "") // http.Transport sets ServerName per host
+		clientTLS.NextProtos = []string{"h2"}
+		ln = tls.NewListener(ln, serverTLS)
+	}
 	t := &Transport{
 		cfg:     cfg,
+		scheme:  "http://",
 		log:     cfg.Logger.Named("transport"),
 		ln:      ln,
 		peers:   map[uint64]*peer{},
@@ -160,20 +206,31 @@ func New(cfg Config) (*Transport, error) {
 		stop:    make(chan struct{}),
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
+	errorLog, err := zap.NewStdLogAt(t.log, zap.WarnLevel)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("transport: error log: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+Path, t.serveBatch)
 	mux.HandleFunc("POST "+StreamPath, t.serveStream)
 	t.srv = &http.Server{
 		Handler:           mux,
 		Protocols:         &protocols,
+		TLSConfig:         serverTLS,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          zap.NewStdLog(t.log),
+		MaxHeaderBytes:    16 << 10,
+		// Refused handshakes ("http: TLS handshake error from ...") are
+		// logged at Warn: someone without a peer certificate knocked.
+		ErrorLog: errorLog,
 	}
-	var clientProtocols http.Protocols
-	clientProtocols.SetUnencryptedHTTP2(true) // h2c with prior knowledge
+	if cfg.TLS != nil {
+		t.scheme = "https://"
+	}
 	t.client = &http.Client{Transport: &http.Transport{
-		Protocols:   &clientProtocols,
-		DialContext: (&net.Dialer{Timeout: cfg.SendTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		Protocols:       &clientProtocols,
+		TLSClientConfig: clientTLS,
+		DialContext:     (&net.Dialer{Timeout: cfg.SendTimeout, KeepAlive: 30 * time.Second}).DialContext,
 	}}
 	t.wg.Add(1)
 	go func() {
@@ -288,7 +345,7 @@ func encodeBatch(batch [][]byte) []byte {
 
 // newRequest builds a POST to p at path with the sender headers.
 func (t *Transport) newRequest(ctx context.Context, p *peer, path string, body io.Reader) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+*p.addr.Load()+path, body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.scheme+*p.addr.Load()+path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -336,8 +393,17 @@ func (t *Transport) serveBatch(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, ErrMisdirected.Error(), http.StatusMisdirectedRequest)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if r.ContentLength > int64(t.cfg.MaxMessageBytes) {
+		http.Error(w, fmt.Sprintf("%v: batch of %d bytes", ErrTooLarge, r.ContentLength), http.StatusRequestEntityTooLarge)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(t.cfg.MaxMessageBytes)))
 	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, ErrTooLarge.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -381,9 +447,12 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		msgs = msgs[:0]
 		for len(msgs) == 0 || (br.Buffered() > 0 && len(msgs) < 1024) {
-			m, err := readMessage(br)
+			m, err := readMessage(br, t.cfg.MaxMessageBytes)
 			if err != nil {
-				if !errors.Is(err, io.EOF) && r.Context().Err() == nil {
+				switch {
+				case errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBadBatch):
+					t.log.Warn("refused peer stream", zap.String("remote", r.RemoteAddr), zap.Error(err))
+				case !errors.Is(err, io.EOF) && r.Context().Err() == nil:
 					t.log.Debug("read stream", zap.String("from", from.ID), zap.Error(err))
 				}
 				return
@@ -401,17 +470,20 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readMessage reads one uvarint-length-prefixed message from br.
-func readMessage(br *bufio.Reader) (*pb.Message, error) {
+// readMessage reads one uvarint-length-prefixed message from br. A declared
+// length above limit (bytes) fails with ErrTooLarge before anything is
+// allocated; below it, the buffer grows by readChunk as bytes arrive, so a
+// peer that declares a large message and sends little costs little.
+func readMessage(br *bufio.Reader, limit int) (*pb.Message, error) {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
 		return nil, err
 	}
-	if n > maxBodyBytes {
-		return nil, fmt.Errorf("%w: message of %d bytes", ErrBadBatch, n)
+	if n > uint64(limit) {
+		return nil, fmt.Errorf("%w: declared %d bytes, limit %d", ErrTooLarge, n, limit)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(br, b); err != nil {
+	b, err := readN(br, int(n))
+	if err != nil {
 		return nil, err
 	}
 	m := &pb.Message{}
@@ -419,6 +491,26 @@ func readMessage(br *bufio.Reader) (*pb.Message, error) {
 		return nil, fmt.Errorf("%w: %v", ErrBadBatch, err)
 	}
 	return m, nil
+}
+
+// readN reads exactly n bytes from r into a buffer grown readChunk at a time.
+// A short read is io.ErrUnexpectedEOF.
+func readN(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, 0, min(n, readChunk))
+	for len(b) < n {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(n-len(b), max(len(b), readChunk)))
+		}
+		m, err := r.Read(b[len(b):min(cap(b), n)])
+		b = b[:len(b)+m]
+		if err != nil && len(b) < n {
+			if errors.Is(err, io.EOF) {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // DecodeBatch parses a request body: repeated uvarint length + marshalled

@@ -1,0 +1,202 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ticketd/ticketd/backends/backendtest"
+)
+
+func startTLS(t *testing.T, id uint64, name string, in *inbox, cfg *tls.Config, log *zap.Logger) *Transport {
+	t.Helper()
+	tr, err := New(Config{NodeID: id, ID: name, Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0", Deliver: in.deliver, QueueSize: 64, TLS: cfg, Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, tr.Close()) })
+	return tr
+}
+
+// TestTLSPeersExchangeMessages: two transports with certificates of one CA
+// talk HTTP/2 over mutual TLS.
+func TestTLSPeersExchangeMessages(t *testing.T) {
+	pki := backendtest.NewPKI(t, "peer CA")
+	in := newInbox()
+	a := startTLS(t, 1, "a", newInbox(), pki.PeerTLS(t, "a"), nil)
+	b := startTLS(t, 2, "b", in, pki.PeerTLS(t, "b"), nil)
+	a.SetPeer(2, b.Addr().String())
+	for i := uint64(1); i <= 3; i++ {
+		require.True(t, a.Send(msg(2, pb.MessageType_MsgApp, i)))
+	}
+	got := in.wait(t, 3)
+	for i, m := range got {
+		require.Equal(t, uint64(i+1), m.GetIndex())
+	}
+}
+
+// TestTLSRefusesStrangers: a plaintext h2c client, a TLS client without a
+// certificate and one with a certificate from another CA cannot deliver a
+// message to a TLS transport; each refusal is logged.
+func TestTLSRefusesStrangers(t *testing.T) {
+	pki := backendtest.NewPKI(t, "peer CA")
+	other := backendtest.NewPKI(t, "another CA")
+	in := newInbox()
+	obs, logs := observer.New(zap.WarnLevel)
+	tr := startTLS(t, 2, "b", in, pki.PeerTLS(t, "b"), zap.New(obs))
+	addr := tr.Addr().String()
+	foreign := other.NodeCert(t, "mallory")
+
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	var h2 http.Protocols
+	h2.SetHTTP2(true)
+	for _, tc := range []struct {
+		name   string
+		scheme string
+		rt     *http.Transport
+	}{
+		{"plaintext_h2c", "http://", &http.Transport{Protocols: &h2c}},
+		{"no_client_certificate", "https://", &http.Transport{Protocols: &h2, TLSClientConfig: &tls.Config{RootCAs: pki.Pool}}},
+		{"certificate_from_another_ca", "https://", &http.Transport{Protocols: &h2, TLSClientConfig: &tls.Config{
+			RootCAs: pki.Pool,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				return &foreign, nil
+			},
+		}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.rt.CloseIdleConnections()
+			body := encodeBatch([][]byte{mustMarshal(t, msg(2, pb.MessageType_MsgVote, 1))})
+			req, err := http.NewRequest(http.MethodPost, tc.scheme+addr+Path, bytes.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set(headerTo, "2")
+			resp, err := (&http.Client{Transport: tc.rt, Timeout: 10 * time.Second}).Do(req)
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("forged batch accepted: %s", resp.Status)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+	in.mu.Lock()
+	require.Zero(t, len(in.msgs), "messages delivered from strangers")
+	in.mu.Unlock()
+	require.Eventually(t, func() bool { return logs.FilterMessageSnippet("TLS handshake error").Len() >= 3 },
+		10*time.Second, 10*time.Millisecond, "refused handshakes not logged")
+}
+
+func mustMarshal(t *testing.T, m *pb.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+// totalAlloc returns the bytes allocated by the process so far.
+func totalAlloc() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
+}
+
+// TestReadMessageBoundsDeclaredLength: a declared length above the limit is
+// refused before allocation, and one below it costs memory only for the
+// bytes that arrive.
+func TestReadMessageBoundsDeclaredLength(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		declared uint64
+		want     error
+	}{
+		{"one_gib_over_limit", 1 << 30, ErrTooLarge},
+		{"under_limit_but_truncated", 48 << 20, io.ErrUnexpectedEOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wire := protowire.AppendVarint(nil, tc.declared)
+			wire = append(wire, "only a few bytes"...)
+			before := totalAlloc()
+			_, err := readMessage(bufio.NewReader(bytes.NewReader(wire)), DefaultMaxMessageBytes)
+			allocated := totalAlloc() - before
+			require.ErrorIs(t, err, tc.want)
+			require.Less(t, allocated, uint64(1<<20), "bytes allocated for a %d-byte declaration", tc.declared)
+		})
+	}
+}
+
+// TestOversizedStreamMessageIsRefused: a peer that opens a stream and
+// declares a 1 GiB message has its stream ended without the transport
+// allocating the message, and nothing is delivered; the refusal is logged.
+func TestOversizedStreamMessageIsRefused(t *testing.T) {
+	in := newInbox()
+	obs, logs := observer.New(zap.WarnLevel)
+	tr, err := New(Config{NodeID: 2, ID: "b", Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0", Deliver: in.deliver, Logger: zap.New(obs)})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, tr.Close()) })
+
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	rt := &http.Transport{Protocols: &h2c}
+	defer rt.CloseIdleConnections()
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+tr.Addr().String()+StreamPath, pr)
+	require.NoError(t, err)
+	req.Header.Set(headerTo, strconv.Itoa(2))
+	before := totalAlloc()
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	go func() {
+		_, _ = pw.Write(protowire.AppendVarint(nil, 1<<30))
+		_, _ = pw.Write(bytes.Repeat([]byte{'x'}, 1024))
+		// Keep the body open: only the receiver may end the stream.
+	}()
+	_, err = io.Copy(io.Discard, resp.Body)
+	_ = pw.Close()
+	require.NoError(t, ctx.Err(), "stream still open after a 1 GiB declaration (read: %v)", err)
+	require.Less(t, totalAlloc()-before, uint64(256<<20), "bytes allocated while refusing a 1 GiB message")
+	require.Eventually(t, func() bool {
+		return logs.FilterMessage("refused peer stream").Len() == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	var tooLarge bool
+	for _, e := range logs.FilterMessage("refused peer stream").All() {
+		if err, ok := e.ContextMap()["error"].(string); ok && bytes.Contains([]byte(err), []byte("too large")) {
+			tooLarge = true
+		}
+	}
+	require.True(t, tooLarge, "refusal does not say the message is too large")
+	in.mu.Lock()
+	require.Zero(t, len(in.msgs))
+	in.mu.Unlock()
+}
+
+// TestOversizedBatchIsRefused: a POSTed batch longer than MaxMessageBytes is
+// answered 413 without being read.
+func TestOversizedBatchIsRefused(t *testing.T) {
+	in := newInbox()
+	tr, err := New(Config{NodeID: 2, ID: "b", Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0", Deliver: in.deliver, MaxMessageBytes: 1 << 20})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, tr.Close()) })
+	req, err := http.NewRequest(http.MethodPost, "http://"+tr.Addr().String()+Path, bytes.NewReader(make([]byte, 2<<20)))
+	require.NoError(t, err)
+	req.Header.Set(headerTo, "2")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+}

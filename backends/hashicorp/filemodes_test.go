@@ -1,0 +1,13 @@
+//go:build unix
+
+package hashicorp_test
+
+import (
+	"testing"
+
+	"github.com/ticketd/ticketd/backends/backendtest"
+)
+
+func TestFileModes(t *testing.T) {
+	backendtest.RunFileModes(t, newNode, true)
+}
