@@ -8,34 +8,60 @@ import (
 	"github.com/ticketd/ticketd/core/internal/corepb"
 )
 
-// CommandVersion is the envelope version byte written in front of every encoded
-// Command. A node that reads any other version stops (ErrDecode) rather than
-// guess: skipping an entry would fork the state.
-const CommandVersion byte = 1
+// Envelope version bytes, written in front of every encoded Command. A node
+// that reads any other version stops (ErrDecode) rather than guess: skipping
+// an entry would fork the state.
+const (
+	// CommandVersion (1) is the original envelope: Grant{key, lease_ms,
+	// owner}, Release, Expire{key, token} (unconditional), Noop, SetMember.
+	// Encode still writes it for every command that uses nothing newer, so
+	// those entries are byte-identical to the ones older nodes wrote, and
+	// Decode reads it exactly as they did (fields added since are ignored).
+	CommandVersion byte = 1
+	// CommandVersion2 adds Renew, Expire.seen_index, Grant.lock_delay_ms and
+	// Grant.principal. Encode writes it only for a command that uses one of
+	// them, so that a node too old to know them stops on the entry
+	// (unknown version) instead of applying it differently and forking.
+	CommandVersion2 byte = 2
+)
 
-// Encode returns the wire form of c: CommandVersion followed by the
-// deterministic protobuf encoding of corepb.Command (core/proto), carrying only
-// the fields of c.Op. It fails with ErrInvalidArgument for an unknown Op or for
-// strings that are not valid UTF-8; it does not check length limits (see
-// ValidateKey). It is a pure function, safe for concurrent use.
+// Encode returns the wire form of c: an envelope version byte (CommandVersion,
+// or CommandVersion2 when c uses Renew, SeenIndex, LockDelayMS or Principal)
+// followed by the deterministic protobuf encoding of corepb.Command
+// (core/proto), carrying only the fields of c.Op. It fails with
+// ErrInvalidArgument for an unknown Op or for strings that are not valid
+// UTF-8; it does not check length limits (see ValidateKey). It is a pure
+// function, safe for concurrent use.
 func Encode(c Command) ([]byte, error) {
 	var m corepb.Command
+	version := CommandVersion
 	switch c.Op {
 	case OpNoop:
 		m.Op = &corepb.Command_Noop{Noop: &corepb.Noop{}}
 	case OpGrant:
-		m.Op = &corepb.Command_Grant{Grant: &corepb.Grant{Key: c.Key, LeaseMs: c.LeaseMS, Owner: c.Owner}}
+		m.Op = &corepb.Command_Grant{Grant: &corepb.Grant{
+			Key: c.Key, LeaseMs: c.LeaseMS, Owner: c.Owner, LockDelayMs: c.LockDelayMS, Principal: c.Principal,
+		}}
+		if c.LockDelayMS != 0 || c.Principal != "" {
+			version = CommandVersion2
+		}
 	case OpRelease:
 		m.Op = &corepb.Command_Release{Release: &corepb.Release{Key: c.Key, Token: c.Token}}
+	case OpRenew:
+		m.Op = &corepb.Command_Renew{Renew: &corepb.Renew{Key: c.Key, Token: c.Token}}
+		version = CommandVersion2
 	case OpExpire:
-		m.Op = &corepb.Command_Expire{Expire: &corepb.Expire{Key: c.Key, Token: c.Token}}
+		m.Op = &corepb.Command_Expire{Expire: &corepb.Expire{Key: c.Key, Token: c.Token, SeenIndex: c.SeenIndex}}
+		if c.SeenIndex != 0 {
+			version = CommandVersion2
+		}
 	case OpSetMember:
 		m.Op = &corepb.Command_SetMember{SetMember: &corepb.SetMember{Id: c.MemberID, ApiAddr: c.APIAddr}}
 	default:
 		return nil, fmt.Errorf("%w: encode: unknown op %v", ErrInvalidArgument, c.Op)
 	}
 	buf := make([]byte, 1, 1+proto.Size(&m))
-	buf[0] = CommandVersion
+	buf[0] = version
 	buf, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(buf, &m)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %v: %v", ErrInvalidArgument, c.Op, err)
@@ -45,32 +71,48 @@ func Encode(c Command) ([]byte, error) {
 
 // Decode parses the wire form written by Encode. Errors wrap ErrDecode: an
 // empty entry, an unknown version byte, bytes that are not a corepb.Command
-// (including strings that are not valid UTF-8), or a Command with no op set.
-// Fields unknown to this version are ignored, as protobuf does, so fields can
-// be added without a new CommandVersion; anything that changes the meaning of
-// an existing command needs one. Whatever Decode accepts, Encode re-encodes to
-// an entry that decodes to the same Command (FuzzDecode). It is a pure
-// function, safe for concurrent use.
+// (including strings that are not valid UTF-8), a Command with no op set, or
+// a Renew in a CommandVersion envelope (no node ever wrote one). A CommandVersion entry decodes exactly as
+// before version 2 existed: the fields added since are ignored. Fields
+// unknown to a version are ignored, as protobuf does; anything that changes
+// the meaning of an existing command needs a new version. Whatever Decode
+// accepts, Encode re-encodes to an entry that decodes to the same Command
+// (FuzzDecode). It is a pure function, safe for concurrent use.
 func Decode(b []byte) (Command, error) {
 	if len(b) == 0 {
 		return Command{}, fmt.Errorf("%w: empty entry", ErrDecode)
 	}
-	if b[0] != CommandVersion {
-		return Command{}, fmt.Errorf("%w: unknown command version %d", ErrDecode, b[0])
+	version := b[0]
+	if version != CommandVersion && version != CommandVersion2 {
+		return Command{}, fmt.Errorf("%w: unknown command version %d", ErrDecode, version)
 	}
 	var m corepb.Command
 	if err := proto.Unmarshal(b[1:], &m); err != nil {
 		return Command{}, fmt.Errorf("%w: %v", ErrDecode, err)
 	}
+	v2 := version == CommandVersion2
 	switch op := m.Op.(type) {
 	case *corepb.Command_Noop:
 		return Noop(), nil
 	case *corepb.Command_Grant:
-		return Grant(op.Grant.GetKey(), op.Grant.GetLeaseMs(), op.Grant.GetOwner()), nil
+		c := Grant(op.Grant.GetKey(), op.Grant.GetLeaseMs(), op.Grant.GetOwner())
+		if v2 {
+			c.LockDelayMS, c.Principal = op.Grant.GetLockDelayMs(), op.Grant.GetPrincipal()
+		}
+		return c, nil
 	case *corepb.Command_Release:
 		return Release(op.Release.GetKey(), op.Release.GetToken()), nil
+	case *corepb.Command_Renew:
+		if !v2 {
+			return Command{}, fmt.Errorf("%w: renew in a version %d entry", ErrDecode, version)
+		}
+		return Renew(op.Renew.GetKey(), op.Renew.GetToken()), nil
 	case *corepb.Command_Expire:
-		return Expire(op.Expire.GetKey(), op.Expire.GetToken()), nil
+		c := Expire(op.Expire.GetKey(), op.Expire.GetToken())
+		if v2 {
+			c.SeenIndex = op.Expire.GetSeenIndex()
+		}
+		return c, nil
 	case *corepb.Command_SetMember:
 		return SetMember(op.SetMember.GetId(), op.SetMember.GetApiAddr()), nil
 	}

@@ -28,6 +28,70 @@ var codecSamples = []struct {
 	{"expire_zero_token", core.Expire("a", 0)},
 	{"set_member", core.SetMember("n1", "127.0.0.1:7001")},
 	{"set_member_empty_addr", core.SetMember("n1", "")},
+	{"renew", core.Renew("orders/42", 7)},
+	{"expire_seen", core.ExpireSeen("orders/42", 7, 1<<40)},
+	{"grant_lock_delay", core.Grant("orders/42", 10_000, "worker-1").WithLockDelay(15_000)},
+	{"grant_principal", core.Grant("orders/42", 10_000, "worker-1").WithPrincipal("orders-svc")},
+	{"grant_lock_delay_and_principal", core.Grant("a", 1, "o").WithLockDelay(1).WithPrincipal("CN=ü")},
+}
+
+// TestEncodeVersion checks that Encode writes CommandVersion for every
+// command that uses only version 1 fields (the same bytes older nodes wrote)
+// and CommandVersion2 for the rest, so that an older node stops on them.
+func TestEncodeVersion(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cmd  core.Command
+		want byte
+	}{
+		{"noop", core.Noop(), core.CommandVersion},
+		{"grant", core.Grant("a", 1000, "o1"), core.CommandVersion},
+		{"release", core.Release("a", 1), core.CommandVersion},
+		{"expire", core.Expire("a", 1), core.CommandVersion},
+		{"expire_seen_zero", core.ExpireSeen("a", 1, 0), core.CommandVersion},
+		{"set_member", core.SetMember("n1", "x"), core.CommandVersion},
+		{"renew", core.Renew("a", 1), core.CommandVersion2},
+		{"expire_seen", core.ExpireSeen("a", 1, 3), core.CommandVersion2},
+		{"grant_lock_delay", core.Grant("a", 1000, "o1").WithLockDelay(10), core.CommandVersion2},
+		{"grant_principal", core.Grant("a", 1000, "o1").WithPrincipal("p"), core.CommandVersion2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			data, err := core.Encode(tt.cmd)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, data[0])
+		})
+	}
+}
+
+// TestDecodeVersion1IgnoresLaterFields checks that a version 1 envelope
+// decodes exactly as version 1 nodes read it, even if it carries fields added
+// in version 2 (they ignored them as unknown).
+func TestDecodeVersion1IgnoresLaterFields(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		m    *corepb.Command
+		want core.Command
+	}{
+		{"grant", &corepb.Command{Op: &corepb.Command_Grant{Grant: &corepb.Grant{Key: "a", LeaseMs: 5, Owner: "o", LockDelayMs: 9, Principal: "p"}}},
+			core.Grant("a", 5, "o")},
+		{"expire", &corepb.Command{Op: &corepb.Command_Expire{Expire: &corepb.Expire{Key: "a", Token: 2, SeenIndex: 7}}},
+			core.Expire("a", 2)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := core.Decode(marshalEntry(t, core.CommandVersion, tt.m))
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			got, err = core.Decode(marshalEntry(t, core.CommandVersion2, tt.m))
+			require.NoError(t, err)
+			assert.NotEqual(t, tt.want, got, "version 2 reads the fields")
+		})
+	}
 }
 
 func TestCodecRoundTrip(t *testing.T) {
@@ -39,7 +103,7 @@ func TestCodecRoundTrip(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			assert.Equal(t, core.CommandVersion, data[0], "version byte")
+			assert.Contains(t, []byte{core.CommandVersion, core.CommandVersion2}, data[0], "version byte")
 			got, err := core.Decode(data)
 			assert.NoError(t, err)
 			assert.Equal(t, tt.cmd, got)
@@ -113,7 +177,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"nil_entry", nil},
 		{"empty_entry", []byte{}},
 		{"version_zero", marshalEntry(t, 0, grant)},
-		{"unknown_version", marshalEntry(t, core.CommandVersion+1, grant)},
+		{"unknown_version", marshalEntry(t, core.CommandVersion2+1, grant)},
+		{"renew_in_version_1", marshalEntry(t, core.CommandVersion,
+			&corepb.Command{Op: &corepb.Command_Renew{Renew: &corepb.Renew{Key: "a", Token: 1}}})},
 		{"version_only", []byte{core.CommandVersion}},
 		{"no_op_set", marshalEntry(t, core.CommandVersion, &corepb.Command{})},
 		{"only_unknown_fields", []byte{core.CommandVersion, 0x30, 0x01}}, // field 6, varint 1
@@ -152,7 +218,7 @@ func TestOpAndOutcomeStrings(t *testing.T) {
 	t.Parallel()
 	ops := map[core.Op]string{
 		core.OpNoop: "noop", core.OpGrant: "grant", core.OpRelease: "release",
-		core.OpExpire: "expire", core.OpSetMember: "set-member", core.Op(99): "op(99)",
+		core.OpExpire: "expire", core.OpSetMember: "set-member", core.OpRenew: "renew", core.Op(99): "op(99)",
 	}
 	for op, want := range ops {
 		assert.Equal(t, want, op.String())
@@ -160,7 +226,8 @@ func TestOpAndOutcomeStrings(t *testing.T) {
 	outcomes := map[core.Outcome]string{
 		core.OutcomeNoop: "noop", core.OutcomeGranted: "granted", core.OutcomeGrantRejected: "grant-rejected",
 		core.OutcomeReleased: "released", core.OutcomeNotFound: "not-found", core.OutcomeExpired: "expired",
-		core.Outcome(99): "outcome(99)",
+		core.OutcomeRenewed: "renewed",
+		core.Outcome(99):    "outcome(99)",
 	}
 	for o, want := range outcomes {
 		assert.Equal(t, want, o.String())
@@ -184,7 +251,8 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{core.CommandVersion})
-	f.Add([]byte{core.CommandVersion + 1, 0x22, 0x00})
+	f.Add([]byte{core.CommandVersion2 + 1, 0x22, 0x00})
+	f.Add([]byte{core.CommandVersion, 0x32, 0x05, 0x0a, 0x01, 0x61, 0x10, 0x01}) // renew in version 1
 	f.Add([]byte{core.CommandVersion, 0x30, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cmd, err := core.Decode(data)

@@ -11,14 +11,19 @@ type Op uint8
 const (
 	// OpNoop changes nothing; a new leader's barrier entry (Raft thesis §6.4).
 	OpNoop Op = iota
-	// OpGrant takes a free key for Owner with a lease of LeaseMS milliseconds.
+	// OpGrant takes a free key for Owner (and Principal) with a lease of
+	// LeaseMS milliseconds and an optional lock-delay of LockDelayMS.
 	OpGrant
 	// OpRelease deletes Key if it is held with Token.
 	OpRelease
-	// OpExpire deletes Key if it is held with Token; proposed only by the leader's lessor.
+	// OpExpire deletes Key if it is held with Token and unchanged since
+	// SeenIndex (0: unconditionally); proposed only by the leader's lessor.
 	OpExpire
 	// OpSetMember records the client API address APIAddr of Raft member MemberID.
 	OpSetMember
+	// OpRenew restarts the lease of the lock held on Key with Token: its
+	// ModIndex becomes the entry's index (issue 15, replicated Renew).
+	OpRenew
 )
 
 // String returns the lower-case name of op ("grant", "release", ...).
@@ -34,40 +39,94 @@ func (op Op) String() string {
 		return "expire"
 	case OpSetMember:
 		return "set-member"
+	case OpRenew:
+		return "renew"
 	}
 	return fmt.Sprintf("op(%d)", uint8(op))
 }
 
 // Command is one lock-state change, the payload of one Raft log entry. Only the
 // fields of its Op are meaningful; the others are zero (and Encode drops them).
-// A Command is a plain value: copy it freely. Build one with Grant, Release,
-// Expire, Noop or SetMember; the server checks request fields with
-// ValidateKey, ValidateOwner, ValidateLease and ValidateToken before proposing,
-// since Apply takes any Command as given.
+// A Command is a plain, comparable value: copy it freely. Build one with
+// Grant (optionally WithLockDelay, WithPrincipal), Release, Renew, Expire,
+// ExpireSeen, Noop or SetMember; the server checks request fields with
+// ValidateKey, ValidateOwner, ValidatePrincipal, ValidateLease,
+// ValidateLockDelay and ValidateToken before proposing, since Apply takes any
+// Command as given.
 type Command struct {
 	// Op selects the command and so which of the fields below are meaningful.
 	Op Op
-	// Key is the lock name (Grant, Release, Expire); at most MaxKeyBytes bytes of UTF-8.
+	// Key is the lock name (Grant, Release, Renew, Expire); at most MaxKeyBytes bytes of UTF-8.
 	Key string
 	// LeaseMS is the lease length in milliseconds (Grant).
 	LeaseMS int64
 	// Owner is the client-chosen id of the requester (Grant); at most MaxOwnerBytes bytes.
 	Owner string
-	// Token is the fencing token of the lock to remove (Release, Expire): only
-	// the holder's token removes it, so a late or duplicated command never
-	// removes a lock granted since.
+	// Token is the fencing token of the lock to remove or renew (Release,
+	// Renew, Expire): only the holder's token acts on it, so a late or
+	// duplicated command never touches a lock granted since.
 	Token uint64
+	// SeenIndex is, for an Expire, the lock's ModIndex that the leader saw
+	// when it decided the lease had run out: the lock is removed only if its
+	// ModIndex is still at or below it, so a Renew (or retry Grant) that
+	// commits between the decision and the Expire wins. 0 means
+	// unconditional (how every Expire written before ExpireSeen existed replays).
+	SeenIndex uint64
+	// LockDelayMS is, for a Grant, how long in milliseconds the key stays
+	// ungrantable after the lock ends by Expire (not by Release); 0 for none
+	// (Chubby §2.4 lock-delay, Consul session lock-delay). Kept with the lock.
+	LockDelayMS int64
+	// Principal is, for a Grant, the authenticated identity acquiring the
+	// lock, kept with it ("" when authorization is off). A Grant by the same
+	// Owner with another Principal is not a retry (issue 13).
+	Principal string
 	// MemberID and APIAddr describe a member's client API address (SetMember).
 	MemberID string
 	APIAddr  string
 }
 
 // Grant returns the command that takes key for owner with a lease of leaseMS
-// milliseconds: granted with the next fencing token if key is free, the
-// holder's lock unchanged if owner already holds it (an idempotent retry),
-// rejected otherwise. It does not validate its arguments.
+// milliseconds. Applied:
+//
+//   - key free: a new lock with the next fencing token, ModIndex = the
+//     entry's index, and the command's LockDelayMS and Principal; any
+//     lock-delay record of key is cleared (Result Created = true).
+//   - key held by the same owner and the same principal: an idempotent retry.
+//     The lock keeps its token, lease, lock-delay and principal, but its
+//     ModIndex becomes the retry's index: the retry's client measures its
+//     lease from the retry's send time, so the retry restarts the lease
+//     exactly as a Renew does (Result Created = false, LeaseMS the lock's).
+//   - key held by another owner, or by the same owner string under another
+//     principal: OutcomeGrantRejected with the holder's token; nothing changes.
+//
+// The state machine does not enforce lock-delay (Apply reads no clock): the
+// leader proposes a Grant for a delayed key only after the delay has passed
+// (see StateMachine.LockDelay). Grant does not validate its arguments.
 func Grant(key string, leaseMS int64, owner string) Command {
 	return Command{Op: OpGrant, Key: key, LeaseMS: leaseMS, Owner: owner}
+}
+
+// WithLockDelay returns a copy of the Grant c asking for a lock-delay of
+// lockDelayMS milliseconds (see Command.LockDelayMS).
+func (c Command) WithLockDelay(lockDelayMS int64) Command {
+	c.LockDelayMS = lockDelayMS
+	return c
+}
+
+// WithPrincipal returns a copy of the Grant c made on behalf of principal
+// (see Command.Principal).
+func (c Command) WithPrincipal(principal string) Command {
+	c.Principal = principal
+	return c
+}
+
+// Renew returns the command that restarts the lease of the lock held on key
+// with token: applied, the lock's ModIndex becomes the entry's index and the
+// Result is OutcomeRenewed with the lock's LeaseMS; every node restarts its
+// deadline for the lock from its own apply (DESIGN.md, Leases). Any other
+// token, or a free key, gives OutcomeNotFound and changes nothing.
+func Renew(key string, token uint64) Command {
+	return Command{Op: OpRenew, Key: key, Token: token}
 }
 
 // Release returns the command that deletes key if it is held with token
@@ -76,11 +135,24 @@ func Release(key string, token uint64) Command {
 	return Command{Op: OpRelease, Key: key, Token: token}
 }
 
-// Expire returns the command that deletes key if it is held with token; only the
-// leader's lessor proposes it, once the lease has run out (etcd lessor). The
-// result is OutcomeExpired with Existed reporting whether a lock was removed.
+// Expire returns the command that deletes key if it is held with token,
+// unconditionally (SeenIndex 0); only the leader's lessor proposes it, once the
+// lease has run out (etcd lessor). The result is OutcomeExpired with Existed
+// reporting whether a lock was removed and LockDelayMS the removed lock's
+// lock-delay; a removed lock with a lock-delay leaves a LockDelay record.
+// New code should prefer ExpireSeen.
 func Expire(key string, token uint64) Command {
 	return Command{Op: OpExpire, Key: key, Token: token}
+}
+
+// ExpireSeen returns the Expire that deletes key only if it is held with token
+// and its ModIndex is at or below seenIndex, the ModIndex the leader saw when
+// it decided the lease had run out. Otherwise the result is
+// OutcomeExpired with Existed false: a late or duplicate expiry never removes
+// a lock granted, renewed or re-granted by a retry since (issue 15). A
+// seenIndex of 0 is the unconditional Expire.
+func ExpireSeen(key string, token, seenIndex uint64) Command {
+	return Command{Op: OpExpire, Key: key, Token: token, SeenIndex: seenIndex}
 }
 
 // Noop returns the command that changes nothing: the barrier a new leader
@@ -110,8 +182,11 @@ const (
 	OutcomeReleased
 	// OutcomeNotFound: no lock is held on the key with the given token.
 	OutcomeNotFound
-	// OutcomeExpired: an Expire applied; Existed says whether it removed a lock.
+	// OutcomeExpired: an Expire applied; Existed says whether it removed a
+	// lock, LockDelayMS that lock's lock-delay.
 	OutcomeExpired
+	// OutcomeRenewed: a Renew restarted the lease of the lock; LeaseMS is its lease.
+	OutcomeRenewed
 )
 
 // String returns the lower-case name of o ("granted", "not-found", ...).
@@ -129,6 +204,8 @@ func (o Outcome) String() string {
 		return "not-found"
 	case OutcomeExpired:
 		return "expired"
+	case OutcomeRenewed:
+		return "renewed"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
@@ -141,7 +218,7 @@ type Result struct {
 	// Token is a fencing token: the granted lock's (Granted) or the current
 	// holder's (GrantRejected); zero for every other outcome.
 	Token uint64
-	// LeaseMS is the lock's lease in milliseconds (Granted).
+	// LeaseMS is the lock's lease in milliseconds (Granted, Renewed).
 	LeaseMS int64
 	// Existed is true when an Expire removed a lock (Expired).
 	Existed bool
@@ -149,6 +226,10 @@ type Result struct {
 	// it returned the lock its owner already held (an idempotent retry). Only a
 	// grant that created its lock may be released as a ghost (DESIGN.md, Leases).
 	Created bool
+	// LockDelayMS is, when an Expire removed a lock (Expired, Existed), that
+	// lock's lock-delay in milliseconds, so that an OnApply hook can start
+	// the delay without a lookup; 0 when it had none.
+	LockDelayMS int64
 }
 
 // Lock is one held lock in the lock table, as Get, Range and Ascend return it
@@ -159,8 +240,35 @@ type Lock struct {
 	// Token is the fencing token the lock was granted with (Chubby §2.4 sequencer).
 	Token uint64
 	// LeaseMS is the lease length in milliseconds; the deadline itself is not
-	// replicated state (only the leader's lessor keeps deadlines).
+	// replicated state: every node counts it from its own apply of the entry
+	// at ModIndex (DESIGN.md, Leases).
 	LeaseMS int64
 	// Owner is the client-chosen id of the holder, as given in its Grant.
 	Owner string
+	// ModIndex is the log index of the lock's last change: its creating
+	// Grant, its last Renew or its last idempotent retry Grant. An Expire
+	// with a SeenIndex below it does not remove the lock. 0 for a lock
+	// restored from a version 1 snapshot (before ModIndex existed).
+	ModIndex uint64
+	// LockDelayMS is the lock-delay in milliseconds asked for by its Grant
+	// (0: none); see Command.LockDelayMS.
+	LockDelayMS int64
+	// Principal is the authenticated identity that acquired the lock, ""
+	// when authorization is off (issue 13).
+	Principal string
+}
+
+// LockDelay records a key held back after an Expire removed a lock that asked
+// for a lock-delay (Chubby §2.4, Consul sessions). The record is replicated
+// state (in snapshots); the delay's end is not: every node counts LockDelayMS
+// from its own apply of the Expire at Index, on its own monotonic clock, and
+// the leader proposes no Grant for Key before it has passed. The record is
+// cleared when Key is next granted.
+type LockDelay struct {
+	// Key is the delayed lock name.
+	Key string
+	// LockDelayMS is the delay in milliseconds, from the removed lock.
+	LockDelayMS int64
+	// Index is the log index of the Expire that removed the lock.
+	Index uint64
 }

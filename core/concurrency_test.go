@@ -15,7 +15,8 @@ import (
 )
 
 // concurrentSequence returns n commands over 16 keys from a fixed seed, with
-// release and expire tokens that are usually the holder's, so locks come and go.
+// release, renew and expire tokens that are usually the holder's, so locks
+// come and go, get renewed and leave lock-delay records.
 func concurrentSequence(t *testing.T, n int) []core.Command {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -26,15 +27,23 @@ func concurrentSequence(t *testing.T, n int) []core.Command {
 		var c core.Command
 		switch rng.IntN(10) {
 		case 0, 1, 2, 3, 4:
-			c = core.Grant(key, int64(1000+rng.IntN(3)), fmt.Sprintf("o%d", rng.IntN(3)))
+			c = core.Grant(key, int64(1000+rng.IntN(3)), fmt.Sprintf("o%d", rng.IntN(3))).
+				WithLockDelay(int64(rng.IntN(2) * 500))
 		case 5, 6, 7, 8:
 			token := uint64(rng.IntN(int(sm.LastToken()) + 2))
 			if held, ok := sm.Get(key); ok && rng.IntN(4) > 0 {
 				token = held.Token
 			}
-			c = core.Release(key, token)
-			if rng.IntN(2) == 0 {
+			switch rng.IntN(4) {
+			case 0:
+				c = core.Release(key, token)
+			case 1:
+				c = core.Renew(key, token)
+			case 2:
 				c = core.Expire(key, token)
+			default:
+				held, _ := sm.Get(key)
+				c = core.ExpireSeen(key, token, held.ModIndex)
 			}
 		default:
 			c = core.SetMember(fmt.Sprintf("n%d", rng.IntN(3)), fmt.Sprintf("127.0.0.1:%d", 7000+rng.IntN(3)))
@@ -123,6 +132,10 @@ func TestConcurrentReadsDuringApply(t *testing.T) {
 				}
 				count := 0
 				sm.Ascend(func(core.Lock) bool { count++; return count < 4 })
+				if d, ok := sm.LockDelay(key); ok && (d.Key != key || d.LockDelayMS <= 0 || d.Index > sm.AppliedIndex()) {
+					fail("reader %d: LockDelay(%q) = %+v", r, key, d)
+				}
+				sm.AscendLockDelays(func(core.LockDelay) bool { return false })
 				_ = sm.Members()
 				_, _ = sm.MemberAPIAddr("n1")
 			}

@@ -1,8 +1,8 @@
 // Package core is the deterministic heart of ticketd: the replicated commands
-// (Grant, Release, Expire, Noop, SetMember) and their results, their versioned
-// wire encoding, the StateMachine (lock table + fencing-token counter + applied
-// index), its deterministic snapshot format, request validation, and the
-// Consensus contract every backend meets.
+// (Grant, Release, Renew, Expire, Noop, SetMember) and their results, their
+// versioned wire encoding, the StateMachine (lock table + lock-delay records +
+// fencing-token counter + applied index), its deterministic snapshot format,
+// request validation, and the Consensus contract every backend meets.
 //
 // core has no clock, no I/O beyond the io.Reader/io.Writer it is handed, no
 // goroutines and no Raft library: every node that applies the same log reaches
@@ -12,25 +12,54 @@
 //
 // Apply reads no clock and no randomness and never depends on map order. Lease
 // deadlines are not replicated state, only each lock's lease length in
-// milliseconds is; the server's lessor keeps deadlines on its own monotonic
-// clock. Fencing tokens start at 1 and grow by one per grant of a free key,
-// cluster wide (Chubby §2.4 sequencers; Kleppmann's fencing tokens). Release
-// and Expire carry the token, so a late or duplicated one never removes a
-// lock granted since. An index at or below AppliedIndex is not applied again.
+// milliseconds and the log index of its last change (Lock.ModIndex: its
+// creating Grant, last Renew or last retry Grant) are; every node's lessor
+// counts a deadline from its own apply of the entry at ModIndex, on its own
+// monotonic clock (DESIGN.md, Leases). Fencing tokens start at 1 and grow by
+// one per grant of a free key, cluster wide (Chubby §2.4 sequencers;
+// Kleppmann's fencing tokens). Release, Renew and Expire carry the token, so a
+// late or duplicated one never touches a lock granted since; an Expire also
+// carries the ModIndex the leader saw (ExpireSeen), so it never removes a lock
+// renewed since. An index at or below AppliedIndex is not applied again.
+//
+// # Commands (DESIGN.md, "Replicated commands")
+//
+//	Grant{key, lease_ms, owner, lock_delay_ms, principal}
+//	    free key → new lock, token LastToken+1, ModIndex = index; clears key's LockDelay
+//	    same owner and principal → that lock (a retry), ModIndex = index
+//	    otherwise → GrantRejected{holder token}
+//	Release{key, token}   held with token → removed; Released, else NotFound
+//	Renew{key, token}     held with token → ModIndex = index; Renewed{lease_ms}, else NotFound
+//	Expire{key, token, seen_index}
+//	    held with token and (seen_index = 0 or ModIndex ≤ seen_index) → removed,
+//	    Expired{existed, lock_delay_ms}, and a LockDelay{index} if lock_delay_ms > 0;
+//	    otherwise Expired{existed: false}
+//	Noop, SetMember{id, api_addr}   → Noop
+//
+// Lock-delay (Chubby §2.4, Consul sessions) is recorded, not timed, here: the
+// leader proposes no Grant for a key with a LockDelay record until
+// lock_delay_ms has passed on its own clock since its apply of the Expire.
+// A lock's Principal binds it to the identity that took it: the same owner
+// under another principal is not a retry (issue 13).
 //
 // Encoded commands (Encode) and snapshots (Snapshot.WriteTo) both start with a
-// version byte, CommandVersion and SnapshotVersion. A node that meets an
-// unknown version or undecodable bytes gets an error wrapping ErrDecode and
-// must stop: skipping an entry would fork the state.
+// version byte. Commands that use only the original fields keep
+// CommandVersion (1), byte for byte as before; Renew, seen_index, lock-delay
+// and principals take CommandVersion2, so that an older node stops on them
+// instead of applying them differently. Snapshots are written as
+// SnapshotVersion (2); Restore still reads SnapshotVersion1 (ModIndex 0, no
+// lock-delay, no principal). A node that meets an unknown version or
+// undecodable bytes gets an error wrapping ErrDecode and must stop: skipping
+// an entry would fork the state.
 //
 // # Usage
 //
 // The server prepares commands; a backend drives a StateMachine as a Raft
 // replicated state machine (hashicorp raft.FSM; etcd raft's CommittedEntries):
 //
-//  1. Check request fields with ValidateKey, ValidateOwner, ValidateLease and
-//     ValidateToken (errors wrap ErrInvalidArgument) and Encode the Command
-//     once; propose those bytes.
+//  1. Check request fields with ValidateKey, ValidateOwner, ValidatePrincipal,
+//     ValidateLease, ValidateLockDelay and ValidateToken (errors wrap
+//     ErrInvalidArgument) and Encode the Command once; propose those bytes.
 //  2. Create the StateMachine with NewStateMachine, or Restore it from the
 //     latest snapshot; then replay the log after it (replayed indexes at or
 //     below AppliedIndex are no-ops).
@@ -40,7 +69,7 @@
 //  4. To snapshot, take Snapshot() (O(1), copy-on-write) and WriteTo a sink
 //     from any goroutine while Apply goes on; compact the log up to the
 //     snapshot's AppliedIndex once it is durable.
-//  5. Serve reads (Get, Range, LastToken, ...) from any goroutine; they are
+//  5. Serve reads (Get, Range, LockDelay, LastToken, ...) from any goroutine; they are
 //     safe concurrently with Apply but only linearizable after a
 //     Consensus.ReadIndex.
 //

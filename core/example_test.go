@@ -85,3 +85,33 @@ func ExampleStateMachine_Restore() {
 	// a 1 o1 1
 	// true 1
 }
+
+// A renewal that commits between the leader's expiry decision and its Expire
+// wins: the Expire carries the ModIndex the leader saw. When a lock with a
+// lock-delay expires, the key is recorded as delayed until it is granted again.
+func ExampleExpireSeen() {
+	sm := core.NewStateMachine()
+	apply := func(index uint64, c core.Command) core.Result {
+		res, err := sm.Apply(index, c)
+		if err != nil {
+			panic(err)
+		}
+		return res
+	}
+	apply(1, core.Grant("orders/42", 10_000, "worker-a").WithLockDelay(5_000))
+	l, _ := sm.Get("orders/42")
+	seen := l.ModIndex                                        // the leader decides the lease ran out
+	fmt.Println(apply(2, core.Renew("orders/42", 1)).Outcome) // a renewal commits first
+	res := apply(3, core.ExpireSeen("orders/42", 1, seen))
+	fmt.Println("removed:", res.Existed)
+	l, _ = sm.Get("orders/42")
+	res = apply(4, core.ExpireSeen("orders/42", 1, l.ModIndex))
+	fmt.Println("removed:", res.Existed, "lock_delay_ms:", res.LockDelayMS)
+	d, _ := sm.LockDelay("orders/42")
+	fmt.Printf("delayed %d ms from index %d\n", d.LockDelayMS, d.Index)
+	// Output:
+	// renewed
+	// removed: false
+	// removed: true lock_delay_ms: 5000
+	// delayed 5000 ms from index 4
+}

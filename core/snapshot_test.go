@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"os"
 	"testing"
 	"testing/iotest"
 
@@ -42,29 +43,89 @@ func buildSnapshot(version byte, records ...[]byte) []byte {
 	return withChecksum(body)
 }
 
-// sampleState returns a state machine with locks, a released token and members.
+// sampleState returns a state machine with locks (one renewed, one with a
+// lock-delay and a principal), a released token, members and two lock-delay
+// records.
 func sampleState(t testing.TB) *core.StateMachine {
 	t.Helper()
 	sm := core.NewStateMachine()
 	applyAll(t, sm,
 		core.Grant("b", 1000, "o1"), core.Grant("a", 2000, "o2"), core.Grant("c", 3000, "o3"),
 		core.Release("c", 3), core.SetMember("n2", "127.0.0.1:7002"), core.SetMember("n1", "127.0.0.1:7001"),
+		core.Renew("a", 2), // 7
+		core.Grant("d", 1000, "o4").WithLockDelay(500).WithPrincipal("svc"),        // 8, token 4
+		core.Grant("y", 1000, "o5").WithLockDelay(900), core.ExpireSeen("y", 5, 9), // 9, 10
+		core.Grant("x", 1000, "o6").WithLockDelay(300), core.Expire("x", 6), // 11, 12
 	)
 	return sm
 }
 
-// TestSnapshotFormat pins the version-1 layout: a hand-assembled snapshot of
+// TestSnapshotFormat pins the version-2 layout: a hand-assembled snapshot of
 // the sample state equals what WriteTo produces.
 func TestSnapshotFormat(t *testing.T) {
 	t.Parallel()
 	want := buildSnapshot(core.SnapshotVersion,
-		rawRecord(t, &corepb.SnapshotHeader{AppliedIndex: 6, LastToken: 3, LockCount: 2, MemberCount: 2}),
-		rawRecord(t, &corepb.LockRecord{Key: "a", Token: 2, LeaseMs: 2000, Owner: "o2"}),
-		rawRecord(t, &corepb.LockRecord{Key: "b", Token: 1, LeaseMs: 1000, Owner: "o1"}),
+		rawRecord(t, &corepb.SnapshotHeader{AppliedIndex: 12, LastToken: 6, LockCount: 3, MemberCount: 2, LockDelayCount: 2}),
+		rawRecord(t, &corepb.LockRecord{Key: "a", Token: 2, LeaseMs: 2000, Owner: "o2", ModIndex: 7}),
+		rawRecord(t, &corepb.LockRecord{Key: "b", Token: 1, LeaseMs: 1000, Owner: "o1", ModIndex: 1}),
+		rawRecord(t, &corepb.LockRecord{Key: "d", Token: 4, LeaseMs: 1000, Owner: "o4", ModIndex: 8, LockDelayMs: 500, Principal: "svc"}),
 		rawRecord(t, &corepb.MemberRecord{Id: "n1", ApiAddr: "127.0.0.1:7001"}),
 		rawRecord(t, &corepb.MemberRecord{Id: "n2", ApiAddr: "127.0.0.1:7002"}),
+		rawRecord(t, &corepb.LockDelayRecord{Key: "x", LockDelayMs: 300, Index: 12}),
+		rawRecord(t, &corepb.LockDelayRecord{Key: "y", LockDelayMs: 900, Index: 10}),
 	)
 	require.Equal(t, want, snapshotBytes(t, sampleState(t)))
+}
+
+// v1Fixture is a version 1 snapshot written by WriteTo before version 2
+// existed (committed; never regenerate it). Its state, applied in order:
+// Grant orders/42 (worker-1, 10000 ms), Grant b (o1), Grant läs/鍵 (owner "",
+// 2500 ms), Release b, Grant a (o2, 3000 ms), Expire orders/42, Grant
+// orders/42 (worker-2, 4000 ms), SetMember n2, SetMember n1, Noop, then Skip
+// to index 13.
+const v1Fixture = "testdata/snapshot-v1.bin"
+
+// TestRestoreVersion1Fixture checks the upgrade path: a version 1 snapshot
+// restores with ModIndex 0, no lock-delay, no principal and no delay records,
+// writes back as version 2 (which restores to the same bytes again), and the
+// restored state goes on applying new commands.
+func TestRestoreVersion1Fixture(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(v1Fixture)
+	require.NoError(t, err)
+	require.Equal(t, core.SnapshotVersion1, data[0])
+
+	sm := sampleState(t)
+	require.NoError(t, sm.Restore(bytes.NewReader(data)))
+	require.Equal(t, []core.Lock{
+		lock("a", 4, 3000, "o2", 0),
+		lock("läs/鍵", 3, 2500, "", 0),
+		lock("orders/42", 5, 4000, "worker-2", 0),
+	}, locksOf(sm))
+	require.Equal(t, uint64(5), sm.LastToken())
+	require.Equal(t, uint64(13), sm.AppliedIndex())
+	require.Equal(t, map[string]string{"n1": "127.0.0.1:7001", "n2": "127.0.0.1:7002"}, sm.Members())
+	require.Empty(t, delaysOf(sm))
+
+	v2 := snapshotBytes(t, sm)
+	require.Equal(t, core.SnapshotVersion, v2[0])
+	again := core.NewStateMachine()
+	require.NoError(t, again.Restore(bytes.NewReader(v2)))
+	require.Equal(t, v2, snapshotBytes(t, again))
+
+	// ModIndex 0: any Expire applies, as it did before seen_index existed;
+	// a Renew then protects the lock from an Expire decided before it.
+	require.Equal(t, []core.Result{
+		{Outcome: core.OutcomeExpired, Existed: true},
+		{Outcome: core.OutcomeRenewed, LeaseMS: 4000},
+		{Outcome: core.OutcomeExpired},
+		granted(6, 1000),
+	}, applyAll(t, sm,
+		core.ExpireSeen("a", 4, 1),
+		core.Renew("orders/42", 5),
+		core.ExpireSeen("orders/42", 5, 14),
+		core.Grant("a", 1000, "o9"),
+	))
 }
 
 func TestSnapshotOfEmptyStateRoundTrips(t *testing.T) {
@@ -92,6 +153,13 @@ func TestRestoreRejects(t *testing.T) {
 	lockRec := func(key string, token uint64) []byte {
 		return rawRecord(t, &corepb.LockRecord{Key: key, Token: token, LeaseMs: 1000, Owner: "o"})
 	}
+	hdr2 := func(applied, last, locks, delays uint64) []byte {
+		return rawRecord(t, &corepb.SnapshotHeader{AppliedIndex: applied, LastToken: last, LockCount: locks, LockDelayCount: delays})
+	}
+	delay := func(key string, ms int64, index uint64) []byte {
+		return rawRecord(t, &corepb.LockDelayRecord{Key: key, LockDelayMs: ms, Index: index})
+	}
+	v1 := core.SnapshotVersion1
 	member := func(id string) []byte {
 		return rawRecord(t, &corepb.MemberRecord{Id: id, ApiAddr: "127.0.0.1:7001"})
 	}
@@ -141,6 +209,22 @@ func TestRestoreRejects(t *testing.T) {
 		{"record_fields_reordered", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1, 0), append([]byte{byte(len(reordered))}, reordered...))},
 		{"record_length_overlong", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1, 0), overlong)},
 		{"record_unknown_field", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1, 0), withUnknown)},
+		{"lock_mod_index_above_applied", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1, 0),
+			rawRecord(t, &corepb.LockRecord{Key: "a", Token: 1, ModIndex: 3}))},
+		{"fewer_delays_than_header_says", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 2), delay("a", 10, 1))},
+		{"more_delays_than_header_says", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1), delay("a", 10, 1), delay("b", 10, 2))},
+		{"delays_out_of_order", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 2), delay("b", 10, 1), delay("a", 10, 2))},
+		{"duplicate_delay", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 2), delay("a", 10, 1), delay("a", 10, 2))},
+		{"delay_of_zero_ms", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1), delay("a", 0, 1))},
+		{"delay_of_negative_ms", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1), delay("a", -5, 1))},
+		{"delay_at_index_zero", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1), delay("a", 10, 0))},
+		{"delay_above_applied", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1), delay("a", 10, 6))},
+		{"delay_on_held_key", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 1, 1), lockRec("a", 1), delay("a", 10, 2))},
+		{"huge_delay_count", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1<<62), delay("a", 10, 1))},
+		{"v1_with_delay_count", buildSnapshot(v1, hdr2(5, 1, 0, 1), delay("a", 10, 1))},
+		{"v1_lock_with_mod_index", buildSnapshot(v1, hdr(2, 1, 1, 0), rawRecord(t, &corepb.LockRecord{Key: "a", Token: 1, ModIndex: 1}))},
+		{"v1_lock_with_lock_delay", buildSnapshot(v1, hdr(2, 1, 1, 0), rawRecord(t, &corepb.LockRecord{Key: "a", Token: 1, LockDelayMs: 5}))},
+		{"v1_lock_with_principal", buildSnapshot(v1, hdr(2, 1, 1, 0), rawRecord(t, &corepb.LockRecord{Key: "a", Token: 1, Principal: "p"}))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,7 +253,8 @@ func TestRestoreReaderError(t *testing.T) {
 
 // FuzzRestore checks that Restore never panics, that it rejects with ErrDecode
 // and no change of state, and that whatever it accepts is written back byte
-// for byte. Each input is tried as given and, so that the fuzzer gets past
+// for byte (a version 1 snapshot: as a version 2 one that restores to the
+// same bytes again). Each input is tried as given and, so that the fuzzer gets past
 // the checksum, as a body with its CRC-32C appended. The seed corpus (valid
 // snapshots, with and without checksum) runs with the normal tests. Fuzz with
 // the command below (a bounded -fuzzminimizetime keeps input minimization from
@@ -188,6 +273,12 @@ func FuzzRestore(f *testing.F) {
 		f.Add(data)
 		f.Add(data[:len(data)-4])
 	}
+	v1, err := os.ReadFile(v1Fixture)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v1)
+	f.Add(v1[:len(v1)-4])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, in := range [][]byte{data, withChecksum(data)} {
 			sm := sampleState(t)
@@ -201,7 +292,17 @@ func FuzzRestore(f *testing.F) {
 				}
 				continue
 			}
-			if out := snapshotBytes(t, sm); !bytes.Equal(out, in) {
+			out := snapshotBytes(t, sm)
+			if in[0] == core.SnapshotVersion1 {
+				// An upgrade: the version 2 form must be a fixed point.
+				again := core.NewStateMachine()
+				if err := again.Restore(bytes.NewReader(out)); err != nil {
+					t.Fatalf("Restore accepted version 1 %x but not its version 2 form %x: %v", in, out, err)
+				}
+				in = out
+				out = snapshotBytes(t, again)
+			}
+			if !bytes.Equal(out, in) {
 				t.Fatalf("Restore accepted %x but writes it back as %x", in, out)
 			}
 		}

@@ -9,21 +9,25 @@ import (
 )
 
 // StateMachine is the deterministic lock table every node applies committed log
-// entries to: held locks by key, the last fencing token granted, the member
-// directory, and the last applied log index.
+// entries to: held locks by key, the keys held back by lock-delay, the last
+// fencing token granted, the member directory, and the last applied log index.
 //
 // Apply and Restore must be called from one goroutine (the backend's apply
-// loop), like hashicorp raft.FSM. Reads (Get, Range, Ascend, Len, LastToken,
-// AppliedIndex, Snapshot, ...) are safe concurrently with Apply.
+// loop), like hashicorp raft.FSM. Reads (Get, Range, Ascend, LockDelay,
+// AscendLockDelays, Len, LastToken, AppliedIndex, Snapshot, ...) are safe
+// concurrently with Apply.
 //
 // Apply is deterministic: it reads no clock and no randomness, and its output
 // never depends on map order, so every node that applies the same log reaches
-// the same state and writes byte-identical snapshots. Lease deadlines are not
-// state here; only each lock's lease length is (DESIGN.md, Leases).
+// the same state and writes byte-identical snapshots. Lease and lock-delay
+// deadlines are not state here; only each lock's lease length and last-change
+// index (Lock.ModIndex) and each delay's length and Expire index are: every
+// node times them on its own clock from its own apply (DESIGN.md, Leases).
 type StateMachine struct {
 	mu        sync.RWMutex
-	locks     *btree.BTreeG[Lock] // ordered by Key: sorted snapshots and prefix listing
-	members   map[string]string   // member id -> client API address
+	locks     *btree.BTreeG[Lock]      // ordered by Key: sorted snapshots and prefix listing
+	delays    *btree.BTreeG[LockDelay] // ordered by Key; a key is never both held and delayed
+	members   map[string]string        // member id -> client API address
 	lastToken uint64
 	applied   uint64
 }
@@ -34,11 +38,14 @@ const btreeDegree = 32
 
 func lockLess(a, b Lock) bool { return a.Key < b.Key }
 
+func delayLess(a, b LockDelay) bool { return a.Key < b.Key }
+
 // NewStateMachine returns an empty state machine: no locks, LastToken 0,
 // AppliedIndex 0.
 func NewStateMachine() *StateMachine {
 	return &StateMachine{
 		locks:   btree.NewG(btreeDegree, lockLess),
+		delays:  btree.NewG(btreeDegree, delayLess),
 		members: map[string]string{},
 	}
 }
@@ -68,14 +75,16 @@ func (s *StateMachine) Apply(index uint64, cmd Command) (Result, error) {
 	case OpNoop:
 		res = Result{Outcome: OutcomeNoop}
 	case OpGrant:
-		res = s.grant(cmd)
+		res = s.grant(index, cmd)
 	case OpRelease:
 		res = Result{Outcome: OutcomeNotFound}
-		if s.removeIfHeld(cmd.Key, cmd.Token) {
+		if _, ok := s.removeIfHeld(cmd.Key, cmd.Token, 0); ok {
 			res = Result{Outcome: OutcomeReleased}
 		}
+	case OpRenew:
+		res = s.renew(index, cmd)
 	case OpExpire:
-		res = Result{Outcome: OutcomeExpired, Existed: s.removeIfHeld(cmd.Key, cmd.Token)}
+		res = s.expire(index, cmd)
 	case OpSetMember:
 		if cmd.APIAddr == "" {
 			delete(s.members, cmd.MemberID)
@@ -115,37 +124,75 @@ func (s *StateMachine) Skip(index uint64) {
 	s.mu.Unlock()
 }
 
-// grant applies a Grant. It inserts optimistically, so the common case (a free
-// key) walks the B-tree once instead of a Get followed by an insert; when the
-// key turns out to be held, the holder is put back unchanged.
-func (s *StateMachine) grant(cmd Command) Result {
-	lock := Lock{Key: cmd.Key, Token: s.lastToken + 1, LeaseMS: cmd.LeaseMS, Owner: cmd.Owner}
+// grant applies a Grant at index (see Grant for the rules). It inserts
+// optimistically, so the common case (a free key) walks the B-tree once
+// instead of a Get followed by an insert; when the key turns out to be held,
+// the holder is put back (with ModIndex moved for a retry).
+func (s *StateMachine) grant(index uint64, cmd Command) Result {
+	lock := Lock{
+		Key: cmd.Key, Token: s.lastToken + 1, LeaseMS: cmd.LeaseMS, Owner: cmd.Owner,
+		ModIndex: index, LockDelayMS: cmd.LockDelayMS, Principal: cmd.Principal,
+	}
 	if held, replaced := s.locks.ReplaceOrInsert(lock); replaced {
-		s.locks.ReplaceOrInsert(held)
-		if held.Owner == cmd.Owner {
-			// A retried request: idempotent, the same lock unchanged.
+		if held.Owner == cmd.Owner && held.Principal == cmd.Principal {
+			// A retried request: idempotent, the same lock, whose lease
+			// restarts from this entry as with a Renew.
+			held.ModIndex = index
+			s.locks.ReplaceOrInsert(held)
 			return Result{Outcome: OutcomeGranted, Token: held.Token, LeaseMS: held.LeaseMS}
 		}
+		s.locks.ReplaceOrInsert(held)
 		return Result{Outcome: OutcomeGrantRejected, Token: held.Token}
 	}
 	s.lastToken = lock.Token
+	if s.delays.Len() > 0 {
+		s.delays.Delete(LockDelay{Key: cmd.Key})
+	}
 	return Result{Outcome: OutcomeGranted, Token: lock.Token, LeaseMS: lock.LeaseMS, Created: true}
 }
 
-// removeIfHeld deletes key when it is held with token; a late or duplicated
-// Release/Expire never removes a lock granted since. Like grant it is
-// optimistic: one tree walk when the token matches (the common case), and a
-// lock held with another token is put back unchanged.
-func (s *StateMachine) removeIfHeld(key string, token uint64) bool {
+// renew applies a Renew at index: the lock held with cmd.Token gets ModIndex
+// index; anything else is NotFound.
+func (s *StateMachine) renew(index uint64, cmd Command) Result {
+	held, ok := s.locks.Get(Lock{Key: cmd.Key})
+	if !ok || held.Token != cmd.Token {
+		return Result{Outcome: OutcomeNotFound}
+	}
+	held.ModIndex = index
+	s.locks.ReplaceOrInsert(held)
+	return Result{Outcome: OutcomeRenewed, LeaseMS: held.LeaseMS}
+}
+
+// expire applies an Expire at index: it removes the lock held with cmd.Token
+// unless it changed after cmd.SeenIndex (0: unconditional), and records a
+// lock-delay for the key if the lock asked for one.
+func (s *StateMachine) expire(index uint64, cmd Command) Result {
+	held, ok := s.removeIfHeld(cmd.Key, cmd.Token, cmd.SeenIndex)
+	if !ok {
+		return Result{Outcome: OutcomeExpired}
+	}
+	if held.LockDelayMS > 0 {
+		s.delays.ReplaceOrInsert(LockDelay{Key: held.Key, LockDelayMS: held.LockDelayMS, Index: index})
+	}
+	return Result{Outcome: OutcomeExpired, Existed: true, LockDelayMS: held.LockDelayMS}
+}
+
+// removeIfHeld deletes key when it is held with token and, if seenIndex is
+// not 0, its ModIndex is at or below seenIndex; it returns the removed lock.
+// A late or duplicated Release/Expire never removes a lock granted since, and
+// an Expire never one renewed since. Like grant it is optimistic: one tree
+// walk when the lock is removed (the common case), and a lock that stays is
+// put back unchanged.
+func (s *StateMachine) removeIfHeld(key string, token, seenIndex uint64) (Lock, bool) {
 	held, ok := s.locks.Delete(Lock{Key: key})
 	if !ok {
-		return false
+		return Lock{}, false
 	}
-	if held.Token != token {
+	if held.Token != token || (seenIndex != 0 && held.ModIndex > seenIndex) {
 		s.locks.ReplaceOrInsert(held)
-		return false
+		return Lock{}, false
 	}
-	return true
+	return held, true
 }
 
 // AppliedIndex returns the log index of the last applied entry (0 if none).
@@ -205,6 +252,29 @@ func (s *StateMachine) Ascend(fn func(Lock) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	s.locks.Ascend(fn)
+}
+
+// LockDelay returns the lock-delay record of key, if an Expire removed a lock
+// on key that asked for a lock-delay and key has not been granted since. The
+// leader must not propose a Grant for key until rec.LockDelayMS milliseconds
+// have passed on its own monotonic clock since its local apply of the Expire
+// at rec.Index (Result.LockDelayMS tells an OnApply hook the same at apply
+// time); after a restart or Restore, from when it learned of the record.
+// Safe concurrently with Apply.
+func (s *StateMachine) LockDelay(key string) (LockDelay, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.delays.Get(LockDelay{Key: key})
+}
+
+// AscendLockDelays calls fn for every lock-delay record in ascending key order
+// until fn returns false: for a node that has restored a snapshot and must
+// start counting the delays it holds. It holds a read lock on the table: fn
+// must not call Apply or Restore.
+func (s *StateMachine) AscendLockDelays(fn func(LockDelay) bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.delays.Ascend(fn)
 }
 
 // MemberAPIAddr returns the client API address recorded for member id (SetMember).

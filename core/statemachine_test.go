@@ -35,6 +35,16 @@ func locksOf(sm *core.StateMachine) []core.Lock {
 	return out
 }
 
+// delaysOf returns every lock-delay record in key order.
+func delaysOf(sm *core.StateMachine) []core.LockDelay {
+	var out []core.LockDelay
+	sm.AscendLockDelays(func(d core.LockDelay) bool {
+		out = append(out, d)
+		return true
+	})
+	return out
+}
+
 // snapshotBytes returns the serialized snapshot of sm.
 func snapshotBytes(t testing.TB, sm *core.StateMachine) []byte {
 	t.Helper()
@@ -55,8 +65,9 @@ func regranted(token uint64, leaseMS int64) core.Result {
 	return core.Result{Outcome: core.OutcomeGranted, Token: token, LeaseMS: leaseMS}
 }
 
-func lock(key string, token uint64, leaseMS int64, owner string) core.Lock {
-	return core.Lock{Key: key, Token: token, LeaseMS: leaseMS, Owner: owner}
+// lock is a held lock without lock-delay or principal, last changed at modIndex.
+func lock(key string, token uint64, leaseMS int64, owner string, modIndex uint64) core.Lock {
+	return core.Lock{Key: key, Token: token, LeaseMS: leaseMS, Owner: owner, ModIndex: modIndex}
 }
 
 // TestApplyCommandTable covers every row of DESIGN.md's command table: each
@@ -69,6 +80,10 @@ func TestApplyCommandTable(t *testing.T) {
 		notFound = core.Result{Outcome: core.OutcomeNotFound}
 		expired  = core.Result{Outcome: core.OutcomeExpired, Existed: true}
 		stale    = core.Result{Outcome: core.OutcomeExpired, Existed: false}
+		renewed  = func(leaseMS int64) core.Result { return core.Result{Outcome: core.OutcomeRenewed, LeaseMS: leaseMS} }
+		delayed  = core.Grant("a", 1000, "o1").WithLockDelay(5000)
+		withP    = func(l core.Lock, p string) core.Lock { l.Principal = p; return l }
+		withD    = func(l core.Lock, ms int64) core.Lock { l.LockDelayMS = ms; return l }
 	)
 	tests := []struct {
 		name          string
@@ -78,12 +93,13 @@ func TestApplyCommandTable(t *testing.T) {
 		wantLocks     []core.Lock
 		wantLastToken uint64
 		wantMembers   map[string]string
+		wantDelays    []core.LockDelay
 	}{
 		{
 			name:          "grant_free_key",
 			cmd:           core.Grant("a", 1000, "o1"),
 			want:          granted(1, 1000),
-			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1")},
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 1)},
 			wantLastToken: 1,
 		},
 		{
@@ -91,15 +107,15 @@ func TestApplyCommandTable(t *testing.T) {
 			setup:         []core.Command{core.Grant("b", 500, "o2")},
 			cmd:           core.Grant("a", 1000, "o1"),
 			want:          granted(2, 1000),
-			wantLocks:     []core.Lock{lock("a", 2, 1000, "o1"), lock("b", 1, 500, "o2")},
+			wantLocks:     []core.Lock{lock("a", 2, 1000, "o1", 2), lock("b", 1, 500, "o2", 1)},
 			wantLastToken: 2,
 		},
 		{
 			name:          "grant_held_by_same_owner_is_idempotent",
 			setup:         []core.Command{core.Grant("a", 1000, "o1")},
 			cmd:           core.Grant("a", 5000, "o1"),
-			want:          regranted(1, 1000), // the same lock, lease unchanged
-			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1")},
+			want:          regranted(1, 1000), // the same lock and lease; the lease restarts at index 2
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 2)},
 			wantLastToken: 1,
 		},
 		{
@@ -107,7 +123,7 @@ func TestApplyCommandTable(t *testing.T) {
 			setup:         []core.Command{core.Grant("a", 1000, "o1")},
 			cmd:           core.Grant("a", 1000, "o2"),
 			want:          core.Result{Outcome: core.OutcomeGrantRejected, Token: 1},
-			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1")},
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 1)},
 			wantLastToken: 1,
 		},
 		{
@@ -115,7 +131,7 @@ func TestApplyCommandTable(t *testing.T) {
 			setup:         []core.Command{core.Grant("a", 1000, "o1"), core.Release("a", 1)},
 			cmd:           core.Grant("a", 1000, "o1"),
 			want:          granted(2, 1000),
-			wantLocks:     []core.Lock{lock("a", 2, 1000, "o1")},
+			wantLocks:     []core.Lock{lock("a", 2, 1000, "o1", 3)},
 			wantLastToken: 2,
 		},
 		{
@@ -123,7 +139,7 @@ func TestApplyCommandTable(t *testing.T) {
 			setup:         []core.Command{core.Grant("a", 1000, "o1"), core.Grant("b", 1000, "o1")},
 			cmd:           core.Release("a", 1),
 			want:          released,
-			wantLocks:     []core.Lock{lock("b", 2, 1000, "o1")},
+			wantLocks:     []core.Lock{lock("b", 2, 1000, "o1", 2)},
 			wantLastToken: 2,
 		},
 		{
@@ -131,7 +147,7 @@ func TestApplyCommandTable(t *testing.T) {
 			setup:         []core.Command{core.Grant("a", 1000, "o1")},
 			cmd:           core.Release("a", 7),
 			want:          notFound,
-			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1")},
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 1)},
 			wantLastToken: 1,
 		},
 		{
@@ -141,7 +157,7 @@ func TestApplyCommandTable(t *testing.T) {
 			},
 			cmd:           core.Release("a", 1),
 			want:          notFound,
-			wantLocks:     []core.Lock{lock("a", 2, 2000, "o2")},
+			wantLocks:     []core.Lock{lock("a", 2, 2000, "o2", 3)},
 			wantLastToken: 2,
 		},
 		{
@@ -176,7 +192,7 @@ func TestApplyCommandTable(t *testing.T) {
 			setup:         []core.Command{core.Grant("a", 1000, "o1")},
 			cmd:           core.Expire("a", 2),
 			want:          stale,
-			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1")},
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 1)},
 			wantLastToken: 1,
 		},
 		{
@@ -186,15 +202,131 @@ func TestApplyCommandTable(t *testing.T) {
 			},
 			cmd:           core.Expire("a", 1),
 			want:          stale,
-			wantLocks:     []core.Lock{lock("a", 2, 3000, "o2")},
+			wantLocks:     []core.Lock{lock("a", 2, 3000, "o2", 3)},
 			wantLastToken: 2,
+		},
+		{
+			name:          "renew_with_right_token_moves_mod_index",
+			setup:         []core.Command{core.Grant("a", 1000, "o1"), core.Grant("b", 2000, "o2")},
+			cmd:           core.Renew("a", 1),
+			want:          renewed(1000),
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 3), lock("b", 2, 2000, "o2", 2)},
+			wantLastToken: 2,
+		},
+		{
+			name:          "renew_with_wrong_token",
+			setup:         []core.Command{core.Grant("a", 1000, "o1")},
+			cmd:           core.Renew("a", 2),
+			want:          notFound,
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 1)},
+			wantLastToken: 1,
+		},
+		{
+			name:          "renew_free_key",
+			setup:         []core.Command{core.Grant("a", 1000, "o1"), core.Release("a", 1)},
+			cmd:           core.Renew("a", 1),
+			want:          notFound,
+			wantLastToken: 1,
+		},
+		{
+			name:          "expire_seen_at_mod_index",
+			setup:         []core.Command{core.Grant("a", 1000, "o1"), core.Renew("a", 1)},
+			cmd:           core.ExpireSeen("a", 1, 2),
+			want:          expired,
+			wantLastToken: 1,
+		},
+		{
+			name:          "expire_seen_before_renew_keeps_the_lock",
+			setup:         []core.Command{core.Grant("a", 1000, "o1"), core.Renew("a", 1)},
+			cmd:           core.ExpireSeen("a", 1, 1),
+			want:          stale,
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 2)},
+			wantLastToken: 1,
+		},
+		{
+			name:          "expire_seen_before_retry_grant_keeps_the_lock",
+			setup:         []core.Command{core.Grant("a", 1000, "o1"), core.Grant("a", 1000, "o1")},
+			cmd:           core.ExpireSeen("a", 1, 1),
+			want:          stale,
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 2)},
+			wantLastToken: 1,
+		},
+		{
+			name:          "expire_seen_zero_is_unconditional",
+			setup:         []core.Command{core.Grant("a", 1000, "o1"), core.Renew("a", 1)},
+			cmd:           core.ExpireSeen("a", 1, 0),
+			want:          expired,
+			wantLastToken: 1,
+		},
+		{
+			name:          "grant_keeps_lock_delay_and_principal",
+			cmd:           delayed.WithPrincipal("svc"),
+			want:          granted(1, 1000),
+			wantLocks:     []core.Lock{withP(withD(lock("a", 1, 1000, "o1", 1), 5000), "svc")},
+			wantLastToken: 1,
+		},
+		{
+			name:          "expire_of_delayed_lock_records_the_delay",
+			setup:         []core.Command{delayed},
+			cmd:           core.Expire("a", 1),
+			want:          core.Result{Outcome: core.OutcomeExpired, Existed: true, LockDelayMS: 5000},
+			wantLastToken: 1,
+			wantDelays:    []core.LockDelay{{Key: "a", LockDelayMS: 5000, Index: 2}},
+		},
+		{
+			name:          "release_of_delayed_lock_records_nothing",
+			setup:         []core.Command{delayed},
+			cmd:           core.Release("a", 1),
+			want:          released,
+			wantLastToken: 1,
+		},
+		{
+			name:          "stale_expire_of_delayed_lock_records_nothing",
+			setup:         []core.Command{delayed, core.Renew("a", 1)},
+			cmd:           core.ExpireSeen("a", 1, 1),
+			want:          stale,
+			wantLocks:     []core.Lock{withD(lock("a", 1, 1000, "o1", 2), 5000)},
+			wantLastToken: 1,
+		},
+		{
+			name:          "grant_clears_the_delay",
+			setup:         []core.Command{delayed, core.Expire("a", 1), delayed.WithLockDelay(0).WithPrincipal("p")},
+			cmd:           core.Noop(),
+			want:          noop,
+			wantLocks:     []core.Lock{withP(lock("a", 2, 1000, "o1", 3), "p")},
+			wantLastToken: 2,
+		},
+		{
+			name:          "rejected_grant_keeps_other_delays",
+			setup:         []core.Command{delayed, core.Expire("a", 1), core.Grant("b", 1000, "o2")},
+			cmd:           core.Grant("b", 1000, "o3"),
+			want:          core.Result{Outcome: core.OutcomeGrantRejected, Token: 2},
+			wantLocks:     []core.Lock{lock("b", 2, 1000, "o2", 3)},
+			wantLastToken: 2,
+			wantDelays:    []core.LockDelay{{Key: "a", LockDelayMS: 5000, Index: 2}},
+		},
+		{
+			name:          "same_owner_other_principal_is_rejected",
+			setup:         []core.Command{core.Grant("a", 1000, "o1").WithPrincipal("alice")},
+			cmd:           core.Grant("a", 1000, "o1").WithPrincipal("mallory"),
+			want:          core.Result{Outcome: core.OutcomeGrantRejected, Token: 1},
+			wantLocks:     []core.Lock{withP(lock("a", 1, 1000, "o1", 1), "alice")},
+			wantLastToken: 1,
+		},
+		{
+			name:          "same_owner_same_principal_is_a_retry",
+			setup:         []core.Command{core.Grant("a", 1000, "o1").WithPrincipal("alice")},
+			cmd:           core.Grant("a", 1000, "o1").WithPrincipal("alice"),
+			want:          regranted(1, 1000),
+			wantLocks:     []core.Lock{withP(lock("a", 1, 1000, "o1", 2), "alice")},
+			wantLastToken: 1,
 		},
 		{
 			name:          "noop_changes_nothing",
 			setup:         []core.Command{core.Grant("a", 1000, "o1")},
 			cmd:           core.Noop(),
 			want:          noop,
-			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1")},
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 1)},
 			wantLastToken: 1,
 		},
 		{
@@ -202,7 +334,7 @@ func TestApplyCommandTable(t *testing.T) {
 			setup:         []core.Command{core.Grant("a", 1000, "o1"), core.SetMember("n2", "127.0.0.1:7002")},
 			cmd:           core.SetMember("n1", "127.0.0.1:7001"),
 			want:          noop,
-			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1")},
+			wantLocks:     []core.Lock{lock("a", 1, 1000, "o1", 1)},
 			wantLastToken: 1,
 			wantMembers:   map[string]string{"n1": "127.0.0.1:7001", "n2": "127.0.0.1:7002"},
 		},
@@ -242,6 +374,16 @@ func TestApplyCommandTable(t *testing.T) {
 				tt.wantMembers = map[string]string{}
 			}
 			assert.Equal(t, tt.wantMembers, sm.Members(), "Members")
+			assert.Equal(t, tt.wantDelays, delaysOf(sm), "lock delays")
+			for _, d := range tt.wantDelays {
+				got, ok := sm.LockDelay(d.Key)
+				assert.True(t, ok, "LockDelay(%q)", d.Key)
+				assert.Equal(t, d, got, "LockDelay(%q)", d.Key)
+			}
+			for _, l := range tt.wantLocks {
+				_, ok := sm.LockDelay(l.Key)
+				assert.False(t, ok, "held key %q is also delayed", l.Key)
+			}
 			for id, addr := range tt.wantMembers {
 				got, ok := sm.MemberAPIAddr(id)
 				assert.True(t, ok, "MemberAPIAddr(%q)", id)
@@ -264,6 +406,7 @@ func TestApplyReplayIsNoop(t *testing.T) {
 		{"same_index_grant", 3, core.Grant("b", 1000, "o1")},
 		{"older_index_release", 1, core.Release("a", 1)},
 		{"same_index_expire", 3, core.Expire("a", 1)},
+		{"same_index_renew", 3, core.Renew("a", 1)},
 		{"older_index_set_member", 2, core.SetMember("n1", "127.0.0.1:7001")},
 		{"older_index_unknown_op", 2, core.Command{Op: core.Op(200)}},
 	}
@@ -318,7 +461,7 @@ func TestApplyEntry(t *testing.T) {
 	require.Equal(t, granted(1, 1000), res)
 
 	before := snapshotBytes(t, sm)
-	for _, bad := range [][]byte{nil, {}, {core.CommandVersion + 1}, {core.CommandVersion, 0xff, 0xff}} {
+	for _, bad := range [][]byte{nil, {}, {core.CommandVersion2 + 1}, {core.CommandVersion, 0xff, 0xff}} {
 		_, _, err := sm.ApplyEntry(2, bad)
 		require.ErrorIs(t, err, core.ErrDecode, "entry %x", bad)
 	}
@@ -337,7 +480,7 @@ func TestSkip(t *testing.T) {
 	res, err := sm.Apply(3, core.Release("a", 1))
 	require.NoError(t, err)
 	require.Equal(t, core.OutcomeNoop, res.Outcome, "index 3 was skipped, so it is a replay")
-	require.Equal(t, []core.Lock{lock("a", 1, 1000, "o1")}, locksOf(sm))
+	require.Equal(t, []core.Lock{lock("a", 1, 1000, "o1", 1)}, locksOf(sm))
 }
 
 func TestGet(t *testing.T) {
@@ -346,7 +489,7 @@ func TestGet(t *testing.T) {
 	applyAll(t, sm, core.Grant("a", 1000, "o1"), core.Grant("b", 2000, "o2"))
 	got, ok := sm.Get("b")
 	require.True(t, ok)
-	require.Equal(t, lock("b", 2, 2000, "o2"), got)
+	require.Equal(t, lock("b", 2, 2000, "o2", 2), got)
 	_, ok = sm.Get("c")
 	require.False(t, ok)
 }
@@ -412,6 +555,8 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	applyAll(t, sm,
 		core.Grant("b", 1000, "o1"), core.Grant("a", 2000, "o2"), core.Grant("c", 3000, "o3"),
 		core.Release("b", 1), core.SetMember("n2", "127.0.0.1:7002"), core.SetMember("n1", "127.0.0.1:7001"),
+		core.Grant("d", 1000, "o4").WithLockDelay(700).WithPrincipal("svc"), core.Renew("a", 2),
+		core.Grant("e", 1000, "o5").WithLockDelay(900), core.Expire("e", 5),
 	)
 	data := snapshotBytes(t, sm)
 	restored := core.NewStateMachine()
@@ -422,6 +567,8 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	require.Equal(t, sm.LastToken(), restored.LastToken())
 	require.Equal(t, sm.AppliedIndex(), restored.AppliedIndex())
 	require.Equal(t, sm.Members(), restored.Members())
+	require.Equal(t, delaysOf(sm), delaysOf(restored))
+	require.Len(t, delaysOf(restored), 1)
 	// Restored state continues exactly as the original.
 	for _, c := range []core.Command{core.Grant("b", 1000, "o4"), core.Release("a", 2)} {
 		want := applyAll(t, sm, c)

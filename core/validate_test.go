@@ -27,6 +27,14 @@ func TestValidateKey(t *testing.T) {
 		{"multibyte_over_limit", strings.Repeat("é", core.MaxKeyBytes/2) + "k", true},
 		{"invalid_utf8", "a\xffb", true},
 		{"truncated_utf8", "\xe9\x94", true},
+		{"replacement_character_is_fine", "a\uFFFDb", false},
+		{"nul", "a\x00b", true},
+		{"newline", "orders/1\n", true},
+		{"carriage_return", "\rorders", true},
+		{"tab", "a\tb", true},
+		{"escape", "a\x1b[31mred", true},
+		{"delete", "a\x7f", true},
+		{"c1_control", "a\u0085", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,11 +61,95 @@ func TestValidateOwner(t *testing.T) {
 		{"at_limit", strings.Repeat("o", core.MaxOwnerBytes), false},
 		{"over_limit", strings.Repeat("o", core.MaxOwnerBytes+1), true},
 		{"invalid_utf8", "o\xfe", true},
+		{"nul", "o\x00", true},
+		{"newline", "worker\n1", true},
+		{"escape", "\x1b]0;title\x07", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			err := core.ValidateOwner(tt.owner)
+			if tt.wantErr {
+				assert.ErrorIs(t, err, core.ErrInvalidArgument)
+			} else {
+				assert.NoError(t, err)
+			}
+		})
+	}
+}
+
+func TestValidatePrincipal(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		principal string
+		wantErr   bool
+	}{
+		{"empty_is_allowed", "", false},
+		{"cn", "orders-svc", false},
+		{"unicode", "Zoë", false},
+		{"at_limit", strings.Repeat("p", core.MaxPrincipalBytes), false},
+		{"over_limit", strings.Repeat("p", core.MaxPrincipalBytes+1), true},
+		{"invalid_utf8", "p\xff", true},
+		{"newline", "admin\nops", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := core.ValidatePrincipal(tt.principal)
+			if tt.wantErr {
+				assert.ErrorIs(t, err, core.ErrInvalidArgument)
+			} else {
+				assert.NoError(t, err)
+			}
+		})
+	}
+}
+
+// TestValidateControlCharacterError checks that the error names the
+// character and its byte offset, so a client can find it.
+func TestValidateControlCharacterError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		check func(string) error
+		in    string
+		want  string
+	}{
+		{"key_newline", core.ValidateKey, "ab\ncd", "key has control character U+000A at byte 2"},
+		{"key_after_multibyte", core.ValidateKey, "é\x00", "key has control character U+0000 at byte 2"},
+		{"owner_escape", core.ValidateOwner, "\x1b", "owner has control character U+001B at byte 0"},
+		{"principal_delete", core.ValidatePrincipal, "p\x7f", "principal has control character U+007F at byte 1"},
+		{"key_invalid_utf8", core.ValidateKey, "ab\xff", "key is not valid UTF-8 (at byte 2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.check(tt.in)
+			assert.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestValidateLockDelay(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		ms, maxMS int64
+		wantErr   bool
+	}{
+		{"zero_is_none", 0, 60_000, false},
+		{"inside", 5000, 60_000, false},
+		{"at_max", 60_000, 60_000, false},
+		{"above_max", 60_001, 60_000, true},
+		{"negative", -1, 60_000, true},
+		{"any_when_max_zero", 1, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := core.ValidateLockDelay(tt.ms, tt.maxMS)
 			if tt.wantErr {
 				assert.ErrorIs(t, err, core.ErrInvalidArgument)
 			} else {
