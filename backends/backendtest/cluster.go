@@ -54,9 +54,10 @@ type Cluster struct {
 	// thresholds, timeouts) before it is opened.
 	Tune func(*backends.Config)
 
-	dir   string // parent of every peer's data dir
-	mu    sync.Mutex
-	peers []*Peer
+	dir    string // parent of every peer's data dir
+	errors *errorCheck
+	mu     sync.Mutex
+	peers  []*Peer
 }
 
 // Peer is one node slot of a Cluster: its identity and data dir survive
@@ -80,7 +81,13 @@ type Peer struct {
 func NewCluster(t testing.TB, open Factory) *Cluster {
 	// TempDir first: cleanups run last-in first-out, so the nodes are closed
 	// before their data dirs are removed.
-	c := &Cluster{t: t, open: open, Net: NewNetwork(), dir: t.TempDir()}
+	c := &Cluster{t: t, open: open, Net: NewNetwork(), dir: t.TempDir(), errors: &errorCheck{}}
+	// Registered before the nodes' Close, so it runs after it.
+	t.Cleanup(func() {
+		for _, v := range c.errors.violations() {
+			t.Errorf("backend returned an error outside core's: %s", v)
+		}
+	})
 	t.Cleanup(func() {
 		for _, p := range c.Peers() {
 			if n := p.Node(); n != nil {
@@ -151,14 +158,32 @@ func (c *Cluster) config(p *Peer) (backends.Config, *core.StateMachine, *ApplyLo
 
 func (c *Cluster) startPeer(p *Peer) {
 	c.t.Helper()
+	if err := c.openPeer(p); err != nil {
+		c.t.Fatalf("open %s: %v", p.ID, err)
+	}
+}
+
+// Reopen is Restart that returns the error of opening p instead of failing
+// the test (for checking that a node refuses to start).
+func (c *Cluster) Reopen(p *Peer) error {
+	c.t.Helper()
+	if p.Node() != nil {
+		c.t.Fatalf("reopen %s: still running", p.ID)
+	}
+	return c.openPeer(p)
+}
+
+func (c *Cluster) openPeer(p *Peer) error {
 	cfg, sm, applies, leaders := c.config(p)
 	n, err := c.open(cfg)
 	if err != nil {
-		c.t.Fatalf("open %s: %v", p.ID, err)
+		return err
 	}
+	n = &checkedNode{Node: n, id: p.ID, check: c.errors}
 	p.mu.Lock()
 	p.node, p.sm, p.applies, p.leaders = n, sm, applies, leaders
 	p.mu.Unlock()
+	return nil
 }
 
 // Peers returns every peer ever created, in creation order.

@@ -30,6 +30,11 @@ func Run(t *testing.T, open Factory) {
 		{"transfer_leadership", testTransferLeadership},
 		{"membership_under_load", testMembershipUnderLoad},
 		{"barrier_before_ready", testBarrierBeforeReady},
+		{"confirm_term", testConfirmTerm},
+		{"errors_are_core", testErrorsAreCore},
+		{"recovered_commit_index", testRecoveredCommitIndex},
+		{"damaged_log_refused", testDamagedLogRefused},
+		{"disk_full_stops", testDiskFullStops},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
@@ -129,7 +134,7 @@ func testReplicateInOrder(t *testing.T, open Factory) {
 		{core.Release("k00", 1), core.Result{Outcome: core.OutcomeReleased}},
 		{core.Release("k00", 1), core.Result{Outcome: core.OutcomeNotFound}},
 		{core.Expire("k01", 2), core.Result{Outcome: core.OutcomeExpired, Existed: true}},
-		{core.Grant("k00", leaseMS, "someone-else"), core.Result{Outcome: core.OutcomeGranted, Token: 21, LeaseMS: leaseMS}},
+		{core.Grant("k00", leaseMS, "someone-else"), core.Result{Outcome: core.OutcomeGranted, Token: 21, LeaseMS: leaseMS, Created: true}},
 	}
 	for _, s := range steps {
 		res, err := n.Propose(ctx, s.cmd)

@@ -43,6 +43,25 @@
 // order) only after it has applied an entry of its own term (the empty entry
 // etcd raft appends on election): the barrier DESIGN.md asks for.
 //
+// The loop's concerns live in files their names find, as etcd raft keeps
+// read_only.go apart: loop.go (the loop and each Ready), propose.go
+// (proposals and group commit), read.go (ReadIndex batching and
+// ConfirmTerm), apply.go (committed entries, snapshots), membership.go,
+// watermark.go (the durable end-of-log record), and request.go (the one
+// generic caller/loop exchange all of them use).
+//
+// # Failure
+//
+// The node is fail-stop: an undecodable entry (core.ErrDecode), a failed
+// storage write (a full disk: badgerlog.ErrDiskFull) or a panic in the loop
+// stops the loop, calls Config.OnFatal once, and every call then fails with
+// core.ErrStopped. At start, New refuses a log that ends before the index
+// the node's watermark records (internal/watermark: badger drops the tail
+// of a damaged memtable log silently), naming the gap and telling to
+// replace the member. Status().RecoveredCommitIndex is the larger of the
+// stored HardState's Commit and the watermark's applied index. Every error
+// the Consensus and Membership methods return matches one of core's.
+//
 // # Usage
 //
 //  1. Build a backends.Config: ID, RaftAddr (and BindAddr), DataDir,

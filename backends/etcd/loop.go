@@ -1,18 +1,15 @@
 package etcd
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
-	"runtime"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/ticketd/ticketd/backends/etcd/internal/transport"
+	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 	"github.com/ticketd/ticketd/core"
 )
 
@@ -67,14 +64,6 @@ type inbound struct {
 	msgs []*pb.Message
 }
 
-// readBatch is a set of readers served by one raft ReadIndex request.
-type readBatch struct {
-	seq    uint64
-	reqs   []*readRequest
-	issued uint64 // tick count when sent
-	index  uint64
-}
-
 // run is the raft loop (etcd raft doc.go): tick, step messages and proposals,
 // and handle every Ready in order: persist, send, apply, advance.
 func (n *Node) run() {
@@ -118,6 +107,10 @@ func (n *Node) run() {
 			n.rn.Tick()
 			n.ticks++
 			n.onTick()
+			if err := n.recordApplied(); err != nil {
+				n.fail(err)
+				return
+			}
 		case p := <-propc:
 			n.propose(p)
 		case <-holdc:
@@ -164,14 +157,25 @@ func (n *Node) process() error {
 	}
 }
 
-// fail records a fatal error: the node stops serving (DESIGN.md: an
-// undecodable entry stops the node rather than fork the state).
+// fail records a fatal error and tells Config.OnFatal, once: the node stops
+// serving (fail-stop: DESIGN.md, an undecodable entry stops the node rather
+// than fork the state; a storage write that failed, a full disk included,
+// leaves the store not knowing what is on disk; a panicked raft loop must not
+// leave a zombie that answers health checks). Every waiter fails with
+// core.ErrStopped, and so does every later call, once the loop has exited.
 func (n *Node) fail(err error) {
+	err = badgerlog.DiskFull(err)
 	n.log.Error("raft loop stopped", zap.Error(err))
 	n.mu.Lock()
-	n.fatal = err
+	first := n.fatal == nil
+	if first {
+		n.fatal = err
+	}
 	n.mu.Unlock()
-	n.failAll(fmt.Errorf("%w: %v", core.ErrStopped, err))
+	if first && n.cfg.OnFatal != nil {
+		n.cfg.OnFatal(err)
+	}
+	n.failAll(fmt.Errorf("%w: %w", core.ErrStopped, err))
 }
 
 // failAll fails every waiter with err.
@@ -181,29 +185,11 @@ func (n *Node) failAll(err error) {
 		delete(n.pending, id)
 	}
 	n.failReads(err)
-	for _, b := range n.readWaiting {
-		for _, r := range b.reqs {
-			r.done <- err
-		}
-	}
-	n.readWaiting = nil
+	n.failWaitingReads(err)
 	n.failConf(err)
 	if n.transfer != nil {
 		n.transfer.done <- err
 		n.transfer = nil
-	}
-}
-
-func (n *Node) failReads(err error) {
-	for _, r := range n.readQueue {
-		r.done <- err
-	}
-	n.readQueue = nil
-	if n.readFlight != nil {
-		for _, r := range n.readFlight.reqs {
-			r.done <- err
-		}
-		n.readFlight = nil
 	}
 }
 
@@ -226,107 +212,16 @@ func (n *Node) notLeader() error {
 	return &core.NotLeaderError{Leader: n.member(n.lead)}
 }
 
-// maxHold bounds how long new proposals wait for the batch in flight.
-const maxHold = 2 * time.Millisecond
-
-// holdProposals reports whether the leader keeps new proposals queued because
-// an earlier batch is still uncommitted (group commit, as hashicorp's leader
-// does with one dispatch at a time): the proposers answered when it applies
-// join those queued meanwhile in one batch — one fsync on every node instead
-// of a trickle of small ones. A single proposer never waits (nothing is in
-// flight when it proposes), and no hold outlasts maxHold.
-func (n *Node) holdProposals() bool {
-	hold := n.state == raft.StateLeader && len(n.pending) > 0 && !n.holdExpired
-	switch {
-	case hold && !n.holding:
-		n.holding = true
-		n.holdTimer.Reset(maxHold)
-	case !hold && n.holding:
-		n.holding = false
-		n.holdTimer.Stop()
-	}
-	if len(n.pending) == 0 {
-		n.holdExpired = false
-	}
-	return hold
-}
-
-// settleProposers gives the k proposers just answered a moment to propose
-// again before the loop takes the next batch: yielding the processor until
-// k proposals are queued or the queue stops growing (a few yields, not a
-// timer), so they leave in one batch instead of the first comer's alone.
-func (n *Node) settleProposers(k int) {
-	for i, still := 0, 0; i < 64 && len(n.propc) < k && still < 4; i++ {
-		l := len(n.propc)
-		runtime.Gosched()
-		if len(n.propc) == l {
-			still++
-		} else {
-			still = 0
-		}
-	}
-}
-
-// propose drains every waiting proposal and hands them to raft as one MsgProp
-// (one log append, one fsync, one MsgApp per follower).
-func (n *Node) propose(first *proposal) {
-	batch := []*proposal{first}
-drain:
-	for len(batch) < maxProposalBatch {
-		select {
-		case p := <-n.propc:
-			batch = append(batch, p)
-		default:
-			break drain
-		}
-	}
-	if n.state != raft.StateLeader {
-		err := n.notLeader()
-		for _, p := range batch {
-			p.done <- proposalResult{err: err}
-		}
-		return
-	}
-	ents := make([]*pb.Entry, 0, len(batch))
-	live := batch[:0]
-	for _, p := range batch {
-		if p.ctx.Err() != nil {
-			continue // its caller has gone: do not replicate it
-		}
-		ents = append(ents, &pb.Entry{Data: p.data})
-		live = append(live, p)
-	}
-	if len(ents) == 0 {
-		return
-	}
-	err := n.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(n.id), Entries: ents})
-	if err != nil {
-		n.log.Debug("proposal dropped", zap.Int("entries", len(ents)), zap.Error(err))
-		nl := n.notLeader()
-		for _, p := range live {
-			p.done <- proposalResult{err: nl}
-		}
-		return
-	}
-	for _, p := range live {
-		n.pending[p.id] = p
-	}
-}
-
-// step passes a received batch to raft, learning the sender's address when
-// the book does not have it yet (a joining node must answer the leader
-// before it has the leader's snapshot).
+// step passes a received batch to raft. Only a node in no configuration yet
+// routes replies to an unknown sender's claimed address (joinRoute: a
+// joining node must answer the leader before it has the leader's snapshot);
+// members never take addresses from headers.
 func (n *Node) step(first inbound) {
 	in := first
 	for i := 0; ; i++ {
-		if len(in.msgs) > 0 && in.from.ID != "" && in.from.Addr != "" {
-			from := in.msgs[0].GetFrom()
-			if raftID(in.from.ID) == from {
-				if p, ok := n.book[from]; !ok || p.RaftAddr != in.from.Addr {
-					n.book[from] = peerInfo{ID: in.from.ID, RaftAddr: in.from.Addr}
-					n.tr.SetPeer(from, in.from.Addr)
-				}
-			}
+		if nid, p, ok := joinRoute(n.confState, n.book, in.from, in.msgs); ok {
+			n.book[nid] = p
+			n.tr.SetPeer(nid, p.RaftAddr)
 		}
 		for _, m := range in.msgs {
 			if err := n.rn.Step(m); err != nil {
@@ -397,9 +292,18 @@ func (n *Node) handleReady() error {
 		}
 		applied = true
 	}
-	// Step 1: persist HardState, entries and snapshot in one synced batch.
+	// Step 1: persist HardState, entries and snapshot in one synced batch,
+	// and the new end of the log in the watermark once it is durable.
+	if err := n.lowerWatermark(rd.Entries); err != nil {
+		return err
+	}
 	if err := n.store.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 		return fmt.Errorf("etcd: save ready: %w", err)
+	}
+	if len(rd.Entries) > 0 || !raft.IsEmptySnap(rd.Snapshot) {
+		if err := n.raiseWatermark(); err != nil {
+			return err
+		}
 	}
 	if rd.HardState != nil {
 		n.hs = rd.HardState
@@ -494,194 +398,4 @@ func (n *Node) emitLeader(term uint64) {
 	}
 	n.lastEvent = key
 	n.note.push(core.LeaderEvent{IsLeader: key.isLeader, Leader: n.member(n.lead), Term: term})
-}
-
-// applyEntries applies committed entries in log order: commands to the state
-// machine (then OnApply and the proposer's waiter), configuration changes to
-// raft and the address book. It notices the leader's barrier: the first
-// applied entry of the term this node leads in (etcd raft appends an empty
-// one on election), after which every earlier entry is applied.
-func (n *Node) applyEntries(ents []*pb.Entry) error {
-	for _, e := range ents {
-		idx := e.GetIndex()
-		if idx <= n.applied {
-			continue
-		}
-		switch e.GetType() {
-		case pb.EntryNormal:
-			if len(e.GetData()) == 0 {
-				n.sm.Skip(idx)
-				break
-			}
-			id, payload, err := decodeEntry(e.GetData())
-			if err != nil {
-				return fmt.Errorf("etcd: apply index %d: %w", idx, err)
-			}
-			cmd, res, err := n.sm.ApplyEntry(idx, payload)
-			if err != nil {
-				return fmt.Errorf("etcd: %w", err)
-			}
-			if n.cfg.OnApply != nil {
-				n.cfg.OnApply(idx, cmd, res)
-			}
-			if p, ok := n.pending[id]; ok {
-				delete(n.pending, id)
-				p.done <- proposalResult{res: res}
-				n.answered++
-			}
-		case pb.EntryConfChange:
-			cc := &pb.ConfChange{}
-			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
-				return fmt.Errorf("etcd: apply index %d: %w: conf change: %v", idx, core.ErrDecode, err)
-			}
-			n.applyConfChange(cc)
-			n.sm.Skip(idx)
-		case pb.EntryConfChangeV2:
-			cc := &pb.ConfChangeV2{}
-			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
-				return fmt.Errorf("etcd: apply index %d: %w: conf change: %v", idx, core.ErrDecode, err)
-			}
-			n.confState = n.rn.ApplyConfChange(cc)
-			n.refreshMembers()
-			n.sm.Skip(idx)
-		default:
-			return fmt.Errorf("etcd: apply index %d: %w: entry type %v", idx, core.ErrDecode, e.GetType())
-		}
-		n.applied = idx
-		if n.state == raft.StateLeader && !n.leaderReady && e.GetTerm() == n.leaderTerm {
-			n.leaderReady = true
-			n.emitLeader(n.leaderTerm)
-		}
-	}
-	return nil
-}
-
-// applySnapshot restores the state machine and address book from a snapshot
-// raft received from the leader (already saved by Save).
-func (n *Node) applySnapshot(snap *pb.Snapshot) error {
-	idx := snap.GetMetadata().GetIndex()
-	book, state, err := decodeSnapshotData(snap.GetData())
-	if err != nil {
-		return fmt.Errorf("etcd: snapshot %d: %w", idx, err)
-	}
-	if err := n.sm.Restore(bytes.NewReader(state)); err != nil {
-		return fmt.Errorf("etcd: restore snapshot %d: %w", idx, err)
-	}
-	n.sm.Skip(idx)
-	book[n.id] = peerInfo{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAddr}
-	n.setBook(book)
-	n.confState = proto.Clone(pb.EnsureConfState(snap.GetMetadata().GetConfState())).(*pb.ConfState)
-	n.refreshMembers()
-	n.applied, n.snapIndex = idx, idx
-	n.log.Info("restored snapshot", zap.Uint64("index", idx))
-	return nil
-}
-
-// setBook replaces the address book, the transport's peers and the persisted copy.
-func (n *Node) setBook(book addressBook) {
-	for nid := range n.book {
-		if _, ok := book[nid]; !ok {
-			n.tr.RemovePeer(nid)
-		}
-	}
-	for nid, p := range book {
-		n.tr.SetPeer(nid, p.RaftAddr)
-	}
-	n.book = book
-	n.saveBook()
-}
-
-// saveBook persists the address book; a failure is logged (the book is
-// rebuilt from snapshots and the log on restart anyway).
-func (n *Node) saveBook() {
-	if err := n.store.SavePeers(n.book.encode()); err != nil {
-		n.log.Warn("save address book", zap.Error(err))
-	}
-}
-
-// maybeSnapshot takes a snapshot of the state machine at the applied index
-// once SnapshotThreshold entries were applied since the last one (or a node
-// was just added, so the snapshot a joining node receives names it), and
-// compacts the log, keeping TrailingLogs entries.
-func (n *Node) maybeSnapshot() error {
-	if n.applied <= n.snapIndex || (!n.forceSnap && n.applied-n.snapIndex < n.cfg.SnapshotThreshold) {
-		return nil
-	}
-	n.forceSnap = false
-	term, err := n.store.Term(n.applied)
-	if err != nil {
-		return fmt.Errorf("etcd: snapshot at %d: %w", n.applied, err)
-	}
-	data, err := encodeSnapshotData(n.book, n.sm.Snapshot())
-	if err != nil {
-		return err
-	}
-	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
-		Index: new(n.applied), Term: new(term),
-		ConfState: proto.Clone(n.confState).(*pb.ConfState),
-	}}
-	var compactTo uint64
-	if n.applied > n.cfg.TrailingLogs {
-		compactTo = n.applied - n.cfg.TrailingLogs
-	}
-	if err := n.store.CreateSnapshot(snap, compactTo); err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	n.snapIndex = n.applied
-	n.log.Debug("snapshot", zap.Uint64("index", n.applied), zap.Uint64("compacted_to", compactTo), zap.Int("bytes", len(data)))
-	return nil
-}
-
-// issueRead sends one raft ReadIndex request for every reader queued, when
-// none is in flight.
-func (n *Node) issueRead() {
-	if n.readFlight != nil || len(n.readQueue) == 0 {
-		return
-	}
-	if n.state != raft.StateLeader {
-		n.failReads(n.notLeader())
-		return
-	}
-	live := n.readQueue[:0]
-	for _, r := range n.readQueue {
-		if r.ctx.Err() == nil {
-			live = append(live, r)
-		}
-	}
-	n.readQueue = nil
-	if len(live) == 0 {
-		return
-	}
-	n.readSeq++
-	var rctx [8]byte
-	binary.BigEndian.PutUint64(rctx[:], n.readSeq)
-	n.rn.ReadIndex(rctx[:])
-	n.readFlight = &readBatch{seq: n.readSeq, reqs: live, issued: n.ticks}
-}
-
-// onReadState moves the batch raft answered to wait for its index to apply.
-func (n *Node) onReadState(rs raft.ReadState) {
-	b := n.readFlight
-	if b == nil || len(rs.RequestCtx) != 8 || binary.BigEndian.Uint64(rs.RequestCtx) != b.seq {
-		return
-	}
-	b.index = rs.Index
-	n.readWaiting = append(n.readWaiting, b)
-	n.readFlight = nil
-}
-
-// releaseReads answers every batch whose read index is applied.
-func (n *Node) releaseReads() {
-	kept := n.readWaiting[:0]
-	for _, b := range n.readWaiting {
-		if b.index > n.applied {
-			kept = append(kept, b)
-			continue
-		}
-		for _, r := range b.reqs {
-			r.done <- nil
-		}
-	}
-	clear(n.readWaiting[len(kept):])
-	n.readWaiting = kept
 }

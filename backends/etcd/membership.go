@@ -65,21 +65,11 @@ func (n *Node) changeConf(ctx context.Context, c *confRequest) error {
 		return err
 	}
 	c.ctx, c.id, c.done = ctx, n.nextID.Add(1), make(chan error, 1)
-	select {
-	case n.confc <- c:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.done:
-		return n.stoppedErr()
+	err, rerr := roundTrip(ctx, n, n.confc, c, c.done)
+	if rerr != nil {
+		return rerr
 	}
-	select {
-	case err := <-c.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.done:
-		return n.stoppedErr()
-	}
+	return err
 }
 
 // proposeConfChange hands the next queued conf change to raft, once this
@@ -211,21 +201,11 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 		return err
 	}
 	t := &transferRequest{ctx: ctx, id: id, done: make(chan error, 1)}
-	select {
-	case n.transc <- t:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.done:
-		return n.stoppedErr()
+	err, rerr := roundTrip(ctx, n, n.transc, t, t.done)
+	if rerr != nil {
+		return rerr
 	}
-	select {
-	case err := <-t.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.done:
-		return n.stoppedErr()
-	}
+	return err
 }
 
 // startTransfer picks the transferee and asks raft to transfer.

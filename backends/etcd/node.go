@@ -20,6 +20,7 @@ import (
 	"github.com/ticketd/ticketd/backends/etcd/internal/raftstore"
 	"github.com/ticketd/ticketd/backends/etcd/internal/transport"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
 
@@ -62,6 +63,9 @@ type Node struct {
 	closeErr  error
 
 	nextID atomic.Uint64 // proposal and conf change ids
+
+	wm        *watermark.File // durable record of the log's end (issue 14, item 7)
+	recovered uint64          // Status().RecoveredCommitIndex, set by open
 
 	mu    sync.RWMutex // guards view and fatal
 	view  statusView
@@ -122,11 +126,17 @@ func New(cfg backends.Config) (*Node, error) {
 
 // open does New's work up to starting the loop.
 func (n *Node) open() error {
+	if err := backends.PrepareDataDir(n.cfg.DataDir); err != nil {
+		return err
+	}
 	db, err := badgerlog.Open(n.cfg.DataDir, BackendName, n.cfg.Logger)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
 	n.db = db
+	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {
+		return err
+	}
 	if n.store, err = raftstore.Open(db); err != nil {
 		return fmt.Errorf("etcd: data dir %s: %w", n.cfg.DataDir, err)
 	}
@@ -156,6 +166,9 @@ func (n *Node) open() error {
 			}
 		}
 	}
+	if err := n.openWatermark(); err != nil {
+		return err
+	}
 	n.applied = snap.GetMetadata().GetIndex()
 	n.snapIndex = n.applied
 	hs, cs, _ := n.store.InitialState()
@@ -174,6 +187,9 @@ func (n *Node) open() error {
 		BindAddr: n.cfg.BindAddr,
 		Deliver:  n.deliver,
 		Logger:   n.log,
+		// Mutual TLS and bounded reads (issue 12).
+		TLS:             n.cfg.PeerTLS,
+		MaxMessageBytes: n.cfg.MaxMessageBytes,
 	})
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -273,85 +289,6 @@ func (n *Node) deliver(ctx context.Context, from transport.Sender, msgs []*pb.Me
 	}
 }
 
-// proposal is one Propose call waiting for its entry to apply.
-type proposal struct {
-	ctx  context.Context
-	id   uint64
-	data []byte
-	done chan proposalResult // buffered: the loop never blocks on it
-}
-
-type proposalResult struct {
-	res core.Result
-	err error
-}
-
-// Propose implements core.Consensus: it wraps core.Encode(cmd) in the entry
-// envelope (envelope.go), hands it to the raft loop, which batches every
-// proposal waiting into one raft proposal (one append, one fsync, one
-// replication round), and waits until the entry is applied here. A proposal
-// that raft drops, or whose leader steps down before it applies, fails with
-// *core.NotLeaderError (it may still commit under the next leader).
-func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, error) {
-	payload, err := core.Encode(cmd)
-	if err != nil {
-		return core.Result{}, err
-	}
-	if err := n.leaderOnly(); err != nil {
-		return core.Result{}, err
-	}
-	p := &proposal{ctx: ctx, id: n.nextID.Add(1), done: make(chan proposalResult, 1)}
-	p.data = encodeEntry(p.id, payload)
-	select {
-	case n.propc <- p:
-	case <-ctx.Done():
-		return core.Result{}, ctx.Err()
-	case <-n.done:
-		return core.Result{}, n.stoppedErr()
-	}
-	select {
-	case r := <-p.done:
-		return r.res, r.err
-	case <-ctx.Done():
-		return core.Result{}, ctx.Err()
-	case <-n.done:
-		return core.Result{}, n.stoppedErr()
-	}
-}
-
-// readRequest is one ReadIndex call waiting for its batch.
-type readRequest struct {
-	ctx  context.Context
-	done chan error // buffered
-}
-
-// ReadIndex implements core.Consensus (Raft thesis §6.4, etcd ReadIndex): the
-// loop serves every reader waiting when it asks raft for a read index with
-// one request (dgraph's RunReadIndexLoop), and releases them once this node
-// has applied up to the index raft confirmed with a quorum. Only the leader
-// serves it; followers return *core.NotLeaderError.
-func (n *Node) ReadIndex(ctx context.Context) error {
-	if err := n.leaderOnly(); err != nil {
-		return err
-	}
-	r := &readRequest{ctx: ctx, done: make(chan error, 1)}
-	select {
-	case n.readc <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.done:
-		return n.stoppedErr()
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.done:
-		return n.stoppedErr()
-	}
-}
-
 // Leader implements core.Consensus.
 func (n *Node) Leader() (core.Member, bool) {
 	n.mu.RLock()
@@ -371,6 +308,8 @@ func (n *Node) Status() core.Status {
 		CommitIndex:  n.view.commit,
 		AppliedIndex: n.view.applied,
 		Members:      slices.Clone(n.view.members),
+
+		RecoveredCommitIndex: n.recovered,
 	}
 }
 
@@ -423,11 +362,14 @@ func (n *Node) closeResources() error {
 	if n.tr != nil {
 		errs = append(errs, n.tr.Close())
 	}
+	errs = append(errs, n.closeWatermark())
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}
 	if n.db != nil {
 		errs = append(errs, n.db.Close())
+		// badger flushes its memtable into a new table file on Close.
+		errs = append(errs, backends.RestrictTree(n.cfg.DataDir))
 	}
 	return errors.Join(errs...)
 }

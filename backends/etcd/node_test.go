@@ -89,7 +89,7 @@ func TestSingleNode(t *testing.T) {
 
 	res, err := s.n.Propose(ctx, core.Grant("a", 1000, "o1"))
 	require.NoError(t, err)
-	require.Equal(t, core.Result{Outcome: core.OutcomeGranted, Token: 1, LeaseMS: 1000}, res)
+	require.Equal(t, core.Result{Outcome: core.OutcomeGranted, Token: 1, LeaseMS: 1000, Created: true}, res)
 	res, err = s.n.Propose(ctx, core.Grant("a", 1000, "o2"))
 	require.NoError(t, err)
 	require.Equal(t, core.OutcomeGrantRejected, res.Outcome)

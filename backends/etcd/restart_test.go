@@ -182,7 +182,10 @@ func TestUndecodableEntryStopsTheNode(t *testing.T) {
 		})
 	})
 	s := &single{sm: core.NewStateMachine()}
-	n, err := etcd.New(singleConfig(dir, addr, s))
+	cfg := singleConfig(dir, addr, s)
+	fatal := make(chan error, 2)
+	cfg.OnFatal = func(err error) { fatal <- err }
+	n, err := etcd.New(cfg)
 	require.NoError(t, err, "the record itself verifies")
 	ctx := testCtx(t)
 	require.Eventually(t, func() bool {
@@ -190,5 +193,7 @@ func TestUndecodableEntryStopsTheNode(t *testing.T) {
 		return errors.Is(err, core.ErrStopped)
 	}, backendtest.WaitTimeout, 5*time.Millisecond)
 	require.Less(t, s.sm.AppliedIndex(), applied, "the bad entry was not applied")
+	require.ErrorIs(t, <-fatal, core.ErrDecode, "OnFatal is told why")
 	require.ErrorIs(t, n.Close(), core.ErrDecode)
+	require.Empty(t, fatal, "OnFatal is called once")
 }

@@ -20,3 +20,7 @@ func TestConformance(t *testing.T) {
 
 // newNode is the backendtest.Factory of this backend.
 func newNode(cfg backends.Config) (backendtest.Node, error) { return hashicorp.New(cfg) }
+
+func TestPeerTLS(t *testing.T) {
+	backendtest.RunPeerTLS(t, newNode)
+}

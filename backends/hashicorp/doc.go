@@ -57,7 +57,24 @@
 // owner returns the same token). A state-machine error while applying (an
 // undecodable entry: core.ErrDecode) is fatal: it is logged, nothing more is
 // applied, the node closes itself, and every call fails with an error that
-// wraps both core.ErrStopped and the cause.
+// wraps both core.ErrStopped and the cause. So does a failed storage write
+// (a full disk: badgerlog.ErrDiskFull, checked before badger's mmap'd
+// writes could die of SIGBUS); both call Config.OnFatal once. Library
+// errors other than hashicorp's not-leader and shutdown ones are returned
+// as a *core.NotLeaderError naming no leader (retry): callers see only
+// core's errors and ctx errors.
+//
+// # Watermark and replay
+//
+// hashicorp/raft persists neither its commit index nor anything that would
+// notice a log that storage shortened. The node keeps its own record, the
+// watermark (internal/watermark, <DataDir>/watermark): the last index
+// durably appended, written (one synced 20-byte write) after every log
+// append and lowered before every suffix deletion, and the applied index,
+// written with it and once per heartbeat interval. New refuses a log (and
+// snapshot) that ends before the recorded index, naming the gap and telling
+// to replace the member; Status().RecoveredCommitIndex is the recorded
+// applied index, which AppliedIndex must reach again before stale reads.
 //
 // # Storage layout
 //

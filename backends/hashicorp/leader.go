@@ -47,6 +47,7 @@ func (n *Node) runLeadership() {
 			continue
 		case <-n.obsCh:
 		case <-tick.C:
+			n.recordApplied()
 		}
 		last = n.reconcile(last)
 	}

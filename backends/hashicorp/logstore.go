@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
 // Key prefixes of the hashicorp backend in the node's badger database.
@@ -28,6 +29,14 @@ var (
 // compacts from its snapshot goroutine and reads from replication goroutines.
 type logStore struct {
 	db *badger.DB
+	// wm, when set, durably records the log's end after every append and
+	// before every suffix deletion (see package watermark); applied reports
+	// the state machine's applied index recorded with it.
+	wm      *watermark.File
+	applied func() uint64
+	// fatal, when set, is told of every failed write: the store no longer
+	// knows what is on disk, so the node must stop (issue 14, item 8).
+	fatal func(error)
 	// wmu serialises writers so that first/last follow the database exactly.
 	wmu sync.Mutex
 	// first and last are the smallest and largest stored index (0, 0 when the
@@ -107,7 +116,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		return txn.Set(badgerlog.IndexKey(logPrefix, logs[i].Index), buf[start:len(buf):len(buf)])
 	})
 	if err != nil {
-		return fmt.Errorf("badger: store logs [%d,%d]: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+		return s.failed(fmt.Errorf("badger: store logs [%d,%d]: %w", logs[0].Index, logs[len(logs)-1].Index, err))
 	}
 	first, last := s.first.Load(), s.last.Load()
 	for _, l := range logs {
@@ -118,7 +127,37 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	}
 	s.first.Store(first)
 	s.last.Store(last)
+	return s.mark(last)
+}
+
+// mark durably records last as the log's end (with the applied index) in the
+// watermark, when there is one.
+func (s *logStore) mark(last uint64) error {
+	if s.wm == nil {
+		return nil
+	}
+	var applied uint64
+	if s.applied != nil {
+		applied = s.applied()
+	}
+	err := s.wm.Update(func(m watermark.Mark) watermark.Mark {
+		// Applied is never lowered: a replaying node is behind it.
+		return watermark.Mark{LastIndex: last, Applied: max(m.Applied, applied)}
+	})
+	if err != nil {
+		return s.failed(fmt.Errorf("store logs: %w", err))
+	}
 	return nil
+}
+
+// failed reports err to fatal (a write whose outcome on disk is unknown) and
+// returns it, annotated when the disk is full.
+func (s *logStore) failed(err error) error {
+	err = badgerlog.DiskFull(err)
+	if s.fatal != nil {
+		s.fatal(err)
+	}
+	return err
 }
 
 // DeleteRange deletes the entries from `from` to `to`, both inclusive,
@@ -131,12 +170,20 @@ func (s *logStore) DeleteRange(from, to uint64) error {
 	if first == 0 || lo > hi {
 		return nil
 	}
+	if hi >= last && lo > 0 {
+		// A suffix goes (a follower drops conflicting entries, or a snapshot
+		// install drops the whole log): lower the watermark first, so a
+		// crash during the deletion never leaves it past the log's end.
+		if err := s.mark(lo - 1); err != nil {
+			return err
+		}
+	}
 	n := hi - lo + 1
 	err := badgerlog.Batch(s.db, int(n), func(txn *badger.Txn, i int) error {
 		return txn.Delete(badgerlog.IndexKey(logPrefix, lo+uint64(i)))
 	})
 	if err != nil {
-		return fmt.Errorf("badger: delete logs [%d,%d]: %w", lo, hi, err)
+		return s.failed(fmt.Errorf("badger: delete logs [%d,%d]: %w", lo, hi, err))
 	}
 	// Recompute the bounds that the deletion may have moved: one seek each.
 	err = s.db.View(func(txn *badger.Txn) error {
@@ -178,11 +225,11 @@ func (s *logStore) DeleteRange(from, to uint64) error {
 
 // Set stores val under key durably.
 func (s *logStore) Set(key, val []byte) error {
-	err := s.db.Update(func(txn *badger.Txn) error {
+	err := badgerlog.Batch(s.db, 1, func(txn *badger.Txn, _ int) error {
 		return txn.Set(stableKey(key), append([]byte(nil), val...))
 	})
 	if err != nil {
-		return fmt.Errorf("badger: set %q: %w", key, err)
+		return s.failed(fmt.Errorf("badger: set %q: %w", key, err))
 	}
 	return nil
 }

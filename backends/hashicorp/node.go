@@ -17,6 +17,7 @@ import (
 
 	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
 
@@ -80,14 +81,18 @@ type Node struct {
 	changeMu sync.Mutex
 	changeCh chan struct{} // closed and replaced on every apply and leadership change
 
+	wm        *watermark.File // durable record of the log's end (issue 14, item 7)
+	recovered uint64          // applied index recorded before this start (Status.RecoveredCommitIndex)
+
 	readyTerm atomic.Uint64 // term whose barrier this leader has applied (0: none)
 	lastSnap  atomic.Uint64 // applied index at the last snapshot trigger
 	snapCh    chan struct{}
 }
 
 var (
-	_ core.Consensus  = (*Node)(nil)
-	_ core.Membership = (*Node)(nil)
+	_ core.Consensus     = (*Node)(nil)
+	_ core.Membership    = (*Node)(nil)
+	_ core.TermConfirmer = (*Node)(nil)
 )
 
 // New opens (or creates) the node's storage under cfg.DataDir, starts the TCP
@@ -134,9 +139,15 @@ func New(cfg backends.Config) (*Node, error) {
 		if n.transport != nil {
 			_ = n.transport.Close()
 		}
+		if n.wm != nil {
+			_ = n.wm.Close()
+		}
 		if n.db != nil {
 			_ = n.db.Close()
 		}
+	}
+	if err := backends.PrepareDataDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	if n.db, err = badgerlog.Open(cfg.DataDir, Backend, logger); err != nil {
 		return nil, err
@@ -148,12 +159,16 @@ func New(cfg backends.Config) (*Node, error) {
 	}
 	hl := newHCLog(logger.Named("raft"))
 	// FileSnapshotStore keeps its files in <DataDir>/snapshots = badgerlog.SnapshotDir.
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, snapshotRetain, hl.Named("snapshot"))
+	snaps, err := newSnapshotStore(cfg.DataDir, snapshotRetain, hl.Named("snapshot"))
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("hashicorp: snapshot store: %w", err)
 	}
-	trans, closer, err := newTransport(cfg.ID, cfg.BindAddr, cfg.RaftAddr, cfg.DropMessage, hl)
+	if err := n.openWatermark(store, snaps); err != nil {
+		cleanup()
+		return nil, err
+	}
+	trans, closer, err := newTransport(cfg, hl)
 	if err != nil {
 		cleanup()
 		return nil, err
@@ -282,35 +297,53 @@ func (n *Node) apply(ctx context.Context, data []byte) (core.Result, error) {
 
 // ReadIndex returns once this node's state machine has applied every entry
 // committed before the call, with leadership confirmed by a quorum after the
-// call began: it reads the commit index, calls VerifyLeader, then waits until
-// this leader's barrier of its term is applied and AppliedIndex ≥ that commit
-// index (Raft thesis §6.4). Errors: *core.NotLeaderError, core.ErrStopped,
-// ctx.Err().
+// call began (Raft thesis §6.4); see ConfirmTerm. Errors:
+// *core.NotLeaderError, core.ErrStopped, ctx.Err().
 func (n *Node) ReadIndex(ctx context.Context) error {
+	_, err := n.ConfirmTerm(ctx)
+	return err
+}
+
+// ConfirmTerm implements core.TermConfirmer: ReadIndex that returns the term
+// in which a quorum confirmed this node's leadership. It reads the term and
+// the commit index, calls VerifyLeader, reads the term again, then waits
+// until this leader's barrier of that term is applied and AppliedIndex ≥ the
+// commit index read first. hashicorp's VerifyLeader does not say which term
+// it confirmed; but terms only grow and the leader loop that answers it runs
+// in the term current at that moment, so when the term read before and the
+// term read after are equal, that term is the confirmed one. When they
+// differ, leadership changed during the call and it fails with
+// *core.NotLeaderError. Errors: *core.NotLeaderError, core.ErrStopped,
+// ctx.Err().
+func (n *Node) ConfirmTerm(ctx context.Context) (uint64, error) {
 	if err := n.checkOpen(); err != nil {
-		return err
+		return 0, err
 	}
+	term := n.raft.CurrentTerm()
 	if n.raft.State() != raft.Leader {
-		return n.notLeader()
+		return 0, n.notLeader()
 	}
 	commit := n.raft.CommitIndex()
 	if _, err := n.do(ctx, func(time.Duration) raft.Future { return n.raft.VerifyLeader() }); err != nil {
-		return err
+		return 0, err
+	}
+	if n.raft.CurrentTerm() != term {
+		return 0, n.notLeader()
 	}
 	for {
 		changed := n.changes()
-		if n.raft.State() != raft.Leader {
-			return n.notLeader()
+		if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
+			return 0, n.notLeader()
 		}
-		if n.readyTerm.Load() == n.raft.CurrentTerm() && n.sm.AppliedIndex() >= commit {
-			return nil
+		if n.readyTerm.Load() == term && n.sm.AppliedIndex() >= commit {
+			return term, nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-n.stopCh:
-			return n.stoppedErr()
+			return 0, n.stoppedErr()
 		}
 	}
 }
@@ -333,6 +366,8 @@ func (n *Node) Status() core.Status {
 		Term:         n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.sm.AppliedIndex(),
+
+		RecoveredCommitIndex: n.recovered,
 	}
 	st.Leader, _ = n.Leader()
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
@@ -445,8 +480,15 @@ func (n *Node) close() error {
 	if n.closeConn != nil {
 		n.closeConn()
 	}
+	if err := n.closeWatermark(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := n.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("hashicorp: close badger: %w", err))
+	}
+	// badger flushes its memtable into a new table file on Close.
+	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -495,6 +537,17 @@ func (n *Node) do(ctx context.Context, start func(timeout time.Duration) raft.Fu
 			return nil, n.stoppedErr()
 		}
 	}
+	if errors.Is(err, raft.ErrEnqueueTimeout) {
+		// The enqueue timeout is ctx's remaining time: the command was not
+		// enqueued and ctx is about to end; report ctx's own error, never
+		// an internal timeout (issue 14, item 4).
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-n.stopCh:
+			return nil, n.stoppedErr()
+		}
+	}
 	if err != nil {
 		return nil, n.mapErr(err)
 	}
@@ -513,7 +566,11 @@ func (n *Node) leaderDo(ctx context.Context, start func(timeout time.Duration) r
 }
 
 // mapErr turns hashicorp's errors into core's (no string matching: they are
-// sentinels).
+// sentinels), so that callers see only core errors (issue 14, item 4). Any
+// other library error (a leadership transfer that timed out, a restore in
+// progress, an unsupported protocol) means "this leader cannot do it now":
+// it is wrapped with a *core.NotLeaderError naming no leader (Unavailable,
+// retry; the outcome of a command is then unknown, as after a ctx error).
 func (n *Node) mapErr(err error) error {
 	switch {
 	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
@@ -522,10 +579,8 @@ func (n *Node) mapErr(err error) error {
 		return n.notLeader()
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return n.stoppedErr()
-	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return context.DeadlineExceeded
 	}
-	return fmt.Errorf("hashicorp: %w", err)
+	return fmt.Errorf("%w: hashicorp: %w", &core.NotLeaderError{}, err)
 }
 
 // notLeader returns a *core.NotLeaderError naming the leader this node knows,
@@ -565,13 +620,20 @@ func (n *Node) fatalErr() error {
 	return nil
 }
 
-// fail records a fatal apply error (the first wins), logs it, and has the
-// node closed: skipping an entry would fork the state (DESIGN.md, Rules for
-// Apply), so nothing more is applied. It returns the recorded error.
+// fail records a fatal error (the first wins): an apply error, a storage
+// write that failed (a full disk), or a damaged log. It logs it, tells
+// Config.OnFatal, and has the node closed: skipping an entry would fork the
+// state (DESIGN.md, Rules for Apply) and a store that failed a write no
+// longer knows what is on disk, so nothing more is applied or served
+// (fail-stop). It returns the recorded error, which wraps core.ErrStopped
+// and cause.
 func (n *Node) fail(cause error) error {
-	err := fmt.Errorf("%w: state machine failed, node stopped: %w", core.ErrStopped, cause)
+	err := fmt.Errorf("%w: node stopped: %w", core.ErrStopped, cause)
 	if n.fatal.CompareAndSwap(nil, &err) {
-		n.logger.Error("fatal apply error; stopping node", zap.Error(cause))
+		n.logger.Error("fatal error; stopping node", zap.Error(cause))
+		if n.cfg.OnFatal != nil {
+			n.cfg.OnFatal(cause)
+		}
 		select {
 		case n.fatalCh <- struct{}{}:
 		default:

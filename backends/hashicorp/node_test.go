@@ -118,6 +118,8 @@ func TestUndecodableEntryStopsTheNode(t *testing.T) {
 	defer cancel()
 	events := make(chan core.LeaderEvent, 16)
 	cfg := single(t, t.TempDir(), events)
+	fatal := make(chan error, 2)
+	cfg.OnFatal = func(err error) { fatal <- err }
 	sm := cfg.StateMachine
 	n, err := New(cfg)
 	if err != nil {
@@ -142,5 +144,12 @@ func TestUndecodableEntryStopsTheNode(t *testing.T) {
 	}
 	if got := sm.AppliedIndex(); got != before {
 		t.Fatalf("applied index moved from %d to %d past the bad entry", before, got)
+	}
+	if err := <-fatal; !errors.Is(err, core.ErrDecode) {
+		t.Fatalf("OnFatal got %v, want ErrDecode", err)
+	}
+	_ = n.Close()
+	if len(fatal) != 0 {
+		t.Fatalf("OnFatal called again: %v", <-fatal)
 	}
 }

@@ -19,6 +19,9 @@ var (
 	ErrWrongBackend = errors.New("badgerlog: data dir belongs to another backend")
 	// ErrCorrupt: a stored key or value does not have the expected encoding.
 	ErrCorrupt = errors.New("badgerlog: corrupt record")
+	// ErrDiskFull: the file system of the data dir is full, or too full for
+	// badger to write safely (see DiskFull and Batch). Fatal for the node.
+	ErrDiskFull = errors.New("badgerlog: disk full")
 )
 
 // MarkerKey is the key under which Open records the name of the backend that
@@ -96,7 +99,18 @@ func claim(db *badger.DB, backend string) error {
 // is retried in a fresh transaction. Every part is committed (and, with
 // SyncWrites, synced) before Batch returns nil; on error, a prefix of the
 // items may have been committed. put must only Set or Delete on txn.
+//
+// Before writing, Batch checks that the database's file system has
+// ReserveBytes free (CheckSpace) and fails with an error wrapping ErrDiskFull
+// otherwise; write errors for lack of space are wrapped the same way.
 func Batch(db *badger.DB, n int, put func(txn *badger.Txn, i int) error) error {
+	if err := CheckSpace(db.Opts().Dir); err != nil {
+		return err
+	}
+	return DiskFull(batch(db, n, put))
+}
+
+func batch(db *badger.DB, n int, put func(txn *badger.Txn, i int) error) error {
 	txn := db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	pending := 0

@@ -1,0 +1,61 @@
+package backendtest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ticketd/ticketd/core"
+)
+
+// confirmTerm calls ConfirmTerm on p's node, failing the test when the
+// backend does not offer core.TermConfirmer.
+func confirmTerm(t *testing.T, p *Peer) core.TermConfirmer {
+	t.Helper()
+	tc, ok := p.Node().(core.TermConfirmer)
+	if !ok {
+		t.Fatalf("%s: node does not implement core.TermConfirmer", p.ID)
+	}
+	return tc
+}
+
+// testConfirmTerm: ConfirmTerm on the leader returns the term it leads in
+// (Status().Term) after its writes are applied; on a follower it fails with a
+// not-leader error naming the leader; after a failover the new leader
+// confirms a later term, and the deposed leader, partitioned away, confirms
+// nothing (ctx runs out or it learns it is no longer leader).
+func testConfirmTerm(t *testing.T, open Factory) {
+	ctx := testContext(t)
+	c := NewCluster(t, open)
+	c.Start(3)
+	l := c.WaitLeader()
+	tok := mustGrant(ctx, t, l.Node(), "confirm-me")
+	term, err := confirmTerm(t, l).ConfirmTerm(ctx)
+	if err != nil {
+		t.Fatalf("leader ConfirmTerm: %v", err)
+	}
+	if st := l.Node().Status(); term == 0 || term != st.Term {
+		t.Fatalf("ConfirmTerm = %d, status term %d", term, st.Term)
+	}
+	if lk, ok := l.StateMachine().Get("confirm-me"); !ok || lk.Token != tok {
+		t.Fatalf("after ConfirmTerm: lock %+v held=%v, want token %d", lk, ok, tok)
+	}
+	f := follower(c, l)
+	_, err = confirmTerm(t, f).ConfirmTerm(ctx)
+	requireNotLeader(t, err, l)
+
+	c.Partition(l)
+	nl := c.WaitNewLeader(l)
+	term2, err := confirmTerm(t, nl).ConfirmTerm(ctx)
+	if err != nil {
+		t.Fatalf("new leader ConfirmTerm: %v", err)
+	}
+	if term2 <= term {
+		t.Fatalf("new leader confirmed term %d, not after the old leader's %d", term2, term)
+	}
+	shortCtx, cancel := context.WithTimeout(ctx, 3*ElectionTimeout)
+	defer cancel()
+	if got, err := confirmTerm(t, l).ConfirmTerm(shortCtx); err == nil {
+		t.Fatalf("partitioned old leader confirmed term %d", got)
+	}
+	c.Heal()
+}

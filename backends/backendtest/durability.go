@@ -1,0 +1,266 @@
+package backendtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
+	"github.com/ticketd/ticketd/core"
+)
+
+// grantMany grants keys prefix000..prefix(n-1) through the cluster's leader.
+func grantMany(ctx context.Context, t *testing.T, c *Cluster, prefix string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		key := fmt.Sprintf("%s%03d", prefix, i)
+		if res, err := c.Propose(ctx, grant(key)); err != nil || res.Outcome != core.OutcomeGranted {
+			t.Fatalf("grant %s: %+v, %v", key, res, err)
+		}
+	}
+}
+
+// settle waits until every live peer has applied what the leader has.
+func settle(c *Cluster) {
+	l := c.WaitLeader()
+	c.WaitApplied(l.StateMachine().AppliedIndex())
+}
+
+// testRecoveredCommitIndex (issue 14, item 6): a node restarted cut off from
+// the others reports in Status().RecoveredCommitIndex at least the index it
+// had applied before it stopped, so the server can refuse stale reads while
+// AppliedIndex is below it; once the partition heals, the node replays past
+// it.
+func testRecoveredCommitIndex(t *testing.T, open Factory) {
+	ctx := testContext(t)
+	c := NewCluster(t, open)
+	c.Start(3)
+	l := c.WaitLeader()
+	grantMany(ctx, t, c, "rec", 30)
+	settle(c)
+	f := follower(c, l)
+	before := f.StateMachine().AppliedIndex()
+	c.Kill(f)
+	c.Partition(f)
+	c.Restart(f)
+	st := f.Node().Status()
+	if st.RecoveredCommitIndex == 0 || st.RecoveredCommitIndex < before {
+		t.Fatalf("restarted: RecoveredCommitIndex %d, want at least the applied index %d before the stop", st.RecoveredCommitIndex, before)
+	}
+	t.Logf("restarted cut off: applied %d, recovered %d", st.AppliedIndex, st.RecoveredCommitIndex)
+	c.Heal()
+	c.waitFor("replay past the recovered index", func() bool {
+		st := f.Node().Status()
+		return st.AppliedIndex >= st.RecoveredCommitIndex
+	})
+	if got := f.Node().Status().RecoveredCommitIndex; got != st.RecoveredCommitIndex {
+		t.Fatalf("RecoveredCommitIndex changed from %d to %d while running", st.RecoveredCommitIndex, got)
+	}
+}
+
+// crashImage copies the data dir of a running node to dst as a crash would
+// leave it: the watermark first, then every other file (badger's mmap'd
+// files are read through the page cache, as after kill -9). Writes must be
+// quiet meanwhile.
+func crashImage(t *testing.T, src, dst string) {
+	t.Helper()
+	copyFile := func(path string) {
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, rel)), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = in.Close() }()
+		out, err := os.Create(filepath.Join(dst, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			t.Fatal(err)
+		}
+		if err := out.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wm := filepath.Join(src, watermark.FileName)
+	copyFile(wm)
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || path == wm || strings.HasSuffix(path, ".lock") || d.Name() == "LOCK" {
+			return err
+		}
+		copyFile(path)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// damageNewestMemtable flips 4 bytes about 1.5 KiB before the end of the
+// data in the newest badger memtable write-ahead log (*.mem) under dataDir,
+// as the issue's reproduction did; it returns the file and offset.
+func damageNewestMemtable(t *testing.T, dataDir string) (string, int) {
+	t.Helper()
+	mems, err := filepath.Glob(filepath.Join(badgerlog.DBDir(dataDir), "*.mem"))
+	if err != nil || len(mems) == 0 {
+		t.Fatalf("no memtable log under %s (%v)", dataDir, err)
+	}
+	slices.Sort(mems) // zero-padded numbers: the last is the newest
+	path := mems[len(mems)-1]
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(bytes.TrimRight(b, "\x00"))
+	if end < 4096 {
+		t.Fatalf("%s holds only %d bytes of records", path, end)
+	}
+	off := end - 1500
+	for i := off; i < off+4; i++ {
+		b[i] ^= 0xA5
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, off
+}
+
+// testDamagedLogRefused (issue 14, item 7): a follower's badger memtable log
+// is damaged near its end after a crash; badger would replay it only up to
+// the damage and drop the rest without an error, so the node must refuse to
+// start, naming the gap and how to recover, instead of rejoining with a
+// shorter log. An undamaged crash image of the same node starts.
+func testDamagedLogRefused(t *testing.T, open Factory) {
+	ctx := testContext(t)
+	c := NewCluster(t, open)
+	c.Start(3)
+	l := c.WaitLeader()
+	grantMany(ctx, t, c, "dmg", 120)
+	settle(c)
+	f := follower(c, l)
+	img := t.TempDir()
+	crashImage(t, f.DataDir, filepath.Join(img, "clean"))
+	crashImage(t, f.DataDir, filepath.Join(img, "damaged"))
+	c.Kill(f)
+
+	swap := func(dir string) {
+		if err := os.RemoveAll(f.DataDir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(dir, f.DataDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap(filepath.Join(img, "clean"))
+	c.Restart(f)
+	c.Kill(f)
+
+	swap(filepath.Join(img, "damaged"))
+	file, off := damageNewestMemtable(t, f.DataDir)
+	err := c.Reopen(f)
+	if err == nil {
+		t.Fatalf("node started with 4 bytes flipped at offset %d of %s; want a refused start", off, file)
+	}
+	var gap *watermark.GapError
+	if !errors.Is(err, watermark.ErrLogShortened) || !errors.As(err, &gap) {
+		t.Fatalf("start with a damaged log: %v, want a *watermark.GapError", err)
+	}
+	if !strings.Contains(err.Error(), "RemoveMember") {
+		t.Fatalf("refusal does not say how to recover: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	// The rest of the cluster still commits.
+	grantMany(ctx, t, c, "after", 3)
+}
+
+// fatalLog records the errors Config.OnFatal reported, per node.
+type fatalLog struct {
+	mu   sync.Mutex
+	errs map[string][]error
+}
+
+func (l *fatalLog) tune(cfg *backends.Config) {
+	id := cfg.ID
+	cfg.OnFatal = func(err error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.errs[id] = append(l.errs[id], err)
+	}
+}
+
+func (l *fatalLog) get(id string) []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.errs[id])
+}
+
+// testDiskFullStops (issue 14, item 8): when the leader's disk is (nearly)
+// full, its next write fails, it calls OnFatal once with an error that says
+// the disk is full, refuses every later call with core.ErrStopped (no
+// zombie), and the others elect a new leader. The full disk is injected
+// below the storage layer (badgerlog.FreeBytes).
+func testDiskFullStops(t *testing.T, open Factory) {
+	ctx := testContext(t)
+	fatal := &fatalLog{errs: map[string][]error{}}
+	c := NewCluster(t, open)
+	c.Tune = fatal.tune
+	c.Start(3)
+	l := c.WaitLeader()
+	grantMany(ctx, t, c, "full", 5)
+
+	orig := badgerlog.FreeBytes
+	t.Cleanup(func() { badgerlog.FreeBytes = orig })
+	badgerlog.FreeBytes = func(dir string) (uint64, error) {
+		if strings.HasPrefix(dir, l.DataDir+string(filepath.Separator)) || dir == l.DataDir {
+			return 4096, nil
+		}
+		return orig(dir)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*ElectionTimeout)
+	_, err := l.Node().Propose(pctx, grant("full-disk"))
+	cancel()
+	if err == nil {
+		t.Fatal("grant on a leader with a full disk succeeded")
+	}
+	c.waitFor("OnFatal on the leader", func() bool { return len(fatal.get(l.ID)) > 0 })
+	errs := fatal.get(l.ID)
+	if len(errs) != 1 || !errors.Is(errs[0], badgerlog.ErrDiskFull) || !strings.Contains(errs[0].Error(), "disk full") {
+		t.Fatalf("OnFatal got %v, want one error saying the disk is full", errs)
+	}
+	c.waitFor("calls refused with ErrStopped", func() bool {
+		_, err := l.Node().Propose(ctx, grant("after-full"))
+		return errors.Is(err, core.ErrStopped) && errors.Is(l.Node().ReadIndex(ctx), core.ErrStopped)
+	})
+	var others []*Peer
+	for _, p := range c.Live() {
+		if p != l {
+			others = append(others, p)
+		}
+	}
+	nl := c.WaitLeader(others...)
+	if _, err := nl.Node().Propose(ctx, grant("on-new-leader")); err != nil {
+		t.Fatalf("grant on the new leader: %v", err)
+	}
+	for _, p := range others {
+		if errs := fatal.get(p.ID); len(errs) != 0 {
+			t.Fatalf("%s: OnFatal %v without a fault", p.ID, errs)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package etcd
+
+import (
+	"bytes"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ticketd/ticketd/core"
+)
+
+// applyEntries applies committed entries in log order: commands to the state
+// machine (then OnApply and the proposer's waiter), configuration changes to
+// raft and the address book. It notices the leader's barrier: the first
+// applied entry of the term this node leads in (etcd raft appends an empty
+// one on election), after which every earlier entry is applied.
+func (n *Node) applyEntries(ents []*pb.Entry) error {
+	for _, e := range ents {
+		idx := e.GetIndex()
+		if idx <= n.applied {
+			continue
+		}
+		switch e.GetType() {
+		case pb.EntryNormal:
+			if len(e.GetData()) == 0 {
+				n.sm.Skip(idx)
+				break
+			}
+			id, payload, err := decodeEntry(e.GetData())
+			if err != nil {
+				return fmt.Errorf("etcd: apply index %d: %w", idx, err)
+			}
+			cmd, res, err := n.sm.ApplyEntry(idx, payload)
+			if err != nil {
+				return fmt.Errorf("etcd: %w", err)
+			}
+			if n.cfg.OnApply != nil {
+				n.cfg.OnApply(idx, cmd, res)
+			}
+			if p, ok := n.pending[id]; ok {
+				delete(n.pending, id)
+				p.done <- proposalResult{res: res}
+				n.answered++
+			}
+		case pb.EntryConfChange:
+			cc := &pb.ConfChange{}
+			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+				return fmt.Errorf("etcd: apply index %d: %w: conf change: %v", idx, core.ErrDecode, err)
+			}
+			n.applyConfChange(cc)
+			n.sm.Skip(idx)
+		case pb.EntryConfChangeV2:
+			cc := &pb.ConfChangeV2{}
+			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+				return fmt.Errorf("etcd: apply index %d: %w: conf change: %v", idx, core.ErrDecode, err)
+			}
+			n.confState = n.rn.ApplyConfChange(cc)
+			n.refreshMembers()
+			n.sm.Skip(idx)
+		default:
+			return fmt.Errorf("etcd: apply index %d: %w: entry type %v", idx, core.ErrDecode, e.GetType())
+		}
+		n.applied = idx
+		if n.state == raft.StateLeader && !n.leaderReady && e.GetTerm() == n.leaderTerm {
+			n.leaderReady = true
+			n.emitLeader(n.leaderTerm)
+		}
+	}
+	return nil
+}
+
+// applySnapshot restores the state machine and address book from a snapshot
+// raft received from the leader (already saved by Save).
+func (n *Node) applySnapshot(snap *pb.Snapshot) error {
+	idx := snap.GetMetadata().GetIndex()
+	book, state, err := decodeSnapshotData(snap.GetData())
+	if err != nil {
+		return fmt.Errorf("etcd: snapshot %d: %w", idx, err)
+	}
+	if err := n.sm.Restore(bytes.NewReader(state)); err != nil {
+		return fmt.Errorf("etcd: restore snapshot %d: %w", idx, err)
+	}
+	n.sm.Skip(idx)
+	book[n.id] = peerInfo{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAddr}
+	n.setBook(book)
+	n.confState = proto.Clone(pb.EnsureConfState(snap.GetMetadata().GetConfState())).(*pb.ConfState)
+	n.refreshMembers()
+	n.applied, n.snapIndex = idx, idx
+	n.log.Info("restored snapshot", zap.Uint64("index", idx))
+	return nil
+}
+
+// setBook replaces the address book, the transport's peers and the persisted copy.
+func (n *Node) setBook(book addressBook) {
+	for nid := range n.book {
+		if _, ok := book[nid]; !ok {
+			n.tr.RemovePeer(nid)
+		}
+	}
+	for nid, p := range book {
+		n.tr.SetPeer(nid, p.RaftAddr)
+	}
+	n.book = book
+	n.saveBook()
+}
+
+// saveBook persists the address book; a failure is logged (the book is
+// rebuilt from snapshots and the log on restart anyway).
+func (n *Node) saveBook() {
+	if err := n.store.SavePeers(n.book.encode()); err != nil {
+		n.log.Warn("save address book", zap.Error(err))
+	}
+}
+
+// maybeSnapshot takes a snapshot of the state machine at the applied index
+// once SnapshotThreshold entries were applied since the last one (or a node
+// was just added, so the snapshot a joining node receives names it), and
+// compacts the log, keeping TrailingLogs entries.
+func (n *Node) maybeSnapshot() error {
+	if n.applied <= n.snapIndex || (!n.forceSnap && n.applied-n.snapIndex < n.cfg.SnapshotThreshold) {
+		return nil
+	}
+	n.forceSnap = false
+	term, err := n.store.Term(n.applied)
+	if err != nil {
+		return fmt.Errorf("etcd: snapshot at %d: %w", n.applied, err)
+	}
+	data, err := encodeSnapshotData(n.book, n.sm.Snapshot())
+	if err != nil {
+		return err
+	}
+	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
+		Index: new(n.applied), Term: new(term),
+		ConfState: proto.Clone(n.confState).(*pb.ConfState),
+	}}
+	var compactTo uint64
+	if n.applied > n.cfg.TrailingLogs {
+		compactTo = n.applied - n.cfg.TrailingLogs
+	}
+	if err := n.store.CreateSnapshot(snap, compactTo); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	n.snapIndex = n.applied
+	n.log.Debug("snapshot", zap.Uint64("index", n.applied), zap.Uint64("compacted_to", compactTo), zap.Int("bytes", len(data)))
+	return nil
+}

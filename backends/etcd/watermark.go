@@ -1,0 +1,96 @@
+package etcd
+
+import (
+	"errors"
+	"fmt"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
+)
+
+// openWatermark opens the node's watermark (package watermark) and refuses a
+// log that ends before the index it records (issue 14, item 7): badger
+// drops the tail of a damaged memtable write-ahead log without an error, and
+// raftstore's own checks (gaps, HardState past the log) cannot see a log
+// that is merely shorter. It sets recovered, Status().RecoveredCommitIndex
+// (issue 14, item 6): the larger of the HardState's Commit on disk and the
+// applied index the mark records (the stored Commit is a lower bound that
+// only reaches the disk with a term or vote change, a snapshot or Close).
+// Errors: a *watermark.GapError (errors.Is watermark.ErrLogShortened), also
+// wrapping ErrCorrupt; watermark.ErrCorrupt; or the file system's.
+func (n *Node) openWatermark() error {
+	wm, mark, err := watermark.Open(n.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	n.wm = wm
+	last, _ := n.store.LastIndex()
+	if err := watermark.Check(mark, last); err != nil {
+		n.log.Error("damaged raft log; refusing to start")
+		return fmt.Errorf("etcd: data dir %s: %w: %w", n.cfg.DataDir, ErrCorrupt, err)
+	}
+	hs, _, _ := n.store.InitialState()
+	n.recovered = max(hs.GetCommit(), mark.Applied)
+	return nil
+}
+
+// lowerWatermark lowers the recorded end of the log, durably, before a Save
+// that overwrites a suffix of it (a follower dropping conflicting entries),
+// so that a crash during the Save never leaves the mark past the log's end.
+func (n *Node) lowerWatermark(ents []*pb.Entry) error {
+	if len(ents) == 0 || ents[0].GetIndex() == 0 {
+		return nil
+	}
+	first := ents[0].GetIndex()
+	return n.updateWatermark(func(m watermark.Mark) watermark.Mark {
+		m.LastIndex = min(m.LastIndex, first-1)
+		return m
+	})
+}
+
+// raiseWatermark records, durably, the end of the log after a Save and the
+// applied index: one synced 20-byte write per Ready that saved entries or a
+// snapshot.
+func (n *Node) raiseWatermark() error {
+	last, _ := n.store.LastIndex()
+	return n.updateWatermark(func(m watermark.Mark) watermark.Mark {
+		return watermark.Mark{LastIndex: last, Applied: max(m.Applied, n.applied)}
+	})
+}
+
+// recordApplied durably raises the mark's applied index, once per tick, so
+// that a node killed while idle still knows how far it had applied (a Save
+// records it too, but only as of the Ready before): at most one synced
+// 20-byte write per heartbeat interval, none while nothing is applied.
+func (n *Node) recordApplied() error {
+	return n.updateWatermark(func(m watermark.Mark) watermark.Mark {
+		m.Applied = max(m.Applied, n.applied)
+		return m
+	})
+}
+
+func (n *Node) updateWatermark(change func(watermark.Mark) watermark.Mark) error {
+	if err := n.wm.Update(change); err != nil {
+		return fmt.Errorf("etcd: watermark: %w", badgerlog.DiskFull(err))
+	}
+	return nil
+}
+
+// closeWatermark records the final applied index (never lowering the one
+// recorded: a node closed while replaying is still behind it) and closes the
+// watermark; the loop has exited.
+func (n *Node) closeWatermark() error {
+	if n.wm == nil {
+		return nil
+	}
+	n.mu.RLock()
+	failed := n.fatal != nil
+	n.mu.RUnlock()
+	var err error
+	if !failed && n.rn != nil {
+		err = n.wm.RaiseApplied(n.applied)
+	}
+	return errors.Join(err, n.wm.Close())
+}

@@ -1,0 +1,53 @@
+// Package watermark keeps a node's durable record of how far its Raft log
+// reached, in a small file of its own beside the badger database, so that a
+// log that storage silently shortened is noticed at start instead of being
+// served (issue 14, item 7).
+//
+// badger/v4 replays its memtable write-ahead log (the *.mem files) at open
+// and stops at the first record whose checksum does not match: it truncates
+// the file there and drops every record after it, valid or not, without an
+// error (memtable.go, logFile.iterate and UpdateSkipList in v4.9.6). A Raft
+// node that loses acknowledged entries that way and rejoins would let a new
+// leader overwrite them on the other nodes (Raft assumes stable storage keeps
+// what it acknowledged; etcd's WAL refuses damage that valid records follow).
+// The watermark is independent of badger's files, so damage to them cannot
+// lower it.
+//
+// A Mark holds two indexes:
+//
+//   - LastIndex, the highest log index durably appended. It is raised after
+//     each append is durable, and lowered, durably, before a legitimate
+//     truncation of the log's suffix (a follower dropping conflicting
+//     entries), so a crash at any point leaves it at or below the log's end.
+//   - Applied, the highest index the node had applied (so committed) when the
+//     mark was written: the lower bound of the state it served, which a
+//     restarted node must reach again before it serves stale reads
+//     (core.Status.RecoveredCommitIndex).
+//
+// Every Store is one 20-byte write at offset 0 of an already allocated file,
+// opened with O_DSYNC (one data sync, no metadata journal commit, and no
+// allocation: it cannot fail for lack of space).
+//
+// # Usage
+//
+//  1. Open(dataDir) when the node starts, before Raft; it returns the Mark of
+//     the previous run (zero for a new data dir).
+//  2. Check(mark, last): refuse to start when the log (or the latest
+//     snapshot) ends before mark.LastIndex; the error names the gap and the
+//     way to recover.
+//  3. After each durable append, Store a Mark with the new LastIndex; before
+//     deleting a suffix, Store one with LastIndex lowered to what remains.
+//  4. Close when the node stops.
+//
+// Example:
+//
+//	wm, mark, err := watermark.Open(cfg.DataDir)
+//	if err != nil {
+//		return err
+//	}
+//	if err := watermark.Check(mark, lastIndex); err != nil {
+//		return err // damaged log: replace the member
+//	}
+//	// after each synced append of entries up to last:
+//	err = wm.Store(watermark.Mark{LastIndex: last, Applied: applied})
+package watermark
