@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	mrand "math/rand/v2"
@@ -16,6 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 )
 
@@ -39,10 +41,14 @@ type Client struct {
 	cancel context.CancelCauseFunc
 	bg     sync.WaitGroup // lease renewers and background releases
 
+	scheme     string          // "http" or "https": every URL the client builds uses it
+	configured map[string]bool // host:port of the configured endpoints
+
 	mu     sync.Mutex
 	nodes  map[string]*node // by base URL
 	leader string           // base URL of the believed leader, "" if unknown
 	next   int              // rotation over endpoints when no leader is known
+	known  map[string]bool  // host:port of members listed by a configured endpoint's Status
 }
 
 // node is one server's connect clients.
@@ -53,12 +59,16 @@ type node struct {
 }
 
 // New returns a client for the cluster whose API endpoints are given as
-// "host:port" (plain HTTP/2, h2c) or as URLs ("http://…", "https://…"). One
-// reachable endpoint is enough; the client learns the leader from it. New
-// does no I/O.
+// "host:port" (plain HTTP/2, h2c; https with WithTLS) or as URLs
+// ("http://…", "https://…"; all of one scheme). One reachable endpoint is
+// enough; the client learns the leader from it. It follows a leader named by
+// a server only to a configured endpoint or to a member listed by a
+// configured endpoint's Status, and over the configured scheme: a server
+// cannot send the client to an address of its choosing (or from https to
+// http). New does no I/O.
 //
-// Errors: ErrInvalidArgument when endpoints is empty or an endpoint does not
-// parse.
+// Errors: ErrInvalidArgument when endpoints is empty, an endpoint does not
+// parse, or endpoints mix http and https.
 func New(endpoints []string, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -67,17 +77,28 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("sdk.New: %w: no endpoints", ErrInvalidArgument)
 	}
-	c := &Client{cfg: cfg, nodes: make(map[string]*node)}
-	for _, e := range endpoints {
-		u, err := baseURL(e)
+	c := &Client{cfg: cfg, nodes: make(map[string]*node), configured: map[string]bool{}, known: map[string]bool{}}
+	c.scheme = "http"
+	if cfg.tls != nil {
+		c.scheme = "https"
+	}
+	for i, e := range endpoints {
+		if strings.Contains(e, "://") && i == 0 {
+			c.scheme, _, _ = strings.Cut(strings.TrimSpace(e), "://")
+		}
+		u, err := c.baseURL(e)
 		if err != nil {
 			return nil, fmt.Errorf("sdk.New: %w: %w", ErrInvalidArgument, err)
 		}
+		if !strings.HasPrefix(u, c.scheme+"://") {
+			return nil, fmt.Errorf("sdk.New: %w: endpoint %q: every endpoint must use %s", ErrInvalidArgument, e, c.scheme)
+		}
 		c.endpoints = append(c.endpoints, u)
+		c.configured[hostOf(u)] = true
 	}
 	c.hc = cfg.httpClient
 	if c.hc == nil {
-		c.hc, c.ownHC = newHTTPClient(cfg.keepAlive), true
+		c.hc, c.ownHC = newHTTPClient(cfg.keepAlive, cfg.tls), true
 	}
 	c.ownerBase = ownerBase(cfg.ownerPrefix)
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
@@ -133,8 +154,31 @@ func ownerBase(prefix string) string {
 	return prefix + "/" + hex.EncodeToString(b[:])
 }
 
-// baseURL normalises "host:port" or a URL into a base URL without a
-// trailing slash.
+// baseURL normalises "host:port" (with the client's scheme) or a URL into a
+// base URL without a trailing slash.
+func (c *Client) baseURL(addr string) (string, error) {
+	addr = strings.TrimSpace(addr)
+	if addr != "" && !strings.Contains(addr, "://") {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return "", fmt.Errorf("endpoint %q: %w", addr, err)
+		}
+		addr = c.scheme + "://" + addr
+	}
+	return baseURL(addr)
+}
+
+// hostOf returns the host:port of a base URL.
+func hostOf(u string) string {
+	_, h, ok := strings.Cut(u, "://")
+	if !ok {
+		h = u
+	}
+	h, _, _ = strings.Cut(h, "/")
+	return strings.ToLower(h)
+}
+
+// baseURL normalises "host:port" (as http) or a URL into a base URL without
+// a trailing slash.
 func baseURL(addr string) (string, error) {
 	addr = strings.TrimSpace(addr)
 	if addr == "" {
@@ -150,15 +194,17 @@ func baseURL(addr string) (string, error) {
 }
 
 // newHTTPClient returns an HTTP/2-only client: h2c (prior knowledge) for
-// http:// URLs, HTTP/2 over TLS for https://. Connections are pinged after
-// keepAlive of silence and closed when a ping goes unanswered for keepAlive,
-// so calls to a stopped node fail instead of hanging.
-func newHTTPClient(keepAlive time.Duration) *http.Client {
+// http:// URLs, HTTP/2 over TLS (with tlsCfg, when set) for https://.
+// Connections are pinged after keepAlive of silence and closed when a ping
+// goes unanswered for keepAlive, so calls to a stopped node fail instead of
+// hanging.
+func newHTTPClient(keepAlive time.Duration, tlsCfg *tls.Config) *http.Client {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
 		ForceAttemptHTTP2:   true,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 5 * time.Second,
+		TLSClientConfig:     tlsCfg,
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout: keepAlive,
 			PingTimeout:     keepAlive,
@@ -217,15 +263,21 @@ func (c *Client) route(toLeader bool) (n *node, isLeader bool) {
 	return c.nodeFor(c.endpoints[c.next%len(c.endpoints)]), false
 }
 
-// setLeader records a leader address learnt from Status or a LeaderHint.
-// It returns whether the believed leader changed.
+// setLeader records a leader address learnt from Status or a LeaderHint,
+// if it names a configured endpoint or a known member (trusted); the URL
+// always takes the configured scheme. It returns whether the believed
+// leader changed.
 func (c *Client) setLeader(addr string) bool {
-	u, err := baseURL(addr)
-	if err != nil {
+	host := hostOf(strings.TrimSpace(addr))
+	if _, _, err := net.SplitHostPort(host); err != nil {
 		return false
 	}
+	u := c.scheme + "://" + host
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.configured[host] && !c.known[host] {
+		return false // a hint to an address no configured endpoint vouches for
+	}
 	if c.leader == u {
 		return false
 	}
@@ -257,12 +309,28 @@ func (c *Client) discover(ctx context.Context, n *node, timeout time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	if st.GetLeaderAddr() == "" {
+	c.learnMembers(n, st.GetMembers())
+	if st.GetLeaderAddr() == "" || !c.setLeader(st.GetLeaderAddr()) && c.Leader() == "" {
 		return n, nil
 	}
-	c.setLeader(st.GetLeaderAddr())
 	ln, _ := c.route(true)
 	return ln, nil
+}
+
+// learnMembers records the API addresses of members listed by n's Status
+// when n is a configured endpoint: those are the addresses leader hints may
+// name.
+func (c *Client) learnMembers(n *node, members []*ticketv1.Member) {
+	if !c.configured[hostOf(n.url)] {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range members {
+		if a := m.GetApiAddr(); a != "" {
+			c.known[hostOf(a)] = true
+		}
+	}
 }
 
 // callSpec describes one logical call for invoke.

@@ -28,7 +28,7 @@ func (c *Client) Status(ctx context.Context) (*ticketv1.StatusResponse, error) {
 // Errors: ErrInvalidArgument for an endpoint that does not parse, or the
 // call's error (ErrUnavailable when the node cannot be reached).
 func (c *Client) NodeStatus(ctx context.Context, endpoint string) (*ticketv1.StatusResponse, error) {
-	u, err := baseURL(endpoint)
+	u, err := c.baseURL(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("status %q: %w: %w", endpoint, ErrInvalidArgument, err)
 	}

@@ -301,10 +301,14 @@ func (n *fakeNode) Status(ctx context.Context, req *ticketv1.StatusRequest) (*ti
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, fakeCall{node: n.idx, method: "Status"})
+	var members []*ticketv1.Member
+	for i, m := range c.nodes {
+		members = append(members, &ticketv1.Member{Id: string(rune('a' + i)), ApiAddr: m.srv.Listener.Addr().String(), Voter: true})
+	}
 	return &ticketv1.StatusResponse{
 		NodeId: string(rune('a' + n.idx)), LeaderId: string(rune('a' + c.leader)),
 		LeaderAddr: c.nodes[c.leader].srv.Listener.Addr().String(),
-		LastToken:  c.lastToken, LocksHeld: int64(len(c.locks)),
+		LastToken:  c.lastToken, LocksHeld: int64(len(c.locks)), Members: members,
 	}, nil
 }
 

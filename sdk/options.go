@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"crypto/tls"
 	"net/http"
 	"time"
 
@@ -50,6 +51,7 @@ type config struct {
 	minMargin      time.Duration
 	keepAlive      time.Duration
 	ownerPrefix    string
+	tls            *tls.Config
 }
 
 func defaultConfig() config {
@@ -76,6 +78,15 @@ func WithGRPC() Option {
 // but a Lock waiting on HTTP/1.1 is not health-checked by pings.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *config) { c.httpClient = hc }
+}
+
+// WithTLS makes the built-in HTTP client speak HTTP/2 over TLS with cfg
+// (RootCAs: the cluster's CA; Certificates: a client certificate when the
+// servers run with --client-cert-auth). Endpoints given as "host:port" then
+// mean https://host:port, and leader hints are followed over https only.
+// Ignored by WithHTTPClient's client, which brings its own TLS settings.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) { c.tls = cfg }
 }
 
 // WithConnectOptions adds connect-go client options (interceptors, codecs,

@@ -6,6 +6,8 @@ import (
 	"net"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
@@ -34,6 +36,9 @@ func (s *clusterService) Status(context.Context, *ticketv1.StatusRequest) (*tick
 		Members:      n.members(st.Members),
 		LastToken:    n.sm.LastToken(),
 		LocksHeld:    int64(n.sm.Len()),
+
+		Replaying:         st.AppliedIndex < st.RecoveredCommitIndex,
+		ReplayTargetIndex: st.RecoveredCommitIndex,
 	}
 	if st.Leader.ID != "" {
 		out.LeaderAddr, _ = n.sm.MemberAPIAddr(st.Leader.ID)
@@ -66,18 +71,32 @@ func (n *Node) hasMember(id string) bool {
 }
 
 // AddMember adds a voter (id, raft_addr) and records its api_addr in the
-// member directory. Adding an existing member updates its addresses.
+// member directory. Adding an existing member updates its addresses. The
+// leader refuses (ErrUnsafeMembership, FailedPrecondition) a member whose
+// api_addr does not answer Status as that member (over TLS: with a
+// certificate valid for that address), and a change after which the voters
+// that are up would not form a quorum (etcd --strict-reconfig-check). Every
+// request is logged with its caller.
 func (s *clusterService) AddMember(ctx context.Context, req *ticketv1.AddMemberRequest) (*ticketv1.AddMemberResponse, error) {
 	n := s.n
 	m := req.GetMember()
+	n.log.Info("AddMember requested", callerField(ctx), zap.String("member", m.GetId()),
+		zap.String("raft_addr", m.GetRaftAddr()), zap.String("api_addr", m.GetApiAddr()))
 	return onLeader(ctx, n, req, validateMember(m), n.fwd.Cluster, ticketv1connect.ClusterServiceClient.AddMember,
 		func(ctx context.Context) (*ticketv1.AddMemberResponse, error) {
-			if err := n.raft.AddVoter(ctx, core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), Voter: true}); err != nil {
+			cm := core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), Voter: true}
+			if err := n.checkAdd(ctx, cm, m.GetApiAddr()); err != nil {
+				n.log.Warn("AddMember refused", callerField(ctx), zap.String("member", cm.ID), zap.Error(err))
+				return nil, err
+			}
+			if err := n.raft.AddVoter(ctx, cm); err != nil {
 				return nil, err
 			}
 			if _, err := n.raft.Propose(ctx, core.SetMember(m.GetId(), m.GetApiAddr())); err != nil {
 				return nil, err
 			}
+			n.log.Info("member added", callerField(ctx), zap.String("member", cm.ID),
+				zap.String("raft_addr", cm.RaftAddr), zap.String("api_addr", m.GetApiAddr()))
 			return &ticketv1.AddMemberResponse{Members: n.members(n.raft.Status().Members)}, nil
 		})
 }
@@ -97,10 +116,13 @@ func validateMember(m *ticketv1.Member) error {
 }
 
 // RemoveMember removes a server from the configuration and its address from
-// the member directory.
+// the member directory. The leader refuses (ErrUnsafeMembership) a removal
+// after which the voters that are up would not form a quorum of the
+// remaining configuration. Every request is logged with its caller.
 func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveMemberRequest) (*ticketv1.RemoveMemberResponse, error) {
 	n := s.n
 	id := req.GetId()
+	n.log.Info("RemoveMember requested", callerField(ctx), zap.String("member", id))
 	var invalid error
 	if id == "" {
 		invalid = fmt.Errorf("%w: member id is empty", core.ErrInvalidArgument)
@@ -110,9 +132,14 @@ func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveM
 			if !n.hasMember(id) {
 				return nil, fmt.Errorf("%w: %q", ErrNoMember, id)
 			}
+			if err := n.checkRemove(ctx, id); err != nil {
+				n.log.Warn("RemoveMember refused", callerField(ctx), zap.String("member", id), zap.Error(err))
+				return nil, err
+			}
 			if err := n.raft.RemoveServer(ctx, id); err != nil {
 				return nil, err
 			}
+			n.log.Info("member removed", callerField(ctx), zap.String("member", id))
 			if id != n.cfg.ID {
 				// Best effort: a stale directory entry of a removed member is harmless.
 				_, _ = n.raft.Propose(ctx, core.SetMember(id, ""))
@@ -123,8 +150,10 @@ func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveM
 
 // TransferLeader hands leadership to id (any up-to-date voter when empty) and
 // returns the new leader's id once this node sees it (Raft thesis §3.10).
+// Every request is logged with its caller.
 func (s *clusterService) TransferLeader(ctx context.Context, req *ticketv1.TransferLeaderRequest) (*ticketv1.TransferLeaderResponse, error) {
 	n := s.n
+	n.log.Info("TransferLeader requested", callerField(ctx), zap.String("to", req.GetId()))
 	return onLeader(ctx, n, req, nil, n.fwd.Cluster, ticketv1connect.ClusterServiceClient.TransferLeader,
 		func(ctx context.Context) (*ticketv1.TransferLeaderResponse, error) {
 			return n.transferLeader(ctx, req.GetId())

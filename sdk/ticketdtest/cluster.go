@@ -3,6 +3,7 @@ package ticketdtest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,6 +33,9 @@ type Options struct {
 	Env []string
 	// StartTimeout bounds the wait for the first leader; default 30s.
 	StartTimeout time.Duration
+	// TLS, when set, starts the nodes with TLS (see TLS) and makes the
+	// cluster's own clients speak https.
+	TLS *TLS
 }
 
 // Node describes one ticketd process of a Cluster. Its fields do not change
@@ -91,6 +95,8 @@ type Cluster struct {
 	cluster []ticketv1connect.ClusterServiceClient
 	stopped map[int]bool
 	mu      sync.Mutex
+	tls     *tls.Config // nil without Options.TLS
+	scheme  string      // "http" or "https"
 }
 
 // H2CClient returns an HTTP client that speaks HTTP/2 without TLS (prior
@@ -138,7 +144,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 30 * time.Second
 	}
-	c := &Cluster{t: t, bin: Binary(t), opts: opts, http: H2CClient(), stopped: map[int]bool{}}
+	c := &Cluster{t: t, bin: Binary(t), opts: opts, http: H2CClient(), stopped: map[int]bool{}, scheme: "http"}
+	if opts.TLS != nil {
+		tc, err := opts.TLS.ClientConfig()
+		if err != nil {
+			t.Fatalf("ticketdtest: %v", err)
+		}
+		c.tls, c.scheme, c.http = tc, "https", TLSClient(tc)
+	}
 	dir := t.TempDir()
 	addrs := FreeAddrs(t, 2*opts.Nodes)
 	var peers []string
@@ -152,8 +165,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 		n.LogFile = filepath.Join(dir, n.ID+".log")
 		peers = append(peers, n.ID+"="+n.RaftAddr+"/"+n.APIAddr)
 		c.nodes = append(c.nodes, n)
-		c.lock = append(c.lock, ticketv1connect.NewLockServiceClient(c.http, "http://"+n.APIAddr))
-		c.cluster = append(c.cluster, ticketv1connect.NewClusterServiceClient(c.http, "http://"+n.APIAddr))
+		c.lock = append(c.lock, ticketv1connect.NewLockServiceClient(c.http, c.scheme+"://"+n.APIAddr))
+		c.cluster = append(c.cluster, ticketv1connect.NewClusterServiceClient(c.http, c.scheme+"://"+n.APIAddr))
 	}
 	for _, n := range c.nodes {
 		n.args = append([]string{"serve",
@@ -164,6 +177,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--backend", opts.Backend,
 			"--bootstrap", strings.Join(peers, ","),
 		}, opts.Args...)
+		if opts.TLS != nil {
+			n.args = append(n.args, opts.TLS.flags(n.ID)...)
+		}
 	}
 	t.Cleanup(c.Close)
 	for i := range c.nodes {
@@ -212,7 +228,14 @@ func (c *Cluster) Len() int { return len(c.nodes) }
 // Node returns node i (0-based).
 func (c *Cluster) Node(i int) *Node { return c.nodes[i] }
 
-// HTTPClient returns the h2c client behind Lock and Cluster.
+// TLSConfig returns the client TLS config of the cluster's own clients (nil
+// without Options.TLS), for sdk.WithTLS.
+func (c *Cluster) TLSConfig() *tls.Config { return c.tls }
+
+// URL returns node i's API base URL (http:// or, with TLS, https://).
+func (c *Cluster) URL(i int) string { return c.scheme + "://" + c.nodes[i].APIAddr }
+
+// HTTPClient returns the client (h2c, or HTTP/2 over TLS) behind Lock and Cluster.
 func (c *Cluster) HTTPClient() *http.Client { return c.http }
 
 // Lock returns a LockService client of node i (Connect protocol over h2c).

@@ -28,7 +28,7 @@ var (
 func (c *Cluster) Metric(i int, name string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.nodes[i].APIAddr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL(i)+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}

@@ -56,6 +56,12 @@ type Config struct {
 	// Join is the client API address (host:port) of a running member; a node
 	// with no Raft state asks it to add this node (AddMember) at start (key "join").
 	Join string `koanf:"join"`
+	// ForceNewCluster starts this node, after quorum loss, as a one-member
+	// cluster from its own data (key "force_new_cluster"; etcd's
+	// --force-new-cluster, backends.Config.ForceNewCluster): every lock and
+	// the token counter survive, new members then join with empty data
+	// dirs. Set it for one start only (docs/operations.md).
+	ForceNewCluster bool `koanf:"force_new_cluster"`
 	// Lease bounds the lease_ms that Acquire accepts.
 	Lease Lease `koanf:"lease"`
 	// Limits bounds the lock table and the wait queues.
@@ -64,6 +70,36 @@ type Config struct {
 	Raft Raft `koanf:"raft"`
 	// Log configures logging.
 	Log Log `koanf:"log"`
+
+	// CertFile and KeyFile are the PEM certificate and key of the client API
+	// (keys "cert_file", "key_file"; etcd's names). With CertFile set the API
+	// serves TLS only (HTTP/2 by ALPN and HTTP/1.1); without it, plaintext
+	// h2c. The files are reloaded on SIGHUP and when they change.
+	CertFile string `koanf:"cert_file"`
+	KeyFile  string `koanf:"key_file"`
+	// TrustedCAFile is the PEM bundle of CAs that client certificates are
+	// verified against (key "trusted_ca_file").
+	TrustedCAFile string `koanf:"trusted_ca_file"`
+	// ClientCertAuth requires every API client to present a certificate
+	// signed by TrustedCAFile (key "client_cert_auth"; etcd's name).
+	ClientCertAuth bool `koanf:"client_cert_auth"`
+	// PeerCertFile, PeerKeyFile and PeerTrustedCAFile turn on mutual TLS 1.3
+	// for peer traffic (Raft and follower-to-leader forwarding): both sides
+	// present a certificate verified against PeerTrustedCAFile (keys
+	// "peer_cert_file", "peer_key_file", "peer_trusted_ca_file").
+	PeerCertFile      string `koanf:"peer_cert_file"`
+	PeerKeyFile       string `koanf:"peer_key_file"`
+	PeerTrustedCAFile string `koanf:"peer_trusted_ca_file"`
+	// Insecure allows a non-loopback api_addr or raft_addr without TLS (key
+	// "insecure"). Without it such a node refuses to start (CockroachDB's rule).
+	Insecure bool `koanf:"insecure"`
+	// CORSAllowedOrigins lists the browser origins (scheme://host[:port], or
+	// "*") allowed to call the API cross-origin with Connect or gRPC-Web (key
+	// "cors_allowed_origins", comma-separated as a flag). Empty: CORS off.
+	CORSAllowedOrigins []string `koanf:"cors_allowed_origins"`
+	// ListenMetricsAddr, when set, serves /metrics on this host:port instead
+	// of the API port (key "listen_metrics_addr").
+	ListenMetricsAddr string `koanf:"listen_metrics_addr"`
 }
 
 // Peer is one bootstrap member.
@@ -85,6 +121,33 @@ type Limits struct {
 	MaxLocks int `koanf:"max_locks"`
 	// MaxWaitersPerKey is the most Acquire requests waiting on one key.
 	MaxWaitersPerKey int `koanf:"max_waiters_per_key"`
+	// MaxConnections is the most client API connections open at once; beyond
+	// it the oldest idle connection is closed, or accepting waits (0: no cap).
+	MaxConnections int `koanf:"max_connections"`
+	// MaxConcurrentStreams is the most concurrent HTTP/2 streams (requests)
+	// per client connection.
+	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
+	// ReadHeaderTimeoutMS bounds reading a request's headers, and a TLS
+	// handshake, in milliseconds.
+	ReadHeaderTimeoutMS int64 `koanf:"read_header_timeout_ms"`
+	// BodyReadTimeoutMS bounds reading an HTTP/1.1 request's body, in milliseconds
+	// (a body trickled slower is cut). Waiting for a lock is not reading.
+	BodyReadTimeoutMS int64 `koanf:"body_read_timeout_ms"`
+	// IdleTimeoutMS closes a keep-alive connection idle this long, in milliseconds.
+	IdleTimeoutMS int64 `koanf:"idle_timeout_ms"`
+	// MaxHeaderBytes bounds a request's headers, in bytes.
+	MaxHeaderBytes int `koanf:"max_header_bytes"`
+	// WatchHistoryEntries is the most watch events a node retains for
+	// resuming watchers (at least 1); older start indexes get OutOfRange.
+	WatchHistoryEntries int `koanf:"watch_history_entries"`
+	// WatchHistoryBytes bounds the retained watch events' memory, in bytes
+	// (at least 1).
+	WatchHistoryBytes int64 `koanf:"watch_history_bytes"`
+	// MaxWatchers is the most Watch streams open at once on a node (0: no cap).
+	MaxWatchers int `koanf:"max_watchers"`
+	// WatchBufferEvents is each watcher's buffer, in events (at least 1); a
+	// watcher whose buffer fills is ended with ResourceExhausted.
+	WatchBufferEvents int `koanf:"watch_buffer_events"`
 }
 
 // Raft tunes the backend; zero values take the backend's defaults.
@@ -95,6 +158,9 @@ type Raft struct {
 	HeartbeatMS int64 `koanf:"heartbeat_ms"`
 	// ElectionTimeoutMS is a follower's election timeout in milliseconds.
 	ElectionTimeoutMS int64 `koanf:"election_timeout_ms"`
+	// MaxMessageBytes bounds one message read from a peer, in bytes; a larger
+	// declared length is refused before allocation (0: the backend's default).
+	MaxMessageBytes int `koanf:"max_message_bytes"`
 }
 
 // Log configures the zap logger.
@@ -115,9 +181,13 @@ func DefaultConfig() Config {
 		DataDir:  "data/n1",
 		Backend:  BackendHashicorp,
 		Lease:    Lease{MinMS: 100, MaxMS: 600_000},
-		Limits:   Limits{MaxLocks: 1_000_000, MaxWaitersPerKey: 1024},
-		Raft:     Raft{SnapshotThreshold: 8192},
-		Log:      Log{Level: "info", Format: "json"},
+		Limits: Limits{MaxLocks: 1_000_000, MaxWaitersPerKey: 1024,
+			MaxConnections: 4096, MaxConcurrentStreams: 1000,
+			ReadHeaderTimeoutMS: 10_000, BodyReadTimeoutMS: 30_000, IdleTimeoutMS: 120_000,
+			MaxHeaderBytes:      64 << 10,
+			WatchHistoryEntries: 10_000, WatchHistoryBytes: 16 << 20, MaxWatchers: 10_000, WatchBufferEvents: 1024},
+		Raft: Raft{SnapshotThreshold: 8192},
+		Log:  Log{Level: "info", Format: "json"},
 	}
 }
 
@@ -134,6 +204,7 @@ var keys = []struct {
 	{"backend", "consensus backend: hashicorp or etcd", func(c *Config) any { return c.Backend }},
 	{"bootstrap", "voters of a new cluster: id=raft_addr/api_addr,... (this node included)", func(c *Config) any { return FormatPeers(c.Bootstrap) }},
 	{"join", "API host:port of a running member to join through on first start", func(c *Config) any { return c.Join }},
+	{"force_new_cluster", "after quorum loss: start as a one-member cluster from this node's data (one start only)", func(c *Config) any { return c.ForceNewCluster }},
 	{"lease.min_ms", "smallest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MinMS }},
 	{"lease.max_ms", "largest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MaxMS }},
 	{"limits.max_locks", "most locks held at once (0: no limit)", func(c *Config) any { return c.Limits.MaxLocks }},
@@ -141,6 +212,27 @@ var keys = []struct {
 	{"raft.snapshot_threshold", "applied entries between snapshots", func(c *Config) any { return c.Raft.SnapshotThreshold }},
 	{"raft.heartbeat_ms", "leader heartbeat period in milliseconds (0: backend default)", func(c *Config) any { return c.Raft.HeartbeatMS }},
 	{"raft.election_timeout_ms", "election timeout in milliseconds (0: backend default)", func(c *Config) any { return c.Raft.ElectionTimeoutMS }},
+	{"limits.max_connections", "most client API connections open at once; beyond it idle ones are closed (0: no cap)", func(c *Config) any { return c.Limits.MaxConnections }},
+	{"limits.max_concurrent_streams", "most concurrent HTTP/2 streams per client connection", func(c *Config) any { return c.Limits.MaxConcurrentStreams }},
+	{"limits.read_header_timeout_ms", "time to read request headers or finish a TLS handshake, in milliseconds", func(c *Config) any { return c.Limits.ReadHeaderTimeoutMS }},
+	{"limits.body_read_timeout_ms", "time to read an HTTP/1.1 request body, in milliseconds", func(c *Config) any { return c.Limits.BodyReadTimeoutMS }},
+	{"limits.idle_timeout_ms", "keep-alive connections idle this long are closed, in milliseconds", func(c *Config) any { return c.Limits.IdleTimeoutMS }},
+	{"limits.watch_history_entries", "most watch events retained for resuming watchers", func(c *Config) any { return c.Limits.WatchHistoryEntries }},
+	{"limits.watch_history_bytes", "memory bound of the retained watch events, in bytes", func(c *Config) any { return c.Limits.WatchHistoryBytes }},
+	{"limits.max_watchers", "most Watch streams open at once on a node (0: no cap)", func(c *Config) any { return c.Limits.MaxWatchers }},
+	{"limits.watch_buffer_events", "events buffered per watcher before it is ended as too slow", func(c *Config) any { return c.Limits.WatchBufferEvents }},
+	{"limits.max_header_bytes", "largest request header block, in bytes", func(c *Config) any { return c.Limits.MaxHeaderBytes }},
+	{"raft.max_message_bytes", "largest message read from a peer, in bytes (0: backend default)", func(c *Config) any { return c.Raft.MaxMessageBytes }},
+	{"cert_file", "client API TLS certificate (PEM); without it the API is plaintext h2c", func(c *Config) any { return c.CertFile }},
+	{"key_file", "client API TLS private key (PEM)", func(c *Config) any { return c.KeyFile }},
+	{"trusted_ca_file", "CA bundle (PEM) that client certificates are verified against", func(c *Config) any { return c.TrustedCAFile }},
+	{"client_cert_auth", "require a client certificate signed by trusted_ca_file", func(c *Config) any { return c.ClientCertAuth }},
+	{"peer_cert_file", "peer TLS certificate (PEM): mutual TLS 1.3 for Raft traffic and forwarding", func(c *Config) any { return c.PeerCertFile }},
+	{"peer_key_file", "peer TLS private key (PEM)", func(c *Config) any { return c.PeerKeyFile }},
+	{"peer_trusted_ca_file", "CA bundle (PEM) that peer certificates are verified against", func(c *Config) any { return c.PeerTrustedCAFile }},
+	{"insecure", "allow a non-loopback api_addr or raft_addr without TLS", func(c *Config) any { return c.Insecure }},
+	{"cors_allowed_origins", "browser origins allowed to call the API cross-origin, comma-separated (empty: CORS off)", func(c *Config) any { return strings.Join(c.CORSAllowedOrigins, ",") }},
+	{"listen_metrics_addr", "serve /metrics on this host:port instead of the API port", func(c *Config) any { return c.ListenMetricsAddr }},
 	{"log.level", "log level: debug, info, warn, error", func(c *Config) any { return c.Log.Level }},
 	{"log.format", "log format: json or console", func(c *Config) any { return c.Log.Format }},
 }
@@ -178,6 +270,8 @@ func RegisterFlags(fs *pflag.FlagSet) {
 			fs.Int(FlagName(kk.key), v, kk.usage)
 		case uint64:
 			fs.Uint64(FlagName(kk.key), v, kk.usage)
+		case bool:
+			fs.Bool(FlagName(kk.key), v, kk.usage)
 		default:
 			fs.String(FlagName(kk.key), fmt.Sprint(v), kk.usage)
 		}
@@ -203,6 +297,9 @@ func Load(path string, environ []string, fs *pflag.FlagSet) (Config, error) {
 	}
 	var parseErr error
 	convert := func(key, value string) (string, any) {
+		if key == "cors_allowed_origins" {
+			return key, splitList(value)
+		}
 		if key != "bootstrap" {
 			return key, value
 		}
@@ -270,6 +367,17 @@ func ParsePeers(s string) ([]map[string]any, error) {
 	return out, nil
 }
 
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	out := []string{}
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
 // FormatPeers is the inverse of ParsePeers.
 func FormatPeers(peers []Peer) string {
 	parts := make([]string, 0, len(peers))
@@ -334,6 +442,21 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxLocks < 0 || c.Limits.MaxWaitersPerKey < 0 {
 		return bad("negative limit")
+	}
+	if c.Limits.MaxConnections < 0 || c.Limits.MaxConcurrentStreams < 0 || c.Limits.ReadHeaderTimeoutMS < 0 ||
+		c.Limits.BodyReadTimeoutMS < 0 || c.Limits.IdleTimeoutMS < 0 || c.Limits.MaxHeaderBytes < 0 || c.Raft.MaxMessageBytes < 0 {
+		return bad("negative limit")
+	}
+	if c.Limits.WatchHistoryEntries < 1 || c.Limits.WatchHistoryBytes < 1 || c.Limits.WatchBufferEvents < 1 || c.Limits.MaxWatchers < 0 {
+		return bad("watch limits: history entries, history bytes and buffer events must be at least 1, max_watchers at least 0")
+	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
+	if c.ListenMetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.ListenMetricsAddr); err != nil {
+			return bad("listen_metrics_addr %q is not host:port", c.ListenMetricsAddr)
+		}
 	}
 	if c.Raft.HeartbeatMS < 0 || c.Raft.ElectionTimeoutMS < 0 {
 		return bad("negative raft timing")

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -31,11 +32,16 @@ type Config struct {
 	DialTimeout time.Duration
 	// Options are extra connect client options (interceptors in tests).
 	Options []connect.ClientOption
+	// TLS, when set, makes the Forwarder dial the leader's client API over
+	// TLS (https; HTTP/2 by ALPN) with this config: the leader's certificate
+	// is verified against its RootCAs and the config's client certificate is
+	// presented. Nil: h2c (http), as a node without cert_file serves.
+	TLS *tls.Config
 }
 
-// Forwarder sends requests to the leader's client API over HTTP/2 without
-// TLS (h2c), one cached connection per leader address. It is safe for
-// concurrent use.
+// Forwarder sends requests to the leader's client API over HTTP/2, with TLS
+// when Config.TLS is set and h2c otherwise, one cached connection per leader
+// address. It is safe for concurrent use.
 type Forwarder struct {
 	cfg    Config
 	client *http.Client
@@ -52,10 +58,15 @@ func New(cfg Config) *Forwarder {
 		cfg.DialTimeout = 2 * time.Second
 	}
 	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
+	if cfg.TLS != nil {
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
 	tr := &http.Transport{
-		Protocols:   &p,
-		DialContext: (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		Protocols:       &p,
+		TLSClientConfig: cfg.TLS,
+		DialContext:     (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		// Detect a dead leader on an idle shared connection.
 		HTTP2: &http.HTTP2Config{PingTimeout: 5 * time.Second, SendPingTimeout: 10 * time.Second},
 	}
@@ -74,7 +85,7 @@ func (f *Forwarder) Lock(addr string) ticketv1connect.LockServiceClient {
 	defer f.mu.Unlock()
 	c, ok := f.lock[addr]
 	if !ok {
-		c = ticketv1connect.NewLockServiceClient(f.client, "http://"+addr, f.cfg.Options...)
+		c = ticketv1connect.NewLockServiceClient(f.client, f.URL(addr), f.cfg.Options...)
 		f.lock[addr] = c
 	}
 	return c
@@ -86,13 +97,25 @@ func (f *Forwarder) Cluster(addr string) ticketv1connect.ClusterServiceClient {
 	defer f.mu.Unlock()
 	c, ok := f.cluster[addr]
 	if !ok {
-		c = ticketv1connect.NewClusterServiceClient(f.client, "http://"+addr, f.cfg.Options...)
+		c = ticketv1connect.NewClusterServiceClient(f.client, f.URL(addr), f.cfg.Options...)
 		f.cluster[addr] = c
 	}
 	return c
 }
 
-// HTTPClient returns the h2c HTTP client the Forwarder's clients use.
+// URL returns the base URL of the client API at addr (host:port): https://
+// when the Forwarder uses TLS, http:// otherwise.
+func (f *Forwarder) URL(addr string) string {
+	if f.cfg.TLS != nil {
+		return "https://" + addr
+	}
+	return "http://" + addr
+}
+
+// Config returns the Forwarder's configuration (defaults filled in).
+func (f *Forwarder) Config() Config { return f.cfg }
+
+// HTTPClient returns the HTTP client the Forwarder's clients use.
 func (f *Forwarder) HTTPClient() *http.Client { return f.client }
 
 // Close closes idle connections. The Forwarder stays usable.

@@ -29,7 +29,7 @@ func lockOf(l sdk.LockInfo) lockJSON {
 // newLockCmd builds "lock" and its subcommands.
 func newLockCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "lock", Short: "Acquire, renew, release and inspect locks"}
-	cmd.AddCommand(newAcquireCmd(g), newRenewCmd(g), newReleaseCmd(g), newGetCmd(g), newListCmd(g), newCheckCmd(g))
+	cmd.AddCommand(newAcquireCmd(g), newRenewCmd(g), newReleaseCmd(g), newGetCmd(g), newListCmd(g), newCheckCmd(g), newRunCmd(g))
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ticketd/ticketd/sdk"
+	"github.com/ticketd/ticketd/server/security"
 )
 
 // errInvalidToken: "lock check" found the token is not the current holder.
@@ -30,6 +31,8 @@ type globals struct {
 	output    string
 	timeout   time.Duration
 	grpc      bool
+	cacert    string // --cacert: CA bundle verifying the servers (https)
+	cert, key string // --cert, --key: client certificate for --client-cert-auth
 	stdout    io.Writer
 }
 
@@ -65,8 +68,12 @@ same --owner).`,
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	pf.DurationVar(&g.timeout, "timeout", 15*time.Second, "give up after this long, retries included (0: no limit)")
 	pf.BoolVar(&g.grpc, "grpc", false, "use the gRPC protocol instead of Connect")
+	pf.StringVar(&g.cacert, "cacert", os.Getenv("TICKETD_CACERT"), "verify the servers' TLS certificates with this CA bundle and use https (env TICKETD_CACERT)")
+	pf.StringVar(&g.cert, "cert", os.Getenv("TICKETD_CERT"), "client certificate (PEM) to present (env TICKETD_CERT)")
+	pf.StringVar(&g.key, "key", os.Getenv("TICKETD_KEY"), "client certificate's key (PEM) (env TICKETD_KEY)")
 
-	root.AddCommand(newLockCmd(g), newStatusCmd(g), newMembersCmd(g), newTransferLeaderCmd(g))
+	root.AddCommand(newLockCmd(g), newStatusCmd(g), newMembersCmd(g), newTransferLeaderCmd(g), newCertCmd(stdout),
+		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g))
 	return root
 }
 
@@ -74,17 +81,7 @@ same --owner).`,
 // by --timeout, then prints fn's result: as JSON with -o json, else with
 // the text function.
 func (g *globals) do(cmd *cobra.Command, fn func(ctx context.Context, c *sdk.Client) (any, error), text func(w io.Writer, v any)) error {
-	var eps []string
-	for _, e := range strings.Split(g.endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
-	}
-	var opts []sdk.Option
-	if g.grpc {
-		opts = append(opts, sdk.WithGRPC())
-	}
-	c, err := sdk.New(eps, opts...)
+	c, err := g.client()
 	if err != nil {
 		return err
 	}
@@ -108,6 +105,39 @@ func (g *globals) do(cmd *cobra.Command, fn func(ctx context.Context, c *sdk.Cli
 		}
 	}
 	return err
+}
+
+// client returns a client for the configured endpoints, protocol and TLS
+// settings; the caller closes it.
+func (g *globals) client() (*sdk.Client, error) {
+	var eps []string
+	for _, e := range strings.Split(g.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	var opts []sdk.Option
+	if g.grpc {
+		opts = append(opts, sdk.WithGRPC())
+	}
+	if g.cacert != "" || g.cert != "" || g.key != "" || hasHTTPS(eps) {
+		tc, err := security.LoadClientConfig(g.cacert, g.cert, g.key)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, sdk.WithTLS(tc))
+	}
+	return sdk.New(eps, opts...)
+}
+
+// hasHTTPS reports whether an endpoint is an https URL.
+func hasHTTPS(eps []string) bool {
+	for _, e := range eps {
+		if strings.HasPrefix(e, "https://") {
+			return true
+		}
+	}
+	return false
 }
 
 // parseToken parses a fencing token argument.

@@ -1,0 +1,58 @@
+package config
+
+import "fmt"
+
+// TLSFiles names the PEM files of one TLS endpoint (the client API or the
+// peer transport) as configured.
+type TLSFiles struct {
+	// CertFile and KeyFile are this node's certificate and private key.
+	CertFile, KeyFile string
+	// TrustedCAFile is the CA bundle the other side's certificate is verified against.
+	TrustedCAFile string
+	// ClientCertAuth requires the other side to present a certificate (always
+	// true for peers: mutual TLS).
+	ClientCertAuth bool
+}
+
+// Enabled reports whether a certificate is configured (TLS on).
+func (f TLSFiles) Enabled() bool { return f.CertFile != "" }
+
+// ClientTLS returns the client API's TLS files (cert_file, key_file,
+// trusted_ca_file, client_cert_auth).
+func (c Config) ClientTLS() TLSFiles {
+	return TLSFiles{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.TrustedCAFile, ClientCertAuth: c.ClientCertAuth}
+}
+
+// PeerTLS returns the peer transport's TLS files (peer_cert_file,
+// peer_key_file, peer_trusted_ca_file); peers always verify each other.
+func (c Config) PeerTLS() TLSFiles {
+	return TLSFiles{CertFile: c.PeerCertFile, KeyFile: c.PeerKeyFile, TrustedCAFile: c.PeerTrustedCAFile, ClientCertAuth: true}
+}
+
+// validateTLS checks that each TLS endpoint names its files consistently:
+// a key with a certificate, a CA for client-cert auth and for peers.
+func (c Config) validateTLS() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return bad("cert_file and key_file go together")
+	}
+	if c.ClientCertAuth && (c.CertFile == "" || c.TrustedCAFile == "") {
+		return bad("client_cert_auth needs cert_file, key_file and trusted_ca_file")
+	}
+	if c.TrustedCAFile != "" && c.CertFile == "" {
+		return bad("trusted_ca_file needs cert_file and key_file (TLS on)")
+	}
+	peer := []string{c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile}
+	set := 0
+	for _, f := range peer {
+		if f != "" {
+			set++
+		}
+	}
+	if set != 0 && set != len(peer) {
+		return bad("peer_cert_file, peer_key_file and peer_trusted_ca_file go together (mutual TLS)")
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package config_test
+
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ticketd/ticketd/server/config"
+)
+
+func TestSecurityFlagsKeepEtcdNames(t *testing.T) {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	config.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{
+		"--cert-file=/c/node.crt", "--key-file=/c/node.key", "--trusted-ca-file=/c/ca.crt", "--client-cert-auth",
+		"--peer-cert-file=/c/p.crt", "--peer-key-file=/c/p.key", "--peer-trusted-ca-file=/c/ca.crt",
+		"--insecure", "--cors-allowed-origins=https://a.example, https://b.example", "--listen-metrics-addr=127.0.0.1:9100",
+		"--limits-max-connections=10",
+	}))
+	c, err := config.Load("", []string{"TICKETD_BODY_READ_TIMEOUT_MS=1", "TICKETD_LIMITS_IDLE_TIMEOUT_MS=5000"}, fs)
+	require.NoError(t, err)
+	assert.Equal(t, config.TLSFiles{CertFile: "/c/node.crt", KeyFile: "/c/node.key", TrustedCAFile: "/c/ca.crt", ClientCertAuth: true}, c.ClientTLS())
+	assert.Equal(t, config.TLSFiles{CertFile: "/c/p.crt", KeyFile: "/c/p.key", TrustedCAFile: "/c/ca.crt", ClientCertAuth: true}, c.PeerTLS())
+	assert.True(t, c.Insecure)
+	assert.Equal(t, []string{"https://a.example", "https://b.example"}, c.CORSAllowedOrigins)
+	assert.Equal(t, "127.0.0.1:9100", c.ListenMetricsAddr)
+	assert.Equal(t, 10, c.Limits.MaxConnections)
+	assert.Equal(t, int64(5000), c.Limits.IdleTimeoutMS)
+	require.NoError(t, c.Validate())
+}
+
+func TestSecurityValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(c *config.Config)
+	}{
+		{"cert_without_key", func(c *config.Config) { c.CertFile = "x" }},
+		{"client_cert_auth_without_ca", func(c *config.Config) { c.CertFile, c.KeyFile, c.ClientCertAuth = "x", "y", true }},
+		{"ca_without_cert", func(c *config.Config) { c.TrustedCAFile = "ca" }},
+		{"peer_without_ca", func(c *config.Config) { c.PeerCertFile, c.PeerKeyFile = "x", "y" }},
+		{"negative_limit", func(c *config.Config) { c.Limits.MaxConnections = -1 }},
+		{"bad_metrics_addr", func(c *config.Config) { c.ListenMetricsAddr = "nope" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config.DefaultConfig()
+			tt.edit(&c)
+			assert.ErrorIs(t, c.Validate(), config.ErrInvalid)
+		})
+	}
+}

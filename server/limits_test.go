@@ -1,0 +1,120 @@
+package server_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/config"
+	"github.com/ticketd/ticketd/server/internal/nodetest"
+)
+
+// capFileLimit sets this process's open-file limit to what is open now plus
+// extra, restoring it after the test: a node without a connection cap then
+// runs out of descriptors under the flood, as a real one does at 20,000.
+func capFileLimit(t *testing.T, extra uint64) {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	var lim syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	want := uint64(len(fds)) + extra
+	if lim.Max < want {
+		t.Skipf("hard open-file limit %d < %d", lim.Max, want)
+	}
+	old := lim
+	lim.Cur = want
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim))
+	t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
+}
+
+func TestIdleConnectionFloodLeavesAPIAnswering(t *testing.T) {
+	const maxConns, idle = 200, 3000
+	s := startStandalone(t, func(c *config.Config) {
+		c.Limits.MaxConnections = maxConns
+		c.Limits.ReadHeaderTimeoutMS = 60_000 // only the cap may shed them here
+	})
+	// Room for the idle connections' client ends, the capped server ends
+	// and the real request; not for a server end per idle connection.
+	capFileLimit(t, idle+maxConns+200)
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	for range idle {
+		c, err := net.Dial("tcp", s.addr) // the kernel completes the handshake even when not accepted
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	lc := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+s.addr)
+	res, err := lc.Acquire(ctxT(t), &ticketv1.AcquireRequest{Key: "flood", LeaseMs: 10_000, Owner: "o"})
+	require.NoError(t, err, "a real request is answered despite %d idle connections", idle)
+	assert.NotZero(t, res.GetToken())
+}
+
+func TestSlowBodyIsCut(t *testing.T) {
+	s := startStandalone(t, func(c *config.Config) { c.Limits.BodyReadTimeoutMS = 300 })
+	c, err := net.Dial("tcp", s.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	body := `{"key":"slow","leaseMs":"10000","owner":"o"}`
+	_, err = fmt.Fprintf(c, "POST /ticket.v1.LockService/Acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	require.NoError(t, err)
+	// Trickle the body one byte at a time, slower than the timeout allows:
+	// the server must cut the request instead of holding it open.
+	cut := false
+	for i := 0; i < len(body) && !cut; i++ {
+		if _, err := c.Write([]byte{body[i]}); err != nil {
+			cut = true
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		if line, err := bufio.NewReader(c).ReadString('\n'); err == nil || !isTimeout(err) {
+			cut = cut || err != nil || !strings.Contains(line, "200")
+		}
+	}
+	require.True(t, cut, "a body sent at ten bytes a second was read to the end")
+	held := heldAt(t, s.addr, "slow")
+	assert.False(t, held, "the cut request changed nothing")
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+func heldAt(t *testing.T, addr, key string) bool {
+	t.Helper()
+	lc := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+addr)
+	res, err := lc.GetLock(ctxT(t), &ticketv1.GetLockRequest{Key: key})
+	require.NoError(t, err)
+	return res.GetHeld()
+}
+
+func TestOversizedHeadersRefused(t *testing.T) {
+	s := startStandalone(t, func(c *config.Config) { c.Limits.MaxHeaderBytes = 4096 })
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.addr+"/ticket.v1.LockService/GetLock", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Big", strings.Repeat("a", 64<<10))
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, res.StatusCode)
+}

@@ -1,0 +1,31 @@
+// Package security is ticketd's transport security layer: the TLS
+// configurations of the client API, of follower-to-leader forwarding and of
+// the peer (Raft) transports, with certificate reload; the insecure-exposure
+// rule; and the certificate tooling behind `ticketctl cert`. The services and
+// both backends' peer transports get their *tls.Config from here, so every
+// port follows one policy (DESIGN.md, Security).
+//
+// It follows etcd's model (client and peer TLS with their own CAs,
+// --client-cert-auth) and CockroachDB's refusal to expose a non-loopback
+// address without TLS.
+//
+// # Usage
+//
+//  1. Build a Reloader per certificate/key/CA triple (NewReloader) and run its
+//     Watch loop; it reloads on SIGHUP and when a file changes, keeping the
+//     old material when the new one does not load.
+//  2. Give ServerConfig (client API), PeerConfig (Raft transports, TLS 1.3,
+//     both sides verified) or ClientConfig (dialers) the Reloader: the
+//     configs read the current certificate at every handshake (and the API
+//     its CA pool too; peers read theirs once).
+//  3. Before listening, call CheckExposure with the node's addresses.
+//
+// For the client API:
+//
+//	r, err := security.NewReloader(cfg.ClientTLS(), log)
+//	if err != nil { return err }
+//	go r.Watch(ctx, security.DefaultPollInterval)
+//	srv.TLSConfig = security.ServerConfig(r, cfg.ClientCertAuth)
+//
+// Authentication and authorization policy will live beside these files.
+package security
