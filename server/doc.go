@@ -10,7 +10,17 @@
 //   - the wait queue (package waitq) gates grants per key and serves waiting
 //     Acquire requests first-in first-out;
 //   - a grant whose client is gone when it applies is released at once (a
-//     ghost lock), and a retry with the same owner waits for that release.
+//     ghost lock), and a retry with the same owner waits for that release;
+//     only a grant that created its lock can be a ghost, and a retry is
+//     answered with its owner's existing lock only if no Expire of it is
+//     decided or in flight (lessor.Regrant).
+//
+// The files follow the concerns: node.go (New, Close, options), leadership.go
+// (promote, demote, the quorum confirmation), grant.go (Acquire's grant and
+// ghost path), apply.go (the apply hook, Expire proposals), route.go (serving
+// on the leader or forwarding), errmap.go (sentinels and connect codes),
+// lockservice.go and clusterservice.go (the handlers). Step-by-step scripts of
+// the lock logic are in testdata/interaction (interaction_test.go).
 //
 // Followers forward writes and linearizable reads to the leader, one hop
 // (package forward), and name the leader in Unavailable errors. errmap.go is

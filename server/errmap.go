@@ -10,6 +10,38 @@ import (
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/server/lessor"
 	"github.com/ticketd/ticketd/server/waitq"
+	"github.com/ticketd/ticketd/server/watch"
+)
+
+// Sentinel errors of package server. Compare with errors.Is; errmap.go turns
+// them into connect codes.
+var (
+	// ErrNotFound: no lock is held on the key with the given token (Release).
+	ErrNotFound = errors.New("ticketd: no lock with that token")
+	// ErrTooManyLocks: the lock table holds limits.max_locks locks.
+	ErrTooManyLocks = errors.New("ticketd: lock table full")
+	// ErrNoMember: the request names a member id that is not in the configuration.
+	ErrNoMember = errors.New("ticketd: no such member")
+	// ErrUnsafeMembership: a membership change was refused because the
+	// cluster could not reach quorum with the members that are up afterwards,
+	// or the new member's API address does not answer as that member
+	// (etcd --strict-reconfig-check).
+	ErrUnsafeMembership = errors.New("ticketd: unsafe membership change")
+	// ErrOutcomeUnknown: a proposal made on the client's behalf, detached
+	// from its context, timed out inside the server: it may or may not have
+	// taken effect. Unavailable: the client retries with the same owner,
+	// which returns the grant if it did (issue 14, item 4). Never
+	// DeadlineExceeded, which says the client's own waiting ran out.
+	ErrOutcomeUnknown = errors.New("ticketd: proposal timed out; outcome unknown")
+	// ErrLockEnding: an idempotent retry of Acquire found its owner's lock
+	// being expired, and going round for a fresh grant kept meeting that
+	// (rare). Unavailable: retry with the same owner.
+	ErrLockEnding = errors.New("ticketd: lock is being expired")
+	// ErrReplaying: a local (stale) read was refused because this node has
+	// not yet applied the commit index it had recorded before it restarted:
+	// its table is older than what it served before (issue 14, item 6).
+	// Unavailable: retry, at the leader or later.
+	ErrReplaying = errors.New("ticketd: replaying the log after a restart")
 )
 
 // codeOf is the single mapping from ticketd errors to connect codes, one
@@ -21,15 +53,26 @@ import (
 //   - NotFound: no lock is held on the key with that token (never granted,
 //     released, or its lease ran out).
 //   - Unavailable: not the leader, no leader yet, or shutting down; retry,
-//     at the leader named in the LeaderHint detail when there is one.
+//     at the leader named in the LeaderHint detail when there is one. Also an
+//     internal proposal timeout (ErrOutcomeUnknown: retry with the same
+//     owner), a retry whose lock kept ending (ErrLockEnding), and a local read
+//     on a node still replaying its log (ErrReplaying).
 //   - DeadlineExceeded: the request's deadline passed (waiting ran out).
-//   - ResourceExhausted: the lock table or the key's wait queue is full.
+//   - ResourceExhausted: the lock table or the key's wait queue is full; a
+//     watcher too slow to keep up, or too many watchers (resume later).
+//   - OutOfRange: a Watch start_index older than the node's retained
+//     history; the WatchOutOfRange detail names the oldest index kept.
 //   - Canceled: the client went away.
+//   - FailedPrecondition: a membership change that would leave the cluster
+//     without a reachable quorum, or names an API address that does not
+//     answer as that member.
 //   - Internal: anything else (a bug; logged at Warn).
 func codeOf(err error) connect.Code {
 	switch {
 	case errors.Is(err, core.ErrInvalidArgument), errors.Is(err, ErrNoMember):
 		return connect.CodeInvalidArgument
+	case errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrLockEnding), errors.Is(err, ErrReplaying):
+		return connect.CodeUnavailable
 	case errors.Is(err, waitq.ErrHeld):
 		return connect.CodeAlreadyExists
 	case errors.Is(err, ErrNotFound), errors.Is(err, lessor.ErrNotHeld), errors.Is(err, lessor.ErrExpired):
@@ -41,8 +84,15 @@ func codeOf(err error) connect.Code {
 		return connect.CodeDeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		return connect.CodeCanceled
-	case errors.Is(err, waitq.ErrFull), errors.Is(err, ErrTooManyLocks):
+	case errors.Is(err, waitq.ErrFull), errors.Is(err, ErrTooManyLocks),
+		errors.Is(err, watch.ErrSlow), errors.Is(err, watch.ErrTooManyWatchers):
 		return connect.CodeResourceExhausted
+	case errors.Is(err, watch.ErrCompacted):
+		return connect.CodeOutOfRange
+	case errors.Is(err, watch.ErrClosed):
+		return connect.CodeUnavailable
+	case errors.Is(err, ErrUnsafeMembership):
+		return connect.CodeFailedPrecondition
 	}
 	return connect.CodeInternal
 }
@@ -61,6 +111,12 @@ func (n *Node) toConnect(err error) error {
 	}
 	code := codeOf(err)
 	out := connect.NewError(code, err)
+	var compacted *watch.CompactedError
+	if code == connect.CodeOutOfRange && errors.As(err, &compacted) {
+		if d, derr := connect.NewErrorDetail(&ticketv1.WatchOutOfRange{OldestIndex: compacted.OldestIndex}); derr == nil {
+			out.AddDetail(d)
+		}
+	}
 	if code != connect.CodeUnavailable {
 		return out
 	}

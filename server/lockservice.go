@@ -109,7 +109,7 @@ func (s *lockService) GetLock(ctx context.Context, req *ticketv1.GetLockRequest)
 	invalid := core.ValidateKey(req.GetKey())
 	read := func() (*ticketv1.GetLockResponse, error) { return n.lockInfo(req.GetKey()), nil }
 	if req.GetStale() && invalid == nil {
-		return read()
+		return staleRead(n, read)
 	}
 	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.GetLock, afterReadIndex(n, read))
 }
@@ -146,7 +146,7 @@ func (s *lockService) ListLocks(ctx context.Context, req *ticketv1.ListLocksRequ
 	size, after, invalid := listPage(req)
 	read := func() (*ticketv1.ListLocksResponse, error) { return n.listLocks(req.GetPrefix(), after, size), nil }
 	if req.GetStale() && invalid == nil {
-		return read()
+		return staleRead(n, read)
 	}
 	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.ListLocks, afterReadIndex(n, read))
 }
@@ -179,8 +179,8 @@ func listPage(req *ticketv1.ListLocksRequest) (size int, after string, err error
 // listLocks returns up to size locks of this node's table whose key starts
 // with prefix and sorts after after, and the token of the next page.
 func (n *Node) listLocks(prefix, after string, size int) *ticketv1.ListLocksResponse {
-	locks := n.sm.Range(prefix, after, size+1)
-	out := &ticketv1.ListLocksResponse{}
+	locks, readIndex := n.rangeAt(prefix, after, size+1)
+	out := &ticketv1.ListLocksResponse{ReadIndex: readIndex}
 	if len(locks) > size {
 		locks = locks[:size]
 		out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(locks[size-1].Key))
@@ -208,4 +208,16 @@ func (s *lockService) CheckToken(ctx context.Context, req *ticketv1.CheckTokenRe
 			valid := lk.Token == req.GetToken() && !n.lessor.Expiring(lk.Key, lk.Token) && !n.isGhost(lk.Key, lk.Token)
 			return &ticketv1.CheckTokenResponse{Valid: valid, CurrentToken: lk.Token}, nil
 		}))
+}
+
+// staleRead serves read from this node's table without asking the leader,
+// unless the node is still replaying its log after a restart: its table is
+// then older than the one it served before it stopped, and a stale read
+// would go backwards (issue 14, item 6). It then fails with ErrReplaying
+// (Unavailable, retryable).
+func staleRead[Res any](n *Node, read func() (*Res, error)) (*Res, error) {
+	if st := n.raft.Status(); st.AppliedIndex < st.RecoveredCommitIndex {
+		return nil, n.toConnect(fmt.Errorf("%w: applied index %d, recorded commit index %d", ErrReplaying, st.AppliedIndex, st.RecoveredCommitIndex))
+	}
+	return read()
 }

@@ -350,7 +350,10 @@ func TestRenewKeepsLockPastLease(t *testing.T) {
 func TestDemotionFailsWaitersWithLeaderHint(t *testing.T) {
 	in, mem := memNode(t)
 	ctx := ctxT(t)
-	_, err := in.Cluster.AddMember(ctx, &ticketv1.AddMemberRequest{Member: &ticketv1.Member{Id: "n9", RaftAddr: "127.0.0.1:9109", ApiAddr: "127.0.0.1:9009"}})
+	// n9 is not running: AddMember would refuse it (no quorum of members
+	// up, no API answering), so it enters through the backend directly.
+	require.NoError(t, mem.AddVoter(ctx, core.Member{ID: "n9", RaftAddr: "127.0.0.1:9109", Voter: true}))
+	_, err := mem.Propose(ctx, core.SetMember("n9", "127.0.0.1:9009"))
 	require.NoError(t, err)
 	_, err = in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000})
 	require.NoError(t, err)

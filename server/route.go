@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"time"
 
+	"github.com/ticketd/ticketd/core"
 	"github.com/ticketd/ticketd/server/forward"
 )
 
@@ -54,5 +56,65 @@ func afterReadIndex[Res any](n *Node, read func() (*Res, error)) func(context.Co
 			return nil, err
 		}
 		return read()
+	}
+}
+
+// leaderMember returns the leader this node knows of, with its API address
+// from the member directory (empty when not recorded yet).
+func (n *Node) leaderMember() (core.Member, bool) {
+	b := n.backend()
+	if b == nil {
+		return core.Member{}, false
+	}
+	m, ok := b.Leader()
+	if ok && m.APIAddr == "" {
+		m.APIAddr, _ = n.sm.MemberAPIAddr(m.ID)
+	}
+	return m, ok
+}
+
+// route decides where a leader-only request is served: locally (true) when
+// this node is the promoted leader, else at the returned leader (API address
+// known). It waits up to the leader wait, bounded by ctx, for an election in
+// progress, this node's own promotion, or the leader's API address to be
+// known. A request forwarded by another node is never forwarded again: it
+// gets a *core.NotLeaderError at once when another node leads.
+func (n *Node) route(ctx context.Context) (core.Member, bool, error) {
+	n.roleMu.Lock()
+	promoted, closing := n.promoted, n.closing
+	n.roleMu.Unlock()
+	if promoted && !closing {
+		return core.Member{}, true, nil // the hot path: no timer, no lookups
+	}
+	timer := time.NewTimer(n.leaderWait)
+	defer timer.Stop()
+	forwarded := forward.Forwarded(ctx)
+	for {
+		n.roleMu.Lock()
+		promoted, changed, closing := n.promoted, n.changed, n.closing
+		n.roleMu.Unlock()
+		if closing {
+			return core.Member{}, false, core.ErrStopped
+		}
+		if promoted {
+			return core.Member{}, true, nil
+		}
+		leader, ok := n.leaderMember()
+		if ok && leader.ID != n.cfg.ID {
+			if forwarded {
+				return core.Member{}, false, &core.NotLeaderError{Leader: leader}
+			}
+			if leader.APIAddr != "" {
+				return leader, false, nil
+			}
+		}
+		select {
+		case <-changed:
+		case <-time.After(20 * time.Millisecond):
+		case <-timer.C:
+			return core.Member{}, false, &core.NotLeaderError{Leader: leader}
+		case <-ctx.Done():
+			return core.Member{}, false, ctx.Err()
+		}
 	}
 }

@@ -39,12 +39,17 @@ type Config struct {
 	// Clock measures deadlines; nil means RealClock().
 	Clock Clock
 	// Confirm confirms this node's leadership with a quorum after the call
-	// began (core.Consensus.ReadIndex). It is called before every renewal and
-	// before every batch of Expire proposals, so a deposed leader neither
-	// extends nor ends a lease (DESIGN.md, Leases).
-	Confirm func(ctx context.Context) error
+	// began and returns the term it confirmed (core.TermConfirmer, or
+	// core.Consensus.ReadIndex with the term read around it). It is called
+	// before every renewal and before every batch of Expire proposals; the
+	// lessor acts on the answer only while the epoch it started in lasts and
+	// the confirmed term is the one Promote was given, so a deposed leader
+	// neither extends nor ends a lease (DESIGN.md, Leases).
+	Confirm func(ctx context.Context) (term uint64, err error)
 	// Expire proposes core.Expire(key, token) and returns once it applied
-	// locally or failed. Called from lessor goroutines, never with a lock held.
+	// locally or failed. Called from lessor goroutines, never with a lock
+	// held; from the decision until it returns the lock is "proposing": it is
+	// never renewed nor handed back to a retry, in any epoch (see Promote).
 	Expire func(ctx context.Context, key string, token uint64) error
 	// RetryInterval is how long after a failed Confirm or Expire proposal the
 	// lessor proposes the expiry again; default 500ms. The lock stays marked
@@ -97,12 +102,14 @@ type Lessor struct {
 	cfg Config
 	log *zap.Logger
 
-	mu      sync.Mutex
-	primary bool
-	epoch   uint64 // bumped by Promote and Demote: work of an older epoch is dropped
-	items   map[string]*item
-	due     deadlineHeap
-	closed  bool
+	mu        sync.Mutex
+	primary   bool
+	epoch     uint64 // bumped by Promote and Demote: work of an older epoch is dropped
+	term      uint64 // the Raft term Promote was given; Confirm must confirm it
+	items     map[string]*item
+	due       deadlineHeap
+	proposing map[lockID]int // Expire calls in flight, across epochs
+	closed    bool
 
 	wake chan struct{}
 	stop chan struct{}
@@ -131,25 +138,29 @@ func New(cfg Config) (*Lessor, error) {
 	}
 	ctx, quit := context.WithCancel(context.Background())
 	l := &Lessor{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		items: map[string]*item{},
-		wake:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		ctx:   ctx,
-		quit:  quit,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		items:     map[string]*item{},
+		proposing: map[lockID]int{},
+		wake:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		ctx:       ctx,
+		quit:      quit,
 	}
 	l.wg.Add(1)
 	go l.run()
 	return l, nil
 }
 
-// Promote makes the lessor primary. Call it only after this node's barrier
-// entry of its new term has applied (core.LeaderEvent.IsLeader), so every
-// earlier Release and Expire is in table. Every held lock gets the deadline
-// now + lease_ms: a lease may outlive its nominal end after a failover, never
-// end early (etcd lessor Promote; Chubby's grace period).
-func (l *Lessor) Promote(table Table) {
+// Promote makes the lessor primary for the Raft term term. Call it only
+// after this node's barrier entry of that term has applied
+// (core.LeaderEvent.IsLeader), so every earlier Release and Expire is in
+// table. Every held lock gets the deadline now + lease_ms: a lease may outlive
+// its nominal end after a failover, never end early (etcd lessor Promote;
+// Chubby's grace period) — except a lock whose Expire, decided in an earlier
+// epoch, is still being proposed: it stays expiring (never renewed, never
+// handed back), since that Expire may yet commit in this term.
+func (l *Lessor) Promote(table Table, term uint64) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -157,12 +168,17 @@ func (l *Lessor) Promote(table Table) {
 		return
 	}
 	l.epoch++
+	l.term = term
 	l.primary = true
 	l.items = map[string]*item{}
 	l.due = nil
 	table.Ascend(func(lk core.Lock) bool {
-		it := &item{key: lk.Key, token: lk.Token, leaseMS: lk.LeaseMS, deadline: now.Add(ms(lk.LeaseMS))}
+		it := &item{key: lk.Key, token: lk.Token, leaseMS: lk.LeaseMS, deadline: now.Add(ms(lk.LeaseMS)), index: -1}
 		l.items[lk.Key] = it
+		if l.proposing[lockID{lk.Key, lk.Token}] > 0 {
+			it.expiring = true // re-armed when that proposal fails (settle)
+			return true
+		}
 		heap.Push(&l.due, it)
 		return true
 	})
@@ -190,9 +206,10 @@ func (l *Lessor) Primary() bool {
 
 // Granted records that a Grant for key applied locally with token and a lease
 // of leaseMS milliseconds; the deadline is measured from now (the local apply).
-// A grant that returned an existing lock (a retried request with the same
-// owner) keeps the later of its deadlines and stays expiring if it was. It does
-// nothing when not primary.
+// A grant that returned the lock already tracked with that token (a retried
+// request with the same owner) changes nothing here: the retry's own path
+// decides with Regrant whether it may have the lock. It does nothing when not
+// primary.
 func (l *Lessor) Granted(key string, token uint64, leaseMS int64) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
@@ -203,15 +220,11 @@ func (l *Lessor) Granted(key string, token uint64, leaseMS int64) {
 	deadline := now.Add(ms(leaseMS))
 	if it, ok := l.items[key]; ok {
 		if it.token == token {
-			if !it.expiring && deadline.After(it.deadline) {
-				it.deadline = deadline
-				heap.Fix(&l.due, it.index)
-			}
 			return
 		}
 		l.remove(it)
 	}
-	it := &item{key: key, token: token, leaseMS: leaseMS, deadline: deadline}
+	it := &item{key: key, token: token, leaseMS: leaseMS, deadline: deadline, index: -1}
 	l.items[key] = it
 	heap.Push(&l.due, it)
 	if it.index == 0 {
@@ -237,6 +250,33 @@ func (l *Lessor) remove(it *item) {
 	}
 }
 
+// Regrant decides, atomically with expiry, whether an idempotent retry of
+// Acquire (a Grant that returned the lock its owner already held, token) may
+// be answered with that lock. If an Expire for (key, token) has been decided
+// or proposed, or its deadline has passed, it fails with ErrExpired: the
+// retry must wait for the removal and take a fresh grant (issue 14, race 1).
+// Otherwise it restarts the deadline at now + leaseMS (the retry acknowledges
+// a lease measured from its own send time, which is before now) and returns
+// nil; an expiry round that decided before this call cannot have marked the
+// lock (it would be expiring), and one deciding later sees the new deadline.
+//
+// Errors: ErrExpired, ErrNotHeld (the lessor does not track the lock: it was
+// removed), ErrNotPrimary, ErrClosed.
+func (l *Lessor) Regrant(key string, token uint64, leaseMS int64) error {
+	now := l.cfg.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	it, err := l.renewable(key, token, now)
+	if err != nil {
+		return err
+	}
+	if d := now.Add(ms(leaseMS)); d.After(it.deadline) {
+		it.deadline = d
+		heap.Fix(&l.due, it.index)
+	}
+	return nil
+}
+
 // Renew extends the lease of (key, token) to now + lease_ms and returns
 // lease_ms. It first confirms leadership with a quorum (Config.Confirm), so a
 // deposed leader never extends a lease its successor does not know about, and
@@ -257,13 +297,14 @@ func (l *Lessor) Renew(ctx context.Context, key string, token uint64) (int64, er
 	// Confirm before any answer, a refusal included: a deposed leader that was
 	// paused past a lease holds a stale table, and its "not held" would deny a
 	// lock its successor granted. The answer comes from the re-check below.
-	if err := l.cfg.Confirm(ctx); err != nil {
+	term, err := l.cfg.Confirm(ctx)
+	if err != nil {
 		return 0, err
 	}
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.epoch != epoch {
+	if l.epoch != epoch || term != l.term {
 		return 0, ErrNotPrimary
 	}
 	it, err := l.renewable(key, token, now)
@@ -284,7 +325,7 @@ func (l *Lessor) renewable(key string, token uint64, now time.Time) (*item, erro
 		return nil, ErrNotPrimary
 	case !ok || it.token != token:
 		return nil, fmt.Errorf("%w: key %q token %d", ErrNotHeld, key, token)
-	case it.expiring || !now.Before(it.deadline):
+	case it.expiring || !now.Before(it.deadline) || l.proposing[lockID{key, token}] > 0:
 		return nil, fmt.Errorf("%w: key %q token %d", ErrExpired, key, token)
 	default:
 		return it, nil
@@ -352,11 +393,14 @@ func (l *Lessor) kick() {
 	}
 }
 
-// due is one lease whose deadline passed, handed to the expiry worker.
-type dueLease struct {
+// lockID names one lock: its key and the token of its grant.
+type lockID struct {
 	key   string
 	token uint64
 }
+
+// dueLease is one lease whose deadline passed, handed to the expiry worker.
+type dueLease = lockID
 
 // run is the expiry loop: it sleeps until the earliest deadline, marks every
 // lease past its deadline expiring, and hands them to an expiry worker.
@@ -411,13 +455,17 @@ func (l *Lessor) collect() ([]dueLease, uint64, time.Duration) {
 }
 
 // expire confirms leadership once for the batch, then proposes every Expire
-// concurrently (they share group commits). Failures are retried after
-// RetryInterval while the epoch lasts; the leases stay expiring meanwhile.
+// concurrently (they share group commits). A round whose epoch ended, or whose
+// confirmation names another term than the epoch's, proposes nothing (issue
+// 14, race 3); each Expire is decided again under the lessor's lock just
+// before it is proposed (decide). Failures are retried after RetryInterval
+// while the epoch lasts; the leases stay expiring meanwhile.
 func (l *Lessor) expire(epoch uint64, batch []dueLease) {
 	defer l.wg.Done()
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.ProposeTimeout)
 	defer cancel()
-	if err := l.cfg.Confirm(ctx); err != nil {
+	term, err := l.cfg.Confirm(ctx)
+	if err != nil {
 		l.log.Debug("lessor: confirm before expiry failed", zap.Int("leases", len(batch)), zap.Error(err))
 		l.retry(epoch, batch)
 		return
@@ -426,10 +474,15 @@ func (l *Lessor) expire(epoch uint64, batch []dueLease) {
 	var mu sync.Mutex
 	var failed []dueLease
 	for _, d := range batch {
+		if !l.decide(epoch, term, d) {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := l.cfg.Expire(ctx, d.key, d.token); err != nil {
+			err := l.cfg.Expire(ctx, d.key, d.token)
+			l.settle(epoch, d, err)
+			if err != nil {
 				l.log.Debug("lessor: expire proposal failed", zap.String("key", d.key), zap.Uint64("token", d.token), zap.Error(err))
 				mu.Lock()
 				failed = append(failed, d)
@@ -440,6 +493,47 @@ func (l *Lessor) expire(epoch uint64, batch []dueLease) {
 	wg.Wait()
 	if len(failed) > 0 {
 		l.retry(epoch, failed)
+	}
+}
+
+// decide reports, under the lessor's lock, whether the Expire of d may be
+// proposed now: the round's epoch is the current one, its confirmation
+// confirmed this epoch's term, and the lock is still tracked with that token,
+// marked expiring and past its current deadline. If so the lock is marked
+// proposing until settle: whatever epoch the proposal ends up committing in,
+// no renewal or retry is granted meanwhile.
+func (l *Lessor) decide(epoch, term uint64, d dueLease) bool {
+	now := l.cfg.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	it, ok := l.items[d.key]
+	if l.closed || !l.primary || l.epoch != epoch || l.term != term ||
+		!ok || it.token != d.token || !it.expiring || now.Before(it.deadline) {
+		return false
+	}
+	l.proposing[d]++
+	return true
+}
+
+// settle ends the proposing mark of d after its Expire returned with err. A
+// failed proposal of an older epoch re-arms the lock in the current epoch at
+// once if Promote kept it expiring because of this proposal: its lease ended
+// by the measure of the last renewal anyone acknowledged, since none was
+// acknowledged after the decision.
+func (l *Lessor) settle(epoch uint64, d dueLease, err error) {
+	now := l.cfg.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.proposing[d]--; l.proposing[d] <= 0 {
+		delete(l.proposing, d)
+	}
+	if err == nil || l.epoch == epoch || !l.primary || l.proposing[d] > 0 {
+		return
+	}
+	if it, ok := l.items[d.key]; ok && it.token == d.token && it.expiring && it.index < 0 {
+		it.deadline = now
+		heap.Push(&l.due, it)
+		l.kick()
 	}
 }
 

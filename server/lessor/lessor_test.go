@@ -19,6 +19,9 @@ import (
 // depends on it being short.
 const wait = 10 * time.Second
 
+// testTerm is the Raft term the harness promotes in and confirms.
+const testTerm = 7
+
 type expireCall struct {
 	key   string
 	token uint64
@@ -36,6 +39,8 @@ type harness struct {
 	index    uint64
 	mu       sync.Mutex
 	confirm  func(context.Context) error
+	term     uint64        // the term Confirm returns; 0 means testTerm
+	block    chan struct{} // when set, Expire waits for it to close (in flight)
 	expErr   error
 	expires  chan expireCall
 	confirms chan struct{}
@@ -52,17 +57,27 @@ func newHarness(t *testing.T) *harness {
 	l, err := lessor.New(lessor.Config{
 		Clock:         h.clock,
 		RetryInterval: 500 * time.Millisecond,
-		Confirm: func(ctx context.Context) error {
+		Confirm: func(ctx context.Context) (uint64, error) {
 			h.confirms <- struct{}{}
 			h.mu.Lock()
-			fn := h.confirm
+			fn, term := h.confirm, h.term
 			h.mu.Unlock()
-			if fn != nil {
-				return fn(ctx)
+			if term == 0 {
+				term = testTerm
 			}
-			return nil
+			if fn != nil {
+				return term, fn(ctx)
+			}
+			return term, nil
 		},
 		Expire: func(_ context.Context, key string, token uint64) error {
+			h.mu.Lock()
+			block := h.block
+			h.mu.Unlock()
+			if block != nil {
+				h.expires <- expireCall{key, token} // reported when proposed
+				<-block
+			}
 			h.mu.Lock()
 			err := h.expErr
 			h.mu.Unlock()
@@ -70,7 +85,9 @@ func newHarness(t *testing.T) *harness {
 				h.apply(core.Expire(key, token))
 				h.l.Removed(key, token)
 			}
-			h.expires <- expireCall{key, token}
+			if block == nil {
+				h.expires <- expireCall{key, token}
+			}
 			return err
 		},
 	})
@@ -126,7 +143,7 @@ func (h *harness) settle(n int) {
 func TestExpiresOnlyAfterLease(t *testing.T) {
 	h := newHarness(t)
 	tok := h.grant("a", 1000)
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	h.settle(1)
 	h.clock.Advance(999 * time.Millisecond)
 	h.settle(1)
@@ -145,7 +162,7 @@ func TestExpiresOnlyAfterLease(t *testing.T) {
 func TestConfirmPrecedesExpire(t *testing.T) {
 	h := newHarness(t)
 	tok := h.grant("a", 100)
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	h.settle(1)
 	h.mu.Lock()
 	h.confirm = func(context.Context) error { return &core.NotLeaderError{} }
@@ -166,7 +183,7 @@ func TestConfirmPrecedesExpire(t *testing.T) {
 func TestFailedExpireIsRetriedAndNeverRenewed(t *testing.T) {
 	h := newHarness(t)
 	tok := h.grant("a", 100)
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	h.settle(1)
 	h.mu.Lock()
 	h.expErr = errors.New("proposal dropped")
@@ -189,7 +206,7 @@ func TestFailedExpireIsRetriedAndNeverRenewed(t *testing.T) {
 func TestRenewExtendsFromConfirmation(t *testing.T) {
 	h := newHarness(t)
 	tok := h.grant("a", 1000)
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	h.settle(1)
 	h.clock.Advance(600 * time.Millisecond)
 	// Time passes during the quorum round: the deadline is measured after it.
@@ -216,7 +233,7 @@ func TestRenewRefusals(t *testing.T) {
 		h.expErr = errors.New("hold")
 		h.mu.Unlock()
 		tok := h.grant("a", 100)
-		h.l.Promote(h.sm)
+		h.l.Promote(h.sm, testTerm)
 		h.settle(1)
 		h.clock.Advance(100 * time.Millisecond)
 		_, err := h.l.Renew(context.Background(), "a", tok)
@@ -225,7 +242,7 @@ func TestRenewRefusals(t *testing.T) {
 	t.Run("deadline_passes_during_confirm", func(t *testing.T) {
 		h := newHarness(t)
 		tok := h.grant("a", 100)
-		h.l.Promote(h.sm)
+		h.l.Promote(h.sm, testTerm)
 		h.settle(1)
 		h.mu.Lock()
 		h.expErr = errors.New("hold")
@@ -237,7 +254,7 @@ func TestRenewRefusals(t *testing.T) {
 	t.Run("wrong_token", func(t *testing.T) {
 		h := newHarness(t)
 		tok := h.grant("a", 1000)
-		h.l.Promote(h.sm)
+		h.l.Promote(h.sm, testTerm)
 		_, err := h.l.Renew(context.Background(), "a", tok+1)
 		require.ErrorIs(t, err, lessor.ErrNotHeld)
 		_, err = h.l.Renew(context.Background(), "b", tok)
@@ -252,7 +269,7 @@ func TestRenewRefusals(t *testing.T) {
 	t.Run("confirm_fails", func(t *testing.T) {
 		h := newHarness(t)
 		tok := h.grant("a", 1000)
-		h.l.Promote(h.sm)
+		h.l.Promote(h.sm, testTerm)
 		h.clock.Advance(400 * time.Millisecond)
 		h.mu.Lock()
 		h.confirm = func(context.Context) error { return &core.NotLeaderError{} }
@@ -265,9 +282,9 @@ func TestRenewRefusals(t *testing.T) {
 	t.Run("demoted_during_confirm", func(t *testing.T) {
 		h := newHarness(t)
 		tok := h.grant("a", 1000)
-		h.l.Promote(h.sm)
+		h.l.Promote(h.sm, testTerm)
 		h.mu.Lock()
-		h.confirm = func(context.Context) error { h.l.Demote(); h.l.Promote(h.sm); return nil }
+		h.confirm = func(context.Context) error { h.l.Demote(); h.l.Promote(h.sm, testTerm); return nil }
 		h.mu.Unlock()
 		_, err := h.l.Renew(context.Background(), "a", tok)
 		require.ErrorIs(t, err, lessor.ErrNotPrimary, "a renewal confirmed in an older term is refused")
@@ -279,7 +296,7 @@ func TestPromoteResetsEveryDeadline(t *testing.T) {
 	ta := h.grant("a", 1000)
 	tb := h.grant("b", 5000)
 	h.clock.Advance(time.Hour) // time passing on a follower ends nothing
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	ra, _ := h.l.Remaining("a", ta)
 	rb, _ := h.l.Remaining("b", tb)
 	assert.Equal(t, time.Second, ra)
@@ -290,7 +307,7 @@ func TestPromoteResetsEveryDeadline(t *testing.T) {
 func TestDemoteStopsTimers(t *testing.T) {
 	h := newHarness(t)
 	tok := h.grant("a", 1000)
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	h.settle(1)
 	h.l.Demote()
 	h.settle(0)
@@ -310,7 +327,7 @@ func TestDemoteStopsTimers(t *testing.T) {
 
 func TestRemovedLeaseNeverExpires(t *testing.T) {
 	h := newHarness(t)
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	tok := h.grant("a", 1000)
 	h.settle(1)
 	h.apply(core.Release("a", tok))
@@ -323,22 +340,88 @@ func TestRemovedLeaseNeverExpires(t *testing.T) {
 
 func TestRemovedOtherTokenIgnored(t *testing.T) {
 	h := newHarness(t)
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	tok := h.grant("a", 1000)
 	h.l.Removed("a", tok+7)
 	assert.Equal(t, 1, h.l.Len())
 }
 
-func TestRetriedGrantKeepsLaterDeadline(t *testing.T) {
+func TestRegrantRestartsDeadline(t *testing.T) {
 	h := newHarness(t)
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	tok := h.grant("a", 1000)
 	h.clock.Advance(400 * time.Millisecond)
 	res := h.apply(core.Grant("a", 1000, "owner-a")) // the same owner retries
 	require.Equal(t, tok, res.Token)
+	require.False(t, res.Created)
 	h.l.Granted("a", res.Token, res.LeaseMS)
 	rem, _ := h.l.Remaining("a", tok)
-	assert.Equal(t, time.Second, rem)
+	assert.Equal(t, 600*time.Millisecond, rem, "the apply alone does not decide for the retry")
+	require.NoError(t, h.l.Regrant("a", tok, res.LeaseMS))
+	rem, _ = h.l.Remaining("a", tok)
+	assert.Equal(t, time.Second, rem, "the retry's lease is measured from now")
+}
+
+func TestRegrantRefused(t *testing.T) {
+	t.Run("deadline_passed", func(t *testing.T) {
+		h := newHarness(t)
+		h.l.Promote(h.sm, testTerm)
+		tok := h.grant("a", 1000)
+		h.clock.Advance(time.Second)
+		require.ErrorIs(t, h.l.Regrant("a", tok, 1000), lessor.ErrExpired)
+	})
+	t.Run("other_token", func(t *testing.T) {
+		h := newHarness(t)
+		h.l.Promote(h.sm, testTerm)
+		tok := h.grant("a", 1000)
+		require.ErrorIs(t, h.l.Regrant("a", tok+1, 1000), lessor.ErrNotHeld)
+	})
+	t.Run("not_primary", func(t *testing.T) {
+		h := newHarness(t)
+		tok := h.grant("a", 1000)
+		require.ErrorIs(t, h.l.Regrant("a", tok, 1000), lessor.ErrNotPrimary)
+	})
+}
+
+// TestStaleRoundProposesNothing: a round whose epoch ended while it waited
+// for its leadership confirmation proposes nothing (issue 14, race 3).
+func TestStaleRoundProposesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		term uint64 // what the confirmation returns
+		flip bool   // demote and promote during the confirmation
+	}{
+		{name: "epoch_changed", term: testTerm, flip: true},
+		{name: "other_term_confirmed", term: testTerm + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.l.Promote(h.sm, testTerm)
+			tok := h.grant("a", 100)
+			h.settle(1)
+			once := sync.Once{}
+			h.mu.Lock()
+			h.confirm = func(context.Context) error {
+				once.Do(func() {
+					if tc.flip {
+						h.l.Demote()
+						h.l.Promote(h.sm, testTerm)
+					}
+				})
+				return nil
+			}
+			h.mu.Unlock()
+			h.mu.Lock()
+			h.term = tc.term
+			h.mu.Unlock()
+			h.clock.Advance(100 * time.Millisecond)
+			<-h.confirms
+			require.NoError(t, h.l.Close()) // waits for the round to end
+			h.expectNoExpire()
+			_, held := h.sm.Get("a")
+			assert.True(t, held, "lock %d still held", tok)
+		})
+	}
 }
 
 func TestExpiringLeaseIsNotRevivedByRetriedGrant(t *testing.T) {
@@ -346,20 +429,21 @@ func TestExpiringLeaseIsNotRevivedByRetriedGrant(t *testing.T) {
 	h.mu.Lock()
 	h.expErr = errors.New("hold")
 	h.mu.Unlock()
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	tok := h.grant("a", 100)
 	h.settle(1)
 	h.clock.Advance(100 * time.Millisecond)
 	h.expectExpire("a", tok)
 	h.l.Granted("a", tok, 100)
 	assert.True(t, h.l.Expiring("a", tok))
+	require.ErrorIs(t, h.l.Regrant("a", tok, 100), lessor.ErrExpired)
 	_, err := h.l.Renew(context.Background(), "a", tok)
 	require.ErrorIs(t, err, lessor.ErrExpired)
 }
 
 func TestManyLeasesExpireInDeadlineOrder(t *testing.T) {
 	h := newHarness(t)
-	h.l.Promote(h.sm)
+	h.l.Promote(h.sm, testTerm)
 	toks := map[string]uint64{}
 	for i, k := range []string{"c", "a", "b"} {
 		toks[k] = h.grant(k, int64(100*(i+1)))
@@ -406,7 +490,7 @@ func TestRenewRefusalWaitsForConfirm(t *testing.T) {
 			h.confirm = func(context.Context) error { return deposed }
 			h.mu.Unlock()
 			tok := h.grant("a", 100)
-			h.l.Promote(h.sm)
+			h.l.Promote(h.sm, testTerm)
 			h.settle(1)
 			h.clock.Advance(100 * time.Millisecond)
 			_, err := h.l.Renew(context.Background(), "a", tc.token(tok))
@@ -415,4 +499,40 @@ func TestRenewRefusalWaitsForConfirm(t *testing.T) {
 			assert.NotErrorIs(t, err, lessor.ErrExpired)
 		})
 	}
+}
+
+// TestExpireInFlightAcrossEpochs: an Expire proposed in one epoch may still
+// commit after a demote and re-promote; until it returns, the new epoch keeps
+// that lock expiring (no renewal, no retried grant), and if it fails the lock
+// is expired again at once (issue 14, race 3).
+func TestExpireInFlightAcrossEpochs(t *testing.T) {
+	h := newHarness(t)
+	block := make(chan struct{})
+	var unblock sync.Once
+	t.Cleanup(func() { unblock.Do(func() { close(block) }) }) // runs before the lessor's Close
+	h.mu.Lock()
+	h.block = block
+	h.mu.Unlock()
+	h.l.Promote(h.sm, testTerm)
+	tok := h.grant("a", 100)
+	h.settle(1)
+	h.clock.Advance(100 * time.Millisecond)
+	h.expectExpire("a", tok) // proposed, not returned
+
+	h.l.Demote()
+	h.mu.Lock()
+	h.term = testTerm + 1
+	h.mu.Unlock()
+	h.l.Promote(h.sm, testTerm+1)
+	assert.True(t, h.l.Expiring("a", tok))
+	_, err := h.l.Renew(context.Background(), "a", tok)
+	require.ErrorIs(t, err, lessor.ErrExpired)
+	require.ErrorIs(t, h.l.Regrant("a", tok, 100), lessor.ErrExpired)
+
+	h.mu.Lock()
+	h.block = nil
+	h.expErr = errors.New("proposal dropped")
+	h.mu.Unlock()
+	unblock.Do(func() { close(block) })
+	h.expectExpire("a", tok) // re-armed in the new epoch and proposed again
 }

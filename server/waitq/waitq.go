@@ -12,8 +12,8 @@ var (
 	// ErrHeld: the key is held (or a grant for it is in flight) and the
 	// request did not ask to wait. The API maps it to AlreadyExists.
 	ErrHeld = errors.New("waitq: key is held")
-	// ErrFull: the key already has MaxWaiters waiting requests. The API maps
-	// it to ResourceExhausted.
+	// ErrFull: the key already has MaxWaiters waiting requests, or the queue
+	// MaxWaitersTotal over all keys. The API maps it to ResourceExhausted.
 	ErrFull = errors.New("waitq: too many waiters for key")
 	// ErrClosed: the queue is closed because this node is not (or no longer)
 	// the leader; waiters fail with it on demotion. The API maps it to
@@ -39,6 +39,10 @@ type Config struct {
 	State func(key string) KeyState
 	// MaxWaiters is the most requests that may wait on one key; 0 means no limit.
 	MaxWaiters int
+	// MaxWaitersTotal is the most requests that may wait over all keys
+	// together (each one holds a goroutine and its request); 0 means no limit.
+	// A retry of a request in flight always gets its place (see Enter).
+	MaxWaitersTotal int
 }
 
 // Queue is the leader's per-key gate for grants: at most one grant proposal
@@ -89,8 +93,8 @@ func New(cfg Config) (*Queue, error) {
 	if cfg.State == nil {
 		return nil, errors.New("waitq: Config.State is required")
 	}
-	if cfg.MaxWaiters < 0 {
-		return nil, errors.New("waitq: negative MaxWaiters")
+	if cfg.MaxWaiters < 0 || cfg.MaxWaitersTotal < 0 {
+		return nil, errors.New("waitq: negative MaxWaiters or MaxWaitersTotal")
 	}
 	return &Queue{cfg: cfg, keys: map[string]*keyState{}}, nil
 }
@@ -133,7 +137,7 @@ func (q *Queue) Close() {
 // flight, at the head of the queue. With wait it joins the key's FIFO queue
 // and returns when it reaches the head and the key is free.
 //
-// Errors: ErrHeld, ErrFull, ErrClosed (not leader, or demoted while waiting),
+// Errors: ErrHeld, ErrFull (MaxWaiters or MaxWaitersTotal reached), ErrClosed (not leader, or demoted while waiting),
 // ctx.Err() (the waiter left the queue).
 func (q *Queue) Enter(ctx context.Context, key, owner string, wait bool) (*Turn, error) {
 	q.mu.Lock()
@@ -167,6 +171,11 @@ func (q *Queue) Enter(ctx context.Context, key, owner string, wait bool) (*Turn,
 		q.forget(key, st)
 		q.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q has %d", ErrFull, key, len(st.queue))
+	}
+	if !retry && q.cfg.MaxWaitersTotal > 0 && q.waiting >= q.cfg.MaxWaitersTotal {
+		q.forget(key, st)
+		q.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d requests wait in all", ErrFull, q.waiting)
 	}
 	w := &waiter{owner: owner, done: make(chan struct{})}
 	if retry {

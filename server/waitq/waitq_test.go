@@ -246,6 +246,36 @@ func TestWaiterLimit(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestTotalWaiterLimit: MaxWaitersTotal caps waiters over all keys (issue
+// 12, item 10), a retry of a request in flight still gets its place, and a
+// waiter leaving frees a place.
+func TestTotalWaiterLimit(t *testing.T) {
+	tb := &table{m: map[string]waitq.KeyState{}}
+	q, err := waitq.New(waitq.Config{State: tb.State, MaxWaiters: 10, MaxWaitersTotal: 2})
+	require.NoError(t, err)
+	q.Open()
+	t.Cleanup(q.Close)
+	for _, k := range []string{"a", "b", "c"} {
+		tb.set(k, waitq.KeyState{Held: true, Owner: "h-" + k})
+	}
+	out := make(chan entered, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx1, leave1 := context.WithCancel(ctx)
+	enter(t, q, ctx1, "a", "w1", true, out)
+	enter(t, q, ctx, "b", "w2", true, out)
+	_, err = q.Enter(ctx, "c", "w3", true)
+	require.ErrorIs(t, err, waitq.ErrFull, "the third waiter over all keys is refused")
+
+	leave1()
+	require.ErrorIs(t, recv(t, out).err, context.Canceled)
+	enter(t, q, ctx, "c", "w3", true, out) // the place w1 left is free again
+
+	tb.set("a", waitq.KeyState{Held: true, Owner: "h-a", Removing: true})
+	enter(t, q, ctx, "a", "h-a", false, out) // a retry of the holder being removed keeps its place, full or not
+	require.Equal(t, 3, q.Waiting())
+}
+
 func TestRetryWaitsForRemovalThenGoesFirst(t *testing.T) {
 	q, tb := newQueue(t, 0)
 	// x's grant applied after x's client left: a ghost Release is proposed.

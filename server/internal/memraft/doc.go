@@ -8,7 +8,11 @@
 // It exists for the server's unit tests, which need a consensus layer below
 // the layer under test that they can steer: Demote and Promote simulate
 // leadership changes, and SetProposeHook lets a test hold a proposal before it
-// applies (to make a client give up mid-proposal). It is never used by ticketd
+// applies (to make a client give up mid-proposal). Its step-by-step mode
+// (HoldProposals, HoldReads; then Commit, Apply, Confirm) lets a script hold
+// proposals in the log and reads unanswered, and move them on one at a time,
+// as the server's interaction tests do; SetApplyHook observes every applied
+// entry, and it implements core.TermConfirmer. It is never used by ticketd
 // itself. Like hashicorp raft's InmemTransport, it is a real implementation of
 // the interfaces, not a mock: the state machine, the encoding and the hooks
 // are the production ones.
@@ -19,6 +23,8 @@
 //     StateMachine, hooks) and call New.
 //  2. Wait for OnLeaderChange(IsLeader=true); propose.
 //  3. Call Demote/Promote to move leadership; Close when done.
+//  4. For step-by-step runs, call HoldProposals(true) (and HoldReads(true)),
+//     then Commit(n), Apply(n) and Confirm() between the steps of the test.
 //
 // Example:
 //

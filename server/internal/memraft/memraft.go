@@ -28,6 +28,15 @@ type Node struct {
 	hook    func(core.Command)
 	stopped bool
 
+	// Step-by-step mode (hold.go): proposals and reads wait in log and reads
+	// until the caller commits, applies and confirms them.
+	holdProposals bool
+	holdReads     bool
+	log           []*entry    // proposed, not yet applied, in log order
+	reads         []*heldRead // ReadIndex/ConfirmTerm calls not yet answered
+	applyHook     func(uint64, core.Command, core.Result)
+	recovered     uint64 // Status().RecoveredCommitIndex
+
 	events chan core.LeaderEvent
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -70,14 +79,18 @@ func (n *Node) deliver() {
 	}
 }
 
-// Promote makes this node leader of a new term: it applies a barrier (Noop)
-// entry of that term and then reports IsLeader=true.
+// Promote makes this node leader of a new term: it commits and applies every
+// entry still in its log (a new leader's barrier commits all earlier entries of
+// its log, Raft thesis §3.6.2), applies a barrier (Noop) entry of that term and
+// then reports IsLeader=true.
 func (n *Node) Promote() {
 	n.mu.Lock()
 	n.term++
 	n.leader = n.members[n.cfg.ID]
 	term := n.term
 	n.mu.Unlock()
+	n.Commit(-1)
+	n.Apply(-1)
 	n.apply(core.Noop())
 	n.emit(core.LeaderEvent{IsLeader: true, Leader: n.self(), Term: term})
 }
@@ -90,6 +103,7 @@ func (n *Node) Demote(leader core.Member) {
 	n.leader = leader
 	term := n.term
 	n.mu.Unlock()
+	n.failUncommitted(leader)
 	n.emit(core.LeaderEvent{IsLeader: false, Leader: leader, Term: term})
 }
 
@@ -125,6 +139,7 @@ func (n *Node) apply(cmd core.Command) (core.Result, error) {
 	n.mu.Lock()
 	n.index++
 	index := n.index
+	applyHook := n.applyHook
 	n.mu.Unlock()
 	cmd, res, err := n.cfg.StateMachine.ApplyEntry(index, data)
 	if err != nil {
@@ -132,6 +147,9 @@ func (n *Node) apply(cmd core.Command) (core.Result, error) {
 	}
 	if n.cfg.OnApply != nil {
 		n.cfg.OnApply(index, cmd, res)
+	}
+	if applyHook != nil {
+		applyHook(index, cmd, res)
 	}
 	return res, nil
 }
@@ -169,6 +187,9 @@ func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, erro
 	if err := n.leaderCheck(); err != nil {
 		return core.Result{}, err
 	}
+	if e, held := n.append(cmd); held {
+		return e.wait(ctx)
+	}
 	res, err := n.apply(cmd)
 	if err != nil {
 		return res, err
@@ -179,12 +200,31 @@ func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, erro
 	return res, nil
 }
 
-// ReadIndex returns nil when this node leads (everything committed is applied).
+// ReadIndex returns nil when this node leads and everything committed is
+// applied. In step-by-step mode it waits for Confirm (HoldReads) or for the
+// committed entries to apply; see ConfirmTerm.
 func (n *Node) ReadIndex(ctx context.Context) error {
+	_, err := n.ConfirmTerm(ctx)
+	return err
+}
+
+// ConfirmTerm implements core.TermConfirmer: ReadIndex that returns the term
+// in which leadership was confirmed. A held read is confirmed when it is
+// answered (Confirm), in the term current then: like a ReadIndex whose
+// heartbeat round started late, it may confirm a later term than the one the
+// caller saw when it decided to read. Errors: *core.NotLeaderError,
+// core.ErrStopped, ctx.Err().
+func (n *Node) ConfirmTerm(ctx context.Context) (uint64, error) {
 	if err := n.leaderCheck(); err != nil {
-		return err
+		return 0, err
 	}
-	return ctx.Err()
+	if r, held := n.queueRead(); held {
+		return r.wait(ctx)
+	}
+	n.mu.Lock()
+	term := n.term
+	n.mu.Unlock()
+	return term, ctx.Err()
 }
 
 // Leader returns the leader this node knows of.
@@ -203,8 +243,10 @@ func (n *Node) Status() core.Status {
 		Backend:      Backend,
 		Leader:       n.leader,
 		Term:         n.term,
-		CommitIndex:  n.index,
+		CommitIndex:  n.index + uint64(n.committedLocked()),
 		AppliedIndex: n.cfg.StateMachine.AppliedIndex(),
+
+		RecoveredCommitIndex: n.recovered,
 	}
 	for _, m := range n.members {
 		st.Members = append(st.Members, m)
@@ -258,12 +300,14 @@ func (n *Node) Close() error {
 	}
 	n.stopped = true
 	n.mu.Unlock()
+	n.failAll()
 	close(n.done)
 	n.wg.Wait()
 	return nil
 }
 
 var (
-	_ core.Consensus  = (*Node)(nil)
-	_ core.Membership = (*Node)(nil)
+	_ core.Consensus     = (*Node)(nil)
+	_ core.Membership    = (*Node)(nil)
+	_ core.TermConfirmer = (*Node)(nil)
 )

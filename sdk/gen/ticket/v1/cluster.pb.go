@@ -60,19 +60,25 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Backend       string                 `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"`
-	LeaderId      string                 `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderAddr    string                 `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
-	Term          uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
-	CommitIndex   uint64                 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	Members       []*Member              `protobuf:"bytes,8,rep,name=members,proto3" json:"members,omitempty"`
-	LastToken     uint64                 `protobuf:"varint,9,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
-	LocksHeld     int64                  `protobuf:"varint,10,opt,name=locks_held,json=locksHeld,proto3" json:"locks_held,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	NodeId       string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Backend      string                 `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"`
+	LeaderId     string                 `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddr   string                 `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	Term         uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex  uint64                 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Members      []*Member              `protobuf:"bytes,8,rep,name=members,proto3" json:"members,omitempty"`
+	LastToken    uint64                 `protobuf:"varint,9,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	LocksHeld    int64                  `protobuf:"varint,10,opt,name=locks_held,json=locksHeld,proto3" json:"locks_held,omitempty"`
+	// replaying is true while this node has not yet applied the commit index it
+	// had durably recorded before its latest start: it refuses stale reads
+	// (Unavailable) until then, so they never go backwards across a restart.
+	Replaying bool `protobuf:"varint,11,opt,name=replaying,proto3" json:"replaying,omitempty"`
+	// replay_target_index is that recorded commit index (0 when unknown).
+	ReplayTargetIndex uint64 `protobuf:"varint,12,opt,name=replay_target_index,json=replayTargetIndex,proto3" json:"replay_target_index,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -171,6 +177,20 @@ func (x *StatusResponse) GetLastToken() uint64 {
 func (x *StatusResponse) GetLocksHeld() int64 {
 	if x != nil {
 		return x.LocksHeld
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetReplaying() bool {
+	if x != nil {
+		return x.Replaying
+	}
+	return false
+}
+
+func (x *StatusResponse) GetReplayTargetIndex() uint64 {
+	if x != nil {
+		return x.ReplayTargetIndex
 	}
 	return 0
 }
@@ -507,12 +527,231 @@ func (x *TransferLeaderResponse) GetLeaderId() string {
 	return ""
 }
 
+type SnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_ticket_v1_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+// SnapshotHeader describes a snapshot of the lock table (the first chunk of
+// ClusterService.Snapshot, and the head of a snapshot file).
+type SnapshotHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// format_version is the version of the snapshot file format (1).
+	FormatVersion uint32 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// backend is the consensus backend of the cluster it came from.
+	Backend string `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"`
+	// index is the Raft log index the lock table had applied.
+	Index uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	// term is the leader's Raft term when the snapshot was taken.
+	Term uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	// last_token is the last fencing token issued up to index.
+	LastToken uint64 `protobuf:"varint,5,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	// sha256 is the SHA-256 checksum of the snapshot bytes (all chunks' data).
+	Sha256 []byte `protobuf:"bytes,6,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// size_bytes is the length of the snapshot bytes.
+	SizeBytes uint64 `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// node_id is the node that took it (the leader).
+	NodeId string `protobuf:"bytes,8,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// locks_held is the number of locks in the snapshot.
+	LocksHeld int64 `protobuf:"varint,9,opt,name=locks_held,json=locksHeld,proto3" json:"locks_held,omitempty"`
+	// created_unix_ms is when it was taken (milliseconds since the Unix epoch).
+	CreatedUnixMs int64 `protobuf:"varint,10,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_ticket_v1_cluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_cluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_cluster_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SnapshotHeader) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetLastToken() uint64 {
+	if x != nil {
+		return x.LastToken
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetLocksHeld() int64 {
+	if x != nil {
+		return x.LocksHeld
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+// SnapshotChunk is one message of ClusterService.Snapshot.
+type SnapshotChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// header is set in the first chunk only.
+	Header *SnapshotHeader `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// data is the next slice of the snapshot bytes (at most 1 MiB).
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_ticket_v1_cluster_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_cluster_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_cluster_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SnapshotChunk) GetHeader() *SnapshotHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_ticket_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_ticket_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x17ticket/v1/cluster.proto\x12\tticket.v1\"\x0f\n" +
-	"\rStatusRequest\"\xc8\x02\n" +
+	"\rStatusRequest\"\x96\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x1b\n" +
@@ -527,7 +766,9 @@ const file_ticket_v1_cluster_proto_rawDesc = "" +
 	"last_token\x18\t \x01(\x04R\tlastToken\x12\x1d\n" +
 	"\n" +
 	"locks_held\x18\n" +
-	" \x01(\x03R\tlocksHeld\"f\n" +
+	" \x01(\x03R\tlocksHeld\x12\x1c\n" +
+	"\treplaying\x18\v \x01(\bR\treplaying\x12.\n" +
+	"\x13replay_target_index\x18\f \x01(\x04R\x11replayTargetIndex\"f\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x19\n" +
@@ -544,12 +785,32 @@ const file_ticket_v1_cluster_proto_rawDesc = "" +
 	"\x15TransferLeaderRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
 	"\x16TransferLeaderResponse\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId2\xc4\x02\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x11\n" +
+	"\x0fSnapshotRequest\"\xb1\x02\n" +
+	"\x0eSnapshotHeader\x12%\n" +
+	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x18\n" +
+	"\abackend\x18\x02 \x01(\tR\abackend\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\x05 \x01(\x04R\tlastToken\x12\x16\n" +
+	"\x06sha256\x18\x06 \x01(\fR\x06sha256\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\a \x01(\x04R\tsizeBytes\x12\x17\n" +
+	"\anode_id\x18\b \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"locks_held\x18\t \x01(\x03R\tlocksHeld\x12&\n" +
+	"\x0fcreated_unix_ms\x18\n" +
+	" \x01(\x03R\rcreatedUnixMs\"V\n" +
+	"\rSnapshotChunk\x121\n" +
+	"\x06header\x18\x01 \x01(\v2\x19.ticket.v1.SnapshotHeaderR\x06header\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data2\x8d\x03\n" +
 	"\x0eClusterService\x12B\n" +
 	"\x06Status\x12\x18.ticket.v1.StatusRequest\x1a\x19.ticket.v1.StatusResponse\"\x03\x90\x02\x01\x12F\n" +
 	"\tAddMember\x12\x1b.ticket.v1.AddMemberRequest\x1a\x1c.ticket.v1.AddMemberResponse\x12O\n" +
 	"\fRemoveMember\x12\x1e.ticket.v1.RemoveMemberRequest\x1a\x1f.ticket.v1.RemoveMemberResponse\x12U\n" +
-	"\x0eTransferLeader\x12 .ticket.v1.TransferLeaderRequest\x1a!.ticket.v1.TransferLeaderResponseB7Z5github.com/ticketd/ticketd/sdk/gen/ticket/v1;ticketv1b\x06proto3"
+	"\x0eTransferLeader\x12 .ticket.v1.TransferLeaderRequest\x1a!.ticket.v1.TransferLeaderResponse\x12G\n" +
+	"\bSnapshot\x12\x1a.ticket.v1.SnapshotRequest\x1a\x18.ticket.v1.SnapshotChunk\"\x03\x90\x02\x010\x01B7Z5github.com/ticketd/ticketd/sdk/gen/ticket/v1;ticketv1b\x06proto3"
 
 var (
 	file_ticket_v1_cluster_proto_rawDescOnce sync.Once
@@ -563,7 +824,7 @@ func file_ticket_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_ticket_v1_cluster_proto_rawDescData
 }
 
-var file_ticket_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_ticket_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_ticket_v1_cluster_proto_goTypes = []any{
 	(*StatusRequest)(nil),          // 0: ticket.v1.StatusRequest
 	(*StatusResponse)(nil),         // 1: ticket.v1.StatusResponse
@@ -574,25 +835,31 @@ var file_ticket_v1_cluster_proto_goTypes = []any{
 	(*RemoveMemberResponse)(nil),   // 6: ticket.v1.RemoveMemberResponse
 	(*TransferLeaderRequest)(nil),  // 7: ticket.v1.TransferLeaderRequest
 	(*TransferLeaderResponse)(nil), // 8: ticket.v1.TransferLeaderResponse
+	(*SnapshotRequest)(nil),        // 9: ticket.v1.SnapshotRequest
+	(*SnapshotHeader)(nil),         // 10: ticket.v1.SnapshotHeader
+	(*SnapshotChunk)(nil),          // 11: ticket.v1.SnapshotChunk
 }
 var file_ticket_v1_cluster_proto_depIdxs = []int32{
-	2, // 0: ticket.v1.StatusResponse.members:type_name -> ticket.v1.Member
-	2, // 1: ticket.v1.AddMemberRequest.member:type_name -> ticket.v1.Member
-	2, // 2: ticket.v1.AddMemberResponse.members:type_name -> ticket.v1.Member
-	2, // 3: ticket.v1.RemoveMemberResponse.members:type_name -> ticket.v1.Member
-	0, // 4: ticket.v1.ClusterService.Status:input_type -> ticket.v1.StatusRequest
-	3, // 5: ticket.v1.ClusterService.AddMember:input_type -> ticket.v1.AddMemberRequest
-	5, // 6: ticket.v1.ClusterService.RemoveMember:input_type -> ticket.v1.RemoveMemberRequest
-	7, // 7: ticket.v1.ClusterService.TransferLeader:input_type -> ticket.v1.TransferLeaderRequest
-	1, // 8: ticket.v1.ClusterService.Status:output_type -> ticket.v1.StatusResponse
-	4, // 9: ticket.v1.ClusterService.AddMember:output_type -> ticket.v1.AddMemberResponse
-	6, // 10: ticket.v1.ClusterService.RemoveMember:output_type -> ticket.v1.RemoveMemberResponse
-	8, // 11: ticket.v1.ClusterService.TransferLeader:output_type -> ticket.v1.TransferLeaderResponse
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	2,  // 0: ticket.v1.StatusResponse.members:type_name -> ticket.v1.Member
+	2,  // 1: ticket.v1.AddMemberRequest.member:type_name -> ticket.v1.Member
+	2,  // 2: ticket.v1.AddMemberResponse.members:type_name -> ticket.v1.Member
+	2,  // 3: ticket.v1.RemoveMemberResponse.members:type_name -> ticket.v1.Member
+	10, // 4: ticket.v1.SnapshotChunk.header:type_name -> ticket.v1.SnapshotHeader
+	0,  // 5: ticket.v1.ClusterService.Status:input_type -> ticket.v1.StatusRequest
+	3,  // 6: ticket.v1.ClusterService.AddMember:input_type -> ticket.v1.AddMemberRequest
+	5,  // 7: ticket.v1.ClusterService.RemoveMember:input_type -> ticket.v1.RemoveMemberRequest
+	7,  // 8: ticket.v1.ClusterService.TransferLeader:input_type -> ticket.v1.TransferLeaderRequest
+	9,  // 9: ticket.v1.ClusterService.Snapshot:input_type -> ticket.v1.SnapshotRequest
+	1,  // 10: ticket.v1.ClusterService.Status:output_type -> ticket.v1.StatusResponse
+	4,  // 11: ticket.v1.ClusterService.AddMember:output_type -> ticket.v1.AddMemberResponse
+	6,  // 12: ticket.v1.ClusterService.RemoveMember:output_type -> ticket.v1.RemoveMemberResponse
+	8,  // 13: ticket.v1.ClusterService.TransferLeader:output_type -> ticket.v1.TransferLeaderResponse
+	11, // 14: ticket.v1.ClusterService.Snapshot:output_type -> ticket.v1.SnapshotChunk
+	10, // [10:15] is the sub-list for method output_type
+	5,  // [5:10] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_ticket_v1_cluster_proto_init() }
@@ -606,7 +873,7 @@ func file_ticket_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ticket_v1_cluster_proto_rawDesc), len(file_ticket_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,185 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/ticketd/ticketd/core"
+	"github.com/ticketd/ticketd/server/lessor"
+	"github.com/ticketd/ticketd/server/waitq"
+)
+
+// This file is the grant path of Acquire on the leader: the wait queue's
+// turn, the Grant proposal detached from the client, what an idempotent retry
+// may receive, and ghost locks (grants whose client left) with their release.
+
+// newOwner returns a unique owner id for a request that gave none.
+func (n *Node) newOwner() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return n.cfg.ID + "-" + hex.EncodeToString(b[:])
+}
+
+// maxRegrantRounds bounds how often one Acquire goes round again because its
+// idempotent retry found the lock ending (ErrLockEnding); each round waits for
+// that lock's removal, so more than one is already rare.
+const maxRegrantRounds = 4
+
+// acquire serves Acquire on the promoted leader: the wait queue gives the turn
+// to propose, then the grant is proposed (group-committed with others). A
+// retry whose grant returned its owner's existing lock while that lock is
+// being expired goes round again: the queue makes it wait for the removal,
+// and it takes a fresh grant with a new token (issue 14, race 1).
+func (n *Node) acquire(ctx context.Context, key string, leaseMS int64, owner string, wait bool) (core.Result, error) {
+	confirmed := false
+	rounds := 0
+	for {
+		if lim := n.cfg.Limits.MaxLocks; lim > 0 {
+			if _, held := n.sm.Get(key); !held && n.sm.Len()+n.queue.Inflight() >= lim {
+				return core.Result{}, fmt.Errorf("%w: %d locks", ErrTooManyLocks, lim)
+			}
+		}
+		turn, err := n.queue.Enter(ctx, key, owner, wait)
+		if errors.Is(err, waitq.ErrHeld) && !confirmed {
+			// "Held" was read from this node's table, which is stale on a
+			// deposed leader (paused or cut off while its successor released
+			// the key). Refuse only after a quorum confirms leadership and the
+			// table has applied everything committed (ReadIndex), then look again.
+			if err := n.raft.ReadIndex(ctx); err != nil {
+				return core.Result{}, err
+			}
+			confirmed = true
+			continue
+		}
+		if err != nil {
+			return core.Result{}, err
+		}
+		res, err := n.grant(ctx, turn, core.Grant(key, leaseMS, owner))
+		if errors.Is(err, ErrLockEnding) && rounds < maxRegrantRounds &&
+			(errors.Is(err, lessor.ErrExpired) || errors.Is(err, lessor.ErrNotHeld)) {
+			rounds++
+			continue
+		}
+		if err != nil || res.Outcome == core.OutcomeGranted {
+			return res, err
+		}
+		// GrantRejected: the table held key after all (a grant proposed in an
+		// earlier term committed late). Defensive; wait again or refuse.
+		if !wait {
+			return core.Result{}, fmt.Errorf("%w: %q", waitq.ErrHeld, key)
+		}
+	}
+}
+
+// Claim states of one grant proposal: the client takes the result, or the
+// client left first and the grant, if it applies, is a ghost.
+const (
+	claimPending int32 = iota
+	claimDelivered
+	claimAbandoned
+)
+
+// grant proposes cmd with the turn, detached from ctx so that the outcome is
+// always known, and decides what the client may have before the turn ends:
+//
+//   - a grant that created its lock (core.Result.Created) whose client is gone
+//     is a ghost: it is released at once (DESIGN.md, Leases), and a retry by
+//     the same owner waits for that release (marked before the turn ends);
+//   - a grant that returned the lock its owner already held (an idempotent
+//     retry) is never a ghost (issue 14, race 2), and is answered only if the
+//     lessor, atomically with expiry, restarts that lock's lease
+//     (lessor.Regrant); if an Expire of it is decided or in flight, the
+//     answer is ErrLockEnding and the caller goes round for a fresh grant
+//     (issue 14, race 1);
+//   - an internal proposal timeout is ErrOutcomeUnknown, never the client's
+//     context.DeadlineExceeded.
+func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command) (core.Result, error) {
+	type outcome struct {
+		res core.Result
+		err error
+	}
+	var claim atomic.Int32
+	out := make(chan outcome, 1)
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
+		res, err := n.raft.Propose(pctx, cmd)
+		if err != nil && pctx.Err() != nil && n.life.Err() == nil {
+			err = fmt.Errorf("%w: grant of %q: %v", ErrOutcomeUnknown, cmd.Key, err)
+		}
+		cancel()
+		granted := err == nil && res.Outcome == core.OutcomeGranted
+		switch {
+		case granted && res.Created && !claim.CompareAndSwap(claimPending, claimDelivered):
+			n.ghostMu.Lock()
+			n.ghosts[cmd.Key] = res.Token
+			n.ghostMu.Unlock()
+			turn.Done()
+			n.met.ghosts.Inc()
+			n.log.Debug("ghost lock: client gone before its grant applied", zap.String("key", cmd.Key), zap.Uint64("token", res.Token))
+			n.releaseGhost(cmd.Key, res.Token)
+		case granted && !res.Created && claim.CompareAndSwap(claimPending, claimDelivered):
+			if rerr := n.lessor.Regrant(cmd.Key, res.Token, res.LeaseMS); rerr != nil {
+				n.log.Debug("retried grant found its lock ending", zap.String("key", cmd.Key), zap.Uint64("token", res.Token), zap.Error(rerr))
+				res, err = core.Result{}, fmt.Errorf("%w: %q token %d: %w", ErrLockEnding, cmd.Key, res.Token, rerr)
+			}
+			turn.Done()
+		default:
+			turn.Done()
+		}
+		out <- outcome{res, err}
+	}()
+	select {
+	case o := <-out:
+		return o.res, o.err
+	case <-ctx.Done():
+		if claim.CompareAndSwap(claimPending, claimAbandoned) {
+			return core.Result{}, ctx.Err()
+		}
+		o := <-out
+		return o.res, o.err
+	}
+}
+
+// releaseGhost proposes Release{key, token} until it applies, this node stops
+// leading, or the node closes.
+func (n *Node) releaseGhost(key string, token uint64) {
+	for n.isGhost(key, token) {
+		_, err := n.proposeDetached(n.raft, core.Release(key, token))
+		if err == nil || errors.Is(err, core.ErrNotLeader) || errors.Is(err, core.ErrStopped) || n.life.Err() != nil {
+			return
+		}
+		n.log.Debug("ghost release failed; retrying", zap.String("key", key), zap.Error(err))
+		if !n.pause(retryPause) {
+			return
+		}
+	}
+}
+
+// keyState is the wait queue's view of key: its holder in the lock table, and
+// whether that holder is being removed (an Expire or ghost Release in flight).
+func (n *Node) keyState(key string) waitq.KeyState {
+	lk, ok := n.sm.Get(key)
+	if !ok {
+		return waitq.KeyState{}
+	}
+	return waitq.KeyState{
+		Held:     true,
+		Owner:    lk.Owner,
+		Removing: n.lessor.Expiring(key, lk.Token) || n.isGhost(key, lk.Token),
+	}
+}
+
+func (n *Node) isGhost(key string, token uint64) bool {
+	n.ghostMu.Lock()
+	defer n.ghostMu.Unlock()
+	t, ok := n.ghosts[key]
+	return ok && t == token
+}

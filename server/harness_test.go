@@ -1,0 +1,540 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/core"
+	"github.com/ticketd/ticketd/server/config"
+	"github.com/ticketd/ticketd/server/internal/fakeclock"
+	"github.com/ticketd/ticketd/server/internal/memraft"
+)
+
+// harness drives one Node step by step over memraft's step-by-step mode and a
+// fake clock, for the interaction scripts (interaction_test.go) and the
+// interleaving property test (interleave_test.go). Client calls run in their
+// own goroutines, as RPCs do; after every step the harness waits until every
+// goroutine is blocked (settle), so each step's outcome is deterministic: the
+// only things that move the system are the steps themselves (propose, commit,
+// apply, confirm, tick, leadership).
+//
+// It calls the leader-local serving paths (acquire, Renew, release) directly,
+// below routing and forwarding, and maps errors through errmap like a handler.
+type harness struct {
+	t     harnessT
+	n     *Node
+	mem   *memraft.Node
+	clock *fakeclock.Clock
+	start time.Time
+
+	mu       sync.Mutex // guards events and the checker (hooks run on node goroutines)
+	events   []string   // observed since the last print
+	check    checker
+	ops      map[string]*clientOp
+	opOrder  []string
+	released map[lockID]int // client Release calls in flight per lock
+}
+
+// harnessT is what the harness needs of *testing.T and *rapid.T.
+type harnessT interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(fn func())
+}
+
+// lockID names one lock: a key and the token of one grant.
+type lockID struct {
+	key   string
+	token uint64
+}
+
+// clientOp is one client call in flight or answered.
+type clientOp struct {
+	name, kind string
+	id         lockID
+	owner      string
+	leaseMS    int64
+	sent       time.Time
+	cancel     context.CancelFunc
+	out        chan opResult
+	done       bool
+	gone       bool
+	res        opResult
+}
+
+type opResult struct {
+	res core.Result
+	err error
+}
+
+// newHarness starts a node over memraft with a fake clock, waits until it
+// leads with its member address recorded, and returns it settled. Proposals
+// apply at once until hold.
+// dir is a directory for the node's (unused) data dir.
+func newHarness(t harnessT, dir string) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: fakeclock.New(), ops: map[string]*clientOp{}, released: map[lockID]int{}}
+	h.start = h.clock.Now()
+	h.check.init()
+	cfg := config.DefaultConfig()
+	cfg.ID = "n1"
+	cfg.APIAddr = "127.0.0.1:1"
+	cfg.RaftAddr = "127.0.0.1:2"
+	cfg.DataDir = filepath.Join(dir, "n1")
+	cfg.Lease.MinMS = 10
+	n, err := New(cfg, WithClock(h.clock), WithBackend(func(bc backends.Config) (Backend, error) {
+		m, err := memraft.New(bc)
+		h.mem = m
+		return m, err
+	}))
+	if err != nil {
+		t.Fatalf("harness: new node: %v", err)
+	}
+	h.n = n
+	t.Cleanup(h.close)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, recorded := n.sm.MemberAPIAddr("n1")
+		if n.stillLeader(h.mem.Status().Term) && recorded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("harness: node did not lead")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.settle()
+	h.mem.SetProposeHook(h.onPropose)
+	h.mem.SetApplyHook(h.onApply)
+	return h
+}
+
+func (h *harness) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, op := range h.ops {
+		op.cancel()
+	}
+	_ = h.n.Close(ctx)
+}
+
+// now is the fake time since the harness started.
+func (h *harness) now() time.Duration { return h.clock.Now().Sub(h.start) }
+
+// event records one observation for the next print.
+func (h *harness) event(format string, args ...any) {
+	h.events = append(h.events, fmt.Sprintf(format, args...))
+}
+
+// onPropose is memraft's propose hook: it sees every command as it is
+// proposed (I3, I5 are checked here).
+func (h *harness) onPropose(cmd core.Command) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch cmd.Op {
+	case core.OpExpire:
+		id := lockID{cmd.Key, cmd.Token}
+		if !h.n.lessor.Expiring(id.key, id.token) {
+			h.check.violate("I5", "Expire %s/%d proposed though the current epoch has not ended its lease", id.key, id.token)
+		}
+	case core.OpRelease:
+		id := lockID{cmd.Key, cmd.Token}
+		if h.released[id] == 0 && h.check.delivered[id] {
+			h.check.violate("I3", "ghost Release %s/%d of a token handed to a client", id.key, id.token)
+		}
+	}
+	h.event("propose %s", cmdString(cmd))
+}
+
+// onApply is memraft's apply hook (I2, I4 are checked here).
+func (h *harness) onApply(index uint64, cmd core.Command, res core.Result) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cmd.Op == core.OpNoop || cmd.Op == core.OpSetMember {
+		return
+	}
+	h.check.applied(h.clock.Now(), cmd, res)
+	h.event("apply %d %s -> %s", index, cmdString(cmd), resString(res))
+}
+
+// settle waits until every goroutine but the caller's is blocked: nothing
+// moves until the next step. It fails the test after 10s (a livelock).
+func (h *harness) settle() {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	buf := make([]byte, 1<<20)
+	for quiet := 0; quiet < 2; {
+		runtime.Gosched()
+		n := runtime.Stack(buf, true)
+		if busy(buf[:n]) {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("harness: goroutines did not settle:\n%s", buf[:n])
+		}
+	}
+	h.collect()
+}
+
+// busy reports whether a goroutine other than the first (the caller) in a
+// runtime.Stack dump is running or runnable.
+func busy(dump []byte) bool {
+	for i, g := range bytes.Split(dump, []byte("\n\n")) {
+		if i == 0 {
+			continue
+		}
+		open := bytes.IndexByte(g, '[')
+		end := bytes.IndexByte(g, ']')
+		if open < 0 || end < open {
+			continue
+		}
+		state := string(g[open+1 : end])
+		if strings.HasPrefix(state, "running") || strings.HasPrefix(state, "runnable") || strings.HasPrefix(state, "syscall") {
+			return true
+		}
+	}
+	return false
+}
+
+// collect records the answers of client calls that returned (I1 is checked
+// here: a returned token is held when the client gets it).
+func (h *harness) collect() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, name := range h.opOrder {
+		op := h.ops[name]
+		if op.done {
+			continue
+		}
+		select {
+		case r := <-op.out:
+			op.done, op.res = true, r
+		default:
+			continue
+		}
+		if op.kind == "release" {
+			h.released[op.id]--
+		}
+		if op.gone {
+			continue // nobody hears it
+		}
+		h.event("%s -> %s", op.name, replyString(op, op.res))
+		h.check.answered(h, op)
+	}
+}
+
+// startOp runs call as client name in its own goroutine.
+func (h *harness) startOp(op *clientOp, call func(ctx context.Context) (core.Result, error)) error {
+	if _, dup := h.ops[op.name]; dup {
+		return fmt.Errorf("client %q exists", op.name)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op.cancel, op.out, op.sent = cancel, make(chan opResult, 1), h.clock.Now()
+	h.mu.Lock()
+	h.ops[op.name] = op
+	h.opOrder = append(h.opOrder, op.name)
+	if op.kind == "release" {
+		h.released[op.id]++
+	}
+	h.mu.Unlock()
+	go func() {
+		res, err := call(ctx)
+		op.out <- opResult{res, err}
+	}()
+	h.settle()
+	return nil
+}
+
+// acquire starts Acquire(key, leaseMS, owner, wait) as client name.
+func (h *harness) acquire(name, key, owner string, leaseMS int64, wait bool) error {
+	op := &clientOp{name: name, kind: "acquire", id: lockID{key: key}, owner: owner, leaseMS: leaseMS}
+	return h.startOp(op, func(ctx context.Context) (core.Result, error) {
+		return h.n.acquire(ctx, key, leaseMS, owner, wait)
+	})
+}
+
+// renew starts Renew(key, token) as client name.
+func (h *harness) renew(name, key string, token uint64) error {
+	op := &clientOp{name: name, kind: "renew", id: lockID{key, token}}
+	return h.startOp(op, func(ctx context.Context) (core.Result, error) {
+		leaseMS, err := h.n.lessor.Renew(ctx, key, token)
+		return core.Result{Token: token, LeaseMS: leaseMS}, err
+	})
+}
+
+// release starts Release(key, token) as client name.
+func (h *harness) release(name, key string, token uint64) error {
+	op := &clientOp{name: name, kind: "release", id: lockID{key, token}}
+	return h.startOp(op, func(ctx context.Context) (core.Result, error) {
+		return core.Result{Outcome: core.OutcomeReleased}, h.n.release(ctx, key, token)
+	})
+}
+
+// clientGone cancels client name's call: it hears no answer.
+func (h *harness) clientGone(name string) error {
+	op, ok := h.ops[name]
+	if !ok {
+		return fmt.Errorf("no client %q", name)
+	}
+	h.mu.Lock()
+	op.gone = true
+	h.mu.Unlock()
+	op.cancel()
+	h.settle()
+	return nil
+}
+
+// tick moves the fake clock by d; the lessor's timers fire.
+func (h *harness) tick(d time.Duration) {
+	h.clock.Advance(d)
+	h.settle()
+	h.mu.Lock()
+	h.check.tick(h.clock.Now())
+	h.mu.Unlock()
+}
+
+// expiryRound moves the fake clock to the earliest lease deadline the lessor
+// tracks (if any is ahead) and lets the expiry round run.
+func (h *harness) expiryRound() {
+	var next time.Duration = -1
+	h.n.sm.Ascend(func(lk core.Lock) bool {
+		if d, ok := h.n.lessor.Remaining(lk.Key, lk.Token); ok && (next < 0 || d < next) {
+			next = d
+		}
+		return true
+	})
+	if next < 0 {
+		next = 0
+	}
+	h.tick(next)
+}
+
+// demote makes the node a follower with no leader known.
+func (h *harness) demote() {
+	h.mem.Demote(core.Member{})
+	h.settle()
+	h.event("demoted: term %d", h.mem.Status().Term)
+}
+
+// promote makes the node leader of a new term (its barrier applies first).
+func (h *harness) promote() {
+	h.mem.Promote()
+	h.settle()
+	h.event("promoted: term %d", h.mem.Status().Term)
+}
+
+// commit commits count entries (all when < 0); apply applies count
+// committed entries; confirm answers held reads.
+func (h *harness) commit(count int) { h.mem.Commit(count); h.settle() }
+func (h *harness) apply(count int)  { h.mem.Apply(count); h.settle() }
+func (h *harness) confirm()         { h.mem.Confirm(); h.settle() }
+
+// flush returns the events since the last call and forgets them.
+func (h *harness) flush() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ev := h.events
+	h.events = nil
+	return ev
+}
+
+// leaderString describes leadership: the backend's view and the node's.
+func (h *harness) leaderString() string {
+	st := h.mem.Status()
+	role := "follower"
+	if h.n.stillLeader(st.Term) {
+		role = "leader"
+	}
+	return fmt.Sprintf("%s term=%d lessor_primary=%t", role, st.Term, h.n.lessor.Primary())
+}
+
+// locksString lists the lock table with the lessor's view of each lease.
+func (h *harness) locksString() string {
+	var b strings.Builder
+	h.n.sm.Ascend(func(lk core.Lock) bool {
+		fmt.Fprintf(&b, "lock %s token=%d owner=%s", lk.Key, lk.Token, lk.Owner)
+		if d, ok := h.n.lessor.Remaining(lk.Key, lk.Token); ok {
+			fmt.Fprintf(&b, " remaining=%s", d)
+		}
+		if h.n.lessor.Expiring(lk.Key, lk.Token) {
+			b.WriteString(" expiring")
+		}
+		if h.n.isGhost(lk.Key, lk.Token) {
+			b.WriteString(" ghost")
+		}
+		b.WriteString("\n")
+		return true
+	})
+	if b.Len() == 0 {
+		return "no locks\n"
+	}
+	return b.String()
+}
+
+// stateString is what every step prints after its events: the log not yet
+// applied, held reads, the lock table and the clients still waiting.
+func (h *harness) stateString() string {
+	var b strings.Builder
+	for _, e := range h.mem.Log() {
+		st := "proposed"
+		if e.Committed {
+			st = "committed"
+		}
+		fmt.Fprintf(&b, "log %s term=%d %s\n", cmdString(e.Cmd), e.Term, st)
+	}
+	if r := h.mem.HeldReads(); r > 0 {
+		fmt.Fprintf(&b, "reads held=%d\n", r)
+	}
+	b.WriteString(h.locksString())
+	h.mu.Lock()
+	var waiting []string
+	for _, name := range h.opOrder {
+		if op := h.ops[name]; !op.done && !op.gone {
+			waiting = append(waiting, name)
+		}
+	}
+	h.mu.Unlock()
+	if len(waiting) > 0 {
+		fmt.Fprintf(&b, "waiting %s\n", strings.Join(waiting, " "))
+	}
+	return b.String()
+}
+
+func cmdString(c core.Command) string {
+	switch c.Op {
+	case core.OpGrant:
+		return fmt.Sprintf("grant %s owner=%s lease=%dms", c.Key, c.Owner, c.LeaseMS)
+	case core.OpRelease, core.OpExpire:
+		return fmt.Sprintf("%s %s token=%d", strings.ToLower(c.Op.String()), c.Key, c.Token)
+	}
+	return strings.ToLower(c.Op.String())
+}
+
+func resString(r core.Result) string {
+	switch r.Outcome {
+	case core.OutcomeGranted:
+		if !r.Created {
+			return fmt.Sprintf("granted token=%d existing", r.Token)
+		}
+		return fmt.Sprintf("granted token=%d", r.Token)
+	case core.OutcomeGrantRejected:
+		return fmt.Sprintf("rejected holder=%d", r.Token)
+	case core.OutcomeExpired:
+		return fmt.Sprintf("expired existed=%t", r.Existed)
+	}
+	return strings.ToLower(r.Outcome.String())
+}
+
+// replyString is what the client hears: the connect code errmap gives, or
+// the reply.
+func replyString(op *clientOp, r opResult) string {
+	if r.err != nil {
+		return "error " + connect.CodeOf(connectErr(r.err)).String()
+	}
+	switch op.kind {
+	case "acquire":
+		return fmt.Sprintf("granted token=%d", r.res.Token)
+	case "renew":
+		return fmt.Sprintf("renewed lease=%dms", r.res.LeaseMS)
+	}
+	return "released"
+}
+
+// connectErr maps err as a handler would (errmap.go), without leader hints.
+func connectErr(err error) error { return connect.NewError(codeOf(err), err) }
+
+// checker holds what clients were told and checks the invariants of the
+// interleaving property (interleave_test.go); violations are also printed as
+// events by the scripts.
+type checker struct {
+	ackEnd     map[lockID]time.Time // latest lease end acknowledged to a client (send time + lease)
+	delivered  map[lockID]bool      // tokens handed to a client by Acquire
+	lastToken  map[string]uint64    // highest token granted per key
+	violations []string
+}
+
+func (c *checker) init() {
+	c.ackEnd = map[lockID]time.Time{}
+	c.delivered = map[lockID]bool{}
+	c.lastToken = map[string]uint64{}
+}
+
+func (c *checker) violate(inv, format string, args ...any) {
+	c.violations = append(c.violations, inv+": "+fmt.Sprintf(format, args...))
+}
+
+// applied checks one applied command: I2 (no early expiry) and I4 (tokens
+// per key strictly increase).
+func (c *checker) applied(now time.Time, cmd core.Command, res core.Result) {
+	id := lockID{cmd.Key, res.Token}
+	switch {
+	case cmd.Op == core.OpGrant && res.Outcome == core.OutcomeGranted && res.Created:
+		if res.Token <= c.lastToken[cmd.Key] {
+			c.violate("I4", "token %d granted on %s after token %d", res.Token, cmd.Key, c.lastToken[cmd.Key])
+		}
+		c.lastToken[cmd.Key] = res.Token
+	case cmd.Op == core.OpExpire && res.Existed:
+		id.token = cmd.Token
+		if end, ok := c.ackEnd[id]; ok && now.Before(end) {
+			c.violate("I2", "%s/%d expired %s before the lease acknowledged to its client ends", id.key, id.token, end.Sub(now))
+		}
+	}
+	if cmd.Op == core.OpRelease || cmd.Op == core.OpExpire {
+		delete(c.ackEnd, lockID{cmd.Key, cmd.Token})
+	}
+}
+
+// answered checks a reply heard by a client: I1 (a returned token is held)
+// and I4 (one holder per key among live acknowledged leases); h.mu held.
+func (c *checker) answered(h *harness, op *clientOp) {
+	if op.res.err != nil {
+		return
+	}
+	switch op.kind {
+	case "acquire":
+		id := lockID{op.id.key, op.res.res.Token}
+		if lk, ok := h.n.sm.Get(id.key); !ok || lk.Token != id.token {
+			c.violate("I1", "%s got %s/%d, which is not held", op.name, id.key, id.token)
+		}
+		c.delivered[id] = true
+		c.ack(id, op.sent.Add(ms(op.res.res.LeaseMS))) // the lease the reply states
+		for other, end := range c.ackEnd {
+			if other.key == id.key && other.token != id.token && h.clock.Now().Before(end) {
+				c.violate("I4", "%s got %s/%d while %s/%d is acknowledged until %s later", op.name, id.key, id.token, other.key, other.token, end.Sub(h.clock.Now()))
+			}
+		}
+	case "renew":
+		c.ack(op.id, op.sent.Add(ms(op.res.res.LeaseMS)))
+	case "release":
+		delete(c.ackEnd, op.id)
+	}
+}
+
+func (c *checker) ack(id lockID, end time.Time) {
+	if end.After(c.ackEnd[id]) {
+		c.ackEnd[id] = end
+	}
+}
+
+// tick forgets leases that have ended by now.
+func (c *checker) tick(now time.Time) {
+	for id, end := range c.ackEnd {
+		if !now.Before(end) {
+			delete(c.ackEnd, id)
+		}
+	}
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestInteraction runs the scripts in testdata/interaction: each drives one
+// node's Acquire, Renew, Release, expiry, ghost and waiter paths step by step
+// over memraft's step-by-step mode and a fake clock (etcd raft's
+// interaction_test.go is the model), and prints after every step what
+// happened (proposals, applies, client replies, invariant violations) and the
+// state (log, lock table, waiting clients). Update with -rewrite.
+//
+// Verbs:
+//
+//	acquire name=c1 key=a owner=o1 [lease=1000] [wait]   client c1 sends Acquire
+//	renew name=r1 key=a token=1                          client r1 sends Renew
+//	release name=x1 key=a token=1                        client x1 sends Release
+//	client-gone name=c1                                  c1 goes away (its ctx ends)
+//	hold [reads]       proposals (and reads) wait for commit/apply (and confirm)
+//	commit [n=1]       commit the next n proposed entries (all without n)
+//	apply [n=1]        apply the next n committed entries (all without n)
+//	confirm            answer held reads (leadership is confirmed now)
+//	tick 250ms         move the fake clock; the lessor's timers fire
+//	expiry-round       move the clock to the earliest lease deadline
+//	demote | promote   leadership changes (promote applies the log, then a barrier)
+//	leader? | locks    print leadership or the lock table
+func TestInteraction(t *testing.T) {
+	datadriven.Walk(t, "testdata/interaction", func(t *testing.T, path string) {
+		h := newHarness(t, t.TempDir())
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if err := step(h, d); err != nil {
+				return "error: " + err.Error() + "\n"
+			}
+			var b strings.Builder
+			for _, e := range h.flush() {
+				b.WriteString("> " + e + "\n")
+			}
+			h.mu.Lock()
+			for _, v := range h.check.violations {
+				b.WriteString("!! VIOLATION " + v + "\n")
+				t.Errorf("%s: %s: %s", d.Pos, d.Cmd, v) // even under -rewrite
+			}
+			h.check.violations = nil
+			h.mu.Unlock()
+			switch d.Cmd {
+			case "leader?":
+				b.WriteString(h.leaderString() + "\n")
+			case "locks":
+				b.WriteString(h.locksString())
+			default:
+				b.WriteString(h.stateString())
+			}
+			return b.String()
+		})
+	})
+}
+
+// step runs one script command.
+func step(h *harness, d *datadriven.TestData) error {
+	arg := func(name string) string {
+		for _, a := range d.CmdArgs {
+			if a.Key == name && len(a.Vals) > 0 {
+				return a.Vals[0]
+			}
+		}
+		return ""
+	}
+	num := func(name string, def int64) (int64, error) {
+		v := arg(name)
+		if v == "" {
+			return def, nil
+		}
+		return strconv.ParseInt(v, 10, 64)
+	}
+	switch d.Cmd {
+	case "acquire":
+		lease, err := num("lease", 1000)
+		if err != nil {
+			return err
+		}
+		return h.acquire(arg("name"), arg("key"), arg("owner"), lease, d.HasArg("wait"))
+	case "renew", "release":
+		token, err := num("token", 0)
+		if err != nil {
+			return err
+		}
+		if d.Cmd == "renew" {
+			return h.renew(arg("name"), arg("key"), uint64(token))
+		}
+		return h.release(arg("name"), arg("key"), uint64(token))
+	case "client-gone":
+		return h.clientGone(arg("name"))
+	case "hold":
+		h.mem.HoldProposals(true)
+		h.mem.HoldReads(d.HasArg("reads"))
+		h.settle()
+	case "commit", "apply":
+		count, err := num("n", -1)
+		if err != nil {
+			return err
+		}
+		if d.Cmd == "commit" {
+			h.commit(int(count))
+		} else {
+			h.apply(int(count))
+		}
+	case "confirm":
+		h.confirm()
+	case "tick":
+		if len(d.CmdArgs) != 1 {
+			return fmt.Errorf("tick takes one duration")
+		}
+		dur, err := time.ParseDuration(d.CmdArgs[0].Key)
+		if err != nil {
+			return err
+		}
+		h.tick(dur)
+	case "expiry-round":
+		h.expiryRound()
+	case "demote":
+		h.demote()
+	case "promote":
+		h.promote()
+	case "leader?", "locks":
+		h.settle()
+	default:
+		return fmt.Errorf("unknown command %q", d.Cmd)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/ticketd/ticketd/core"
+)
+
+// This file is the node's leadership: what it does when the backend reports a
+// change (promote: the lessor and the wait queues start after the barrier;
+// demote: both stop), and the quorum confirmation the lessor relies on.
+
+// onLeaderChange is the backend's OnLeaderChange hook. On promotion (after the
+// barrier applied) the lessor becomes primary with fresh deadlines and the
+// wait queues open; on any other change both stop, failing every waiter with
+// Unavailable (DESIGN.md, Leases; etcd lessor Promote/Demote).
+func (n *Node) onLeaderChange(ev core.LeaderEvent) {
+	n.roleMu.Lock()
+	closing := n.closing
+	if !ev.IsLeader || closing {
+		n.promoted = false
+	}
+	n.leader = ev.Leader
+	n.term = ev.Term
+	n.roleMu.Unlock()
+
+	n.ghostMu.Lock()
+	n.ghosts = map[string]uint64{}
+	n.ghostMu.Unlock()
+	if ev.IsLeader && !closing {
+		n.lessor.Promote(n.sm, ev.Term)
+		n.queue.Open()
+		n.roleMu.Lock()
+		n.promoted = n.term == ev.Term // a later event may have superseded this one
+		n.roleMu.Unlock()
+		n.bg.Add(1)
+		go n.ensureMembers(ev.Term)
+	} else {
+		n.lessor.Demote()
+		n.queue.Close()
+	}
+	n.roleMu.Lock()
+	close(n.changed)
+	n.changed = make(chan struct{})
+	n.roleMu.Unlock()
+	n.log.Info("leadership changed", zap.Bool("leader", ev.IsLeader), zap.String("leader_id", ev.Leader.ID), zap.Uint64("term", ev.Term))
+}
+
+// stillLeader reports whether this node is the promoted leader of term.
+func (n *Node) stillLeader(term uint64) bool {
+	n.roleMu.Lock()
+	defer n.roleMu.Unlock()
+	return n.promoted && n.term == term && !n.closing
+}
+
+// ensureMembers makes the replicated member directory hold this node's API
+// address, and the bootstrap peers' when missing, retrying while this node
+// leads term.
+func (n *Node) ensureMembers(term uint64) {
+	defer n.bg.Done()
+	b := n.backend()
+	if b == nil {
+		return
+	}
+	want := map[string]string{}
+	for _, m := range n.cfg.Members() {
+		if _, ok := n.sm.MemberAPIAddr(m.ID); !ok {
+			want[m.ID] = m.APIAddr
+		}
+	}
+	want[n.cfg.ID] = n.cfg.APIAddr
+	for id, addr := range want {
+		for n.stillLeader(term) {
+			if got, _ := n.sm.MemberAPIAddr(id); got == addr {
+				break
+			}
+			_, err := n.proposeDetached(b, core.SetMember(id, addr))
+			if err == nil {
+				n.log.Info("member API address recorded", zap.String("member", id), zap.String("api_addr", addr))
+				break
+			}
+			n.log.Debug("recording member API address failed", zap.String("member", id), zap.Error(err))
+			if !n.pause(retryPause) {
+				return
+			}
+		}
+	}
+}
+
+// confirmTerm is the lessor's quorum confirmation: it returns the term in
+// which a quorum confirmed this node's leadership (Raft thesis §6.4, ReadIndex).
+// A backend that implements core.TermConfirmer says so itself; for any other,
+// the term is read before and after ReadIndex and must not have changed, so
+// the answer never names a term other than the one confirmed. Errors:
+// ReadIndex's, core.ErrStopped, and a *core.NotLeaderError when the term moved
+// during the call.
+func (n *Node) confirmTerm(ctx context.Context) (uint64, error) {
+	b := n.backend()
+	if b == nil {
+		return 0, core.ErrStopped
+	}
+	if tc, ok := b.(core.TermConfirmer); ok {
+		return tc.ConfirmTerm(ctx)
+	}
+	before := b.Status().Term
+	if err := b.ReadIndex(ctx); err != nil {
+		return 0, err
+	}
+	if after := b.Status().Term; after != before {
+		leader, _ := b.Leader()
+		return 0, fmt.Errorf("term moved from %d to %d during the confirmation: %w", before, after, &core.NotLeaderError{Leader: leader})
+	}
+	return before, nil
+}
