@@ -7,8 +7,10 @@ BACKEND ?=
 # Test timeout per module; the whole `make test` is kept under 10 minutes on 2 cores.
 TEST_TIMEOUT ?= 8m
 DURATION ?= 30m
+# NET=hosts: `make faults` over network namespaces (faults/hosts) instead of loopback.
+NET ?=
 
-.PHONY: all build run test bench faults generate lint tidy clean
+.PHONY: all build run test test-ts test-browser ts-deps console bench faults faults-seeds generate lint tidy clean
 
 all: build
 
@@ -22,7 +24,7 @@ run: build
 
 ## test: every test that needs no extra machine (the faults module's short
 ## fault-injection run per backend included, behind its build tag).
-test: build
+test: build test-ts
 	@set -e; for m in $(MODULES); do \
 		[ -f $$m/go.mod ] || continue; \
 		tags=; [ $$m = faults ] && tags="-tags faults"; \
@@ -30,16 +32,64 @@ test: build
 		(cd $$m && $(GO) test $$tags -count=1 -timeout $(TEST_TIMEOUT) ./...); \
 	done
 
+## ts-deps: sdk/ts's npm packages, exactly as package-lock.json pins them
+## (`npm ci`, again whenever the lock file changes).
+TS := sdk/ts
+NPM ?= npm
+ts-deps: $(TS)/node_modules/.package-lock.json
+$(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
+	cd $(TS) && $(NPM) ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## test-ts: the TypeScript client's tests (node:test) against a real
+## three-node cluster of bin/ticketd.
+test-ts: build ts-deps
+	cd $(TS) && $(NPM) test
+
+## test-browser: headless Chromium (/usr/bin/chromium; CHROMIUM= overrides)
+## loads the web console from one node and a page on another origin that
+## uses @ticketd/client over Connect and gRPC-Web; screenshots go to
+## sdk/ts/test-artifacts/. Also checks that server/console's built files are
+## up to date.
+test-browser: build ts-deps
+	cd $(TS) && $(NPM) run test:browser
+
+## console: rebuild the web console's committed files (server/console/dist).
+console: ts-deps
+	cd $(TS) && $(NPM) run console
+
 ## bench: both backends side by side (see docs/benchmarks.md); BENCHFLAGS passes flags.
 bench:
 	$(GO) run ./bench/cmd/ticketbench $(BENCHFLAGS)
 
-## faults: the long fault-injection run (DURATION=30m by default).
+## faults: the long fault-injection run (DURATION=30m by default); NET=hosts
+## runs it over one network namespace per node with real network faults
+## (needs root and iproute2).
 faults: build
-	cd faults && $(GO) test -count=1 -tags faults -timeout 0 -run TestFaults ./harness -args -duration=$(DURATION)
+ifneq ($(SEEDS),)
+	$(MAKE) faults-seeds SEEDS=$(SEEDS) SEED_DURATION=$(SEED_DURATION)
+else
+	cd faults && $(if $(NET),TICKETD_BIN=$(CURDIR)/bin/ticketd )$(GO) test -count=1 -tags faults -timeout 0 -run TestFaults ./harness -args -duration=$(DURATION)$(if $(NET), -net=$(NET))
+endif
 
-## generate: regenerate protobuf and Connect code offline through `go tool`.
-generate:
+## faults-seeds: SEEDS fault runs (seeds 1..SEEDS, SEED_DURATION each, both
+## backends), disk faults included (a damaged log file, a full disk on tmpfs:
+## needs root), unattended; one line per seed, then the count of failed
+## seeds (reports of failing runs under $$TMPDIR/ticketd-faults-reports).
+## `make faults SEEDS=100` runs it too.
+SEEDS ?=
+SEED_DURATION ?= 20s
+faults-seeds: build
+	@cd faults && failed=0; start=$$(date +%s); for s in $$(seq 1 $(SEEDS)); do \
+		t0=$$(date +%s); \
+		if $(GO) test -v -count=1 -tags faults -timeout 30m -run TestFaults ./harness -args -seed=$$s -duration=$(SEED_DURATION) -disk > /tmp/ticketd-faults-seed-$$s.log 2>&1; \
+		then r=ok; else r=FAIL; failed=$$((failed+1)); fi; \
+		echo "seed $$s: $$r in $$(( $$(date +%s) - t0 ))s ($$(grep -ho 'summary: .*' /tmp/ticketd-faults-seed-$$s.log | tr '\n' ' ' | cut -c1-300))"; \
+	done; echo "$(SEEDS) seeds, $$failed failed, $$(( $$(date +%s) - start ))s"; [ $$failed -eq 0 ]
+
+## generate: regenerate protobuf and Connect code offline through `go tool`
+## (Go) and sdk/ts's pinned protoc-gen-es (TypeScript).
+generate: ts-deps
 	$(GO) tool buf generate
 
 lint:

@@ -69,6 +69,8 @@ func (n *Node) handler(reg *prometheus.Registry) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(console.Path, console.Handler()) // the web console at /ui/
+	mux.HandleFunc(LivezPath, n.livez)          // probes.go
+	mux.HandleFunc(ReadyzPath, n.readyz)        // probes.go
 	n.sec.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	if n.cfg.ListenMetricsAddr == "" {
 		mux.Handle("/metrics", n.sec.metrics)

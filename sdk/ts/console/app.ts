@@ -1,0 +1,263 @@
+// The ticketd web console (served at /ui/ by every node, from
+// server/console): members with leader, term and indexes, the locks under a
+// prefix with a live remaining-lease bar kept up to date by Watch, recent
+// events, and release for an admin. It talks only to the node that served
+// it (followLeader: false: that node forwards writes to the leader), plus
+// each member's Status when that member allows this origin (CORS).
+import { createClient, LockEventType, WatchOutOfRangeError } from "../src/index.js";
+import type { LockEvent, StatusResponse } from "../src/index.js";
+import { webTransport } from "../src/web.js";
+
+/** A lock as the console tracks it; deadline is a performance.now() time. */
+interface Row {
+  key: string;
+  token: bigint;
+  owner: string;
+  leaseMs: number;
+  deadline: number;
+  tr: HTMLTableRowElement;
+}
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const tokenInput = $<HTMLInputElement>("token");
+const prefixInput = $<HTMLInputElement>("prefix");
+tokenInput.value = sessionStorage.getItem("ticketd.token") ?? "";
+prefixInput.value = new URLSearchParams(location.search).get("prefix") ?? "";
+
+const client = createClient({
+  endpoints: [location.origin],
+  transport: webTransport(),
+  followLeader: false,
+  bearerToken: () => tokenInput.value.trim() || undefined,
+});
+
+const rows = new Map<string, Row>();
+let watchAbort = new AbortController();
+
+function el(tag: string, text = "", cls = ""): HTMLElement {
+  const e = document.createElement(tag);
+  e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+
+function showError(msg: string): void {
+  $("error").textContent = msg;
+}
+
+// ---- members ----
+
+async function memberStatus(apiAddr: string, self: StatusResponse): Promise<StatusResponse | undefined> {
+  if (apiAddr === "" || apiAddr === location.host) return self;
+  try {
+    return await client.nodeStatus(`${location.protocol}//${apiAddr}`);
+  } catch {
+    return undefined;
+  }
+}
+
+async function refreshMembers(): Promise<void> {
+  let self: StatusResponse;
+  try {
+    self = await client.nodeStatus(location.origin);
+  } catch (err) {
+    $("node").textContent = "unreachable";
+    showError(String((err as Error).message));
+    return;
+  }
+  $("node").textContent = `node ${self.nodeId} · ${self.backend} · last token ${self.lastToken}`;
+  const members = self.members.length > 0 ? self.members : [{ id: self.nodeId, apiAddr: location.host, voter: true, raftAddr: "" }];
+  const sts = await Promise.all(members.map((m) => memberStatus(m.apiAddr, self)));
+  const body = document.querySelector("#members tbody")!;
+  body.replaceChildren(
+    ...members.map((m, i) => {
+      const st = sts[i];
+      const tr = document.createElement("tr");
+      tr.dataset.id = m.id;
+      const role = el("span", m.id === self.leaderId ? "leader" : m.voter ? "follower" : "non-voter", "badge");
+      if (m.id === self.leaderId) role.classList.add("leader");
+      const roleTd = el("td");
+      roleTd.append(role);
+      let health = el("td", "unreachable", "bad");
+      if (st) health = st.replaying ? el("td", "replaying", "warn") : st.leaderId === "" ? el("td", "no leader", "warn") : el("td", "serving", "ok");
+      tr.append(
+        el("td", m.id),
+        roleTd,
+        el("td", st ? String(st.term) : "–", "num"),
+        el("td", st ? String(st.commitIndex) : "–", "num"),
+        el("td", st ? String(st.appliedIndex) : "–", "num"),
+        health,
+        el("td", m.apiAddr),
+      );
+      return tr;
+    }),
+  );
+}
+
+// ---- locks ----
+
+function upsert(key: string, token: bigint, owner: string, leaseMs: number, remainingMs: number): void {
+  let r = rows.get(key);
+  if (r === undefined || r.token !== token) {
+    r?.tr.remove();
+    const tr = document.createElement("tr");
+    tr.dataset.key = key;
+    const bar = el("span", "", "bar");
+    bar.append(el("span"));
+    const leaseTd = el("td");
+    leaseTd.append(bar, el("span", "", "left"));
+    const btn = el("button", "Release") as HTMLButtonElement;
+    btn.type = "button";
+    btn.addEventListener("click", () => void releaseLock(key, token, btn));
+    const btnTd = el("td");
+    btnTd.append(btn);
+    tr.append(el("td", key), el("td", owner), el("td", String(token), "num"), leaseTd, btnTd);
+    r = { key, token, owner, leaseMs, deadline: 0, tr };
+    rows.set(key, r);
+    insertSorted(r);
+  }
+  if (owner !== "") {
+    r.owner = owner;
+    r.tr.children[1]!.textContent = owner;
+  }
+  r.leaseMs = leaseMs;
+  r.deadline = performance.now() + remainingMs;
+  $("nolocks").hidden = true;
+  $("lockcount").textContent = `(${rows.size})`;
+}
+
+function insertSorted(r: Row): void {
+  const body = document.querySelector("#locks tbody")!;
+  const after = [...rows.values()].filter((o) => o !== r && o.key > r.key).sort((a, b) => (a.key < b.key ? -1 : 1))[0];
+  body.insertBefore(r.tr, after ? after.tr : null);
+}
+
+function remove(key: string, token: bigint): void {
+  const r = rows.get(key);
+  if (r === undefined || r.token !== token) return;
+  r.tr.remove();
+  rows.delete(key);
+  $("nolocks").hidden = rows.size > 0;
+  $("lockcount").textContent = rows.size > 0 ? `(${rows.size})` : "";
+}
+
+async function releaseLock(key: string, token: bigint, btn: HTMLButtonElement): Promise<void> {
+  btn.disabled = true;
+  try {
+    await client.release(key, token);
+    showError("");
+  } catch (err) {
+    showError(`release ${key}: ${(err as Error).message}`);
+    btn.disabled = false;
+  }
+}
+
+function tick(): void {
+  const t = performance.now();
+  for (const r of rows.values()) {
+    const left = Math.max(0, r.deadline - t);
+    const frac = r.leaseMs > 0 ? Math.min(1, left / r.leaseMs) : 0;
+    const bar = r.tr.querySelector(".bar") as HTMLElement;
+    (bar.firstElementChild as HTMLElement).style.width = `${(frac * 100).toFixed(1)}%`;
+    bar.classList.toggle("low", frac < 0.25);
+    r.tr.querySelector(".left")!.textContent = `${(left / 1000).toFixed(1)} s`;
+  }
+  requestAnimationFrame(tick);
+}
+
+// ---- events ----
+
+function logEvent(e: LockEvent): void {
+  const li = el("li");
+  li.dataset.type = e.typeName;
+  li.dataset.key = e.key;
+  li.append(
+    el("span", new Date().toLocaleTimeString(), "t"),
+    el("span", e.typeName, e.typeName),
+    el("span", e.key),
+    el("span", `token ${e.token}`),
+    el("span", `index ${e.index}`, "t"),
+  );
+  const list = $("events");
+  list.prepend(li);
+  while (list.children.length > 50) list.lastElementChild!.remove();
+}
+
+/**
+ * refreshRemaining updates the rows' remaining leases from a linearizable
+ * list (the node forwards it to the leader, whose lessor knows them; a
+ * follower answers -1). Renewals that Watch does not stream are seen so.
+ */
+async function refreshRemaining(prefix: string, signal: AbortSignal): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      for (const l of await client.listLocks(prefix, { signal })) {
+        const r = rows.get(l.key);
+        if (r !== undefined && r.token === l.token && l.remainingMs >= 0) {
+          r.leaseMs = l.ttlMs;
+          r.deadline = performance.now() + l.remainingMs;
+        }
+      }
+    } catch {
+      // The members table shows why; try again on the next round.
+    }
+    await new Promise((res) => setTimeout(res, 1000));
+  }
+}
+
+async function follow(prefix: string, signal: AbortSignal): Promise<void> {
+  void refreshRemaining(prefix, signal);
+  for (;;) {
+    const listed = await client.listLocks(prefix, { signal });
+    for (const r of [...rows.values()]) remove(r.key, r.token);
+    for (const l of listed) upsert(l.key, l.token, l.owner, l.ttlMs, l.remainingMs >= 0 ? l.remainingMs : l.ttlMs);
+    $("nolocks").hidden = rows.size > 0;
+    try {
+      for await (const e of client.watch(prefix, { startIndex: listed.readIndex + 1n, signal })) {
+        logEvent(e);
+        switch (e.type) {
+          case LockEventType.GRANTED:
+          case LockEventType.RENEWED:
+            upsert(e.key, e.token, e.owner, e.leaseMs, e.leaseMs);
+            break;
+          case LockEventType.RELEASED:
+          case LockEventType.EXPIRED:
+            remove(e.key, e.token);
+            break;
+        }
+      }
+      return;
+    } catch (err) {
+      if (!(err instanceof WatchOutOfRangeError)) throw err;
+      // History moved past us: list again and watch from there.
+    }
+  }
+}
+
+function restart(): void {
+  watchAbort.abort();
+  watchAbort = new AbortController();
+  const signal = watchAbort.signal;
+  follow(prefixInput.value, signal).catch((err) => {
+    if (!signal.aborted) showError(`watch: ${(err as Error).message}`);
+  });
+}
+
+let typing: ReturnType<typeof setTimeout> | undefined;
+prefixInput.addEventListener("input", () => {
+  clearTimeout(typing);
+  typing = setTimeout(() => {
+    const u = new URL(location.href);
+    if (prefixInput.value) u.searchParams.set("prefix", prefixInput.value);
+    else u.searchParams.delete("prefix");
+    history.replaceState(null, "", u);
+    restart();
+  }, 300);
+});
+tokenInput.addEventListener("change", () => sessionStorage.setItem("ticketd.token", tokenInput.value));
+$("controls").addEventListener("submit", (e) => e.preventDefault());
+
+void refreshMembers();
+setInterval(() => void refreshMembers(), 1000);
+restart();
+requestAnimationFrame(tick);

@@ -1,0 +1,602 @@
+// Client: leader-aware routing, retries with backoff, and the lock API. It
+// mirrors the Go SDK (sdk/client.go, sdk/lock.go): writes and linearizable
+// reads go to the leader, learnt from Status and from the LeaderHint detail
+// of a follower's Unavailable error; every attempt of one acquire carries
+// the same owner id, so a retry after an ambiguous failure gets the grant
+// the earlier attempt produced.
+import { createClient as createConnectClient } from "@connectrpc/connect";
+import type { CallOptions, Client as ConnectClient } from "@connectrpc/connect";
+import { ClusterService } from "./gen/ticket/v1/cluster_pb.js";
+import type { Member, StatusResponse } from "./gen/ticket/v1/cluster_pb.js";
+import { LockService } from "./gen/ticket/v1/lock_pb.js";
+import type { TransportFactory } from "./transport.js";
+import { backoffMs, now, sleep, timeoutSignal } from "./clock.js";
+import {
+  AmbiguousError,
+  ClosedError,
+  Failure,
+  LeaseLostError,
+  NotHeldError,
+  TicketdError,
+  UnavailableError,
+  classify,
+  leaderHint,
+  opKey,
+  wrapErr,
+} from "./errors.js";
+import { Lease } from "./lease.js";
+import { watchEvents } from "./watch.js";
+import type { WatchOptions, LockEvent } from "./watch.js";
+
+/** Options of createClient. Durations are in milliseconds. */
+export interface ClientOptions {
+  /**
+   * API endpoints: "host:port" (http) or base URLs ("http://…", "https://…",
+   * all of one scheme). One reachable endpoint is enough; the client learns
+   * the leader from it.
+   */
+  endpoints: string[];
+  /** Makes one transport per node: nodeTransport() (Node) or webTransport() (browsers). */
+  transport: TransportFactory;
+  /** Bounds one attempt of a call that does not wait in a queue (default 5000). */
+  requestTimeoutMs?: number;
+  /** Bounds a whole call, retries included, unless it waits in a key's queue or has its own signal (default 30000). */
+  callTimeoutMs?: number;
+  /** First retry delay; doubles per retry up to backoffMaxMs (default 25). */
+  backoffBaseMs?: number;
+  /** Cap of the retry delay (default 1000). */
+  backoffMaxMs?: number;
+  /** Fraction of a lease kept back as a safety margin for clock-rate drift (default 0.01). */
+  driftRate?: number;
+  /** Least safety margin, whatever the lease (default 50). */
+  minMarginMs?: number;
+  /**
+   * Send writes and linearizable reads to the leader, learnt from Status and
+   * leader hints (default true). false sends every call to the configured
+   * endpoints, which forward it to the leader (one hop): for a page that may
+   * only call its own origin, like the web console.
+   */
+  followLeader?: boolean;
+  /** Prefix of the owner ids the client makes (default "ts"). */
+  ownerPrefix?: string;
+  /**
+   * Bearer token sent as `Authorization: Bearer …` with every call, for a
+   * cluster with --auth-tokens-file; a function is asked on every call.
+   */
+  bearerToken?: string | (() => string | undefined);
+}
+
+/** Options of lock and tryLock. */
+export interface LockOptions {
+  /** Lease length in milliseconds (within the server's --lease-min-ms and --lease-max-ms). */
+  ttlMs: number;
+  /** Wait in the key's FIFO queue until granted (lock: default true; tryLock: always false). */
+  wait?: boolean;
+  /** Owner id (≤ 128 bytes); by default a fresh one per call. Reuse one to get back the grant of an ambiguous earlier call. */
+  owner?: string;
+  /** Gives up waiting or retrying when aborted. */
+  signal?: AbortSignal;
+}
+
+/** Options of calls that take only a signal. */
+export interface CallOpts {
+  /** Ends the call (and its retries) when aborted. */
+  signal?: AbortSignal;
+}
+
+/** Options of getLock and listLocks. */
+export interface ReadOpts extends CallOpts {
+  /** Let any node answer from its local state (not linearizable). */
+  stale?: boolean;
+}
+
+/** Grant is one lock granted by the server, as acquire returns it. */
+export interface Grant {
+  /** The lock key. */
+  key: string;
+  /** The fencing token (Chubby §2.4 sequencer): strictly greater than every token granted before it. */
+  token: bigint;
+  /** The lease length the server granted, in milliseconds. */
+  ttlMs: number;
+  /** The owner id the request carried. */
+  owner: string;
+  /** Monotonic send time (performance.now) of the earliest attempt that may have produced the grant. */
+  sentAt: number;
+}
+
+/** LockInfo describes the holder of a key, as getLock and listLocks report it. */
+export interface LockInfo {
+  /** The lock key. */
+  key: string;
+  /** False when nobody holds the key (the other fields are then zero). */
+  held: boolean;
+  /** The holder's fencing token. */
+  token: bigint;
+  /** The holder's lease length in milliseconds. */
+  ttlMs: number;
+  /** Milliseconds before the leader would expire the lock if not renewed; -1 when the answering node does not know (a follower's stale read). */
+  remainingMs: number;
+  /** The owner id of the holder's acquire. */
+  owner: string;
+}
+
+/** One node's connect clients. */
+interface NodeClients {
+  url: string;
+  lock: ConnectClient<typeof LockService>;
+  cluster: ConnectClient<typeof ClusterService>;
+}
+
+/** How a logical call is made (Go: callSpec). */
+interface CallSpec {
+  op: string;
+  key: string;
+  owner?: string;
+  toLeader: boolean;
+  /** Per-attempt timeout in ms; 0: only the call's signal bounds an attempt. */
+  timeoutMs: number;
+  /** Cap of the retry backoff in ms; 0: the client's. */
+  backoffMs?: number;
+  /** An unresolved failure is ambiguous. */
+  mutates?: boolean;
+  /** No overall callTimeoutMs (a waiting acquire). */
+  unbounded?: boolean;
+}
+
+/** How a successful call went (Go: outcome). */
+interface Outcome {
+  sentAt: number;
+  firstMaybe: number;
+  maybeEarlier: boolean;
+}
+
+/**
+ * createClient returns a client for the cluster at opts.endpoints. It does
+ * no I/O. Throws InvalidArgumentError-like TicketdError when endpoints is
+ * empty or mixes schemes.
+ */
+export function createClient(opts: ClientOptions): Client {
+  return new Client(opts);
+}
+
+/**
+ * Client talks to a ticketd cluster: it routes writes and linearizable
+ * reads to the leader, fails over between nodes, and retries retryable
+ * failures with backoff and jitter until the call's signal aborts. One
+ * client per process or page; close() it when done. All methods may be
+ * called concurrently.
+ */
+export class Client {
+  /** @internal */ readonly opts: Required<Omit<ClientOptions, "bearerToken">> & Pick<ClientOptions, "bearerToken">;
+  private readonly scheme: string;
+  private readonly endpoints: string[];
+  private readonly configured = new Set<string>();
+  private readonly known = new Set<string>();
+  private readonly nodes = new Map<string, NodeClients>();
+  private leaderUrl = "";
+  private next = 0;
+  private ownerSeq = 0;
+  private readonly ownerBase: string;
+  private readonly closing = new AbortController();
+  private readonly bg = new Set<Promise<unknown>>();
+
+  constructor(opts: ClientOptions) {
+    this.opts = {
+      requestTimeoutMs: 5000,
+      callTimeoutMs: 30_000,
+      backoffBaseMs: 25,
+      backoffMaxMs: 1000,
+      driftRate: 0.01,
+      minMarginMs: 50,
+      ownerPrefix: "ts",
+      followLeader: true,
+      ...opts,
+    };
+    if (opts.endpoints.length === 0) throw new TicketdError("ticketd: createClient: no endpoints");
+    const first = opts.endpoints[0]!.trim();
+    this.scheme = first.includes("://") ? first.slice(0, first.indexOf("://")) : "http";
+    this.endpoints = opts.endpoints.map((e) => {
+      const u = baseUrlOf(e, this.scheme);
+      if (!u.startsWith(this.scheme + "://")) {
+        throw new TicketdError(`ticketd: createClient: endpoint ${JSON.stringify(e)}: every endpoint must use ${this.scheme}`);
+      }
+      this.configured.add(hostOf(u));
+      return u;
+    });
+    const rnd = new Uint8Array(8);
+    globalThis.crypto.getRandomValues(rnd);
+    this.ownerBase = `${this.opts.ownerPrefix.slice(0, 64)}/${[...rnd].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+  }
+
+  /** The base URLs the client was created with. */
+  get endpointUrls(): string[] {
+    return [...this.endpoints];
+  }
+
+  /** The base URL of the node the client believes to be the leader, or "". */
+  get leader(): string {
+    return this.leaderUrl;
+  }
+
+  /**
+   * close stops every lease's renewals (their signals abort with a
+   * LeaseLostError caused by ClosedError), cancels background releases,
+   * waits for them, and closes the transports' connections. Leases are not
+   * released: the server ends them when their lease runs out. Idempotent.
+   */
+  async close(): Promise<void> {
+    this.closing.abort(new ClosedError("ticketd: client closed"));
+    await Promise.allSettled([...this.bg]);
+    this.opts.transport.close?.();
+  }
+
+  /** The client's own abort signal, aborted by close(). @internal */
+  get closedSignal(): AbortSignal {
+    return this.closing.signal;
+  }
+
+  /** Runs fn in the background; close() waits for it. @internal */
+  background(fn: (signal: AbortSignal) => Promise<unknown>): void {
+    if (this.closing.signal.aborted) return;
+    const p = fn(this.closing.signal).catch(() => undefined);
+    this.bg.add(p);
+    void p.finally(() => this.bg.delete(p));
+  }
+
+  /** marginMs is the safety margin kept back from a lease of ttlMs. @internal */
+  marginMs(ttlMs: number): number {
+    return Math.max(ttlMs * this.opts.driftRate, this.opts.minMarginMs);
+  }
+
+  private newOwner(): string {
+    return `${this.ownerBase}-${++this.ownerSeq}`;
+  }
+
+  /**
+   * lock takes key for a lease of opts.ttlMs, waiting in the key's FIFO
+   * queue on the leader unless opts.wait is false, and returns the Lease,
+   * which renews itself every ttl/3 until release().
+   *
+   * Throws LockedError (wait false, held by another owner),
+   * InvalidArgumentError, ResourceExhaustedError, PermissionDeniedError,
+   * AmbiguousError (the signal aborted while the request may have been
+   * granted; a grant to a client-made owner is released in the
+   * background), or UnavailableError / the abort reason.
+   */
+  async lock(key: string, opts: LockOptions): Promise<Lease> {
+    const made = opts.owner === undefined || opts.owner === "";
+    const owner = made ? this.newOwner() : opts.owner!;
+    const wait = opts.wait ?? true;
+    for (;;) {
+      const g = await this.acquireWith(key, opts.ttlMs, wait, owner, made, opts.signal);
+      if (now() - g.sentAt <= g.ttlMs / 3) return new Lease(this, g);
+      // The grant came long after the request was sent (a wait in the
+      // queue, or retries): measure the lease afresh with a renewal.
+      try {
+        const r = await this.renewWith(g.key, g.token, g.ttlMs, opts.signal);
+        return new Lease(this, { ...g, ttlMs: r.ttlMs, sentAt: r.sentAt });
+      } catch (err) {
+        if (err instanceof NotHeldError) continue; // lapsed before use: ask again
+        if (now() < g.sentAt + g.ttlMs - this.marginMs(g.ttlMs)) return new Lease(this, g);
+        this.background(async (signal) => {
+          await this.release(key, g.token, { signal: AbortSignal.any([signal, timeoutSignal(g.ttlMs)]) });
+        });
+        throw new LeaseLostError(`ticketd: lock ${JSON.stringify(key)}: token ${g.token} was granted but its lease ran out before it could be confirmed`, { cause: err });
+      }
+    }
+  }
+
+  /** tryLock is lock without waiting: a key held by another owner throws LockedError at once. */
+  tryLock(key: string, opts: Omit<LockOptions, "wait">): Promise<Lease> {
+    return this.lock(key, { ...opts, wait: false });
+  }
+
+  /**
+   * acquire asks for key once (with retries) and returns the grant without
+   * a Lease: nothing renews it. Most callers want lock or tryLock. Throws
+   * as lock does.
+   */
+  acquire(key: string, opts: LockOptions): Promise<Grant> {
+    const made = opts.owner === undefined || opts.owner === "";
+    return this.acquireWith(key, opts.ttlMs, opts.wait ?? false, made ? this.newOwner() : opts.owner!, made, opts.signal);
+  }
+
+  private async acquireWith(key: string, ttlMs: number, wait: boolean, owner: string, made: boolean, signal?: AbortSignal): Promise<Grant> {
+    const req = { key, leaseMs: BigInt(Math.round(ttlMs)), wait, owner };
+    const spec: CallSpec = {
+      op: "acquire", key, owner, toLeader: true, mutates: true, unbounded: wait,
+      timeoutMs: wait ? 0 : this.opts.requestTimeoutMs,
+    };
+    try {
+      const { res, out } = await this.invoke(spec, signal, (n, o) => n.lock.acquire(req, o));
+      const granted = Number(res.leaseMs);
+      return { key, token: res.token, ttlMs: granted > 0 ? granted : ttlMs, owner, sentAt: out.firstMaybe };
+    } catch (err) {
+      if (made && err instanceof AmbiguousError) this.releaseOwned(key, owner, ttlMs);
+      throw err;
+    }
+  }
+
+  /** releaseOwned releases in the background the lock on key if owner holds it (after an ambiguous acquire). */
+  private releaseOwned(key: string, owner: string, ttlMs: number): void {
+    this.background(async (signal) => {
+      const s = AbortSignal.any([signal, timeoutSignal(ttlMs)]);
+      const info = await this.getLock(key, { signal: s });
+      if (info.held && info.owner === owner) await this.release(key, info.token, { signal: s });
+    });
+  }
+
+  /**
+   * renew extends the lease of the lock on key held with token and returns
+   * the lease the leader granted, in milliseconds. A Lease does this by
+   * itself. Throws NotHeldError when the lock is no longer held with token.
+   */
+  async renew(key: string, token: bigint, opts: CallOpts = {}): Promise<number> {
+    return (await this.renewWith(key, token, 0, opts.signal)).ttlMs;
+  }
+
+  /**
+   * renewWith sends Renew with retries; for a lease of ttlMs (0: unknown)
+   * attempts are bounded by ttl/3 and backoff by ttl/8 (Go: renew). @internal
+   */
+  async renewWith(key: string, token: bigint, ttlMs: number, signal?: AbortSignal): Promise<{ ttlMs: number; sentAt: number }> {
+    const spec: CallSpec = { op: "renew", key, toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
+    if (ttlMs > 0) {
+      spec.timeoutMs = Math.min(spec.timeoutMs, Math.max(ttlMs / 3, 1));
+      spec.backoffMs = Math.max(ttlMs / 8, 1);
+      spec.unbounded = true; // bounded by the lease's deadline signal instead
+    }
+    const { res, out } = await this.invoke(spec, signal, (n, o) => n.lock.renew({ key, token }, o));
+    return { ttlMs: Number(res.leaseMs), sentAt: out.sentAt };
+  }
+
+  /**
+   * release ends the lock on key held with token; a lock granted since with
+   * another token is never touched. When an earlier attempt may have
+   * released it and a later one finds it gone, release succeeds. Throws
+   * NotHeldError, InvalidArgumentError, PermissionDeniedError,
+   * AmbiguousError.
+   */
+  async release(key: string, token: bigint, opts: CallOpts = {}): Promise<void> {
+    const spec: CallSpec = { op: "release", key, toLeader: true, mutates: true, timeoutMs: this.opts.requestTimeoutMs };
+    const st = { maybe: false };
+    try {
+      await this.invoke(spec, opts.signal, (n, o) => n.lock.release({ key, token }, o), st);
+    } catch (err) {
+      if (err instanceof NotHeldError && st.maybe) return;
+      throw err;
+    }
+  }
+
+  /** getLock reports who holds key: linearizable unless opts.stale. */
+  async getLock(key: string, opts: ReadOpts = {}): Promise<LockInfo> {
+    const stale = opts.stale ?? false;
+    const spec: CallSpec = { op: "get", key, toLeader: !stale, timeoutMs: this.opts.requestTimeoutMs };
+    const { res } = await this.invoke(spec, opts.signal, (n, o) => n.lock.getLock({ key, stale }, o));
+    if (!res.held) return { key, held: false, token: 0n, ttlMs: 0, remainingMs: 0, owner: "" };
+    return { key, held: true, token: res.token, ttlMs: Number(res.leaseMs), remainingMs: Number(res.remainingMs), owner: res.owner };
+  }
+
+  /**
+   * listLocks returns every held lock whose key starts with prefix, in key
+   * order, fetching as many pages as needed (linearizable per page unless
+   * opts.stale), and the read index of the last page: a watch from
+   * readIndex + 1 misses no change after it.
+   */
+  async listLocks(prefix: string, opts: ReadOpts = {}): Promise<LockInfo[] & { readIndex: bigint }> {
+    const stale = opts.stale ?? false;
+    const locks: LockInfo[] = [];
+    let pageToken = "";
+    let readIndex = 0n;
+    for (;;) {
+      const spec: CallSpec = { op: "list", key: prefix, toLeader: !stale, timeoutMs: this.opts.requestTimeoutMs };
+      const { res } = await this.invoke(spec, opts.signal, (n, o) =>
+        n.lock.listLocks({ prefix, pageSize: 500, pageToken, stale }, o),
+      );
+      for (const l of res.locks) {
+        locks.push({ key: l.key, held: true, token: l.token, ttlMs: Number(l.leaseMs), remainingMs: Number(l.remainingMs), owner: l.owner });
+      }
+      readIndex = res.readIndex;
+      pageToken = res.nextPageToken;
+      if (pageToken === "") return Object.assign(locks, { readIndex });
+    }
+  }
+
+  /**
+   * checkToken tells whether token is still the current holder of key
+   * (CheckToken, Chubby's CheckSequencer; linearizable) and the current
+   * holder's token (0n when the key is free).
+   */
+  async checkToken(key: string, token: bigint, opts: CallOpts = {}): Promise<{ valid: boolean; currentToken: bigint }> {
+    const spec: CallSpec = { op: "check", key, toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
+    const { res } = await this.invoke(spec, opts.signal, (n, o) => n.lock.checkToken({ key, token }, o));
+    return { valid: res.valid, currentToken: res.currentToken };
+  }
+
+  /** status returns the leader's view of the cluster and refreshes the client's idea of the leader. */
+  async status(opts: CallOpts = {}): Promise<StatusResponse> {
+    const spec: CallSpec = { op: "status", key: "", toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
+    return (await this.invoke(spec, opts.signal, (n, o) => n.cluster.status({}, o))).res;
+  }
+
+  /**
+   * nodeStatus returns what the node at endpoint reports about itself, in
+   * one attempt, without following the leader. Throws UnavailableError when
+   * it cannot be reached.
+   */
+  async nodeStatus(endpoint: string, opts: CallOpts = {}): Promise<StatusResponse> {
+    const n = this.nodeFor(baseUrlOf(endpoint, this.scheme));
+    const signal = AbortSignal.any([this.closing.signal, timeoutSignal(this.opts.requestTimeoutMs), ...(opts.signal ? [opts.signal] : [])]);
+    try {
+      return await n.cluster.status({}, { signal, headers: this.headers() });
+    } catch (err) {
+      throw wrapErr("status", n.url, err);
+    }
+  }
+
+  /**
+   * watch streams the changes to locks under prefix as an async iterator
+   * (see LockEvent), on any node, resuming on another node from the last
+   * index seen + 1 after a retryable failure. Ends when opts.signal aborts
+   * or the client closes. Throws WatchOutOfRangeError when the start index
+   * is older than the node's retained history.
+   */
+  watch(prefix: string, opts: WatchOptions = {}): AsyncIterable<LockEvent> {
+    return watchEvents(this, prefix, opts);
+  }
+
+  /** headers returns the per-call headers (authorization). @internal */
+  headers(): Record<string, string> {
+    const b = this.opts.bearerToken;
+    const tok = typeof b === "function" ? b() : b;
+    return tok ? { authorization: `Bearer ${tok}` } : {};
+  }
+
+  /** nodeFor returns the connect clients for a base URL, creating them once. @internal */
+  nodeFor(url: string): NodeClients {
+    let n = this.nodes.get(url);
+    if (n === undefined) {
+      const t = this.opts.transport(url);
+      n = { url, lock: createConnectClient(LockService, t), cluster: createConnectClient(ClusterService, t) };
+      this.nodes.set(url, n);
+    }
+    return n;
+  }
+
+  /** route picks the node for the next attempt. @internal */
+  route(toLeader: boolean): { n: NodeClients; isLeader: boolean } {
+    if (toLeader && this.opts.followLeader && this.leaderUrl !== "") return { n: this.nodeFor(this.leaderUrl), isLeader: true };
+    return { n: this.nodeFor(this.endpoints[this.next % this.endpoints.length]!), isLeader: false };
+  }
+
+  /** setLeader records a leader address from Status or a hint if a configured endpoint vouches for it. */
+  private setLeader(addr: string): boolean {
+    const host = hostOf(addr.trim());
+    if (!host.includes(":")) return false;
+    if (!this.configured.has(host) && !this.known.has(host)) return false;
+    const u = `${this.scheme}://${host}`;
+    if (this.leaderUrl === u) return false;
+    this.leaderUrl = u;
+    return true;
+  }
+
+  /** nodeFailed forgets n as leader and moves the rotation past it. @internal */
+  nodeFailed(n: NodeClients): void {
+    if (this.leaderUrl === n.url) this.leaderUrl = "";
+    if (this.endpoints[this.next % this.endpoints.length] === n.url) this.next++;
+  }
+
+  private async discover(n: NodeClients, signal: AbortSignal, timeoutMs: number): Promise<NodeClients> {
+    const s = AbortSignal.any([signal, timeoutSignal(timeoutMs > 0 ? timeoutMs : this.opts.requestTimeoutMs)]);
+    const st = await n.cluster.status({}, { signal: s, headers: this.headers() });
+    this.learnMembers(n, st.members);
+    if (st.leaderAddr === "" || (!this.setLeader(st.leaderAddr) && this.leaderUrl === "")) return n;
+    return this.route(true).n;
+  }
+
+  private learnMembers(n: NodeClients, members: Member[]): void {
+    if (!this.configured.has(hostOf(n.url))) return;
+    for (const m of members) if (m.apiAddr !== "") this.known.add(hostOf(m.apiAddr));
+  }
+
+  /** noteHint follows a LeaderHint in err; returns whether a new leader was named. @internal */
+  noteHint(err: unknown, n: NodeClients): boolean {
+    const hint = leaderHint(err);
+    if (hint === "") {
+      this.nodeFailed(n);
+      return false;
+    }
+    return this.setLeader(hint);
+  }
+
+  /** retryDelay returns the n-th backoff delay, capped at capMs when below the client's cap. @internal */
+  retryDelay(capMs: number | undefined, attempt: number): number {
+    const maxD = capMs && capMs > 0 && capMs < this.opts.backoffMaxMs ? capMs : this.opts.backoffMaxMs;
+    return backoffMs(Math.min(this.opts.backoffBaseMs, maxD), maxD, attempt);
+  }
+
+  /**
+   * invoke runs fn against the cluster until it succeeds, fails
+   * definitively, or the call's signal (or the client) ends (Go: invoke).
+   */
+  private async invoke<R>(
+    spec: CallSpec,
+    userSignal: AbortSignal | undefined,
+    fn: (n: NodeClients, o: CallOptions) => Promise<R>,
+    st: { maybe: boolean } = { maybe: false },
+  ): Promise<{ res: R; out: Outcome }> {
+    const signals = [this.closing.signal];
+    if (userSignal) signals.push(userSignal);
+    if (!spec.unbounded && !userSignal) signals.push(timeoutSignal(this.opts.callTimeoutMs));
+    const signal = AbortSignal.any(signals);
+    let last: unknown;
+    let firstMaybe = 0;
+    let quick = 0;
+    const giveUp = (): never => {
+      const reason: unknown = signal.reason;
+      let err: TicketdError;
+      if (reason instanceof ClosedError) err = reason;
+      else if (last !== undefined) {
+        const w = wrapErr(spec.op, spec.key, last);
+        err = new (w.constructor as typeof TicketdError)(`ticketd: ${opKey(spec.op, spec.key)}: gave up (${messageOf(reason)}); last failure: ${w.message}`, { cause: last, code: w.code });
+      } else err = new UnavailableError(`ticketd: ${opKey(spec.op, spec.key)}: ${messageOf(reason)}`, { cause: reason });
+      if (spec.mutates && st.maybe) throw new AmbiguousError(spec.op, spec.key, spec.owner ?? "", err);
+      throw err;
+    };
+    for (let attempt = 0; ; attempt++) {
+      if (signal.aborted) giveUp();
+      let { n, isLeader } = this.route(spec.toLeader);
+      if (spec.toLeader && this.opts.followLeader && !isLeader) {
+        try {
+          n = await this.discover(n, signal, spec.timeoutMs);
+        } catch (err) {
+          last = err; // nothing was sent for the call itself: not ambiguous
+          this.nodeFailed(n);
+          if (!(await sleep(this.retryDelay(spec.backoffMs, attempt - quick), signal))) giveUp();
+          continue;
+        }
+      }
+      const attemptSignal = spec.timeoutMs > 0 ? AbortSignal.any([signal, timeoutSignal(spec.timeoutMs)]) : signal;
+      const sentAt = now();
+      try {
+        const res = await fn(n, { signal: attemptSignal, headers: this.headers() });
+        return { res, out: { sentAt, firstMaybe: firstMaybe || sentAt, maybeEarlier: st.maybe } };
+      } catch (err) {
+        last = err;
+        let kind = classify(err);
+        if (signal.aborted && kind !== Failure.NotSent) kind = Failure.Retry;
+        if (kind === Failure.Final) throw wrapErr(spec.op, spec.key, err);
+        if (kind === Failure.Retry && !st.maybe) {
+          st.maybe = true;
+          firstMaybe = sentAt;
+        }
+        if (this.noteHint(err, n) && quick < 3) {
+          quick++;
+          continue; // a new leader named: try it at once
+        }
+        if (!(await sleep(this.retryDelay(spec.backoffMs, attempt - quick), signal))) giveUp();
+      }
+    }
+  }
+}
+
+/** baseUrlOf normalises "host:port" (with scheme) or a URL into a base URL without a trailing slash. */
+export function baseUrlOf(addr: string, scheme: string): string {
+  addr = addr.trim();
+  if (addr === "") throw new TicketdError("ticketd: empty endpoint");
+  if (!addr.includes("://")) addr = `${scheme}://${addr}`;
+  return addr.replace(/\/+$/, "");
+}
+
+/** hostOf returns the lower-cased host:port of a base URL or address. */
+export function hostOf(u: string): string {
+  const i = u.indexOf("://");
+  let h = i >= 0 ? u.slice(i + 3) : u;
+  const j = h.indexOf("/");
+  if (j >= 0) h = h.slice(0, j);
+  return h.toLowerCase();
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}

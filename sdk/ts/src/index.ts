@@ -1,0 +1,26 @@
+// @ticketd/client: the TypeScript client of ticketd, a replicated lock
+// service with fencing tokens. Use it with nodeTransport() from
+// "@ticketd/client/node" or webTransport() from "@ticketd/client/web".
+export { Client, createClient } from "./client.js";
+export type { CallOpts, ClientOptions, Grant, LockInfo, LockOptions, ReadOpts } from "./client.js";
+export { Lease } from "./lease.js";
+export { LockEventType } from "./watch.js";
+export type { LockEvent, WatchOptions } from "./watch.js";
+export type { TransportFactory } from "./transport.js";
+export {
+  AmbiguousError,
+  ClosedError,
+  InvalidArgumentError,
+  LeaseLostError,
+  LockedError,
+  NotHeldError,
+  PermissionDeniedError,
+  ReleasedError,
+  ResourceExhaustedError,
+  TicketdError,
+  UnauthenticatedError,
+  UnavailableError,
+  WatchOutOfRangeError,
+} from "./errors.js";
+export * from "./gen/ticket/v1/lock_pb.js";
+export * from "./gen/ticket/v1/cluster_pb.js";

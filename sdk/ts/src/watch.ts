@@ -1,0 +1,96 @@
+// Watch as an async iterator that resumes: after a retryable failure it
+// reconnects (to the next node in rotation) from the last index seen + 1,
+// so no change is missed or repeated (the server streams each change once,
+// in apply order, with the log index that applied it).
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Client } from "./client.js";
+import { sleep } from "./clock.js";
+import { Failure, WatchOutOfRangeError, classify, oldestIndexOf, wrapErr } from "./errors.js";
+import { WatchEvent_Type } from "./gen/ticket/v1/lock_pb.js";
+
+export { WatchEvent_Type as LockEventType };
+
+/** Options of Client.watch. */
+export interface WatchOptions {
+  /** First log index wanted; 0n (default) means from now on. */
+  startIndex?: bigint;
+  /**
+   * Start with every lock held under the prefix as a GRANTED event whose
+   * index is the read index; changes after it follow. If the stream breaks
+   * before the first change arrives, the listing is sent again on resume
+   * (so GRANTED events of existing locks may repeat).
+   */
+  includeExisting?: boolean;
+  /** Skip the linearizable start (the node does not first catch up with the leader's commit index). */
+  stale?: boolean;
+  /** Ends the iteration when aborted. */
+  signal?: AbortSignal;
+}
+
+/** LockEvent is one change to a lock, as Watch streams it. */
+export interface LockEvent {
+  /** What happened: GRANTED, RELEASED, EXPIRED or RENEWED. */
+  type: WatchEvent_Type;
+  /** The event type's name: "GRANTED", "RELEASED", "EXPIRED", "RENEWED". */
+  typeName: string;
+  /** The lock key. */
+  key: string;
+  /** The lock's fencing token. */
+  token: bigint;
+  /** The holder's owner id (GRANTED only). */
+  owner: string;
+  /** The lease in milliseconds (GRANTED, RENEWED). */
+  leaseMs: number;
+  /** The Raft log index of the entry that applied the change. */
+  index: bigint;
+}
+
+/** watchEvents implements Client.watch. */
+export async function* watchEvents(c: Client, prefix: string, opts: WatchOptions): AsyncGenerator<LockEvent> {
+  const signal = opts.signal ? AbortSignal.any([opts.signal, c.closedSignal]) : c.closedSignal;
+  let startIndex = opts.startIndex ?? 0n;
+  let includeExisting = opts.includeExisting ?? false;
+  let listedAt = -1n; // index of the existing-locks listing while no change has followed
+  let attempt = 0;
+  while (!signal.aborted) {
+    const { n } = c.route(false);
+    try {
+      const stream = n.lock.watch(
+        { prefix, startIndex: includeExisting ? 0n : startIndex, includeExisting, stale: opts.stale ?? false },
+        { signal, headers: c.headers() },
+      );
+      for await (const e of stream) {
+        attempt = 0;
+        if (includeExisting) {
+          if (listedAt < 0n) listedAt = e.index;
+          if (e.index !== listedAt) includeExisting = false; // the listing is complete
+        }
+        startIndex = e.index + 1n;
+        yield {
+          type: e.type,
+          typeName: WatchEvent_Type[e.type] ?? String(e.type),
+          key: e.key,
+          token: e.token,
+          owner: e.owner,
+          leaseMs: Number(e.leaseMs),
+          index: e.index,
+        };
+      }
+      if (includeExisting && listedAt >= 0n) {
+        // Ended cleanly during the listing: resume after it.
+        includeExisting = false;
+        startIndex = listedAt + 1n;
+      }
+    } catch (err) {
+      if (signal.aborted) return;
+      const ce = ConnectError.from(err);
+      if (ce.code === Code.OutOfRange) {
+        throw new WatchOutOfRangeError(`ticketd: watch ${JSON.stringify(prefix)}: ${ce.message}`, oldestIndexOf(ce), err);
+      }
+      if (ce.code !== Code.ResourceExhausted && classify(err) === Failure.Final) throw wrapErr("watch", prefix, err);
+      listedAt = includeExisting ? -1n : listedAt;
+      c.nodeFailed(n);
+    }
+    if (!(await sleep(c.retryDelay(undefined, attempt++), signal))) return;
+  }
+}

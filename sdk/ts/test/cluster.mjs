@@ -1,0 +1,115 @@
+// A real ticketd cluster for the tests: bin/ticketd processes on loopback
+// ports picked at random, data in a fresh temporary directory, every
+// process killed by close(). TICKETD_BIN overrides the binary's path.
+import { spawn } from "node:child_process";
+import { mkdtempSync, openSync, rmSync, readFileSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
+export const binary = process.env.TICKETD_BIN ?? path.join(repo, "bin", "ticketd");
+
+/** freePorts returns n distinct loopback ports, all held open while chosen. */
+export async function freePorts(n) {
+  const servers = [];
+  for (let i = 0; i < n; i++) {
+    const s = net.createServer();
+    await new Promise((res, rej) => s.listen(0, "127.0.0.1", res).on("error", rej));
+    servers.push(s);
+  }
+  const ports = servers.map((s) => s.address().port);
+  await Promise.all(servers.map((s) => new Promise((res) => s.close(res))));
+  return ports;
+}
+
+/** status asks one node for its Status over Connect JSON; undefined when unreachable. */
+export async function status(addr) {
+  try {
+    const r = await fetch(`http://${addr}/ticket.v1.ClusterService/Status`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+      signal: AbortSignal.timeout(1000),
+    });
+    return r.ok ? await r.json() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * startCluster starts `nodes` ticketd processes bootstrapped together with
+ * extra `args` (an array, or a function of the nodes' {id, api, raft} that
+ * returns one), and waits until they agree on a leader.
+ */
+export async function startCluster({ nodes = 3, args = [] } = {}) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "ticketd-ts-"));
+  const ports = await freePorts(2 * nodes);
+  const list = [];
+  for (let i = 0; i < nodes; i++) {
+    list.push({ id: `n${i + 1}`, api: `127.0.0.1:${ports[2 * i]}`, raft: `127.0.0.1:${ports[2 * i + 1]}` });
+  }
+  const peers = list.map((n) => `${n.id}=${n.raft}/${n.api}`).join(",");
+  if (typeof args === "function") args = args(list);
+  const c = {
+    dir,
+    nodes: list,
+    endpoints: list.map((n) => n.api),
+    start(i) {
+      const n = list[i];
+      n.log = path.join(dir, `${n.id}.log`);
+      const fd = openSync(n.log, "a");
+      n.proc = spawn(
+        binary,
+        ["serve", "--id", n.id, "--api-addr", n.api, "--raft-addr", n.raft, "--data-dir", path.join(dir, n.id),
+          "--bootstrap", peers, "--raft-election-timeout-ms", "500", "--raft-heartbeat-ms", "100", ...args],
+        { stdio: ["ignore", fd, fd] },
+      );
+      n.exited = new Promise((res) => n.proc.once("exit", res));
+    },
+    /** kill sends SIGKILL to node i and waits for it to exit. */
+    async kill(i) {
+      list[i].proc.kill("SIGKILL");
+      await list[i].exited;
+    },
+    /** pause and resume stop and continue every node (SIGSTOP, SIGCONT). */
+    pause() {
+      for (const n of list) if (n.proc.exitCode === null) n.proc.kill("SIGSTOP");
+    },
+    resume() {
+      for (const n of list) if (n.proc.exitCode === null) n.proc.kill("SIGCONT");
+    },
+    /** leader waits for a leader that every running node names and returns its index. */
+    async leader(timeoutMs = 30_000) {
+      const end = Date.now() + timeoutMs;
+      while (Date.now() < end) {
+        const running = list.filter((n) => n.proc.exitCode === null && n.proc.signalCode === null);
+        const sts = await Promise.all(running.map((n) => status(n.api)));
+        const ids = new Set(sts.map((s) => s?.leaderId ?? ""));
+        if (ids.size === 1 && !ids.has("")) {
+          const id = [...ids][0];
+          return list.findIndex((n) => n.id === id);
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`no leader within ${timeoutMs} ms; logs in ${dir}`);
+    },
+    logs() {
+      return list.map((n) => `== ${n.id}\n${readFileSync(n.log, "utf8").slice(-2000)}`).join("\n");
+    },
+    /** close kills every node and removes the data. */
+    async close() {
+      this.resume();
+      for (const n of list) {
+        if (n.proc && n.proc.exitCode === null && n.proc.signalCode === null) n.proc.kill("SIGKILL");
+      }
+      await Promise.all(list.map((n) => n.exited));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  for (let i = 0; i < nodes; i++) c.start(i);
+  await c.leader();
+  return c;
+}
