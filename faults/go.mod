@@ -9,10 +9,11 @@ require (
 	github.com/ticketd/ticketd/sdk v0.0.0
 	github.com/ticketd/ticketd/server v0.0.0
 	go.uber.org/zap v1.28.0
-	google.golang.org/protobuf v1.36.12
+	golang.org/x/sys v0.47.0
 )
 
 require (
+	connectrpc.com/cors v0.1.0 // indirect
 	connectrpc.com/grpchealth v1.5.0 // indirect
 	connectrpc.com/grpcreflect v1.3.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -49,6 +50,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.71.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	github.com/rs/cors v1.11.1 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/ticketd/ticketd/backends v0.0.0 // indirect
 	github.com/ticketd/ticketd/core v0.0.0 // indirect
@@ -59,7 +61,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.47.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (

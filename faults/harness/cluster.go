@@ -12,6 +12,7 @@ import (
 	"time"
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 	"github.com/ticketd/ticketd/sdk/ticketdtest"
 
 	"github.com/ticketd/ticketd/faults/nemesis"
@@ -21,23 +22,51 @@ import (
 // reads the path of its link-cut rules file from (server/cmd/ticketd/faults_hook.go).
 const rulesEnv = "TICKETD_FAULTS_RULES"
 
-// target implements nemesis.Target over a ticketdtest cluster.
+// Cluster is what a run drives and injects faults into: by default
+// ticketd processes on loopback (sdk/ticketdtest, links cut by the
+// DropMessage rules file); with Config.Start, anything else that meets it,
+// such as hosts in network namespaces (faults/hosts, issue 20).
+type Cluster interface {
+	nemesis.Target
+	// NodeID returns node i's id.
+	NodeID(i int) string
+	// Lock and Cluster return clients of node i's API.
+	Lock(i int) ticketv1connect.LockServiceClient
+	Cluster(i int) ticketv1connect.ClusterServiceClient
+	// Running returns the nodes whose process is alive and not paused.
+	Running() []int
+	// LogFile returns the path of node i's log.
+	LogFile(i int) string
+}
+
+// target implements Cluster over a ticketdtest cluster.
 type target struct {
 	c     *ticketdtest.Cluster
 	rules string
+	// logMark is, per node, the size of its log when a disk fault was
+	// injected: Exited reads only what the node logged after it (disk.go).
+	logMark map[int]int64
 }
 
-var _ nemesis.Target = (*target)(nil)
+var _ Cluster = (*target)(nil)
 
 func (k *target) Size() int { return k.c.Len() }
 
-func (k *target) id(i int) string { return k.c.Node(i).ID }
+func (k *target) NodeID(i int) string { return k.c.Node(i).ID }
 
-// status asks node i for its status, bounded by ctx and a second.
-func (k *target) status(ctx context.Context, i int) (*ticketv1.StatusResponse, error) {
+func (k *target) LogFile(i int) string { return k.c.Node(i).LogFile }
+
+func (k *target) Lock(i int) ticketv1connect.LockServiceClient { return k.c.Lock(i) }
+
+func (k *target) Cluster(i int) ticketv1connect.ClusterServiceClient { return k.c.Cluster(i) }
+
+func (k *target) Running() []int { return k.c.Running() }
+
+// status asks node i of c for its status, bounded by ctx and a second.
+func status(ctx context.Context, c Cluster, i int) (*ticketv1.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	return k.c.Cluster(i).Status(ctx, &ticketv1.StatusRequest{})
+	return c.Cluster(i).Status(ctx, &ticketv1.StatusRequest{})
 }
 
 // Leader returns the running node that reports itself leader with the
@@ -47,7 +76,7 @@ func (k *target) Leader(ctx context.Context) (int, error) {
 	for {
 		best, term := -1, uint64(0)
 		for _, i := range k.c.Running() {
-			st, err := k.status(ctx, i)
+			st, err := status(ctx, k, i)
 			if err == nil && st.GetLeaderId() == st.GetNodeId() && st.GetTerm() >= term {
 				best, term = i, st.GetTerm()
 			}
@@ -63,13 +92,13 @@ func (k *target) Leader(ctx context.Context) (int, error) {
 	}
 }
 
-// agreedLeader waits until every running node names the same leader, which
+// agreedLeader waits until every running node of k names the same leader, which
 // is one of them, or ctx ends.
-func (k *target) agreedLeader(ctx context.Context) (int, error) {
+func agreedLeader(ctx context.Context, k Cluster) (int, error) {
 	for {
 		leader, agreed := "", true
-		for _, i := range k.c.Running() {
-			st, err := k.status(ctx, i)
+		for _, i := range k.Running() {
+			st, err := status(ctx, k, i)
 			if err != nil || st.GetLeaderId() == "" || (leader != "" && st.GetLeaderId() != leader) {
 				agreed = false
 				break
@@ -77,8 +106,8 @@ func (k *target) agreedLeader(ctx context.Context) (int, error) {
 			leader = st.GetLeaderId()
 		}
 		if agreed && leader != "" {
-			for _, i := range k.c.Running() {
-				if k.id(i) == leader {
+			for _, i := range k.Running() {
+				if k.NodeID(i) == leader {
 					return i, nil
 				}
 			}
@@ -100,7 +129,7 @@ func (k *target) Resume(i int) error { k.c.Cont(i); return nil }
 func (k *target) Cut(links [][2]int) error {
 	lines := make([]string, 0, len(links))
 	for _, l := range links {
-		lines = append(lines, k.id(l[0])+" "+k.id(l[1]))
+		lines = append(lines, k.NodeID(l[0])+" "+k.NodeID(l[1]))
 	}
 	sort.Strings(lines)
 	tmp := k.rules + ".tmp"
@@ -111,7 +140,7 @@ func (k *target) Cut(links [][2]int) error {
 }
 
 func (k *target) TransferLeader(ctx context.Context, from, to int) error {
-	_, err := k.c.Cluster(from).TransferLeader(ctx, &ticketv1.TransferLeaderRequest{Id: k.id(to)})
+	_, err := k.c.Cluster(from).TransferLeader(ctx, &ticketv1.TransferLeaderRequest{Id: k.NodeID(to)})
 	return err
 }
 
@@ -120,7 +149,7 @@ func (k *target) RemoveMember(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	_, err = k.c.Cluster(l).RemoveMember(ctx, &ticketv1.RemoveMemberRequest{Id: k.id(i)})
+	_, err = k.c.Cluster(l).RemoveMember(ctx, &ticketv1.RemoveMemberRequest{Id: k.NodeID(i)})
 	return err
 }
 
@@ -137,14 +166,13 @@ func (k *target) AddMember(ctx context.Context, i int) error {
 }
 
 // copyLogs copies every node's log file into dir.
-func (k *target) copyLogs(dir string) error {
-	for i := range k.c.Len() {
-		n := k.c.Node(i)
-		b, err := os.ReadFile(n.LogFile)
+func copyLogs(k Cluster, dir string) error {
+	for i := range k.Size() {
+		b, err := os.ReadFile(k.LogFile(i))
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, n.ID+".log"), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, k.NodeID(i)+".log"), b, 0o644); err != nil {
 			return err
 		}
 	}

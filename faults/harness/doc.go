@@ -14,6 +14,9 @@
 // It is behind the build tag `faults` because it builds and runs real
 // processes for a minute or more. `make faults DURATION=30m` runs the long
 // version; the short one (about a minute per backend) runs in `make test`.
+// `make faults NET=hosts` (test flag -net=hosts) runs the same workload and
+// checks over one network namespace per node (faults/hosts, through
+// Config.Start), with the network faults of nemesis.NetKinds added.
 //
 // # A run
 //

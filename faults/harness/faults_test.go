@@ -20,7 +20,13 @@ var (
 	nodes    = flag.Int("nodes", 3, "cluster size: 3 or 5")
 	out      = flag.String("out", "", "directory for reports of failing runs (default $TMPDIR/ticketd-faults-reports)")
 	kinds    = flag.String("kinds", "", "comma-separated fault kinds to use (default: all)")
+	netMode  = flag.String("net", "", `where the nodes run: "" (loopback processes) or "hosts" (one network namespace per node, real network faults)`)
+	disk     = flag.Bool("disk", false, "add the disk faults (nemesis.DiskKinds: a damaged log file, a full disk on tmpfs; needs root) to the default kinds")
 )
+
+// startHosts, set on Linux (hosts_linux_test.go), skips t where network
+// namespaces are unavailable and returns the Config.Start of -net=hosts.
+var startHosts func(t *testing.T) func(t *testing.T, backend string, nodes int, et time.Duration) harness.Cluster
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -50,9 +56,22 @@ func TestFaults(t *testing.T) {
 			ks = append(ks, nemesis.Kind(k))
 		}
 	}
+	var start func(t *testing.T, backend string, nodes int, et time.Duration) harness.Cluster
+	if *netMode == "hosts" {
+		if startHosts == nil {
+			t.Skip("-net=hosts needs Linux network namespaces")
+		}
+		start = startHosts(t)
+		if len(ks) == 0 {
+			ks = append(append([]nemesis.Kind(nil), nemesis.Kinds...), nemesis.NetKinds...)
+		}
+	}
+	if *disk && len(ks) == 0 && *netMode == "" {
+		ks = append(append([]nemesis.Kind(nil), nemesis.Kinds...), nemesis.DiskKinds...)
+	}
 	for _, b := range backends() {
 		t.Run(b, func(t *testing.T) {
-			res := harness.Run(t, harness.Config{Backend: b, Nodes: *nodes, Seed: s, Duration: *duration, Out: *out, Kinds: ks})
+			res := harness.Run(t, harness.Config{Backend: b, Nodes: *nodes, Seed: s, Duration: *duration, Out: *out, Kinds: ks, Start: start})
 			t.Logf("summary: %s", res)
 		})
 	}

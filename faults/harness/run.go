@@ -57,6 +57,12 @@ type Config struct {
 	Out string
 	// CheckTimeout bounds the linearizability check; default 5m.
 	CheckTimeout time.Duration
+	// Start, when set, starts the cluster instead of StartCluster (with
+	// the backend, cluster size and election timeout of the run), for
+	// example over hosts in network namespaces (faults/hosts); it fails t
+	// when it cannot. Kinds should then include what the cluster
+	// supports, such as nemesis.NetKinds.
+	Start func(t *testing.T, backend string, nodes int, electionTimeout time.Duration) Cluster
 }
 
 func (c Config) withDefaults() Config {
@@ -122,6 +128,8 @@ type Result struct {
 	Report check.Report
 	// Dir is where the report was written (failing runs only).
 	Dir string
+	// Recovery is the worst time to recover after each fault kind (see Recovery).
+	Recovery map[nemesis.Kind]time.Duration
 	// Codes counts the calls that did not succeed by kind, outcome and error,
 	// and the calls of the tagged phases (probe, liveness, final) by outcome.
 	Codes map[string]int
@@ -201,8 +209,13 @@ func Run(t *testing.T, cfg Config) Result {
 	cfg = cfg.withDefaults()
 	rules := filepath.Join(t.TempDir(), "rules")
 	et := cfg.ElectionTimeout
-	c := StartCluster(t, cfg.Backend, cfg.Nodes, et, rules)
-	tg := &target{c: c, rules: rules}
+	var tg Cluster
+	if cfg.Start != nil {
+		tg = cfg.Start(t, cfg.Backend, cfg.Nodes, et)
+	} else {
+		tg = &target{c: StartCluster(t, cfg.Backend, cfg.Nodes, et, rules), rules: rules}
+	}
+	c := tg
 
 	sched := nemesis.Generate(cfg.Seed, nemesis.Config{
 		Nodes: cfg.Nodes, Length: cfg.Duration, ElectionTimeout: et,
@@ -268,7 +281,7 @@ func Run(t *testing.T, cfg Config) Result {
 		phaseErr = append(phaseErr, fmt.Errorf("heal: %w", err))
 	}
 	lctx, lcancel := context.WithTimeout(context.Background(), time.Minute)
-	if _, err := tg.agreedLeader(lctx); err != nil {
+	if _, err := agreedLeader(lctx, tg); err != nil {
 		phaseErr = append(phaseErr, fmt.Errorf("after healing: %w", err))
 	}
 	lcancel()
@@ -288,7 +301,7 @@ func Run(t *testing.T, cfg Config) Result {
 	restart := nemesis.NewExecutor(tg, rec.Now)
 	restart.Run(context.Background(), nemesis.Schedule{Faults: []nemesis.Fault{{Kind: nemesis.RestartAll}}})
 	lctx, lcancel = context.WithTimeout(context.Background(), time.Minute)
-	if _, err := tg.agreedLeader(lctx); err != nil {
+	if _, err := agreedLeader(lctx, tg); err != nil {
 		phaseErr = append(phaseErr, fmt.Errorf("after restarting every node: %w", err))
 	}
 	lcancel()
@@ -302,8 +315,8 @@ func Run(t *testing.T, cfg Config) Result {
 		}
 	}
 	var lastToken uint64
-	for i := range c.Len() {
-		st, err := tg.status(context.Background(), i)
+	for i := range c.Size() {
+		st, err := status(context.Background(), tg, i)
 		if err == nil {
 			lastToken = max(lastToken, st.GetLastToken())
 		}
@@ -334,6 +347,8 @@ func Run(t *testing.T, cfg Config) Result {
 	res.Codes = codes
 	res.Report = check.Run(check.Input{Ops: ops, FinalLastToken: lastToken, Liveness: window, Timeout: cfg.CheckTimeout})
 	t.Log(res.String())
+	res.Recovery = Recovery(ex.Events(), ops)
+	t.Logf("  worst time to recover after each fault kind (heal to the first acknowledged write):\n%s", formatRecovery(res.Recovery))
 	t.Logf("  calls that did not succeed, and calls of the tagged phases:\n%s", formatCounts(res.Codes))
 	for _, ev := range events {
 		t.Logf("  fault %s", ev)
@@ -355,7 +370,7 @@ func Run(t *testing.T, cfg Config) Result {
 }
 
 // writeReport stores everything needed to understand and replay a failing run.
-func writeReport(dir string, cfg Config, sched nemesis.Schedule, events []nemesis.Event, ops []history.Op, res Result, tg *target, phaseErr error) error {
+func writeReport(dir string, cfg Config, sched nemesis.Schedule, events []nemesis.Event, ops []history.Op, res Result, tg Cluster, phaseErr error) error {
 	notes := make([]porcupine.Annotation, 0, len(events))
 	for _, ev := range events {
 		notes = append(notes, porcupine.Annotation{
@@ -383,13 +398,13 @@ func writeReport(dir string, cfg Config, sched nemesis.Schedule, events []nemesi
 	if err := os.WriteFile(filepath.Join(dir, "schedule.txt"), []byte(b.String()), 0o644); err != nil {
 		return err
 	}
-	return tg.copyLogs(dir)
+	return copyLogs(tg, dir)
 }
 
-func nodeIDs(tg *target, nodes []int) []string {
+func nodeIDs(tg Cluster, nodes []int) []string {
 	out := make([]string, 0, len(nodes))
 	for _, i := range nodes {
-		out = append(out, tg.id(i))
+		out = append(out, tg.NodeID(i))
 	}
 	sort.Strings(out)
 	return out
@@ -401,6 +416,19 @@ func firstWords(s string, n int) string {
 		f = f[:n]
 	}
 	return strings.Join(f, " ")
+}
+
+func formatRecovery(m map[nemesis.Kind]time.Duration) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "    %-28s %v\n", k, m[nemesis.Kind(k)].Round(time.Millisecond))
+	}
+	return b.String()
 }
 
 func formatCounts(m map[string]int) string {

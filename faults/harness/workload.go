@@ -9,7 +9,6 @@ import (
 	"time"
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
-	"github.com/ticketd/ticketd/sdk/ticketdtest"
 
 	"github.com/ticketd/ticketd/faults/history"
 )
@@ -18,7 +17,7 @@ import (
 type client struct {
 	id      int
 	rec     *history.Recorder
-	c       *ticketdtest.Cluster
+	c       Cluster
 	rng     *rand.Rand
 	tag     string
 	timeout time.Duration // per call, except waiting Acquires
@@ -27,8 +26,8 @@ type client struct {
 // call records one call of op's kind to a random node: fn sends the request
 // and fills op's outputs on success.
 func (cl *client) call(op history.Op, timeout time.Duration, fn func(ctx context.Context, node int, op *history.Op) error) history.Op {
-	op.Client, op.Node, op.Tag = cl.id, cl.rng.Intn(cl.c.Len()), cl.tag
-	op.NodeID = cl.c.Node(op.Node).ID
+	op.Client, op.Node, op.Tag = cl.id, cl.rng.Intn(cl.c.Size()), cl.tag
+	op.NodeID = cl.c.NodeID(op.Node)
 	op = cl.rec.Invoke(op)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	err := fn(ctx, op.Node, &op)

@@ -4,7 +4,13 @@
 // (SIGSTOP/SIGCONT of a node or of the leader, longer than the election
 // timeout or than a lease), network partitions (the leader isolated, a
 // majority/minority split, a one-way cut), leadership transfers, and a
-// membership change (remove a node, then add it back).
+// membership change (remove a node, then add it back). Over a NetTarget
+// (hosts in network namespaces, faults/hosts) it also injects real network
+// faults (NetKinds): a link set down, a flapping link, and a node restarted
+// on a new address; there, cut links are blackhole routes. Over a DiskTarget
+// it also injects disk faults (DiskKinds, issue 14): damaged bytes near the
+// end of a node's newest badger log file (the node must refuse to start)
+// and a full disk (the node must stop, saying so).
 //
 // A Schedule is generated from a seed and a Config alone, so printing the
 // seed is enough to replay the same faults: Generate(seed, cfg) returns the

@@ -63,6 +63,9 @@ func (e Event) String() string {
 var (
 	// ErrNoLeader: a fault aimed at the leader found none in time; it was skipped.
 	ErrNoLeader = errors.New("nemesis: no leader")
+	// ErrNotNetwork: a network fault (NetKinds) was scheduled for a Target
+	// that is not a NetTarget; it was skipped.
+	ErrNotNetwork = errors.New("nemesis: target has no network")
 )
 
 // leaderWait bounds the search for a leader and each membership or
@@ -82,6 +85,9 @@ type Executor struct {
 	paused  map[int]bool
 	removed map[int]bool
 	cut     bool
+	net     netState
+	disk    []int                // nodes whose data dir is on a full file system (DiskFull)
+	damaged map[int]func() error // nodes with flipped log bytes, and the undo (DamageLog)
 }
 
 // NewExecutor returns an Executor for target; now is the clock of Events
@@ -273,6 +279,12 @@ func (e *Executor) inject(ctx context.Context, f Fault) (func(context.Context) e
 	case RestartAll:
 		return nil, all, e.restartAll(all)
 	}
+	if heal, nodes, handled, err := e.injectNet(ctx, f); handled {
+		return heal, nodes, err
+	}
+	if heal, nodes, handled, err := e.injectDisk(f); handled {
+		return heal, nodes, err
+	}
 	return nil, nil, fmt.Errorf("nemesis: unknown fault kind %q", f.Kind)
 }
 
@@ -368,6 +380,8 @@ func (e *Executor) HealAll(ctx context.Context) error {
 	if e.cut {
 		errs = append(errs, e.heal())
 	}
+	errs = append(errs, e.healNet())
+	errs = append(errs, e.healDisk())
 	for i := range e.target.Size() {
 		if e.paused[i] {
 			errs = append(errs, e.resume(i))

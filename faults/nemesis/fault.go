@@ -146,10 +146,12 @@ func (c Config) duration(rng *rand.Rand, k Kind) time.Duration {
 		return between(rng, 2*et, 4*et) // > the election timeout, even randomised up to 2x
 	case PauseLeaderLease:
 		return between(rng, c.Lease+c.Lease/4, 2*c.Lease)
-	case IsolateLeader, PartitionHalves, OneWayFromLeader, OneWayToLeader:
+	case IsolateLeader, PartitionHalves, OneWayFromLeader, OneWayToLeader, LinkDown, LinkDownLeader, FlapLink:
 		return between(rng, 2*et, 5*et)
 	case RemoveReAdd:
 		return between(rng, et, 3*et)
+	case DamageLog, DiskFull:
+		return between(rng, 2*et, 4*et)
 	}
 	return 0
 }
