@@ -14,17 +14,45 @@ import (
 // the lessor's Expire proposals, and the helpers of proposals the node makes
 // on its own (ghost releases, member addresses).
 
-// onApply is the backend's OnApply hook: it keeps the lessor's leases and the
-// wait queues in step with the lock table. It never blocks and never proposes.
+// onApply is the backend's OnApply hook: it keeps the lessor's leases and
+// lock-delays and the wait queues in step with the lock table, on every node
+// (issue 15: every node measures every lease from its own apply). It never
+// blocks and never proposes.
+//
+//   - a Grant that created a lock, an idempotent retry Grant (which restarts
+//     the lease in the replicated state) and a Renew restart the lock's
+//     deadline at now + lease_ms, with this entry's index as the seen index
+//     a later Expire carries;
+//   - a Release, and an Expire that removed its lock, untrack it; an Expire
+//     that did not (Existed false: the lock was renewed after the leader
+//     decided) leaves the renewed lock alone;
+//   - an Expire that removed a lock with a lock-delay starts the delay now.
+//
+// A gap in the indexes (a snapshot restored, configuration entries) makes
+// the lessor reconcile with the table.
 func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
 	n.hub.Apply(index, cmd, res)
+	if prev := n.lastApplied.Swap(index); prev+1 != index {
+		n.lessor.Reconcile(n.sm)
+	}
 	switch cmd.Op {
 	case core.OpGrant:
 		if res.Outcome == core.OutcomeGranted {
-			n.lessor.Granted(cmd.Key, res.Token, res.LeaseMS)
+			n.lessor.Track(cmd.Key, res.Token, res.LeaseMS, index)
+		}
+	case core.OpRenew:
+		if res.Outcome == core.OutcomeRenewed {
+			n.lessor.Track(cmd.Key, cmd.Token, res.LeaseMS, index)
 		}
 	case core.OpRelease, core.OpExpire:
+		removed := res.Outcome == core.OutcomeReleased || (res.Outcome == core.OutcomeExpired && res.Existed)
+		if !removed {
+			return
+		}
 		n.lessor.Removed(cmd.Key, cmd.Token)
+		if cmd.Op == core.OpExpire {
+			n.lessor.Delay(cmd.Key, res.LockDelayMS)
+		}
 		n.ghostMu.Lock()
 		if t, ok := n.ghosts[cmd.Key]; ok && t == cmd.Token {
 			delete(n.ghosts, cmd.Key)
@@ -34,18 +62,27 @@ func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
 	}
 }
 
-// proposeExpire is the lessor's Expire proposal.
-func (n *Node) proposeExpire(ctx context.Context, key string, token uint64) error {
+// proposeExpire is the lessor's Expire proposal: core.ExpireSeen with the
+// index of the lock's last Grant/Renew the lessor applied.
+func (n *Node) proposeExpire(ctx context.Context, key string, token, seen uint64) error {
 	b := n.backend()
 	if b == nil {
 		return core.ErrStopped
 	}
-	res, err := b.Propose(ctx, core.Expire(key, token))
+	res, err := b.Propose(ctx, core.ExpireSeen(key, token, seen))
 	if err == nil && res.Existed {
 		n.met.expired.Inc()
 		n.log.Debug("lease expired", zap.String("key", key), zap.Uint64("token", token))
 	}
 	return err
+}
+
+// onDelayEnd is the lessor's OnDelayEnd hook: a key's lock-delay has passed,
+// so its waiters may be served.
+func (n *Node) onDelayEnd(key string) {
+	if q := n.queue; q != nil {
+		q.Kick(key)
+	}
 }
 
 // retryPause is how long a background proposal waits before it tries again.

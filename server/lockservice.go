@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.uber.org/zap"
+
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
@@ -30,14 +32,15 @@ var _ ticketv1connect.LockServiceHandler = (*lockService)(nil)
 // Acquire takes key for lease_ms milliseconds and returns its fencing token.
 func (s *lockService) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*ticketv1.AcquireResponse, error) {
 	n := s.n
-	invalid := errors.Join(core.ValidateKey(req.GetKey()), n.validateLease(req.GetLeaseMs()), core.ValidateOwner(req.GetOwner()))
+	invalid := errors.Join(core.ValidateKey(req.GetKey()), n.validateLease(req.GetLeaseMs()), core.ValidateOwner(req.GetOwner()),
+		core.ValidateLockDelay(req.GetLockDelayMs(), n.cfg.Lease.MaxLockDelayMS))
 	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.Acquire,
 		func(ctx context.Context) (*ticketv1.AcquireResponse, error) {
 			owner := req.GetOwner()
 			if owner == "" {
 				owner = n.newOwner()
 			}
-			res, err := n.acquire(ctx, req.GetKey(), req.GetLeaseMs(), owner, req.GetWait())
+			res, err := n.acquire(ctx, req.GetKey(), req.GetLeaseMs(), owner, req.GetWait(), req.GetLockDelayMs())
 			if err != nil {
 				return nil, err
 			}
@@ -50,12 +53,22 @@ func (n *Node) validateLease(leaseMS int64) error {
 	return core.ValidateLease(leaseMS, n.cfg.Lease.MinMS, n.cfg.Lease.MaxMS)
 }
 
-// Release ends the lock held with token.
+// Release ends the lock held with token; with force (admin), whatever lock
+// key holds.
 func (s *lockService) Release(ctx context.Context, req *ticketv1.ReleaseRequest) (*ticketv1.ReleaseResponse, error) {
 	n := s.n
 	invalid := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken()))
+	if req.GetForce() {
+		invalid = core.ValidateKey(req.GetKey())
+	}
 	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.Release,
 		func(ctx context.Context) (*ticketv1.ReleaseResponse, error) {
+			if req.GetForce() {
+				if err := n.forceRelease(ctx, req.GetKey()); err != nil {
+					return nil, err
+				}
+				return &ticketv1.ReleaseResponse{}, nil
+			}
 			if err := n.release(ctx, req.GetKey(), req.GetToken()); err != nil {
 				return nil, err
 			}
@@ -78,6 +91,9 @@ func (n *Node) release(ctx context.Context, key string, token uint64) error {
 			return notFound()
 		}
 	}
+	if err := n.mayTouch(ctx, key, token); err != nil {
+		return err
+	}
 	res, err := n.raft.Propose(ctx, core.Release(key, token))
 	if err != nil {
 		return err
@@ -88,13 +104,41 @@ func (n *Node) release(ctx context.Context, key string, token uint64) error {
 	return nil
 }
 
+// forceRelease serves an admin's Release{force} on the promoted leader: it
+// releases whatever lock key holds, read after a ReadIndex, whoever holds
+// it, and writes the audit log. The interceptor has checked the admin
+// permission (security.PermAdmin) when authorization is on.
+func (n *Node) forceRelease(ctx context.Context, key string) error {
+	if err := n.raft.ReadIndex(ctx); err != nil {
+		return err
+	}
+	lk, ok := n.sm.Get(key)
+	if !ok {
+		return fmt.Errorf("%w: key %q is not held", ErrNotFound, key)
+	}
+	n.audit().Info("force-release requested", principalField(ctx), callerField(ctx),
+		zap.String("key", key), zap.Uint64("token", lk.Token), zap.String("owner", lk.Owner), zap.String("lock_principal", lk.Principal))
+	res, err := n.raft.Propose(ctx, core.Release(key, lk.Token))
+	if err != nil {
+		return err
+	}
+	if res.Outcome != core.OutcomeReleased {
+		return fmt.Errorf("%w: key %q token %d", ErrNotFound, key, lk.Token)
+	}
+	n.audit().Info("lock force-released", principalField(ctx), zap.String("key", key), zap.Uint64("token", lk.Token))
+	return nil
+}
+
 // Renew restarts the lease of the lock held with token (keep-alive).
 func (s *lockService) Renew(ctx context.Context, req *ticketv1.RenewRequest) (*ticketv1.RenewResponse, error) {
 	n := s.n
 	invalid := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken()))
 	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.Renew,
 		func(ctx context.Context) (*ticketv1.RenewResponse, error) {
-			leaseMS, err := n.lessor.Renew(ctx, req.GetKey(), req.GetToken())
+			if err := n.mayTouch(ctx, req.GetKey(), req.GetToken()); err != nil {
+				return nil, err
+			}
+			leaseMS, err := n.renew(ctx, req.GetKey(), req.GetToken())
 			if err != nil {
 				return nil, err
 			}
@@ -129,8 +173,9 @@ func (n *Node) lockInfo(key string) *ticketv1.GetLockResponse {
 	}
 }
 
-// remainingMS is the lease time left of lk in milliseconds, as the leader's
-// lessor measures it; -1 when unknown (this node is not the leader).
+// remainingMS is the lease time left of lk in milliseconds by this node's
+// own measure (every node tracks every lease from its own apply of the
+// lock's last Grant or Renew; issue 15); -1 when this node does not track it.
 func (n *Node) remainingMS(lk core.Lock) int64 {
 	d, ok := n.lessor.Remaining(lk.Key, lk.Token)
 	if !ok {

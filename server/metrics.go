@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/forward"
 )
 
 // procedures are every RPC the node serves, for metric label children
@@ -44,6 +45,14 @@ type metrics struct {
 	rpc     map[string]*rpcMetrics
 	expired prometheus.Counter
 	ghosts  prometheus.Counter
+	// watchEvents counts events sent on Watch streams.
+	watchEvents prometheus.Counter
+	// cluster holds the Raft-level metrics (metrics_cluster.go).
+	cluster *clusterMetrics
+	// forwarded counts requests forwarded between nodes, by procedure, code
+	// and role: "follower" (this node forwarded a client's request to the
+	// leader) or "leader" (this node served a request forwarded to it).
+	forwarded *prometheus.CounterVec
 }
 
 // newMetrics registers the node's metrics on reg: per-RPC counts by code and
@@ -51,7 +60,7 @@ type metrics struct {
 func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "ticketd", Name: "rpc_requests_total",
-		Help: "RPCs served by this node, by procedure and connect code (ok for success).",
+		Help: "Client RPCs received by this node, by procedure and connect code (ok for success); a request forwarded to this leader by a follower is counted in rpc_forwarded_total{role=\"leader\"} instead, so cluster sums count each request once.",
 	}, []string{"procedure", "code"})
 	durations := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "ticketd", Name: "rpc_duration_seconds",
@@ -68,7 +77,15 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 			Namespace: "ticketd", Name: "ghost_releases_total",
 			Help: "Grants released at once because their client was gone when they applied.",
 		}),
+		watchEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "ticketd", Name: "watch_events_sent_total",
+			Help: "Events sent on Watch streams by this node.",
+		}),
 	}
+	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "ticketd", Name: "rpc_forwarded_total",
+		Help: "Requests forwarded between nodes, by procedure, connect code and role (follower: forwarded to the leader; leader: served for a follower). rpc_requests_total counts each client request once, on the node the client called.",
+	}, []string{"procedure", "code", "role"})
 	for _, p := range procedures {
 		r := &rpcMetrics{duration: durations.WithLabelValues(p)}
 		r.codes[0] = requests.WithLabelValues(p, codeOK)
@@ -76,17 +93,27 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 			r.codes[c] = requests.WithLabelValues(p, c.String())
 		}
 		m.rpc[p] = r
+		for _, role := range []string{"follower", "leader"} {
+			m.forwarded.WithLabelValues(p, codeOK, role) // present from the start, for dashboards
+		}
 	}
 	gauge := func(name, help string, fn func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ticketd", Name: name, Help: help}, fn)
 	}
+	var clusterCs []prometheus.Collector
+	m.cluster, clusterCs = newClusterMetrics(n)
 	cs := []prometheus.Collector{
-		requests, durations, m.expired, m.ghosts,
+		requests, durations, m.expired, m.ghosts, m.watchEvents, m.forwarded,
+		gauge("watchers", "Watch streams open on this node.", func() float64 { return float64(n.hub.Watchers()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "ticketd", Name: "watchers_dropped_slow_total",
+			Help: "Watch streams ended with ResourceExhausted because their buffer filled.",
+		}, func() float64 { return float64(n.hub.Dropped()) }),
 		gauge("locks_held", "Locks in this node's lock table.", func() float64 { return float64(n.sm.Len()) }),
 		gauge("last_token", "Last fencing token applied on this node.", func() float64 { return float64(n.sm.LastToken()) }),
 		gauge("applied_index", "Last Raft log index applied on this node.", func() float64 { return float64(n.sm.AppliedIndex()) }),
 		gauge("waiters", "Acquire requests waiting in this leader's queues.", func() float64 { return float64(n.queue.Waiting()) }),
-		gauge("leases", "Leases whose deadlines this node tracks (leader only).", func() float64 { return float64(n.lessor.Len()) }),
+		gauge("leases", "Leases whose deadlines this node tracks (every node tracks every held lock).", func() float64 { return float64(n.lessor.Len()) }),
 		gauge("is_leader", "1 when this node is the promoted leader.", func() float64 {
 			n.roleMu.Lock()
 			defer n.roleMu.Unlock()
@@ -98,7 +125,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}
-	for _, c := range cs {
+	for _, c := range append(cs, clusterCs...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -110,7 +137,12 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 	return m, nil
 }
 
-// interceptor counts and times every unary RPC by procedure and code.
+// interceptor counts and times every unary RPC by procedure and code, once
+// per client request: on the node the client called. A request a follower
+// forwarded is counted there (and in rpc_forwarded_total{role="follower"});
+// the leader that serves it counts it only in
+// rpc_forwarded_total{role="leader"}, so cluster-wide sums of
+// rpc_requests_total do not count it twice.
 func (m *metrics) interceptor() connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
@@ -120,6 +152,17 @@ func (m *metrics) interceptor() connect.UnaryInterceptorFunc {
 				code := connect.Code(0)
 				if err != nil {
 					code = connect.CodeOf(err)
+				}
+				codeName := codeOK
+				if code != 0 {
+					codeName = code.String()
+				}
+				if forward.Forwarded(ctx) {
+					m.forwarded.WithLabelValues(req.Spec().Procedure, codeName, "leader").Inc()
+					return res, err
+				}
+				if ci, ok := connect.CallInfoForHandlerContext(ctx); ok && ci.ResponseHeader().Get(forward.LeaderHeader) != "" {
+					m.forwarded.WithLabelValues(req.Spec().Procedure, codeName, "follower").Inc()
 				}
 				if code <= maxCode {
 					r.codes[code].Inc()

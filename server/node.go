@@ -122,6 +122,8 @@ type Node struct {
 	changed  chan struct{} // closed and replaced on every leader event
 	closing  bool
 
+	lastApplied atomic.Uint64 // index of the last OnApply (a gap: the lessor reconciles)
+
 	ghostMu sync.Mutex
 	ghosts  map[string]uint64 // key -> token of a ghost Release in flight (leader-local)
 
@@ -172,10 +174,11 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	}
 	var err error
 	n.lessor, err = lessor.New(lessor.Config{
-		Clock:   o.clock,
-		Confirm: n.confirmTerm,
-		Expire:  n.proposeExpire,
-		Logger:  n.log.Named("lessor"),
+		Clock:      o.clock,
+		Confirm:    n.confirmTerm,
+		Expire:     n.proposeExpire,
+		OnDelayEnd: n.onDelayEnd,
+		Logger:     n.log.Named("lessor"),
 	})
 	if err != nil {
 		stop()
@@ -211,7 +214,8 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ForceNewCluster:   cfg.ForceNewCluster,
 		StateMachine:      n.sm,
 		OnApply:           n.onApply,
-		OnLeaderChange:    n.onLeaderChange,
+		OnLeaderChange:    n.met.cluster.countLeaderChanges(n.onLeaderChange),
+		Observer:          n.met.cluster,
 		SnapshotThreshold: cfg.Raft.SnapshotThreshold,
 		HeartbeatInterval: time.Duration(cfg.Raft.HeartbeatMS) * time.Millisecond,
 		ElectionTimeout:   time.Duration(cfg.Raft.ElectionTimeoutMS) * time.Millisecond,
@@ -233,6 +237,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	}
 	n.raft = b
 	close(n.ready)
+	n.lessor.Reconcile(n.sm) // locks restored from a snapshot at open: now + lease_ms
 
 	if cfg.Join != "" && !n.IsMember() {
 		n.bg.Add(1)

@@ -93,6 +93,14 @@ type Config struct {
 	// Insecure allows a non-loopback api_addr or raft_addr without TLS (key
 	// "insecure"). Without it such a node refuses to start (CockroachDB's rule).
 	Insecure bool `koanf:"insecure"`
+	// AuthPolicyFile is the authorization policy (YAML, issue 13; key
+	// "auth_policy_file"). Set: every API request must be authenticated and
+	// allowed by it (read, lock, admin per key prefix); reloaded on SIGHUP.
+	// Empty: authorization off.
+	AuthPolicyFile string `koanf:"auth_policy_file"`
+	// AuthTokensFile lists bearer tokens as SHA-256 digests bound to
+	// principals (YAML; key "auth_tokens_file"); reloaded on SIGHUP.
+	AuthTokensFile string `koanf:"auth_tokens_file"`
 	// CORSAllowedOrigins lists the browser origins (scheme://host[:port], or
 	// "*") allowed to call the API cross-origin with Connect or gRPC-Web (key
 	// "cors_allowed_origins", comma-separated as a flag). Empty: CORS off.
@@ -109,10 +117,15 @@ type Peer struct {
 	APIAddr  string `koanf:"api_addr"`
 }
 
-// Lease bounds lease lengths, in milliseconds: MinMS ≤ lease_ms ≤ MaxMS.
+// Lease bounds lease lengths, in milliseconds: MinMS ≤ lease_ms ≤ MaxMS,
+// and lock-delays: 0 ≤ lock_delay_ms ≤ MaxLockDelayMS.
 type Lease struct {
 	MinMS int64 `koanf:"min_ms"`
 	MaxMS int64 `koanf:"max_ms"`
+	// MaxLockDelayMS is the largest AcquireRequest.lock_delay_ms accepted,
+	// in milliseconds (Chubby lock-delay; Consul caps its own at 60 s);
+	// default 60000. 0 disables lock-delay (every non-zero value is refused).
+	MaxLockDelayMS int64 `koanf:"max_lock_delay_ms"`
 }
 
 // Limits caps resources; 0 means no limit.
@@ -180,7 +193,7 @@ func DefaultConfig() Config {
 		RaftAddr: "127.0.0.1:7101",
 		DataDir:  "data/n1",
 		Backend:  BackendHashicorp,
-		Lease:    Lease{MinMS: 100, MaxMS: 600_000},
+		Lease:    Lease{MinMS: 100, MaxMS: 600_000, MaxLockDelayMS: 60_000},
 		Limits: Limits{MaxLocks: 1_000_000, MaxWaitersPerKey: 1024,
 			MaxConnections: 4096, MaxConcurrentStreams: 1000,
 			ReadHeaderTimeoutMS: 10_000, BodyReadTimeoutMS: 30_000, IdleTimeoutMS: 120_000,
@@ -207,6 +220,7 @@ var keys = []struct {
 	{"force_new_cluster", "after quorum loss: start as a one-member cluster from this node's data (one start only)", func(c *Config) any { return c.ForceNewCluster }},
 	{"lease.min_ms", "smallest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MinMS }},
 	{"lease.max_ms", "largest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MaxMS }},
+	{"lease.max_lock_delay_ms", "largest lock_delay_ms accepted, in milliseconds (0: lock-delay off)", func(c *Config) any { return c.Lease.MaxLockDelayMS }},
 	{"limits.max_locks", "most locks held at once (0: no limit)", func(c *Config) any { return c.Limits.MaxLocks }},
 	{"limits.max_waiters_per_key", "most Acquire requests waiting on one key (0: no limit)", func(c *Config) any { return c.Limits.MaxWaitersPerKey }},
 	{"raft.snapshot_threshold", "applied entries between snapshots", func(c *Config) any { return c.Raft.SnapshotThreshold }},
@@ -231,6 +245,8 @@ var keys = []struct {
 	{"peer_key_file", "peer TLS private key (PEM)", func(c *Config) any { return c.PeerKeyFile }},
 	{"peer_trusted_ca_file", "CA bundle (PEM) that peer certificates are verified against", func(c *Config) any { return c.PeerTrustedCAFile }},
 	{"insecure", "allow a non-loopback api_addr or raft_addr without TLS", func(c *Config) any { return c.Insecure }},
+	{"auth_policy_file", "authorization policy (YAML: rules of principal, prefix, allow read|lock|admin); empty: authorization off", func(c *Config) any { return c.AuthPolicyFile }},
+	{"auth_tokens_file", "bearer tokens (YAML: tokens of principal and sha256 digest of the token)", func(c *Config) any { return c.AuthTokensFile }},
 	{"cors_allowed_origins", "browser origins allowed to call the API cross-origin, comma-separated (empty: CORS off)", func(c *Config) any { return strings.Join(c.CORSAllowedOrigins, ",") }},
 	{"listen_metrics_addr", "serve /metrics on this host:port instead of the API port", func(c *Config) any { return c.ListenMetricsAddr }},
 	{"log.level", "log level: debug, info, warn, error", func(c *Config) any { return c.Log.Level }},
@@ -439,6 +455,9 @@ func (c Config) Validate() error {
 	}
 	if c.Lease.MinMS < 1 || c.Lease.MaxMS < c.Lease.MinMS {
 		return bad("lease bounds [%d, %d] ms: need 1 ≤ min_ms ≤ max_ms", c.Lease.MinMS, c.Lease.MaxMS)
+	}
+	if c.Lease.MaxLockDelayMS < 0 {
+		return bad("lease.max_lock_delay_ms %d is negative", c.Lease.MaxLockDelayMS)
 	}
 	if c.Limits.MaxLocks < 0 || c.Limits.MaxWaitersPerKey < 0 {
 		return bad("negative limit")

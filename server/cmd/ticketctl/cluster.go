@@ -34,6 +34,31 @@ type statusJSON struct {
 	LastToken    uint64       `json:"last_token,omitempty"`
 	LocksHeld    int64        `json:"locks_held"`
 	Members      []memberJSON `json:"members,omitempty"`
+	// Replaying is true while the node replays its log after a restart, up
+	// to ReplayTargetIndex (it refuses stale reads until then).
+	Replaying         bool   `json:"replaying,omitempty"`
+	ReplayTargetIndex uint64 `json:"replay_target_index,omitempty"`
+}
+
+// statusRow renders one "status --all" row: an unreachable node shows "-"
+// in every column and its error, a replaying node says how far it is
+// instead of a bare applied index (issue 19, rough edges).
+func statusRow(n statusJSON) string {
+	if n.Error != "" {
+		return fmt.Sprintf("%s\t-\t-\t-\t-\t-\t-\t-\t%s\n", n.Endpoint, n.Error)
+	}
+	applied := fmt.Sprint(n.AppliedIndex)
+	note := ""
+	if n.Replaying {
+		applied = fmt.Sprintf("replaying, %d of %d", n.AppliedIndex, n.ReplayTargetIndex)
+		note = "replaying its log after a restart (stale reads refused until done)"
+	}
+	leader := n.LeaderID
+	if leader == "" {
+		leader = "none"
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\n", n.Endpoint, n.NodeID, leader,
+		n.Term, n.CommitIndex, applied, n.LastToken, n.LocksHeld, note)
 }
 
 // membersOf converts the API's members for printing (never nil, so JSON shows []).
@@ -51,6 +76,7 @@ func statusOf(s *ticketv1.StatusResponse) statusJSON {
 		NodeID: s.GetNodeId(), Backend: s.GetBackend(), LeaderID: s.GetLeaderId(), LeaderAddr: s.GetLeaderAddr(),
 		Term: s.GetTerm(), CommitIndex: s.GetCommitIndex(), AppliedIndex: s.GetAppliedIndex(),
 		LastToken: s.GetLastToken(), LocksHeld: s.GetLocksHeld(), Members: membersOf(s.GetMembers()),
+		Replaying: s.GetReplaying(), ReplayTargetIndex: s.GetReplayTargetIndex(),
 	}
 }
 
@@ -95,8 +121,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 				}, func(w io.Writer, v any) {
 					tw := newTable(w, "ENDPOINT\tNODE\tLEADER\tTERM\tCOMMIT\tAPPLIED\tLAST TOKEN\tLOCKS\tERROR")
 					for _, n := range v.(nodesJSON).Nodes {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", n.Endpoint, n.NodeID, n.LeaderID,
-							n.Term, n.CommitIndex, n.AppliedIndex, n.LastToken, n.LocksHeld, n.Error)
+						fmt.Fprint(tw, statusRow(n))
 					}
 					_ = tw.Flush()
 				})

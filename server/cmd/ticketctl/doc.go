@@ -14,6 +14,10 @@
 //	lock get KEY [--stale]
 //	lock list [--prefix P] [--stale]
 //	lock check KEY TOKEN
+//	lock acquire KEY --hold              (renew until Ctrl-C, then release)
+//	lock run KEY [--ttl] [--wait] [--kill-grace] -- CMD ARGS...
+//	watch [PREFIX] [--from INDEX] [--existing] [--stale]
+//	elect NAME VALUE -- CMD ARGS...
 //	status [--all]
 //	members list | add ID RAFT_ADDR API_ADDR | remove ID
 //	transfer-leader [ID]
@@ -30,7 +34,9 @@
 //  4. Read results with -o json in scripts; human output may change.
 //
 // Exit codes: 0 success, 1 failure, 2 key held by someone else, 3 no lock
-// with that token (or "check": token not current), 4 outcome unknown.
+// with that token (or "check": token not current), 4 outcome unknown, 5
+// lease lost while held (lock run, elect, --hold). "lock run" and "elect"
+// otherwise exit with their command's status.
 //
 // Example:
 //

@@ -47,6 +47,7 @@ func newAcquireCmd(g *globals) *cobra.Command {
 		ttl   time.Duration
 		wait  bool
 		owner string
+		hold  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "acquire KEY",
@@ -55,9 +56,16 @@ func newAcquireCmd(g *globals) *cobra.Command {
 fails at once (exit 2) when the key is held; with --wait it waits in the key's
 FIFO queue until granted or --timeout. ticketctl does not renew the lease: use
 "lock renew" before the TTL runs out. Retrying with the same --owner returns
-the same grant, so a retry after an unknown outcome (exit 4) is safe.`,
+the same grant, so a retry after an unknown outcome (exit 4) is safe.
+
+With --hold it prints the token, then keeps renewing the lease until Ctrl-C
+(then releases the lock, exit 0) or until the lease is lost (exit 5): a lock
+held from a terminal for manual maintenance.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if hold {
+				return g.holdAcquire(cmd, args[0], ttl, wait, owner)
+			}
 			opts := []sdk.AcquireOption{}
 			if wait {
 				opts = append(opts, sdk.WithWait())
@@ -80,6 +88,7 @@ the same grant, so a retry after an unknown outcome (exit 4) is safe.`,
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "lease length (whole milliseconds)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait in the key's queue until granted or --timeout")
 	cmd.Flags().StringVar(&owner, "owner", "", "owner id (≤ 128 bytes); a retry with the same owner gets the same grant (default: unique per call)")
+	cmd.Flags().BoolVar(&hold, "hold", false, "keep renewing until Ctrl-C or lease loss, then release")
 	return cmd
 }
 
@@ -108,22 +117,54 @@ func newRenewCmd(g *globals) *cobra.Command {
 // releaseJSON is what "lock release" prints.
 type releaseJSON struct {
 	Key      string `json:"key"`
-	Token    uint64 `json:"token"`
+	Token    uint64 `json:"token,omitempty"`
 	Released bool   `json:"released"`
+	Forced   bool   `json:"forced,omitempty"`
 }
 
-// newReleaseCmd builds "lock release KEY TOKEN".
+// newReleaseCmd builds "lock release KEY TOKEN" and "lock release KEY --force".
 func newReleaseCmd(g *globals) *cobra.Command {
-	return keyTokenCmd(g, "release KEY TOKEN", "Release the lock on KEY held with TOKEN (a lock granted since is left alone)",
-		func(ctx context.Context, c *sdk.Client, key string, tok uint64) (any, error) {
-			if err := c.Release(ctx, key, tok); err != nil {
-				return nil, err
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "release KEY TOKEN | release KEY --force",
+		Short: "Release the lock on KEY held with TOKEN (a lock granted since is left alone); --force: whatever lock KEY holds (admin)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if force {
+				return cobra.ExactArgs(1)(cmd, args)
 			}
-			return releaseJSON{Key: key, Token: tok, Released: true}, nil
-		}, func(w io.Writer, v any) {
-			r := v.(releaseJSON)
-			fmt.Fprintf(w, "released %q token %d\n", r.Key, r.Token)
-		})
+			return cobra.ExactArgs(2)(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var tok uint64
+			if !force {
+				var err error
+				if tok, err = parseToken(args[1]); err != nil {
+					return err
+				}
+			}
+			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
+				if force {
+					if err := c.ForceRelease(ctx, args[0]); err != nil {
+						return nil, err
+					}
+					return releaseJSON{Key: args[0], Released: true, Forced: true}, nil
+				}
+				if err := c.Release(ctx, args[0], tok); err != nil {
+					return nil, err
+				}
+				return releaseJSON{Key: args[0], Token: tok, Released: true}, nil
+			}, func(w io.Writer, v any) {
+				r := v.(releaseJSON)
+				if r.Forced {
+					fmt.Fprintf(w, "force-released %q\n", r.Key)
+					return
+				}
+				fmt.Fprintf(w, "released %q token %d\n", r.Key, r.Token)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "release whatever lock KEY holds, whoever holds it (needs the admin permission; audited)")
+	return cmd
 }
 
 // newGetCmd builds "lock get KEY [--stale]".

@@ -33,6 +33,7 @@ type globals struct {
 	grpc      bool
 	cacert    string // --cacert: CA bundle verifying the servers (https)
 	cert, key string // --cert, --key: client certificate for --client-cert-auth
+	token     string // --token: bearer token (--auth-tokens-file on the server)
 	stdout    io.Writer
 }
 
@@ -47,7 +48,9 @@ the cluster. It finds the leader from any endpoint and retries through elections
 
 Exit codes: 0 success, 1 failure, 2 key held by someone else, 3 no lock with
 that token (or "check": token not current), 4 outcome unknown (retry with the
-same --owner).`,
+same --owner), 5 lease lost (lock run, elect, --hold), 6 permission denied
+(the policy does not allow it, or the lock is another principal's), 7
+unauthenticated (no accepted client certificate or --token).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -71,9 +74,10 @@ same --owner).`,
 	pf.StringVar(&g.cacert, "cacert", os.Getenv("TICKETD_CACERT"), "verify the servers' TLS certificates with this CA bundle and use https (env TICKETD_CACERT)")
 	pf.StringVar(&g.cert, "cert", os.Getenv("TICKETD_CERT"), "client certificate (PEM) to present (env TICKETD_CERT)")
 	pf.StringVar(&g.key, "key", os.Getenv("TICKETD_KEY"), "client certificate's key (PEM) (env TICKETD_KEY)")
+	pf.StringVar(&g.token, "token", os.Getenv("TICKETD_TOKEN"), "bearer token to authenticate with; prefer the env TICKETD_TOKEN (a flag shows in ps)")
 
 	root.AddCommand(newLockCmd(g), newStatusCmd(g), newMembersCmd(g), newTransferLeaderCmd(g), newCertCmd(stdout),
-		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g))
+		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g), newAuthCmd(stdout, os.Stdin))
 	return root
 }
 
@@ -119,6 +123,9 @@ func (g *globals) client() (*sdk.Client, error) {
 	var opts []sdk.Option
 	if g.grpc {
 		opts = append(opts, sdk.WithGRPC())
+	}
+	if g.token != "" {
+		opts = append(opts, sdk.WithBearerToken(g.token))
 	}
 	if g.cacert != "" || g.cert != "" || g.key != "" || hasHTTPS(eps) {
 		tc, err := security.LoadClientConfig(g.cacert, g.cert, g.key)

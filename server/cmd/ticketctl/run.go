@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -27,15 +29,15 @@ const releaseTimeout = 5 * time.Second
 // errLeaseLost: the lease of a held lock (lock run, elect, --hold) was lost.
 var errLeaseLost = errors.New("lease lost")
 
-// exitError carries a process exit code chosen by a command: the status of
+// codeError carries a process exit code chosen by a command: the status of
 // the command that "lock run" ran (printed by nobody), or exitLeaseLost.
-type exitError struct {
+type codeError struct {
 	code int
 	err  error // nil: exit silently with code
 }
 
 // Error implements error.
-func (e *exitError) Error() string {
+func (e *codeError) Error() string {
 	if e.err == nil {
 		return fmt.Sprintf("exit status %d", e.code)
 	}
@@ -43,7 +45,10 @@ func (e *exitError) Error() string {
 }
 
 // Unwrap returns the cause.
-func (e *exitError) Unwrap() error { return e.err }
+func (e *codeError) Unwrap() error { return e.err }
+
+// errUsage is a usage error naming the expected form.
+func errUsage(form string) error { return fmt.Errorf("usage: %s", form) }
 
 // held is what runHeld needs of a held lock (an sdk.Lease, an sdk.Leadership).
 type held interface {
@@ -71,7 +76,7 @@ behaviour). Exit 2: the key is held and --wait was not given.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
-				return errors.New(`usage: ticketctl lock run KEY [flags] -- CMD [ARGS...]`)
+				return errUsage("ticketctl lock run KEY [flags] -- CMD [ARGS...]")
 			}
 			c, err := g.client()
 			if err != nil {
@@ -114,7 +119,7 @@ func (g *globals) lockLease(cmd *cobra.Command, c *sdk.Client, key string, ttl t
 
 // runHeld runs argv while h is held, with env added to its environment,
 // forwarding SIGINT and SIGTERM. When the command exits, release ends the
-// hold and the command's status becomes ticketctl's (an *exitError). When h
+// hold and the command's status becomes ticketctl's (an *codeError). When h
 // ends first (lease lost), the command gets SIGTERM, then SIGKILL after
 // grace, and the error says the lease was lost (exit 5).
 func runHeld(cmd *cobra.Command, h held, release func(context.Context) error, env, argv []string, grace time.Duration) error {
@@ -158,19 +163,19 @@ loop:
 		}
 	}
 	if lost != nil {
-		return &exitError{code: exitLeaseLost, err: fmt.Errorf("%w while %s ran; it was terminated: %w", errLeaseLost, argv[0], lost)}
+		return &codeError{code: exitLeaseLost, err: fmt.Errorf("%w while %s ran; it was terminated: %w", errLeaseLost, argv[0], lost)}
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	if err := release(rctx); err != nil && !errors.Is(err, sdk.ErrLeaseLost) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ticketctl: release: %v\n", err)
 	}
-	return statusOf(waitErr)
+	return childStatus(waitErr)
 }
 
-// statusOf turns a child's Wait error into ticketd's exit: nil for status
-// 0, else an *exitError with the child's status (128+N for signal N).
-func statusOf(waitErr error) error {
+// childStatus turns a child's Wait error into ticketd's exit: nil for status
+// 0, else an *codeError with the child's status (128+N for signal N).
+func childStatus(waitErr error) error {
 	if waitErr == nil {
 		return nil
 	}
@@ -179,9 +184,9 @@ func statusOf(waitErr error) error {
 		return waitErr
 	}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return &exitError{code: 128 + int(ws.Signal())}
+		return &codeError{code: 128 + int(ws.Signal())}
 	}
-	return &exitError{code: ee.ExitCode()}
+	return &codeError{code: ee.ExitCode()}
 }
 
 // holdLease holds lease until the command's ctx ends (Ctrl-C) or the lease
@@ -198,7 +203,36 @@ func holdLease(cmd *cobra.Command, lease *sdk.Lease) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "released %q token %d\n", lease.Key(), lease.Token())
 		return nil
 	case <-lease.Done():
-		return &exitError{code: exitLeaseLost, err: fmt.Errorf("%q token %d: %w: %w", lease.Key(), lease.Token(), errLeaseLost, lease.Err())}
+		return &codeError{code: exitLeaseLost, err: fmt.Errorf("%q token %d: %w: %w", lease.Key(), lease.Token(), errLeaseLost, lease.Err())}
 	}
 }
 
+// holdAcquire is "lock acquire KEY --hold": acquire with an auto-renewing
+// lease, print the grant (text or JSON), then hold it (holdLease).
+func (g *globals) holdAcquire(cmd *cobra.Command, key string, ttl time.Duration, wait bool, owner string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	lease, err := g.lockLease(cmd, c, key, ttl, wait, owner)
+	if err != nil {
+		return err
+	}
+	r := grantJSON{Key: lease.Key(), Token: lease.Token(), TTLMs: msOf(lease.TTL()), Owner: lease.Owner()}
+	if err := g.print(r, func(w io.Writer, v any) {
+		fmt.Fprintf(w, "acquired %q token %d ttl %v owner %q; holding until Ctrl-C\n", r.Key, r.Token, durationOf(r.TTLMs), r.Owner)
+	}); err != nil {
+		return err
+	}
+	return holdLease(cmd, lease)
+}
+
+// print writes v as JSON with -o json, else with text.
+func (g *globals) print(v any, text func(w io.Writer, v any)) error {
+	if g.output == "json" {
+		return json.NewEncoder(g.stdout).Encode(v)
+	}
+	text(g.stdout, v)
+	return nil
+}

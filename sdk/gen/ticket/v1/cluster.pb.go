@@ -77,8 +77,12 @@ type StatusResponse struct {
 	Replaying bool `protobuf:"varint,11,opt,name=replaying,proto3" json:"replaying,omitempty"`
 	// replay_target_index is that recorded commit index (0 when unknown).
 	ReplayTargetIndex uint64 `protobuf:"varint,12,opt,name=replay_target_index,json=replayTargetIndex,proto3" json:"replay_target_index,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// leases_tracked is how many lease deadlines this node measures on its own
+	// clock (every node tracks every held lock from its own apply of the
+	// lock's last Grant or Renew; issue 15).
+	LeasesTracked int64 `protobuf:"varint,13,opt,name=leases_tracked,json=leasesTracked,proto3" json:"leases_tracked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -191,6 +195,13 @@ func (x *StatusResponse) GetReplaying() bool {
 func (x *StatusResponse) GetReplayTargetIndex() uint64 {
 	if x != nil {
 		return x.ReplayTargetIndex
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetLeasesTracked() int64 {
+	if x != nil {
+		return x.LeasesTracked
 	}
 	return 0
 }
@@ -751,7 +762,7 @@ var File_ticket_v1_cluster_proto protoreflect.FileDescriptor
 const file_ticket_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x17ticket/v1/cluster.proto\x12\tticket.v1\"\x0f\n" +
-	"\rStatusRequest\"\x96\x03\n" +
+	"\rStatusRequest\"\xbd\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x1b\n" +
@@ -768,7 +779,8 @@ const file_ticket_v1_cluster_proto_rawDesc = "" +
 	"locks_held\x18\n" +
 	" \x01(\x03R\tlocksHeld\x12\x1c\n" +
 	"\treplaying\x18\v \x01(\bR\treplaying\x12.\n" +
-	"\x13replay_target_index\x18\f \x01(\x04R\x11replayTargetIndex\"f\n" +
+	"\x13replay_target_index\x18\f \x01(\x04R\x11replayTargetIndex\x12%\n" +
+	"\x0eleases_tracked\x18\r \x01(\x03R\rleasesTracked\"f\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x19\n" +

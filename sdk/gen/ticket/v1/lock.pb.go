@@ -25,14 +25,81 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Type is what happened.
+type WatchEvent_Type int32
+
+const (
+	WatchEvent_TYPE_UNSPECIFIED WatchEvent_Type = 0
+	// GRANTED: a grant created the lock (an idempotent retry is RENEWED).
+	WatchEvent_TYPE_GRANTED WatchEvent_Type = 1
+	// RELEASED: the holder released the lock.
+	WatchEvent_TYPE_RELEASED WatchEvent_Type = 2
+	// EXPIRED: the lease ran out and the lock was removed.
+	WatchEvent_TYPE_EXPIRED WatchEvent_Type = 3
+	// RENEWED: the lease was restarted (a renewal or a retried grant).
+	WatchEvent_TYPE_RENEWED WatchEvent_Type = 4
+)
+
+// Enum value maps for WatchEvent_Type.
+var (
+	WatchEvent_Type_name = map[int32]string{
+		0: "TYPE_UNSPECIFIED",
+		1: "TYPE_GRANTED",
+		2: "TYPE_RELEASED",
+		3: "TYPE_EXPIRED",
+		4: "TYPE_RENEWED",
+	}
+	WatchEvent_Type_value = map[string]int32{
+		"TYPE_UNSPECIFIED": 0,
+		"TYPE_GRANTED":     1,
+		"TYPE_RELEASED":    2,
+		"TYPE_EXPIRED":     3,
+		"TYPE_RENEWED":     4,
+	}
+)
+
+func (x WatchEvent_Type) Enum() *WatchEvent_Type {
+	p := new(WatchEvent_Type)
+	*p = x
+	return p
+}
+
+func (x WatchEvent_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WatchEvent_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_ticket_v1_lock_proto_enumTypes[0].Descriptor()
+}
+
+func (WatchEvent_Type) Type() protoreflect.EnumType {
+	return &file_ticket_v1_lock_proto_enumTypes[0]
+}
+
+func (x WatchEvent_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WatchEvent_Type.Descriptor instead.
+func (WatchEvent_Type) EnumDescriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{15, 0}
+}
+
 // owner: opaque client-chosen id (≤ 128 bytes); retries of one request reuse it.
 // An empty owner is replaced by a unique server-made id, so it never matches another request.
 type AcquireRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	LeaseMs       int64                  `protobuf:"varint,2,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
-	Wait          bool                   `protobuf:"varint,3,opt,name=wait,proto3" json:"wait,omitempty"`
-	Owner         string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Key     string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	LeaseMs int64                  `protobuf:"varint,2,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	Wait    bool                   `protobuf:"varint,3,opt,name=wait,proto3" json:"wait,omitempty"`
+	Owner   string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// lock_delay_ms (Chubby lock-delay, Consul session lock_delay): if this
+	// lock ends by lease expiry (not by Release), the key is not granted again
+	// until lock_delay_ms milliseconds have passed, counted from the expiry's
+	// apply on the leader (every node records it, so a new leader keeps it).
+	// Waiting Acquires stay queued meanwhile. 0 (the default) means none;
+	// outside [0, lease.max_lock_delay_ms] is INVALID_ARGUMENT.
+	LockDelayMs   int64 `protobuf:"varint,5,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -95,6 +162,13 @@ func (x *AcquireRequest) GetOwner() string {
 	return ""
 }
 
+func (x *AcquireRequest) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
 type AcquireResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -148,9 +222,13 @@ func (x *AcquireResponse) GetLeaseMs() int64 {
 }
 
 type ReleaseRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Token uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// force releases whatever lock key holds, whoever holds it (an admin's
+	// recovery tool; needs the admin permission when authorization is on).
+	// token is then ignored and may be 0. Audited with the caller.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,6 +275,13 @@ func (x *ReleaseRequest) GetToken() uint64 {
 		return x.Token
 	}
 	return 0
+}
+
+func (x *ReleaseRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type ReleaseResponse struct {
@@ -531,6 +616,9 @@ type ListLocksResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Locks         []*Lock                `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
 	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// read_index is the Raft log index the page was read at: it reflects every
+	// change at or below it, so a Watch from read_index + 1 misses nothing.
+	ReadIndex     uint64 `protobuf:"varint,3,opt,name=read_index,json=readIndex,proto3" json:"read_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -577,6 +665,13 @@ func (x *ListLocksResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *ListLocksResponse) GetReadIndex() uint64 {
+	if x != nil {
+		return x.ReadIndex
+	}
+	return 0
 }
 
 type Lock struct {
@@ -815,22 +910,248 @@ func (x *LeaderHint) GetLeaderAddr() string {
 	return ""
 }
 
+// WatchRequest asks for the changes to locks whose key starts with prefix.
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// prefix selects the keys watched ("" is every key).
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// start_index is the first log index whose change is wanted; 0 means from
+	// now on (after the index the watch started at).
+	StartIndex uint64 `protobuf:"varint,2,opt,name=start_index,json=startIndex,proto3" json:"start_index,omitempty"`
+	// include_existing first sends every lock held under prefix as a GRANTED
+	// event whose index is the index the table was read at; the changes after
+	// it follow. start_index is then ignored.
+	IncludeExisting bool `protobuf:"varint,3,opt,name=include_existing,json=includeExisting,proto3" json:"include_existing,omitempty"`
+	// stale skips the linearizable start: by default the node first learns the
+	// leader's commit index (ReadIndex) and waits until it has applied it.
+	Stale         bool `protobuf:"varint,4,opt,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *WatchRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetStartIndex() uint64 {
+	if x != nil {
+		return x.StartIndex
+	}
+	return 0
+}
+
+func (x *WatchRequest) GetIncludeExisting() bool {
+	if x != nil {
+		return x.IncludeExisting
+	}
+	return false
+}
+
+func (x *WatchRequest) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+// WatchEvent is one change to a lock.
+type WatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  WatchEvent_Type        `protobuf:"varint,1,opt,name=type,proto3,enum=ticket.v1.WatchEvent_Type" json:"type,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// token is the lock's fencing token.
+	Token uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	// owner is the holder's owner id (GRANTED only).
+	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// lease_ms is the lease in milliseconds (GRANTED, RENEWED).
+	LeaseMs int64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	// index is the Raft log index of the entry that applied the change; for
+	// an existing lock (include_existing), the index the table was read at.
+	Index uint64 `protobuf:"varint,6,opt,name=index,proto3" json:"index,omitempty"`
+	// existing marks the held locks sent first for include_existing (type
+	// GRANTED), as opposed to changes.
+	Existing      bool `protobuf:"varint,7,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEvent) Reset() {
+	*x = WatchEvent{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent) ProtoMessage() {}
+
+func (x *WatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
+func (*WatchEvent) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WatchEvent) GetType() WatchEvent_Type {
+	if x != nil {
+		return x.Type
+	}
+	return WatchEvent_TYPE_UNSPECIFIED
+}
+
+func (x *WatchEvent) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetLeaseMs() int64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetExisting() bool {
+	if x != nil {
+		return x.Existing
+	}
+	return false
+}
+
+// WatchOutOfRange is attached as an error detail to an OUT_OF_RANGE Watch
+// error: start_index is older than the node's retained history.
+type WatchOutOfRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// oldest_index is the oldest index a watch can start from on that node.
+	OldestIndex   uint64 `protobuf:"varint,1,opt,name=oldest_index,json=oldestIndex,proto3" json:"oldest_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchOutOfRange) Reset() {
+	*x = WatchOutOfRange{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchOutOfRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchOutOfRange) ProtoMessage() {}
+
+func (x *WatchOutOfRange) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchOutOfRange.ProtoReflect.Descriptor instead.
+func (*WatchOutOfRange) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *WatchOutOfRange) GetOldestIndex() uint64 {
+	if x != nil {
+		return x.OldestIndex
+	}
+	return 0
+}
+
 var File_ticket_v1_lock_proto protoreflect.FileDescriptor
 
 const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\n" +
-	"\x14ticket/v1/lock.proto\x12\tticket.v1\"g\n" +
+	"\x14ticket/v1/lock.proto\x12\tticket.v1\"\x8b\x01\n" +
 	"\x0eAcquireRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x19\n" +
 	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\x12\x12\n" +
 	"\x04wait\x18\x03 \x01(\bR\x04wait\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\"B\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\"\n" +
+	"\rlock_delay_ms\x18\x05 \x01(\x03R\vlockDelayMs\"B\n" +
 	"\x0fAcquireResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x19\n" +
-	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\"8\n" +
+	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\"N\n" +
 	"\x0eReleaseRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"\x11\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\x11\n" +
 	"\x0fReleaseResponse\"6\n" +
 	"\fRenewRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -851,10 +1172,12 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x14\n" +
-	"\x05stale\x18\x04 \x01(\bR\x05stale\"b\n" +
+	"\x05stale\x18\x04 \x01(\bR\x05stale\"\x81\x01\n" +
 	"\x11ListLocksResponse\x12%\n" +
 	"\x05locks\x18\x01 \x03(\v2\x0f.ticket.v1.LockR\x05locks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x82\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"read_index\x18\x03 \x01(\x04R\treadIndex\"\x82\x01\n" +
 	"\x04Lock\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
@@ -871,7 +1194,30 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"LeaderHint\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x02 \x01(\tR\n" +
-	"leaderAddr2\xb1\x03\n" +
+	"leaderAddr\"\x88\x01\n" +
+	"\fWatchRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1f\n" +
+	"\vstart_index\x18\x02 \x01(\x04R\n" +
+	"startIndex\x12)\n" +
+	"\x10include_existing\x18\x03 \x01(\bR\x0fincludeExisting\x12\x14\n" +
+	"\x05stale\x18\x04 \x01(\bR\x05stale\"\xae\x02\n" +
+	"\n" +
+	"WatchEvent\x12.\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x1a.ticket.v1.WatchEvent.TypeR\x04type\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x19\n" +
+	"\blease_ms\x18\x05 \x01(\x03R\aleaseMs\x12\x14\n" +
+	"\x05index\x18\x06 \x01(\x04R\x05index\x12\x1a\n" +
+	"\bexisting\x18\a \x01(\bR\bexisting\"e\n" +
+	"\x04Type\x12\x14\n" +
+	"\x10TYPE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fTYPE_GRANTED\x10\x01\x12\x11\n" +
+	"\rTYPE_RELEASED\x10\x02\x12\x10\n" +
+	"\fTYPE_EXPIRED\x10\x03\x12\x10\n" +
+	"\fTYPE_RENEWED\x10\x04\"4\n" +
+	"\x0fWatchOutOfRange\x12!\n" +
+	"\foldest_index\x18\x01 \x01(\x04R\voldestIndex2\xf1\x03\n" +
 	"\vLockService\x12@\n" +
 	"\aAcquire\x12\x19.ticket.v1.AcquireRequest\x1a\x1a.ticket.v1.AcquireResponse\x12@\n" +
 	"\aRelease\x12\x19.ticket.v1.ReleaseRequest\x1a\x1a.ticket.v1.ReleaseResponse\x12:\n" +
@@ -879,7 +1225,8 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\aGetLock\x12\x19.ticket.v1.GetLockRequest\x1a\x1a.ticket.v1.GetLockResponse\"\x03\x90\x02\x01\x12K\n" +
 	"\tListLocks\x12\x1b.ticket.v1.ListLocksRequest\x1a\x1c.ticket.v1.ListLocksResponse\"\x03\x90\x02\x01\x12N\n" +
 	"\n" +
-	"CheckToken\x12\x1c.ticket.v1.CheckTokenRequest\x1a\x1d.ticket.v1.CheckTokenResponse\"\x03\x90\x02\x01B7Z5github.com/ticketd/ticketd/sdk/gen/ticket/v1;ticketv1b\x06proto3"
+	"CheckToken\x12\x1c.ticket.v1.CheckTokenRequest\x1a\x1d.ticket.v1.CheckTokenResponse\"\x03\x90\x02\x01\x12>\n" +
+	"\x05Watch\x12\x17.ticket.v1.WatchRequest\x1a\x15.ticket.v1.WatchEvent\"\x03\x90\x02\x010\x01B7Z5github.com/ticketd/ticketd/sdk/gen/ticket/v1;ticketv1b\x06proto3"
 
 var (
 	file_ticket_v1_lock_proto_rawDescOnce sync.Once
@@ -893,42 +1240,50 @@ func file_ticket_v1_lock_proto_rawDescGZIP() []byte {
 	return file_ticket_v1_lock_proto_rawDescData
 }
 
-var file_ticket_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_ticket_v1_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_ticket_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_ticket_v1_lock_proto_goTypes = []any{
-	(*AcquireRequest)(nil),     // 0: ticket.v1.AcquireRequest
-	(*AcquireResponse)(nil),    // 1: ticket.v1.AcquireResponse
-	(*ReleaseRequest)(nil),     // 2: ticket.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),    // 3: ticket.v1.ReleaseResponse
-	(*RenewRequest)(nil),       // 4: ticket.v1.RenewRequest
-	(*RenewResponse)(nil),      // 5: ticket.v1.RenewResponse
-	(*GetLockRequest)(nil),     // 6: ticket.v1.GetLockRequest
-	(*GetLockResponse)(nil),    // 7: ticket.v1.GetLockResponse
-	(*ListLocksRequest)(nil),   // 8: ticket.v1.ListLocksRequest
-	(*ListLocksResponse)(nil),  // 9: ticket.v1.ListLocksResponse
-	(*Lock)(nil),               // 10: ticket.v1.Lock
-	(*CheckTokenRequest)(nil),  // 11: ticket.v1.CheckTokenRequest
-	(*CheckTokenResponse)(nil), // 12: ticket.v1.CheckTokenResponse
-	(*LeaderHint)(nil),         // 13: ticket.v1.LeaderHint
+	(WatchEvent_Type)(0),       // 0: ticket.v1.WatchEvent.Type
+	(*AcquireRequest)(nil),     // 1: ticket.v1.AcquireRequest
+	(*AcquireResponse)(nil),    // 2: ticket.v1.AcquireResponse
+	(*ReleaseRequest)(nil),     // 3: ticket.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),    // 4: ticket.v1.ReleaseResponse
+	(*RenewRequest)(nil),       // 5: ticket.v1.RenewRequest
+	(*RenewResponse)(nil),      // 6: ticket.v1.RenewResponse
+	(*GetLockRequest)(nil),     // 7: ticket.v1.GetLockRequest
+	(*GetLockResponse)(nil),    // 8: ticket.v1.GetLockResponse
+	(*ListLocksRequest)(nil),   // 9: ticket.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),  // 10: ticket.v1.ListLocksResponse
+	(*Lock)(nil),               // 11: ticket.v1.Lock
+	(*CheckTokenRequest)(nil),  // 12: ticket.v1.CheckTokenRequest
+	(*CheckTokenResponse)(nil), // 13: ticket.v1.CheckTokenResponse
+	(*LeaderHint)(nil),         // 14: ticket.v1.LeaderHint
+	(*WatchRequest)(nil),       // 15: ticket.v1.WatchRequest
+	(*WatchEvent)(nil),         // 16: ticket.v1.WatchEvent
+	(*WatchOutOfRange)(nil),    // 17: ticket.v1.WatchOutOfRange
 }
 var file_ticket_v1_lock_proto_depIdxs = []int32{
-	10, // 0: ticket.v1.ListLocksResponse.locks:type_name -> ticket.v1.Lock
-	0,  // 1: ticket.v1.LockService.Acquire:input_type -> ticket.v1.AcquireRequest
-	2,  // 2: ticket.v1.LockService.Release:input_type -> ticket.v1.ReleaseRequest
-	4,  // 3: ticket.v1.LockService.Renew:input_type -> ticket.v1.RenewRequest
-	6,  // 4: ticket.v1.LockService.GetLock:input_type -> ticket.v1.GetLockRequest
-	8,  // 5: ticket.v1.LockService.ListLocks:input_type -> ticket.v1.ListLocksRequest
-	11, // 6: ticket.v1.LockService.CheckToken:input_type -> ticket.v1.CheckTokenRequest
-	1,  // 7: ticket.v1.LockService.Acquire:output_type -> ticket.v1.AcquireResponse
-	3,  // 8: ticket.v1.LockService.Release:output_type -> ticket.v1.ReleaseResponse
-	5,  // 9: ticket.v1.LockService.Renew:output_type -> ticket.v1.RenewResponse
-	7,  // 10: ticket.v1.LockService.GetLock:output_type -> ticket.v1.GetLockResponse
-	9,  // 11: ticket.v1.LockService.ListLocks:output_type -> ticket.v1.ListLocksResponse
-	12, // 12: ticket.v1.LockService.CheckToken:output_type -> ticket.v1.CheckTokenResponse
-	7,  // [7:13] is the sub-list for method output_type
-	1,  // [1:7] is the sub-list for method input_type
-	1,  // [1:1] is the sub-list for extension type_name
-	1,  // [1:1] is the sub-list for extension extendee
-	0,  // [0:1] is the sub-list for field type_name
+	11, // 0: ticket.v1.ListLocksResponse.locks:type_name -> ticket.v1.Lock
+	0,  // 1: ticket.v1.WatchEvent.type:type_name -> ticket.v1.WatchEvent.Type
+	1,  // 2: ticket.v1.LockService.Acquire:input_type -> ticket.v1.AcquireRequest
+	3,  // 3: ticket.v1.LockService.Release:input_type -> ticket.v1.ReleaseRequest
+	5,  // 4: ticket.v1.LockService.Renew:input_type -> ticket.v1.RenewRequest
+	7,  // 5: ticket.v1.LockService.GetLock:input_type -> ticket.v1.GetLockRequest
+	9,  // 6: ticket.v1.LockService.ListLocks:input_type -> ticket.v1.ListLocksRequest
+	12, // 7: ticket.v1.LockService.CheckToken:input_type -> ticket.v1.CheckTokenRequest
+	15, // 8: ticket.v1.LockService.Watch:input_type -> ticket.v1.WatchRequest
+	2,  // 9: ticket.v1.LockService.Acquire:output_type -> ticket.v1.AcquireResponse
+	4,  // 10: ticket.v1.LockService.Release:output_type -> ticket.v1.ReleaseResponse
+	6,  // 11: ticket.v1.LockService.Renew:output_type -> ticket.v1.RenewResponse
+	8,  // 12: ticket.v1.LockService.GetLock:output_type -> ticket.v1.GetLockResponse
+	10, // 13: ticket.v1.LockService.ListLocks:output_type -> ticket.v1.ListLocksResponse
+	13, // 14: ticket.v1.LockService.CheckToken:output_type -> ticket.v1.CheckTokenResponse
+	16, // 15: ticket.v1.LockService.Watch:output_type -> ticket.v1.WatchEvent
+	9,  // [9:16] is the sub-list for method output_type
+	2,  // [2:9] is the sub-list for method input_type
+	2,  // [2:2] is the sub-list for extension type_name
+	2,  // [2:2] is the sub-list for extension extendee
+	0,  // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_ticket_v1_lock_proto_init() }
@@ -941,13 +1296,14 @@ func file_ticket_v1_lock_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ticket_v1_lock_proto_rawDesc), len(file_ticket_v1_lock_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   14,
+			NumEnums:      1,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_ticket_v1_lock_proto_goTypes,
 		DependencyIndexes: file_ticket_v1_lock_proto_depIdxs,
+		EnumInfos:         file_ticket_v1_lock_proto_enumTypes,
 		MessageInfos:      file_ticket_v1_lock_proto_msgTypes,
 	}.Build()
 	File_ticket_v1_lock_proto = out.File

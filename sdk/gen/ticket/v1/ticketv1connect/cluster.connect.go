@@ -46,6 +46,8 @@ const (
 	// ClusterServiceTransferLeaderProcedure is the fully-qualified name of the ClusterService's
 	// TransferLeader RPC.
 	ClusterServiceTransferLeaderProcedure = "/ticket.v1.ClusterService/TransferLeader"
+	// ClusterServiceSnapshotProcedure is the fully-qualified name of the ClusterService's Snapshot RPC.
+	ClusterServiceSnapshotProcedure = "/ticket.v1.ClusterService/Snapshot"
 )
 
 // ClusterServiceClient is a client for the ticket.v1.ClusterService service.
@@ -58,6 +60,12 @@ type ClusterServiceClient interface {
 	RemoveMember(context.Context, *v1.RemoveMemberRequest) (*v1.RemoveMemberResponse, error)
 	// TransferLeader hands leadership to id, or to any up-to-date voter when id is empty.
 	TransferLeader(context.Context, *v1.TransferLeaderRequest) (*v1.TransferLeaderResponse, error)
+	// Snapshot streams a consistent snapshot of the lock table, taken on the
+	// leader after a ReadIndex (forwarded there by a follower): the first chunk
+	// carries the header, every chunk a slice of the snapshot bytes, in order.
+	// Admin-only when authorization is on. `ticketctl snapshot save` writes it
+	// to a file that `ticketd restore` reads (docs/operations.md).
+	Snapshot(context.Context, *v1.SnapshotRequest) (*connect.ServerStreamForClient[v1.SnapshotChunk], error)
 }
 
 // NewClusterServiceClient constructs a client for the ticket.v1.ClusterService service. By default,
@@ -96,6 +104,13 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(clusterServiceMethods.ByName("TransferLeader")),
 			connect.WithClientOptions(opts...),
 		),
+		snapshot: connect.NewClient[v1.SnapshotRequest, v1.SnapshotChunk](
+			httpClient,
+			baseURL+ClusterServiceSnapshotProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("Snapshot")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -105,6 +120,7 @@ type clusterServiceClient struct {
 	addMember      *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
 	removeMember   *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
 	transferLeader *connect.Client[v1.TransferLeaderRequest, v1.TransferLeaderResponse]
+	snapshot       *connect.Client[v1.SnapshotRequest, v1.SnapshotChunk]
 }
 
 // Status calls ticket.v1.ClusterService.Status.
@@ -143,6 +159,11 @@ func (c *clusterServiceClient) TransferLeader(ctx context.Context, req *v1.Trans
 	return nil, err
 }
 
+// Snapshot calls ticket.v1.ClusterService.Snapshot.
+func (c *clusterServiceClient) Snapshot(ctx context.Context, req *v1.SnapshotRequest) (*connect.ServerStreamForClient[v1.SnapshotChunk], error) {
+	return c.snapshot.CallServerStream(ctx, connect.NewRequest(req))
+}
+
 // ClusterServiceHandler is an implementation of the ticket.v1.ClusterService service.
 type ClusterServiceHandler interface {
 	// Status reports this node's view of the cluster (served locally).
@@ -153,6 +174,12 @@ type ClusterServiceHandler interface {
 	RemoveMember(context.Context, *v1.RemoveMemberRequest) (*v1.RemoveMemberResponse, error)
 	// TransferLeader hands leadership to id, or to any up-to-date voter when id is empty.
 	TransferLeader(context.Context, *v1.TransferLeaderRequest) (*v1.TransferLeaderResponse, error)
+	// Snapshot streams a consistent snapshot of the lock table, taken on the
+	// leader after a ReadIndex (forwarded there by a follower): the first chunk
+	// carries the header, every chunk a slice of the snapshot bytes, in order.
+	// Admin-only when authorization is on. `ticketctl snapshot save` writes it
+	// to a file that `ticketd restore` reads (docs/operations.md).
+	Snapshot(context.Context, *v1.SnapshotRequest, *connect.ServerStream[v1.SnapshotChunk]) error
 }
 
 // NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -187,6 +214,13 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 		connect.WithSchema(clusterServiceMethods.ByName("TransferLeader")),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterServiceSnapshotHandler := connect.NewServerStreamHandlerSimple(
+		ClusterServiceSnapshotProcedure,
+		svc.Snapshot,
+		connect.WithSchema(clusterServiceMethods.ByName("Snapshot")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/ticket.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterServiceStatusProcedure:
@@ -197,6 +231,8 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 			clusterServiceRemoveMemberHandler.ServeHTTP(w, r)
 		case ClusterServiceTransferLeaderProcedure:
 			clusterServiceTransferLeaderHandler.ServeHTTP(w, r)
+		case ClusterServiceSnapshotProcedure:
+			clusterServiceSnapshotHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -220,4 +256,8 @@ func (UnimplementedClusterServiceHandler) RemoveMember(context.Context, *v1.Remo
 
 func (UnimplementedClusterServiceHandler) TransferLeader(context.Context, *v1.TransferLeaderRequest) (*v1.TransferLeaderResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.ClusterService.TransferLeader is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) Snapshot(context.Context, *v1.SnapshotRequest, *connect.ServerStream[v1.SnapshotChunk]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.ClusterService.Snapshot is not implemented"))
 }

@@ -49,6 +49,8 @@ const (
 	LockServiceListLocksProcedure = "/ticket.v1.LockService/ListLocks"
 	// LockServiceCheckTokenProcedure is the fully-qualified name of the LockService's CheckToken RPC.
 	LockServiceCheckTokenProcedure = "/ticket.v1.LockService/CheckToken"
+	// LockServiceWatchProcedure is the fully-qualified name of the LockService's Watch RPC.
+	LockServiceWatchProcedure = "/ticket.v1.LockService/Watch"
 )
 
 // LockServiceClient is a client for the ticket.v1.LockService service.
@@ -67,6 +69,15 @@ type LockServiceClient interface {
 	// CheckToken tells a downstream resource whether token is still the current
 	// holder of key (Chubby's CheckSequencer). Linearizable.
 	CheckToken(context.Context, *v1.CheckTokenRequest) (*v1.CheckTokenResponse, error)
+	// Watch streams the changes to locks under prefix (grants, renewals,
+	// releases, expiries), each with the Raft log index that applied it, in
+	// apply order, exactly once, on any node. Resume with start_index = the
+	// last index seen + 1. A start_index older than the node's retained history
+	// fails with OUT_OF_RANGE and a WatchOutOfRange detail (re-list, then watch
+	// from ListLocksResponse.read_index + 1); a watcher too slow to keep up is
+	// ended with RESOURCE_EXHAUSTED; a node shutting down ends it with
+	// UNAVAILABLE. Both are resumable.
+	Watch(context.Context, *v1.WatchRequest) (*connect.ServerStreamForClient[v1.WatchEvent], error)
 }
 
 // NewLockServiceClient constructs a client for the ticket.v1.LockService service. By default, it
@@ -119,6 +130,13 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		watch: connect.NewClient[v1.WatchRequest, v1.WatchEvent](
+			httpClient,
+			baseURL+LockServiceWatchProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Watch")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -130,6 +148,7 @@ type lockServiceClient struct {
 	getLock    *connect.Client[v1.GetLockRequest, v1.GetLockResponse]
 	listLocks  *connect.Client[v1.ListLocksRequest, v1.ListLocksResponse]
 	checkToken *connect.Client[v1.CheckTokenRequest, v1.CheckTokenResponse]
+	watch      *connect.Client[v1.WatchRequest, v1.WatchEvent]
 }
 
 // Acquire calls ticket.v1.LockService.Acquire.
@@ -186,6 +205,11 @@ func (c *lockServiceClient) CheckToken(ctx context.Context, req *v1.CheckTokenRe
 	return nil, err
 }
 
+// Watch calls ticket.v1.LockService.Watch.
+func (c *lockServiceClient) Watch(ctx context.Context, req *v1.WatchRequest) (*connect.ServerStreamForClient[v1.WatchEvent], error) {
+	return c.watch.CallServerStream(ctx, connect.NewRequest(req))
+}
+
 // LockServiceHandler is an implementation of the ticket.v1.LockService service.
 type LockServiceHandler interface {
 	// Acquire takes key for lease_ms milliseconds and returns a fencing token that
@@ -202,6 +226,15 @@ type LockServiceHandler interface {
 	// CheckToken tells a downstream resource whether token is still the current
 	// holder of key (Chubby's CheckSequencer). Linearizable.
 	CheckToken(context.Context, *v1.CheckTokenRequest) (*v1.CheckTokenResponse, error)
+	// Watch streams the changes to locks under prefix (grants, renewals,
+	// releases, expiries), each with the Raft log index that applied it, in
+	// apply order, exactly once, on any node. Resume with start_index = the
+	// last index seen + 1. A start_index older than the node's retained history
+	// fails with OUT_OF_RANGE and a WatchOutOfRange detail (re-list, then watch
+	// from ListLocksResponse.read_index + 1); a watcher too slow to keep up is
+	// ended with RESOURCE_EXHAUSTED; a node shutting down ends it with
+	// UNAVAILABLE. Both are resumable.
+	Watch(context.Context, *v1.WatchRequest, *connect.ServerStream[v1.WatchEvent]) error
 }
 
 // NewLockServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -250,6 +283,13 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	lockServiceWatchHandler := connect.NewServerStreamHandlerSimple(
+		LockServiceWatchProcedure,
+		svc.Watch,
+		connect.WithSchema(lockServiceMethods.ByName("Watch")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/ticket.v1.LockService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LockServiceAcquireProcedure:
@@ -264,6 +304,8 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 			lockServiceListLocksHandler.ServeHTTP(w, r)
 		case LockServiceCheckTokenProcedure:
 			lockServiceCheckTokenHandler.ServeHTTP(w, r)
+		case LockServiceWatchProcedure:
+			lockServiceWatchHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -295,4 +337,8 @@ func (UnimplementedLockServiceHandler) ListLocks(context.Context, *v1.ListLocksR
 
 func (UnimplementedLockServiceHandler) CheckToken(context.Context, *v1.CheckTokenRequest) (*v1.CheckTokenResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.CheckToken is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) Watch(context.Context, *v1.WatchRequest, *connect.ServerStream[v1.WatchEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.Watch is not implemented"))
 }
