@@ -42,6 +42,7 @@ func TestRealCluster(t *testing.T) {
 	t.Run("fifo_waiters", func(t *testing.T) { testFIFO(t, cl, eps) })
 	t.Run("lease_survives_leader_kill", func(t *testing.T) { testLeaderKill(t, cl, eps) })
 	t.Run("cut_off_client_loses_lease_before_regrant", func(t *testing.T) { testCutOff(t, eps) })
+	t.Run("done_before_server_expiry_across_failovers", func(t *testing.T) { testDoneBeforeServerExpiry(t, cl, eps) })
 }
 
 func testRoundTrip(t *testing.T, eps []string) {

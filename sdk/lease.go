@@ -20,12 +20,17 @@ var errUnlocking = errors.New("ticketd: unlocking")
 //
 // The local deadline is sent + TTL − margin, where sent is the local send
 // time of the last acknowledged grant or renewal and margin =
-// max(TTL·DefaultDriftRate, DefaultMinMargin) (see WithSafetyMargin). The
-// server measures the same lease from the moment it handles the request,
-// which is later than sent, and never ends it earlier than TTL after that
-// (it may end it later, e.g. after a failover), so Done closes before the
-// server can grant the key to anyone else, as long as the two clocks'
-// rates differ by less than the margin. Done is closed by a timer at the
+// max(TTL·DefaultDriftRate, DefaultMinMargin) (see WithSafetyMargin). Every
+// server measures the same lease from its own apply of that grant or
+// renewal (a replicated command), which is later than sent, and no server
+// ends it earlier than TTL after that — a new leader keeps the deadline it
+// measured itself, never a shorter one — so Done closes before any server
+// may expire the lock or grant the key to anyone else, across any number of
+// leader changes, as long as the clocks' rates differ by less than the
+// margin. The servers end an unrenewed lock no later than TTL + one election
+// and barrier + one expiry round after sent (docs/semantics.md, The bound),
+// so the ordering is: Done, then (≥ margin later) the earliest possible
+// server expiry, then the removal. Done is closed by a timer at the
 // deadline, not by polling. This is Chubby's local lease timeout (Burrows,
 // OSDI 2006, §2.8): a conservative approximation of the server's, from the
 // request's send time and an allowance for clock rate.

@@ -86,6 +86,18 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 	return c.acquire(ctx, key, ttl, ac, made)
 }
 
+// WithLockDelay asks that, if the lock ends because its lease ran out (not
+// by Unlock or Release), the servers grant the key to nobody for d after the
+// expiry (Chubby's lock-delay, Consul's session lock_delay; sent in whole
+// milliseconds as AcquireRequest.lock_delay_ms). It protects a resource that
+// cannot check fencing tokens from the late writes of a holder that lost its
+// lease without noticing. Waiters stay queued and are served when it ends.
+// The servers bound d (lease.max_lock_delay_ms, default 60 s): a larger one
+// fails with ErrInvalidArgument.
+func WithLockDelay(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) { c.lockDelay = d }
+}
+
 // acquireConfigOf applies opts and, when WithOwner is not among them, gives
 // the request a fresh owner id of the client's own (made is then true).
 func (c *Client) acquireConfigOf(opts []AcquireOption) (ac acquireConfig, made bool) {
@@ -103,7 +115,7 @@ func (c *Client) acquireConfigOf(opts []AcquireOption) (ac acquireConfig, made b
 // grant be released in the background without taking it from a caller that
 // retries with the same owner.
 func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, ac acquireConfig, made bool) (Grant, error) {
-	req := &ticketv1.AcquireRequest{Key: key, LeaseMs: ttl.Milliseconds(), Wait: ac.wait, Owner: ac.owner}
+	req := &ticketv1.AcquireRequest{Key: key, LeaseMs: ttl.Milliseconds(), Wait: ac.wait, Owner: ac.owner, LockDelayMs: ac.lockDelay.Milliseconds()}
 	spec := callSpec{op: "acquire", key: key, owner: ac.owner, toLeader: true, mutates: true}
 	if !ac.wait {
 		spec.timeout = c.cfg.requestTimeout

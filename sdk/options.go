@@ -52,6 +52,7 @@ type config struct {
 	keepAlive      time.Duration
 	ownerPrefix    string
 	tls            *tls.Config
+	bearerToken    string
 }
 
 func defaultConfig() config {
@@ -159,8 +160,9 @@ func WithOwnerPrefix(prefix string) Option {
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
-	owner string
-	wait  bool
+	owner     string
+	wait      bool
+	lockDelay time.Duration // see WithLockDelay (lock.go)
 }
 
 // WithOwner sets the owner id of the request instead of a fresh client-made

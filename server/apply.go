@@ -9,8 +9,9 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// This file connects the replicated lock table to the leader-local state: the
-// apply hook that keeps the lessor and the wait queues in step with it, and
+// This file connects the replicated lock table to the node-local state: the
+// apply hook that keeps the lessor (on every node) and the wait queues in
+// step with it, and
 // the lessor's Expire proposals, and the helpers of proposals the node makes
 // on its own (ghost releases, member addresses).
 

@@ -39,6 +39,7 @@ func (s *clusterService) Status(context.Context, *ticketv1.StatusRequest) (*tick
 
 		Replaying:         st.AppliedIndex < st.RecoveredCommitIndex,
 		ReplayTargetIndex: st.RecoveredCommitIndex,
+		LeasesTracked:     int64(n.lessor.Len()),
 	}
 	if st.Leader.ID != "" {
 		out.LeaderAddr, _ = n.sm.MemberAPIAddr(st.Leader.ID)
@@ -80,13 +81,13 @@ func (n *Node) hasMember(id string) bool {
 func (s *clusterService) AddMember(ctx context.Context, req *ticketv1.AddMemberRequest) (*ticketv1.AddMemberResponse, error) {
 	n := s.n
 	m := req.GetMember()
-	n.log.Info("AddMember requested", callerField(ctx), zap.String("member", m.GetId()),
+	n.audit().Info("AddMember requested", principalField(ctx), callerField(ctx), zap.String("member", m.GetId()),
 		zap.String("raft_addr", m.GetRaftAddr()), zap.String("api_addr", m.GetApiAddr()))
 	return onLeader(ctx, n, req, validateMember(m), n.fwd.Cluster, ticketv1connect.ClusterServiceClient.AddMember,
 		func(ctx context.Context) (*ticketv1.AddMemberResponse, error) {
 			cm := core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), Voter: true}
 			if err := n.checkAdd(ctx, cm, m.GetApiAddr()); err != nil {
-				n.log.Warn("AddMember refused", callerField(ctx), zap.String("member", cm.ID), zap.Error(err))
+				n.audit().Warn("AddMember refused", principalField(ctx), callerField(ctx), zap.String("member", cm.ID), zap.Error(err))
 				return nil, err
 			}
 			if err := n.raft.AddVoter(ctx, cm); err != nil {
@@ -95,7 +96,7 @@ func (s *clusterService) AddMember(ctx context.Context, req *ticketv1.AddMemberR
 			if _, err := n.raft.Propose(ctx, core.SetMember(m.GetId(), m.GetApiAddr())); err != nil {
 				return nil, err
 			}
-			n.log.Info("member added", callerField(ctx), zap.String("member", cm.ID),
+			n.audit().Info("member added", principalField(ctx), callerField(ctx), zap.String("member", cm.ID),
 				zap.String("raft_addr", cm.RaftAddr), zap.String("api_addr", m.GetApiAddr()))
 			return &ticketv1.AddMemberResponse{Members: n.members(n.raft.Status().Members)}, nil
 		})
@@ -122,7 +123,7 @@ func validateMember(m *ticketv1.Member) error {
 func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveMemberRequest) (*ticketv1.RemoveMemberResponse, error) {
 	n := s.n
 	id := req.GetId()
-	n.log.Info("RemoveMember requested", callerField(ctx), zap.String("member", id))
+	n.audit().Info("RemoveMember requested", principalField(ctx), callerField(ctx), zap.String("member", id))
 	var invalid error
 	if id == "" {
 		invalid = fmt.Errorf("%w: member id is empty", core.ErrInvalidArgument)
@@ -133,13 +134,13 @@ func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveM
 				return nil, fmt.Errorf("%w: %q", ErrNoMember, id)
 			}
 			if err := n.checkRemove(ctx, id); err != nil {
-				n.log.Warn("RemoveMember refused", callerField(ctx), zap.String("member", id), zap.Error(err))
+				n.audit().Warn("RemoveMember refused", principalField(ctx), callerField(ctx), zap.String("member", id), zap.Error(err))
 				return nil, err
 			}
 			if err := n.raft.RemoveServer(ctx, id); err != nil {
 				return nil, err
 			}
-			n.log.Info("member removed", callerField(ctx), zap.String("member", id))
+			n.audit().Info("member removed", principalField(ctx), callerField(ctx), zap.String("member", id))
 			if id != n.cfg.ID {
 				// Best effort: a stale directory entry of a removed member is harmless.
 				_, _ = n.raft.Propose(ctx, core.SetMember(id, ""))
@@ -150,13 +151,19 @@ func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveM
 
 // TransferLeader hands leadership to id (any up-to-date voter when empty) and
 // returns the new leader's id once this node sees it (Raft thesis §3.10).
-// Every request is logged with its caller.
+// Every request is logged with its caller on the audit log.
 func (s *clusterService) TransferLeader(ctx context.Context, req *ticketv1.TransferLeaderRequest) (*ticketv1.TransferLeaderResponse, error) {
 	n := s.n
-	n.log.Info("TransferLeader requested", callerField(ctx), zap.String("to", req.GetId()))
+	n.audit().Info("TransferLeader requested", principalField(ctx), callerField(ctx), zap.String("to", req.GetId()))
 	return onLeader(ctx, n, req, nil, n.fwd.Cluster, ticketv1connect.ClusterServiceClient.TransferLeader,
 		func(ctx context.Context) (*ticketv1.TransferLeaderResponse, error) {
-			return n.transferLeader(ctx, req.GetId())
+			res, err := n.transferLeader(ctx, req.GetId())
+			if err != nil {
+				n.audit().Warn("leadership transfer failed", principalField(ctx), callerField(ctx), zap.String("to", req.GetId()), zap.Error(err))
+				return nil, err
+			}
+			n.audit().Info("leadership transferred", principalField(ctx), callerField(ctx), zap.String("from", n.cfg.ID), zap.String("to", res.GetLeaderId()))
+			return res, nil
 		})
 }
 

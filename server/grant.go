@@ -33,19 +33,27 @@ const maxRegrantRounds = 4
 
 // acquire serves Acquire on the promoted leader: the wait queue gives the turn
 // to propose, then the grant is proposed (group-committed with others). A
-// retry whose grant returned its owner's existing lock while that lock is
-// being expired goes round again: the queue makes it wait for the removal,
-// and it takes a fresh grant with a new token (issue 14, race 1).
-func (n *Node) acquire(ctx context.Context, key string, leaseMS int64, owner string, wait bool) (core.Result, error) {
+// retry whose grant returned its owner's existing lock while an Expire of
+// that lock is in flight goes round again (issue 14, race 1): the queue makes
+// it wait while the lock is being removed; since issue 15 that Expire removes
+// nothing when the retry applied after its decision (the retry restarted the
+// lease, core.ExpireSeen), so the next round returns the same token, else a
+// fresh grant with a new token.
+//
+// lockDelayMS is the Grant's lock-delay in milliseconds (issue 15; 0: none).
+// A free key still under a lock-delay counts as held until the delay has
+// passed (keyState), so waiters stay queued.
+func (n *Node) acquire(ctx context.Context, key string, leaseMS int64, owner string, wait bool, lockDelayMS int64) (core.Result, error) {
 	confirmed := false
 	rounds := 0
+	principal := n.grantPrincipal(ctx) // issue 13: the lock is bound to it
 	for {
 		if lim := n.cfg.Limits.MaxLocks; lim > 0 {
 			if _, held := n.sm.Get(key); !held && n.sm.Len()+n.queue.Inflight() >= lim {
 				return core.Result{}, fmt.Errorf("%w: %d locks", ErrTooManyLocks, lim)
 			}
 		}
-		turn, err := n.queue.Enter(ctx, key, owner, wait)
+		turn, err := n.queue.Enter(ctx, key, holderID(owner, principal), wait)
 		if errors.Is(err, waitq.ErrHeld) && !confirmed {
 			// "Held" was read from this node's table, which is stale on a
 			// deposed leader (paused or cut off while its successor released
@@ -60,7 +68,7 @@ func (n *Node) acquire(ctx context.Context, key string, leaseMS int64, owner str
 		if err != nil {
 			return core.Result{}, err
 		}
-		res, err := n.grant(ctx, turn, core.Grant(key, leaseMS, owner))
+		res, err := n.grant(ctx, turn, core.Grant(key, leaseMS, owner).WithPrincipal(principal).WithLockDelay(lockDelayMS))
 		if errors.Is(err, ErrLockEnding) && rounds < maxRegrantRounds &&
 			(errors.Is(err, lessor.ErrExpired) || errors.Is(err, lessor.ErrNotHeld)) {
 			rounds++
@@ -126,7 +134,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command) (c
 			n.log.Debug("ghost lock: client gone before its grant applied", zap.String("key", cmd.Key), zap.Uint64("token", res.Token))
 			n.releaseGhost(cmd.Key, res.Token)
 		case granted && !res.Created && claim.CompareAndSwap(claimPending, claimDelivered):
-			if rerr := n.lessor.Regrant(cmd.Key, res.Token, res.LeaseMS); rerr != nil {
+			if rerr := n.lessor.Regrant(cmd.Key, res.Token); rerr != nil {
 				n.log.Debug("retried grant found its lock ending", zap.String("key", cmd.Key), zap.Uint64("token", res.Token), zap.Error(rerr))
 				res, err = core.Result{}, fmt.Errorf("%w: %q token %d: %w", ErrLockEnding, cmd.Key, res.Token, rerr)
 			}
@@ -165,14 +173,21 @@ func (n *Node) releaseGhost(key string, token uint64) {
 
 // keyState is the wait queue's view of key: its holder in the lock table, and
 // whether that holder is being removed (an Expire or ghost Release in flight).
+//
+// A free key under a lock-delay (issue 15) is reported held by no owner and
+// being removed: no Acquire may have it (without wait: AlreadyExists), and
+// waiters stay queued until the lessor's OnDelayEnd kicks the queue.
 func (n *Node) keyState(key string) waitq.KeyState {
 	lk, ok := n.sm.Get(key)
 	if !ok {
+		if n.lessor.Delayed(key) > 0 {
+			return waitq.KeyState{Held: true, Removing: true}
+		}
 		return waitq.KeyState{}
 	}
 	return waitq.KeyState{
 		Held:     true,
-		Owner:    lk.Owner,
+		Owner:    holderID(lk.Owner, lk.Principal),
 		Removing: n.lessor.Expiring(key, lk.Token) || n.isGhost(key, lk.Token),
 	}
 }

@@ -259,17 +259,43 @@ func (h *harness) startOp(op *clientOp, call func(ctx context.Context) (core.Res
 
 // acquire starts Acquire(key, leaseMS, owner, wait) as client name.
 func (h *harness) acquire(name, key, owner string, leaseMS int64, wait bool) error {
+	return h.acquireDelay(name, key, owner, leaseMS, wait, 0)
+}
+
+// acquireDelay starts Acquire(key, leaseMS, owner, wait, lock_delay_ms) as client name.
+func (h *harness) acquireDelay(name, key, owner string, leaseMS int64, wait bool, lockDelayMS int64) error {
 	op := &clientOp{name: name, kind: "acquire", id: lockID{key: key}, owner: owner, leaseMS: leaseMS}
 	return h.startOp(op, func(ctx context.Context) (core.Result, error) {
-		return h.n.acquire(ctx, key, leaseMS, owner, wait)
+		return h.n.acquire(ctx, key, leaseMS, owner, wait, lockDelayMS)
 	})
+}
+
+// replicate applies cmd on this node as a follower, as if another leader
+// had committed it (call it only while demoted): a successor's Grant, Renew
+// or Release. A Renew that applies is acknowledged to its client now.
+func (h *harness) replicate(cmd core.Command) error {
+	res, err := h.mem.Replicate(cmd)
+	if err != nil {
+		return err
+	}
+	h.settle()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if res.Outcome == core.OutcomeRenewed || (res.Outcome == core.OutcomeGranted && cmd.Op == core.OpGrant) {
+		token := cmd.Token
+		if cmd.Op == core.OpGrant {
+			token = res.Token
+		}
+		h.check.ack(lockID{cmd.Key, token}, h.clock.Now().Add(ms(res.LeaseMS)))
+	}
+	return nil
 }
 
 // renew starts Renew(key, token) as client name.
 func (h *harness) renew(name, key string, token uint64) error {
 	op := &clientOp{name: name, kind: "renew", id: lockID{key, token}}
 	return h.startOp(op, func(ctx context.Context) (core.Result, error) {
-		leaseMS, err := h.n.lessor.Renew(ctx, key, token)
+		leaseMS, err := h.n.renew(ctx, key, token)
 		return core.Result{Token: token, LeaseMS: leaseMS}, err
 	})
 }
@@ -377,6 +403,12 @@ func (h *harness) locksString() string {
 		b.WriteString("\n")
 		return true
 	})
+	h.n.sm.AscendLockDelays(func(d core.LockDelay) bool {
+		if left := h.n.lessor.Delayed(d.Key); left > 0 {
+			fmt.Fprintf(&b, "delay %s remaining=%s\n", d.Key, left)
+		}
+		return true
+	})
 	if b.Len() == 0 {
 		return "no locks\n"
 	}
@@ -415,8 +447,13 @@ func (h *harness) stateString() string {
 func cmdString(c core.Command) string {
 	switch c.Op {
 	case core.OpGrant:
+		if c.LockDelayMS != 0 {
+			return fmt.Sprintf("grant %s owner=%s lease=%dms lock_delay=%dms", c.Key, c.Owner, c.LeaseMS, c.LockDelayMS)
+		}
 		return fmt.Sprintf("grant %s owner=%s lease=%dms", c.Key, c.Owner, c.LeaseMS)
-	case core.OpRelease, core.OpExpire:
+	case core.OpExpire:
+		return fmt.Sprintf("expire %s token=%d seen=%d", c.Key, c.Token, c.SeenIndex)
+	case core.OpRelease, core.OpRenew:
 		return fmt.Sprintf("%s %s token=%d", strings.ToLower(c.Op.String()), c.Key, c.Token)
 	}
 	return strings.ToLower(c.Op.String())
@@ -433,6 +470,8 @@ func resString(r core.Result) string {
 		return fmt.Sprintf("rejected holder=%d", r.Token)
 	case core.OutcomeExpired:
 		return fmt.Sprintf("expired existed=%t", r.Existed)
+	case core.OutcomeRenewed:
+		return fmt.Sprintf("renewed lease=%dms", r.LeaseMS)
 	}
 	return strings.ToLower(r.Outcome.String())
 }
@@ -462,6 +501,7 @@ type checker struct {
 	ackEnd     map[lockID]time.Time // latest lease end acknowledged to a client (send time + lease)
 	delivered  map[lockID]bool      // tokens handed to a client by Acquire
 	lastToken  map[string]uint64    // highest token granted per key
+	delayEnd   map[string]time.Time // end of each key's lock-delay (from the Expire's apply)
 	violations []string
 }
 
@@ -469,14 +509,15 @@ func (c *checker) init() {
 	c.ackEnd = map[lockID]time.Time{}
 	c.delivered = map[lockID]bool{}
 	c.lastToken = map[string]uint64{}
+	c.delayEnd = map[string]time.Time{}
 }
 
 func (c *checker) violate(inv, format string, args ...any) {
 	c.violations = append(c.violations, inv+": "+fmt.Sprintf(format, args...))
 }
 
-// applied checks one applied command: I2 (no early expiry) and I4 (tokens
-// per key strictly increase).
+// applied checks one applied command: I2 (no early expiry), I4 (tokens
+// per key strictly increase) and I6 (no grant of a key during its lock-delay).
 func (c *checker) applied(now time.Time, cmd core.Command, res core.Result) {
 	id := lockID{cmd.Key, res.Token}
 	switch {
@@ -485,10 +526,17 @@ func (c *checker) applied(now time.Time, cmd core.Command, res core.Result) {
 			c.violate("I4", "token %d granted on %s after token %d", res.Token, cmd.Key, c.lastToken[cmd.Key])
 		}
 		c.lastToken[cmd.Key] = res.Token
+		if end, ok := c.delayEnd[cmd.Key]; ok && now.Before(end) {
+			c.violate("I6", "%s granted token %d %s before its lock-delay ends", cmd.Key, res.Token, end.Sub(now))
+		}
+		delete(c.delayEnd, cmd.Key)
 	case cmd.Op == core.OpExpire && res.Existed:
 		id.token = cmd.Token
 		if end, ok := c.ackEnd[id]; ok && now.Before(end) {
 			c.violate("I2", "%s/%d expired %s before the lease acknowledged to its client ends", id.key, id.token, end.Sub(now))
+		}
+		if res.LockDelayMS > 0 {
+			c.delayEnd[cmd.Key] = now.Add(ms(res.LockDelayMS))
 		}
 	}
 	if cmd.Op == core.OpRelease || cmd.Op == core.OpExpire {

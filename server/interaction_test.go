@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/ticketd/ticketd/core"
 )
 
 // TestInteraction runs the scripts in testdata/interaction: each drives one
@@ -19,7 +21,8 @@ import (
 //
 // Verbs:
 //
-//	acquire name=c1 key=a owner=o1 [lease=1000] [wait]   client c1 sends Acquire
+//	acquire name=c1 key=a owner=o1 [lease=1000] [wait] [lock_delay=0]
+//	                                                     client c1 sends Acquire
 //	renew name=r1 key=a token=1                          client r1 sends Renew
 //	release name=x1 key=a token=1                        client x1 sends Release
 //	client-gone name=c1                                  c1 goes away (its ctx ends)
@@ -30,7 +33,9 @@ import (
 //	tick 250ms         move the fake clock; the lessor's timers fire
 //	expiry-round       move the clock to the earliest lease deadline
 //	demote | promote   leadership changes (promote applies the log, then a barrier)
-//	leader? | locks    print leadership or the lock table
+//	replicate renew|release key=a token=1 | replicate grant key=a owner=o2 [lease=1000]
+//	                   while demoted: another leader's entry applies here
+//	leader? | locks    print leadership or the lock table (and lock-delays)
 func TestInteraction(t *testing.T) {
 	datadriven.Walk(t, "testdata/interaction", func(t *testing.T, path string) {
 		h := newHarness(t, t.TempDir())
@@ -85,7 +90,32 @@ func step(h *harness, d *datadriven.TestData) error {
 		if err != nil {
 			return err
 		}
-		return h.acquire(arg("name"), arg("key"), arg("owner"), lease, d.HasArg("wait"))
+		delay, err := num("lock_delay", 0)
+		if err != nil {
+			return err
+		}
+		return h.acquireDelay(arg("name"), arg("key"), arg("owner"), lease, d.HasArg("wait"), delay)
+	case "replicate":
+		if len(d.CmdArgs) == 0 {
+			return fmt.Errorf("replicate takes a command")
+		}
+		lease, err := num("lease", 1000)
+		if err != nil {
+			return err
+		}
+		token, err := num("token", 0)
+		if err != nil {
+			return err
+		}
+		switch d.CmdArgs[0].Key {
+		case "grant":
+			return h.replicate(core.Grant(arg("key"), lease, arg("owner")))
+		case "renew":
+			return h.replicate(core.Renew(arg("key"), uint64(token)))
+		case "release":
+			return h.replicate(core.Release(arg("key"), uint64(token)))
+		}
+		return fmt.Errorf("replicate: unknown command %q", d.CmdArgs[0].Key)
 	case "renew", "release":
 		token, err := num("token", 0)
 		if err != nil {

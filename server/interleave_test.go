@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/ticketd/ticketd/core"
 )
 
 // TestInterleavings drives one node through random interleavings of client
@@ -20,7 +22,13 @@ import (
 //	   acknowledged renewal (or grant);
 //	I3 a ghost release only ever releases the token its own grant created;
 //	I4 tokens per key strictly increase, and a key has at most one holder;
-//	I5 no Expire is proposed from an epoch that has ended.
+//	I5 no Expire is proposed from an epoch that has ended;
+//	I6 no key is granted during the lock-delay of its expired lock (issue 15).
+//
+// Since issue 15 leadership changes reset no deadline, so I2 is checked
+// across any number of demotions and promotions, and while demoted the node
+// may apply a successor's Renew (replicate_renew), which the next promotion
+// must honour.
 //
 // A failing case prints its steps; rapid shrinks it to a short one.
 func TestInterleavings(t *testing.T) {
@@ -54,8 +62,9 @@ func TestInterleavings(t *testing.T) {
 				n, k, o := name("c"), keys.Draw(rt, "key"), owners.Draw(rt, "owner")
 				lease := rapid.SampledFrom([]int64{300, 1000}).Draw(rt, "lease")
 				wait := rapid.Bool().Draw(rt, "wait")
-				steps = append(steps, fmt.Sprintf("acquire name=%s key=%s owner=%s lease=%d wait=%t", n, k, o, lease, wait))
-				_ = h.acquire(n, k, o, lease, wait)
+				delay := rapid.SampledFrom([]int64{0, 0, 400}).Draw(rt, "lock_delay")
+				steps = append(steps, fmt.Sprintf("acquire name=%s key=%s owner=%s lease=%d wait=%t lock_delay=%d", n, k, o, lease, wait, delay))
+				_ = h.acquireDelay(n, k, o, lease, wait, delay)
 			},
 			"renew": func(rt *rapid.T) {
 				n, k, tk := name("r"), keys.Draw(rt, "key"), token.Draw(rt, "token")
@@ -98,6 +107,16 @@ func TestInterleavings(t *testing.T) {
 				}
 				steps = append(steps, "demote")
 				h.demote()
+			},
+			"replicate_renew": func(rt *rapid.T) {
+				if h.n.lessor.Primary() {
+					rt.Skip("leader")
+				}
+				k, tk := keys.Draw(rt, "key"), token.Draw(rt, "token")
+				steps = append(steps, fmt.Sprintf("replicate renew key=%s token=%d", k, tk))
+				if err := h.replicate(core.Renew(k, tk)); err != nil {
+					rt.Fatalf("replicate: %v", err)
+				}
 			},
 			"promote": func(rt *rapid.T) {
 				if h.n.lessor.Primary() {

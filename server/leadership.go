@@ -14,8 +14,9 @@ import (
 // demote: both stop), and the quorum confirmation the lessor relies on.
 
 // onLeaderChange is the backend's OnLeaderChange hook. On promotion (after the
-// barrier applied) the lessor becomes primary with fresh deadlines and the
-// wait queues open; on any other change both stop, failing every waiter with
+// barrier applied) the lessor becomes primary, keeping the deadlines this
+// node measured from its own applies (no reset, issue 15), and the wait
+// queues open; on any other change both stop, failing every waiter with
 // Unavailable (DESIGN.md, Leases; etcd lessor Promote/Demote).
 func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 	n.roleMu.Lock()

@@ -105,6 +105,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 			_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "\xff", LeaseMs: 1000})
 			return err
 		}, connect.CodeInternal}, // the protobuf codec rejects invalid UTF-8 strings before the handler
+		{"acquire_lock_delay_negative", func() error {
+			_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "n", LeaseMs: 1000, LockDelayMs: -1})
+			return err
+		}, connect.CodeInvalidArgument},
+		{"acquire_lock_delay_above_max", func() error {
+			_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "n", LeaseMs: 1000, LockDelayMs: 60_001})
+			return err
+		}, connect.CodeInvalidArgument},
 		{"acquire_lease_zero", func() error {
 			_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "n", LeaseMs: 0})
 			return err

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 	"github.com/ticketd/ticketd/server/forward"
 )
@@ -47,6 +48,11 @@ type metrics struct {
 	ghosts  prometheus.Counter
 	// watchEvents counts events sent on Watch streams.
 	watchEvents prometheus.Counter
+	// acquireWait times Acquire requests with wait set (any outcome);
+	// renewRefused counts Renew requests refused (NotFound: the lease had
+	// ended, was released, or the token is not the holder's).
+	acquireWait  prometheus.Observer
+	renewRefused prometheus.Counter
 	// cluster holds the Raft-level metrics (metrics_cluster.go).
 	cluster *clusterMetrics
 	// forwarded counts requests forwarded between nodes, by procedure, code
@@ -100,10 +106,20 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 	gauge := func(name, help string, fn func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ticketd", Name: name, Help: help}, fn)
 	}
+	acquireWait := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "ticketd", Name: "acquire_wait_duration_seconds",
+		Help:    "Time Acquire requests with wait=true spent on the node the client called, in seconds, whatever the outcome.",
+		Buckets: prometheus.ExponentialBuckets(.001, 4, 10),
+	})
+	m.acquireWait = acquireWait
+	m.renewRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "ticketd", Name: "renewals_refused_total",
+		Help: "Renew requests refused with not_found (lease ended or released, or not the holder's token), counted on the node the client called.",
+	})
 	var clusterCs []prometheus.Collector
 	m.cluster, clusterCs = newClusterMetrics(n)
 	cs := []prometheus.Collector{
-		requests, durations, m.expired, m.ghosts, m.watchEvents, m.forwarded,
+		requests, durations, m.expired, m.ghosts, m.watchEvents, m.forwarded, acquireWait, m.renewRefused,
 		gauge("watchers", "Watch streams open on this node.", func() float64 { return float64(n.hub.Watchers()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "ticketd", Name: "watchers_dropped_slow_total",
@@ -167,7 +183,18 @@ func (m *metrics) interceptor() connect.UnaryInterceptorFunc {
 				if code <= maxCode {
 					r.codes[code].Inc()
 				}
-				r.duration.Observe(time.Since(start).Seconds())
+				elapsed := time.Since(start).Seconds()
+				r.duration.Observe(elapsed)
+				switch p := req.Any().(type) {
+				case *ticketv1.AcquireRequest:
+					if p.GetWait() {
+						m.acquireWait.Observe(elapsed)
+					}
+				case *ticketv1.RenewRequest:
+					if code == connect.CodeNotFound {
+						m.renewRefused.Inc()
+					}
+				}
 			}
 			return res, err
 		}

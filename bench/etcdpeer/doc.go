@@ -21,6 +21,10 @@
 // Each worker has one concurrency.Session (a lease kept alive), made before the
 // measurement; the lock and unlock are what is timed, as one cycle.
 //
+// With -workload keepalive it measures etcd's LeaseKeepAlive instead: each
+// worker holds a lease of its own and sends one KeepAliveOnce per operation,
+// the peer of ticketd's Renew (issue 15); output System "etcd-keepalive".
+//
 // Example:
 //
 //	cd bench/etcdpeer

@@ -24,18 +24,27 @@ func main() {
 		mode     = flag.String("mode", string(load.ModeClosed), "closed or open")
 		rate     = flag.Float64("rate", 0, "open loop: cycles per second")
 		dir      = flag.String("dir", "", "where to make the temporary data directory (default: system temp dir)")
+		workload = flag.String("workload", "lock", "lock (concurrency.Mutex Lock+Unlock) or keepalive (LeaseKeepAlive, one KeepAliveOnce)")
 	)
 	flag.Parse()
-	if err := run(*levels, *duration, *warmup, load.Mode(*mode), *rate, *dir); err != nil {
+	if err := run(*workload, *levels, *duration, *warmup, load.Mode(*mode), *rate, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdpeer:", err)
 		os.Exit(1)
 	}
 }
 
-func run(levels string, duration, warmup time.Duration, mode load.Mode, rate float64, dir string) error {
+func run(workload, levels string, duration, warmup time.Duration, mode load.Mode, rate float64, dir string) error {
 	conc, err := load.ParseLevels(levels)
 	if err != nil {
 		return fmt.Errorf("-concurrency: %w", err)
+	}
+	system, measureFn := report.SystemEtcdMutex, measure
+	switch workload {
+	case "lock":
+	case "keepalive":
+		system, measureFn = report.SystemEtcdKeepAlive, measureKeepAlive
+	default:
+		return fmt.Errorf("-workload: unknown workload %q", workload)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -46,10 +55,10 @@ func run(levels string, duration, warmup time.Duration, mode load.Mode, rate flo
 	}
 	defer c.close()
 
-	out := peer.Output{System: report.SystemEtcdMutex, EtcdVersion: version.Version}
+	out := peer.Output{System: system, EtcdVersion: version.Version}
 	for _, n := range conc {
 		fmt.Fprintf(os.Stderr, "%s%d\n", peer.ProgressPrefix, n)
-		res, err := measure(ctx, c, load.Config{Mode: mode, Concurrency: n, Duration: duration, Warmup: warmup, Rate: rate})
+		res, err := measureFn(ctx, c, load.Config{Mode: mode, Concurrency: n, Duration: duration, Warmup: warmup, Rate: rate})
 		if err != nil {
 			return fmt.Errorf("concurrency %d: %w", n, err)
 		}

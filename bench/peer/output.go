@@ -6,7 +6,8 @@ import (
 
 // Output is what bench/etcdpeer prints on stdout as one JSON object.
 type Output struct {
-	// System is report.SystemEtcdMutex ("etcd-mutex").
+	// System is report.SystemEtcdMutex ("etcd-mutex") or, for the
+	// keepalive workload, report.SystemEtcdKeepAlive ("etcd-keepalive").
 	System string `json:"system"`
 	// EtcdVersion is the embedded etcd server's version.
 	EtcdVersion string `json:"etcd_version"`

@@ -28,6 +28,9 @@ type Config struct {
 	// DataDir is where the peer makes its temporary data directory (the same
 	// disk as ticketd's clusters, for a fair fsync); empty means os.TempDir().
 	DataDir string
+	// Workload is the peer's workload: "" or "lock" (concurrency.Mutex) or
+	// "keepalive" (LeaseKeepAlive); see bench/etcdpeer.
+	Workload string
 	// OnLevel, if set, is called when the peer starts measuring a level, in
 	// level order, from a goroutine of Run's (not the caller's).
 	OnLevel func(concurrency int)
@@ -51,6 +54,9 @@ func (c Config) Args() []string {
 	}
 	if c.DataDir != "" {
 		args = append(args, "-dir", c.DataDir)
+	}
+	if c.Workload != "" {
+		args = append(args, "-workload", c.Workload)
 	}
 	return args
 }

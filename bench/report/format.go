@@ -8,7 +8,7 @@ import (
 // Label names a system as the reader knows it: a backend's lock figures are
 // ticketd's (through its API) running on that backend.
 func Label(workload, system string) string {
-	if workload == WorkloadLock && system != SystemEtcdMutex {
+	if (workload == WorkloadLock || workload == WorkloadRenew) && !IsPeer(system) {
 		return "ticketd/" + system
 	}
 	return system
@@ -21,6 +21,8 @@ func WorkloadTitle(workload string) string {
 		return "Commit (Propose on the leader, in-process 3-node cluster)"
 	case WorkloadLock:
 		return "Lock (Acquire+Release cycle through the API)"
+	case WorkloadRenew:
+		return "Renew (one renewal of a held lock; etcd: LeaseKeepAlive)"
 	}
 	return workload
 }

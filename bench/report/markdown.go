@@ -53,8 +53,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 
 	for _, wl := range workloadOrder {
 		unit := "commits/s"
-		if wl == WorkloadLock {
+		switch wl {
+		case WorkloadLock:
 			unit = "cycles/s"
+		case WorkloadRenew:
+			unit = "renewals/s"
 		}
 		ew.printf("## %s\n\n", WorkloadTitle(wl))
 		ew.printf("| system | clients | %s | p50 | p90 | p99 | p99.9 | ops | rounds | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", unit)
@@ -88,11 +91,18 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fr := s.Ratios.Floor[i]
 			ew.printf("| %s | %d | %s | %s | %s |\n", fr.System, fr.Concurrency, FormatUS(fr.P50US), FormatRatio(fr.Ratio), FormatRatio(fr.BadgerRatio))
 		})
+	lockPeer, renewPeer := peerRatios(s.Ratios.Peer)
 	ew.printf("### Lock throughput ÷ etcd Mutex\n\n")
-	ew.table(len(s.Ratios.Peer), "Not measured (needs ticketd lock figures and the etcd peer).",
+	ew.table(len(lockPeer), "Not measured (needs ticketd lock figures and the etcd peer).",
 		"| system | clients | cycles/s | etcd Mutex cycles/s | ratio |\n|---|---:|---:|---:|---:|\n", func(i int) {
-			pr := s.Ratios.Peer[i]
+			pr := lockPeer[i]
 			ew.printf("| %s | %d | %s | %s | %s |\n", Label(WorkloadLock, pr.System), pr.Concurrency, FormatRate(pr.PerSec), FormatRate(pr.PeerPerSec), FormatRatio(pr.Ratio))
+		})
+	ew.printf("### Renew throughput ÷ etcd LeaseKeepAlive\n\n")
+	ew.table(len(renewPeer), "Not measured (needs ticketd renew figures and the etcd peer).",
+		"| system | clients | renewals/s | etcd keep-alives/s | ratio |\n|---|---:|---:|---:|---:|\n", func(i int) {
+			pr := renewPeer[i]
+			ew.printf("| %s | %d | %s | %s | %s |\n", Label(WorkloadRenew, pr.System), pr.Concurrency, FormatRate(pr.PerSec), FormatRate(pr.PeerPerSec), FormatRatio(pr.Ratio))
 		})
 
 	ew.printf("## Aims\n\n| aim | target | value | result | from |\n|---|---|---:|---|---|\n")
@@ -138,4 +148,17 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// peerRatios splits the peer comparisons into lock (etcd Mutex) and renew
+// (etcd LeaseKeepAlive) ones; a ratio without a workload is a lock one.
+func peerRatios(all []PeerRatio) (lock, renew []PeerRatio) {
+	for _, pr := range all {
+		if pr.Workload == WorkloadRenew {
+			renew = append(renew, pr)
+		} else {
+			lock = append(lock, pr)
+		}
+	}
+	return lock, renew
 }

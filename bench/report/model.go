@@ -17,6 +17,13 @@ const (
 	// worker's own, through ticketd's Connect API (systems SystemHashicorp and
 	// SystemEtcd) or through etcd's concurrency.Mutex (SystemEtcdMutex).
 	WorkloadLock = "lock"
+	// WorkloadRenew: one renewal of a lock the worker holds (acquired once,
+	// before the measurement) per operation: ticketd's Renew through the
+	// Connect API, a replicated command since issue 15 (systems
+	// SystemHashicorp and SystemEtcd), or etcd's LeaseKeepAlive
+	// (clientv3 KeepAliveOnce on a lease of the worker's own,
+	// SystemEtcdKeepAlive), which etcd's leader answers without a log entry.
+	WorkloadRenew = "renew"
 )
 
 // Systems measured by ticketbench.
@@ -28,7 +35,28 @@ const (
 	// SystemEtcdMutex is the peer: etcd itself (three embedded members) with
 	// client/v3 concurrency.Mutex.
 	SystemEtcdMutex = "etcd-mutex"
+	// SystemEtcdKeepAlive is the peer running the renew workload: etcd's
+	// LeaseKeepAlive, one KeepAliveOnce per operation.
+	SystemEtcdKeepAlive = "etcd-keepalive"
 )
+
+// PeerSystem returns the peer system whose figures ticketd's are compared
+// with for workload (SystemEtcdMutex for locks, SystemEtcdKeepAlive for
+// renewals), or "" when there is none.
+func PeerSystem(workload string) string {
+	switch workload {
+	case WorkloadLock:
+		return SystemEtcdMutex
+	case WorkloadRenew:
+		return SystemEtcdKeepAlive
+	}
+	return ""
+}
+
+// IsPeer reports whether system is a peer (etcd itself), not ticketd.
+func IsPeer(system string) bool {
+	return system == SystemEtcdMutex || system == SystemEtcdKeepAlive
+}
 
 // Report is every figure of one ticketbench run. JSON names are those of
 // report.json. It is a plain value: fill it from one goroutine, then read it
@@ -179,7 +207,8 @@ type Ratios struct {
 	Backends []BackendRatio `json:"backends"`
 	// Floor divides each backend's commit p50 by FloorFigure.FloorUS.
 	Floor []FloorRatio `json:"floor"`
-	// Peer divides ticketd's lock throughput by etcd Mutex's.
+	// Peer divides ticketd's lock throughput by etcd Mutex's, and its renew
+	// throughput by etcd LeaseKeepAlive's (PeerRatio.Workload says which).
 	Peer []PeerRatio `json:"peer"`
 }
 
@@ -215,10 +244,14 @@ type FloorRatio struct {
 // PeerRatio is ticketd's (one backend's) lock cycles/s ÷ etcd Mutex's at one
 // concurrency, both medians over rounds.
 type PeerRatio struct {
+	// Workload is WorkloadLock (peer: etcd Mutex) or WorkloadRenew (peer:
+	// etcd LeaseKeepAlive); empty in reports written before it existed
+	// (then WorkloadLock).
+	Workload string `json:"workload,omitempty"`
 	// System is the ticketd backend, Concurrency the number of clients.
 	System      string `json:"system"`
 	Concurrency int    `json:"concurrency"`
-	// Ratio is PerSec (ticketd's cycles/s) ÷ PeerPerSec (etcd Mutex's).
+	// Ratio is PerSec (ticketd's operations/s) ÷ PeerPerSec (the peer's).
 	PerSec     float64 `json:"per_sec"`
 	PeerPerSec float64 `json:"peer_per_sec"`
 	Ratio      float64 `json:"ratio"`

@@ -116,8 +116,8 @@ func compareRows(a, b Row) int {
 
 // Report order of workloads and of systems; others sort after these.
 var (
-	workloadOrder = []string{WorkloadCommit, WorkloadLock}
-	systemOrder   = []string{SystemHashicorp, SystemEtcd, SystemEtcdMutex}
+	workloadOrder = []string{WorkloadCommit, WorkloadLock, WorkloadRenew}
+	systemOrder   = []string{SystemHashicorp, SystemEtcd, SystemEtcdMutex, SystemEtcdKeepAlive}
 )
 
 // CompareSystems orders system names as the report does: hashicorp, etcd,
@@ -165,7 +165,7 @@ func ratios(rows []Row, floor FloorFigure) Ratios {
 	s := Summary{Rows: rows}
 	var out Ratios
 	for _, r := range rows {
-		if r.Rounds == 0 || r.System == SystemEtcdMutex {
+		if r.Rounds == 0 || IsPeer(r.System) {
 			continue
 		}
 		if r.System == SystemHashicorp {
@@ -186,10 +186,10 @@ func ratios(rows []Row, floor FloorFigure) Ratios {
 			}
 			out.Floor = append(out.Floor, fr)
 		}
-		if r.Workload == WorkloadLock {
-			if p, ok := s.Find(WorkloadLock, SystemEtcdMutex, r.Concurrency); ok {
+		if ps := PeerSystem(r.Workload); ps != "" {
+			if p, ok := s.Find(r.Workload, ps, r.Concurrency); ok {
 				out.Peer = append(out.Peer, PeerRatio{
-					System: r.System, Concurrency: r.Concurrency,
+					Workload: r.Workload, System: r.System, Concurrency: r.Concurrency,
 					PerSec: r.PerSec, PeerPerSec: p.PerSec, Ratio: r.PerSec / p.PerSec,
 				})
 			}
@@ -248,6 +248,9 @@ func aims(s Summary) []Aim {
 	best := map[int]PeerRatio{}
 	var levels []int
 	for _, pr := range s.Ratios.Peer {
+		if pr.Workload == WorkloadRenew {
+			continue // renewals are reported, not aimed at (issue 15)
+		}
 		b, ok := best[pr.Concurrency]
 		if !ok {
 			levels = append(levels, pr.Concurrency)

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -62,9 +63,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	if len(s.Ratios.Peer) > 0 {
-		ew.printf("\nlock cycles/s ÷ etcd Mutex cycles/s:\n")
+		ew.printf("\nthroughput ÷ etcd peer (lock: Mutex cycles/s; renew: LeaseKeepAlive/s):\n")
 		for _, pr := range s.Ratios.Peer {
-			ew.printf("  %-18s %12s  %s\n", Label(WorkloadLock, pr.System), Clients(pr.Concurrency), FormatRatio(pr.Ratio))
+			wl := cmp.Or(pr.Workload, WorkloadLock)
+			ew.printf("  %-6s %-18s %12s  %s\n", wl, Label(wl, pr.System), Clients(pr.Concurrency), FormatRatio(pr.Ratio))
 		}
 	}
 	ew.printf("\naims:\n")

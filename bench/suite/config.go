@@ -30,9 +30,10 @@ type Config struct {
 	// Mode and Rate pace the clients (load.Config); Rate only in open loop.
 	Mode load.Mode
 	Rate float64
-	// Commit and Lock switch the commit and lock workloads on; Peer adds the
-	// etcd Mutex peer to the lock workload.
-	Commit, Lock, Peer bool
+	// Commit, Lock and Renew switch the commit, lock and renew workloads on;
+	// Peer adds the etcd peer to the lock workload (etcd Mutex) and to the
+	// renew workload (etcd LeaseKeepAlive).
+	Commit, Lock, Renew, Peer bool
 	// DataDir is where the run's temporary data directory is made (every
 	// cluster's data and the fsync floor file); empty means os.TempDir().
 	DataDir string
@@ -61,9 +62,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: no concurrency levels", ErrInvalidConfig)
 	case c.Rounds < 1:
 		return fmt.Errorf("%w: rounds %d < 1", ErrInvalidConfig, c.Rounds)
-	case !c.Commit && !c.Lock && !c.Peer:
+	case !c.Commit && !c.Lock && !c.Renew && !c.Peer:
 		return fmt.Errorf("%w: nothing to measure", ErrInvalidConfig)
-	case (c.Commit || c.Lock) && len(c.Backends) == 0 && !c.Peer:
+	case (c.Commit || c.Lock || c.Renew) && len(c.Backends) == 0 && !c.Peer:
 		return fmt.Errorf("%w: no backends", ErrInvalidConfig)
 	}
 	if err := lc.Validate(); err != nil {
@@ -82,7 +83,13 @@ func (c Config) steps() int {
 	if c.Lock {
 		perRound += len(c.Backends) * levels
 	}
+	if c.Renew {
+		perRound += len(c.Backends) * levels
+	}
 	if c.Peer {
+		perRound += levels
+	}
+	if c.Peer && c.Renew {
 		perRound += levels
 	}
 	return c.Rounds * perRound

@@ -120,6 +120,11 @@ func (r *runner) rounds(ctx context.Context) error {
 				return err
 			}
 		}
+		if r.cfg.Renew {
+			if err := r.renewRound(ctx, round); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -225,7 +230,14 @@ func (r *runner) closeCluster(c io.Closer, what string) {
 }
 
 func (r *runner) peer(ctx context.Context, round int) error {
+	return r.peerWorkload(ctx, round, report.WorkloadLock, "lock")
+}
+
+// peerWorkload runs the etcd peer's workload (its -workload flag) at every
+// concurrency level and adds the figures as workload.
+func (r *runner) peerWorkload(ctx context.Context, round int, workload, peerWorkload string) error {
 	levels := r.cfg.Concurrency
+	system := report.PeerSystem(workload)
 	if r.peerBin == "" {
 		r.progress.Skip(len(levels))
 		return nil
@@ -233,10 +245,10 @@ func (r *runner) peer(ctx context.Context, round int) error {
 	stepped := 0
 	out, err := peer.Run(ctx, r.peerBin, peer.Config{
 		Concurrency: levels, Duration: r.cfg.Duration, Warmup: r.cfg.Warmup,
-		Mode: r.cfg.Mode, Rate: r.cfg.Rate, DataDir: r.dir,
+		Mode: r.cfg.Mode, Rate: r.cfg.Rate, DataDir: r.dir, Workload: peerWorkload,
 		OnLevel: func(n int) {
 			stepped++
-			r.progress.Step(r.label(round, "lock", report.SystemEtcdMutex, report.Clients(n)))
+			r.progress.Step(r.label(round, workload, system, report.Clients(n)))
 		},
 	})
 	if err != nil {
@@ -244,10 +256,10 @@ func (r *runner) peer(ctx context.Context, round int) error {
 		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return r.failed(ctx, r.label(round, "lock", report.SystemEtcdMutex), err)
+		return r.failed(ctx, r.label(round, workload, system), err)
 	}
 	for _, res := range out.Results {
-		r.add(round, report.WorkloadLock, report.SystemEtcdMutex, res)
+		r.add(round, workload, system, res)
 	}
 	return nil
 }

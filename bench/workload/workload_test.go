@@ -116,3 +116,40 @@ func TestLocksCycle(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, op(context.Background(), 0))
 }
+
+func (s *lockServer) Renew(ctx context.Context, req *ticketv1.RenewRequest) (*ticketv1.RenewResponse, error) {
+	res, err := s.a.Propose(ctx, core.Renew(req.GetKey(), req.GetToken()))
+	if err != nil {
+		return nil, err
+	}
+	if res.Outcome != core.OutcomeRenewed {
+		return nil, connect.NewError(connect.CodeNotFound, errors.New("no such lock"))
+	}
+	return &ticketv1.RenewResponse{LeaseMs: res.LeaseMS}, nil
+}
+
+func TestRenewsOneCommitEach(t *testing.T) {
+	a := &applier{sm: core.NewStateMachine()}
+	mux := http.NewServeMux()
+	mux.Handle(ticketv1connect.NewLockServiceHandler(&lockServer{a: a}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	client := ticketv1connect.NewLockServiceClient(srv.Client(), srv.URL)
+
+	op, err := workload.Renews(context.Background(), client, 2, "t")
+	require.NoError(t, err)
+	require.Equal(t, 2, a.sm.Len(), "one lock per worker, acquired up front")
+	for range 3 {
+		for w := range 2 {
+			require.NoError(t, op(context.Background(), w))
+		}
+	}
+	require.Equal(t, 2+6, a.proposals, "one Renew commit per operation")
+
+	// A renewal of a lock that is gone fails, not passes silently.
+	lk, ok := a.sm.Get("bench/t/renew/w0")
+	require.True(t, ok)
+	_, err = a.Propose(context.Background(), core.Release(lk.Key, lk.Token))
+	require.NoError(t, err)
+	require.Error(t, op(context.Background(), 0))
+}

@@ -118,6 +118,7 @@ func TestValidate(t *testing.T) {
 		{name: "bootstrap_incomplete", edit: func(c *config.Config) { c.Bootstrap[1].APIAddr = "" }},
 		{name: "lease_min_zero", edit: func(c *config.Config) { c.Lease.MinMS = 0 }},
 		{name: "lease_max_below_min", edit: func(c *config.Config) { c.Lease.MaxMS = 50 }},
+		{name: "lock_delay_max_negative", edit: func(c *config.Config) { c.Lease.MaxLockDelayMS = -1 }},
 		{name: "negative_limit", edit: func(c *config.Config) { c.Limits.MaxLocks = -1 }},
 		{name: "negative_heartbeat", edit: func(c *config.Config) { c.Raft.HeartbeatMS = -1 }},
 		{name: "election_below_twice_heartbeat", edit: func(c *config.Config) { c.Raft.HeartbeatMS = 100; c.Raft.ElectionTimeoutMS = 150 }},

@@ -1,39 +1,61 @@
-// Package lessor keeps lease deadlines for the locks of the lock table and
-// expires them, on the leader only. It follows etcd's lessor
-// (server/lease/lessor.go): the lessor is "primary" only while its node is the
-// promoted leader; deadlines are local monotonic-clock instants, never
-// replicated state; an expiry is a replicated core.Expire{key, token}
-// proposal, so clock drift never splits the state (DESIGN.md, Leases).
+// Package lessor keeps lease deadlines for the locks of the lock table on
+// every node, and expires them on the leader. It follows etcd's lessor
+// (server/lease/lessor.go) for the leader-only part: the lessor is "primary"
+// only while its node is the promoted leader, and an expiry is a replicated
+// core.ExpireSeen{key, token, seen_index} proposal, never a local deletion, so
+// clock drift never splits the state (DESIGN.md, Leases). It goes past etcd
+// (issue 15, the seed: "each node tracks a lease's remaining time with its own
+// local clock"): every node measures every lease from its own apply of the
+// lock's last Grant or Renew, so a new leader keeps the deadlines it has —
+// no reset at promotion (etcd resets, Chubby and Consul grant a grace
+// period; both let a dead holder's lock outlive repeated failovers).
 //
 // A lease is a lower bound: the service may end a lock later than lease_ms
-// after the client sent its request, never earlier. Hence deadlines are
-// measured from the local apply of the grant (after the client sent it), a
-// renewal is measured from after its quorum confirmation, and Promote gives
-// every lock a full fresh lease (Chubby's grace period after failover).
+// after the client sent its request, never earlier. Every node's apply of a
+// Grant or Renew happens after the client sent it, so every node's deadline
+// is at or after the client's own. An unrenewed lock is removed no later than
+// lease_ms + one election and barrier + one expiry round after its last
+// acknowledged Grant/Renew, whatever the number of failovers. The Expire
+// carries the index of the last Grant/Renew the leader applied for the lock:
+// a Renew that commits between the decision and the Expire's apply wins.
+//
+// Lock-delay (Chubby §2.4, Consul sessions): when an Expire removes a lock
+// that asked for one, every node records the delay at its own apply (Delay);
+// the leader grants the key again only once Delayed reports 0, and
+// Config.OnDelayEnd says when that happens.
 //
 // # Usage
 //
 // The server owns one Lessor per node and must, as the caller:
 //
-//  1. Build it with New(Config{Confirm: consensus.ReadIndex, Expire: a
-//     function proposing core.Expire(key, token)}).
-//  2. From the backend's OnApply hook, call Granted for every applied grant
-//     (core.OutcomeGranted) and Removed for every applied Release or Expire.
-//  3. From OnLeaderChange, call Promote(stateMachine) when IsLeader is true
-//     (the barrier has applied) and Demote otherwise.
-//  4. Serve keep-alives with Renew, lock reads with Remaining and Expiring.
+//  1. Build it with New(Config{Confirm: a quorum confirmation returning the
+//     term, Expire: a function proposing core.ExpireSeen(key, token, seen)}).
+//  2. From the backend's OnApply hook, on every node: call Track for every
+//     Grant that returned core.OutcomeGranted (created or an idempotent
+//     retry) and every Renew that returned core.OutcomeRenewed, with the
+//     entry's index; Removed for every Release that released and every Expire
+//     that removed its lock (Existed), then Delay with the result's
+//     LockDelayMS; Reconcile when the table changed without an apply the hook
+//     saw (a snapshot restored, a gap in indexes).
+//  3. From OnLeaderChange, call Promote(stateMachine, term) when IsLeader is
+//     true (the barrier has applied) and Demote otherwise.
+//  4. On the leader, admit a Renew with Renewable before proposing it, and
+//     an idempotent retry's answer with Regrant; serve lock reads on any node
+//     with Remaining and Expiring, grants with Delayed.
 //  5. Close on shutdown.
 //
 // Example:
 //
 //	l, err := lessor.New(lessor.Config{
-//		Confirm: node.ReadIndex,
-//		Expire: func(ctx context.Context, key string, token uint64) error {
-//			_, err := node.Propose(ctx, core.Expire(key, token))
+//		Confirm: node.ConfirmTerm,
+//		Expire: func(ctx context.Context, key string, token, seen uint64) error {
+//			_, err := node.Propose(ctx, core.ExpireSeen(key, token, seen))
 //			return err
 //		},
 //	})
-//	// OnLeaderChange: if ev.IsLeader { l.Promote(sm) } else { l.Demote() }
-//	// OnApply: if res.Outcome == core.OutcomeGranted { l.Granted(cmd.Key, res.Token, res.LeaseMS) }
-//	leaseMS, err := l.Renew(ctx, "jobs/nightly", 42)
+//	// OnLeaderChange: if ev.IsLeader { l.Promote(sm, ev.Term) } else { l.Demote() }
+//	// OnApply: if res.Outcome == core.OutcomeRenewed { l.Track(cmd.Key, cmd.Token, res.LeaseMS, index) }
+//	if err := l.Renewable("jobs/nightly", 42); err == nil {
+//		_, err = node.Propose(ctx, core.Renew("jobs/nightly", 42))
+//	}
 package lessor

@@ -1,7 +1,6 @@
 package lessor
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -16,22 +15,29 @@ import (
 // Sentinel errors of package lessor. Compare with errors.Is.
 var (
 	// ErrNotPrimary: this node's lessor is not primary (the node is not the
-	// promoted leader), so it neither renews nor expires. Retry on the leader.
+	// promoted leader), so it neither admits renewals nor expires. Retry on
+	// the leader.
 	ErrNotPrimary = errors.New("lessor: not primary")
 	// ErrNotHeld: no lock is held on the key with the given token.
 	ErrNotHeld = errors.New("lessor: no lock with that token")
 	// ErrExpired: the lock's lease has run out (its deadline passed, or an
-	// Expire for it was proposed); it cannot be renewed.
+	// Expire for it was decided or proposed); it cannot be renewed.
 	ErrExpired = errors.New("lessor: lease expired")
 	// ErrClosed: the lessor was closed.
 	ErrClosed = errors.New("lessor: closed")
 )
 
-// Table is the read side of the lock table the lessor promotes from;
-// *core.StateMachine meets it.
+// Table is the read side of the lock table the lessor reconciles with;
+// *core.StateMachine meets it. Its methods must be safe to call concurrently
+// with Apply.
 type Table interface {
 	// Ascend calls fn for every held lock in key order until fn returns false.
 	Ascend(fn func(core.Lock) bool)
+	// AscendLockDelays calls fn for every lock-delay record in key order
+	// until fn returns false.
+	AscendLockDelays(fn func(core.LockDelay) bool)
+	// AppliedIndex is the log index of the last applied entry.
+	AppliedIndex() uint64
 }
 
 // Config configures a Lessor. Confirm and Expire are required.
@@ -41,16 +47,23 @@ type Config struct {
 	// Confirm confirms this node's leadership with a quorum after the call
 	// began and returns the term it confirmed (core.TermConfirmer, or
 	// core.Consensus.ReadIndex with the term read around it). It is called
-	// before every renewal and before every batch of Expire proposals; the
-	// lessor acts on the answer only while the epoch it started in lasts and
-	// the confirmed term is the one Promote was given, so a deposed leader
-	// neither extends nor ends a lease (DESIGN.md, Leases).
+	// before every batch of Expire proposals; the lessor acts on the answer
+	// only while the epoch it started in lasts and the confirmed term is the
+	// one Promote was given, so a deposed leader never ends a lease
+	// (DESIGN.md, Leases).
 	Confirm func(ctx context.Context) (term uint64, err error)
-	// Expire proposes core.Expire(key, token) and returns once it applied
-	// locally or failed. Called from lessor goroutines, never with a lock
-	// held; from the decision until it returns the lock is "proposing": it is
-	// never renewed nor handed back to a retry, in any epoch (see Promote).
-	Expire func(ctx context.Context, key string, token uint64) error
+	// Expire proposes core.ExpireSeen(key, token, seenIndex) and returns once
+	// it applied locally or failed. seenIndex is the log index of the lock's
+	// last Grant or Renew this node applied, so a renewal that commits
+	// between the decision and the Expire's apply wins (issue 15). Called
+	// from lessor goroutines, never with a lock held; from the decision until
+	// it returns the lock is "proposing": the leader admits no renewal nor
+	// retry of it, in any epoch (see Promote).
+	Expire func(ctx context.Context, key string, token, seenIndex uint64) error
+	// OnDelayEnd, if set, is called (from the lessor's loop, without a lock
+	// held) when the lock-delay of key has passed on this node's clock, so
+	// that queued Acquires can be served. It must not block.
+	OnDelayEnd func(key string)
 	// RetryInterval is how long after a failed Confirm or Expire proposal the
 	// lessor proposes the expiry again; default 500ms. The lock stays marked
 	// expiring meanwhile, so it cannot be renewed.
@@ -77,27 +90,33 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// item is one lease the primary lessor tracks.
+// item is one lease the lessor tracks.
 type item struct {
 	key      string
 	token    uint64
 	leaseMS  int64
-	deadline time.Time // local monotonic deadline; meaningful only while primary
-	expiring bool      // an Expire was (or is about to be) proposed: never renew
+	deadline time.Time // this node's apply of the lock's last Grant/Renew + lease_ms (monotonic)
+	due      time.Time // when the expiry loop next looks at it: deadline, or a retry's time
+	seen     uint64    // log index of that Grant/Renew: the Expire's seen_index
+	expiring bool      // primary only: an Expire was (or is about to be) decided; never renew
 	index    int       // position in the deadline heap, -1 when not in it
 }
 
-// Lessor keeps the lease deadlines of held locks on the leader and expires
-// them. It follows etcd's lessor (server/lease/lessor.go): deadlines exist only
-// on the primary (the promoted leader); Promote gives every held lock a fresh
-// full lease, Demote forgets all deadlines; expiry is a replicated command
-// (Expire{key, token}) proposed by the primary, never a local deletion.
+// Lessor tracks the lease deadline of every held lock on every node, and
+// expires them on the leader. It follows etcd's lessor
+// (server/lease/lessor.go) for Promote/Demote and leader-only expiry by a
+// replicated command, and goes past it (issue 15): every node measures each
+// lock's deadline from its own local apply of the lock's last Grant or Renew
+// (Track), so a new leader expires by the deadlines it already has, with no
+// reset at promotion, and an unrenewed lock ends within lease_ms + one
+// election and barrier + one expiry round after its last acknowledged
+// Grant/Renew, whatever the number of failovers.
 //
-// Renew and expiry are decided here, under one mutex: once a lock is marked
-// expiring, or its deadline has passed, Renew refuses it.
+// Renewal admission and expiry are decided here, under one mutex: once a lock
+// is marked expiring, or its deadline has passed, Renewable refuses it.
 //
-// All methods are safe for concurrent use. Granted and Removed are called
-// from the backend's apply hook and do not block.
+// All methods are safe for concurrent use. Track, Removed, Delay and
+// Reconcile are called from the backend's apply hook and do not block.
 type Lessor struct {
 	cfg Config
 	log *zap.Logger
@@ -107,8 +126,9 @@ type Lessor struct {
 	epoch     uint64 // bumped by Promote and Demote: work of an older epoch is dropped
 	term      uint64 // the Raft term Promote was given; Confirm must confirm it
 	items     map[string]*item
-	due       deadlineHeap
+	due       deadlineHeap   // items waiting for an expiry round, by due time
 	proposing map[lockID]int // Expire calls in flight, across epochs
+	delays    map[string]time.Time
 	closed    bool
 
 	wake chan struct{}
@@ -142,6 +162,7 @@ func New(cfg Config) (*Lessor, error) {
 		log:       cfg.Logger,
 		items:     map[string]*item{},
 		proposing: map[lockID]int{},
+		delays:    map[string]time.Time{},
 		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		ctx:       ctx,
@@ -154,12 +175,15 @@ func New(cfg Config) (*Lessor, error) {
 
 // Promote makes the lessor primary for the Raft term term. Call it only
 // after this node's barrier entry of that term has applied
-// (core.LeaderEvent.IsLeader), so every earlier Release and Expire is in
-// table. Every held lock gets the deadline now + lease_ms: a lease may outlive
-// its nominal end after a failover, never end early (etcd lessor Promote;
-// Chubby's grace period) — except a lock whose Expire, decided in an earlier
-// epoch, is still being proposed: it stays expiring (never renewed, never
-// handed back), since that Expire may yet commit in this term.
+// (core.LeaderEvent.IsLeader), so every earlier command is applied and
+// tracked. There is no reset: every lock keeps the deadline this node
+// measured from its own apply of the lock's last Grant or Renew, which is at
+// or after the deadline its client measured (issue 15). Locks the table holds
+// that this node does not track (a snapshot restored) start at now +
+// lease_ms. A lock whose Expire, decided in an earlier epoch, is still being
+// proposed stays expiring (never renewed, never handed back), since that
+// Expire may yet commit in this term; every other lock is expired by its
+// deadline, at once if it has passed.
 func (l *Lessor) Promote(table Table, term uint64) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
@@ -167,33 +191,31 @@ func (l *Lessor) Promote(table Table, term uint64) {
 	if l.closed {
 		return
 	}
+	l.reconcile(table, now)
 	l.epoch++
 	l.term = term
 	l.primary = true
-	l.items = map[string]*item{}
-	l.due = nil
-	table.Ascend(func(lk core.Lock) bool {
-		it := &item{key: lk.Key, token: lk.Token, leaseMS: lk.LeaseMS, deadline: now.Add(ms(lk.LeaseMS)), index: -1}
-		l.items[lk.Key] = it
-		if l.proposing[lockID{lk.Key, lk.Token}] > 0 {
+	for id, it := range l.items {
+		if l.proposing[lockID{id, it.token}] > 0 {
 			it.expiring = true // re-armed when that proposal fails (settle)
-			return true
+			l.unqueue(it)
+			continue
 		}
-		heap.Push(&l.due, it)
-		return true
-	})
+		it.expiring = false
+		it.due = it.deadline
+		l.enqueue(it)
+	}
 	l.kick()
 }
 
-// Demote makes the lessor non-primary: every deadline is forgotten, no timer
-// fires, in-flight expiry work of the old term is dropped (etcd lessor Demote).
+// Demote makes the lessor non-primary: no expiry is decided, in-flight expiry
+// work of the old term is dropped (etcd lessor Demote). Deadlines stay
+// tracked: a follower keeps measuring them for when it leads again.
 func (l *Lessor) Demote() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.epoch++
 	l.primary = false
-	l.items = map[string]*item{}
-	l.due = nil
 	l.kick()
 }
 
@@ -204,36 +226,45 @@ func (l *Lessor) Primary() bool {
 	return l.primary
 }
 
-// Granted records that a Grant for key applied locally with token and a lease
-// of leaseMS milliseconds; the deadline is measured from now (the local apply).
-// A grant that returned the lock already tracked with that token (a retried
-// request with the same owner) changes nothing here: the retry's own path
-// decides with Regrant whether it may have the lock. It does nothing when not
-// primary.
-func (l *Lessor) Granted(key string, token uint64, leaseMS int64) {
+// Track records that the lock (key, token) with a lease of leaseMS
+// milliseconds had a Grant or Renew applied locally at log index index: its
+// deadline becomes now + leaseMS on this node's monotonic clock and index
+// its seen index. Call it for a Grant that created a lock, for an idempotent
+// retry Grant (which restarts the lease in the replicated state, like a
+// Renew) and for a Renew, on every node. A different token tracked on key is
+// replaced; the key's lock-delay, if any, ends (a grant clears it in core).
+// A lock marked expiring becomes unmarked: its in-flight Expire carries an
+// older seen index and will not remove it. Does not block.
+func (l *Lessor) Track(key string, token uint64, leaseMS int64, index uint64) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.primary {
-		return
-	}
-	deadline := now.Add(ms(leaseMS))
-	if it, ok := l.items[key]; ok {
-		if it.token == token {
-			return
-		}
+	l.track(key, token, leaseMS, index, now.Add(ms(leaseMS)))
+	delete(l.delays, key)
+}
+
+// track sets the lease of (key, token) to deadline with seen index; l.mu held.
+func (l *Lessor) track(key string, token uint64, leaseMS int64, index uint64, deadline time.Time) {
+	it, ok := l.items[key]
+	if ok && it.token != token {
 		l.remove(it)
+		ok = false
 	}
-	it := &item{key: key, token: token, leaseMS: leaseMS, deadline: deadline, index: -1}
-	l.items[key] = it
-	heap.Push(&l.due, it)
+	if !ok {
+		it = &item{key: key, token: token, index: -1}
+		l.items[key] = it
+	}
+	it.leaseMS, it.seen, it.deadline, it.due, it.expiring = leaseMS, index, deadline, deadline, false
+	l.enqueue(it)
 	if it.index == 0 {
 		l.kick()
 	}
 }
 
-// Removed records that the lock (key, token) was deleted (a Release or an
-// Expire applied). A different token on key is left alone. No-op when not primary.
+// Removed records that the lock (key, token) was deleted (a Release applied,
+// or an Expire that removed it). A different token on key is left alone; an
+// Expire that did not remove the lock (Existed false: renewed since its
+// decision) must not be reported.
 func (l *Lessor) Removed(key string, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -242,78 +273,86 @@ func (l *Lessor) Removed(key string, token uint64) {
 	}
 }
 
+// Reconcile makes the tracked leases and lock-delays match table after this
+// node's table changed without an apply it saw: a snapshot restored (at
+// start, or sent by the leader), or entries applied before the hook was
+// installed. A lock tracked with its token and a seen index at or above its
+// ModIndex keeps its deadline; any other held lock starts at now + lease_ms
+// (later than any client's deadline, so safe); tracked locks the table does
+// not hold are forgotten. Delays the table records but this node does not
+// time start now. O(locks); call it from the apply goroutine, rarely.
+func (l *Lessor) Reconcile(table Table) {
+	now := l.cfg.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reconcile(table, now)
+}
+
+// reconcile is Reconcile with l.mu held.
+func (l *Lessor) reconcile(table Table, now time.Time) {
+	applied := table.AppliedIndex()
+	held := make(map[string]bool, len(l.items))
+	table.Ascend(func(lk core.Lock) bool {
+		held[lk.Key] = true
+		if it, ok := l.items[lk.Key]; ok && it.token == lk.Token && it.seen >= lk.ModIndex {
+			return true
+		}
+		seen := lk.ModIndex
+		if seen == 0 {
+			seen = applied // a version 1 snapshot: the lock is unchanged since applied
+		}
+		l.track(lk.Key, lk.Token, lk.LeaseMS, seen, now.Add(ms(lk.LeaseMS)))
+		return true
+	})
+	for key, it := range l.items {
+		if !held[key] {
+			l.remove(it)
+		}
+	}
+	table.AscendLockDelays(func(d core.LockDelay) bool {
+		if _, ok := l.delays[d.Key]; !ok && !held[d.Key] {
+			l.delays[d.Key] = now.Add(ms(d.LockDelayMS))
+		}
+		return true
+	})
+	l.kick()
+}
+
 // remove deletes it from items and the heap; l.mu held.
 func (l *Lessor) remove(it *item) {
 	delete(l.items, it.key)
-	if it.index >= 0 {
-		heap.Remove(&l.due, it.index)
-	}
+	l.unqueue(it)
+}
+
+// Renewable decides, under the lessor's lock, whether the leader may propose
+// a Renew of (key, token) now: this lessor is primary, tracks the lock with
+// that token, its deadline has not passed and no Expire of it is decided or
+// in flight. A Renew admitted here that commits after an Expire was decided
+// still wins: the Expire carries the older seen index (core.ExpireSeen).
+//
+// Errors: ErrExpired, ErrNotHeld, ErrNotPrimary, ErrClosed. ErrNotHeld read
+// from a deposed leader's table may be stale: confirm leadership before
+// answering with it.
+func (l *Lessor) Renewable(key string, token uint64) error {
+	now := l.cfg.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.renewable(key, token, now)
+	return err
 }
 
 // Regrant decides, atomically with expiry, whether an idempotent retry of
-// Acquire (a Grant that returned the lock its owner already held, token) may
-// be answered with that lock. If an Expire for (key, token) has been decided
-// or proposed, or its deadline has passed, it fails with ErrExpired: the
-// retry must wait for the removal and take a fresh grant (issue 14, race 1).
-// Otherwise it restarts the deadline at now + leaseMS (the retry acknowledges
-// a lease measured from its own send time, which is before now) and returns
-// nil; an expiry round that decided before this call cannot have marked the
-// lock (it would be expiring), and one deciding later sees the new deadline.
+// Acquire (a Grant that returned the lock its owner already held, token,
+// after it applied and restarted the lease through Track) may be answered
+// with that lock. If an Expire for (key, token) is still being proposed it
+// fails with ErrExpired: the retry goes round again and is answered once that
+// Expire has settled (it cannot remove the lock, whose ModIndex moved past
+// its seen index, but the leader never hands out a lock under an Expire in
+// flight; issue 14, race 1).
 //
-// Errors: ErrExpired, ErrNotHeld (the lessor does not track the lock: it was
-// removed), ErrNotPrimary, ErrClosed.
-func (l *Lessor) Regrant(key string, token uint64, leaseMS int64) error {
-	now := l.cfg.Clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	it, err := l.renewable(key, token, now)
-	if err != nil {
-		return err
-	}
-	if d := now.Add(ms(leaseMS)); d.After(it.deadline) {
-		it.deadline = d
-		heap.Fix(&l.due, it.index)
-	}
-	return nil
-}
-
-// Renew extends the lease of (key, token) to now + lease_ms and returns
-// lease_ms. It first confirms leadership with a quorum (Config.Confirm), so a
-// deposed leader never extends a lease its successor does not know about, and
-// measures the new deadline after that confirmation (never earlier than the
-// client's send time).
-//
-// Errors: ErrNotPrimary (not the promoted leader, or leadership changed during
-// the call), ErrNotHeld, ErrExpired (deadline passed or Expire proposed), or
-// Confirm's error (a *core.NotLeaderError, ctx.Err()).
-func (l *Lessor) Renew(ctx context.Context, key string, token uint64) (int64, error) {
-	l.mu.Lock()
-	epoch := l.epoch
-	_, err := l.renewable(key, token, l.cfg.Clock.Now())
-	l.mu.Unlock()
-	if errors.Is(err, ErrClosed) || errors.Is(err, ErrNotPrimary) {
-		return 0, err
-	}
-	// Confirm before any answer, a refusal included: a deposed leader that was
-	// paused past a lease holds a stale table, and its "not held" would deny a
-	// lock its successor granted. The answer comes from the re-check below.
-	term, err := l.cfg.Confirm(ctx)
-	if err != nil {
-		return 0, err
-	}
-	now := l.cfg.Clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.epoch != epoch || term != l.term {
-		return 0, ErrNotPrimary
-	}
-	it, err := l.renewable(key, token, now)
-	if err != nil {
-		return 0, err
-	}
-	it.deadline = now.Add(ms(it.leaseMS))
-	heap.Fix(&l.due, it.index)
-	return it.leaseMS, nil
+// Errors: ErrExpired, ErrNotHeld (the lock was removed), ErrNotPrimary, ErrClosed.
+func (l *Lessor) Regrant(key string, token uint64) error {
+	return l.Renewable(key, token)
 }
 
 // renewable returns the item for (key, token) if it may be renewed at now; l.mu held.
@@ -332,15 +371,17 @@ func (l *Lessor) renewable(key string, token uint64, now time.Time) (*item, erro
 	}
 }
 
-// Remaining returns how long the lease of (key, token) has left (0 once the
-// deadline passed or it is expiring) and true, or false when the lessor is not
-// primary or does not track that lock.
+// Remaining returns how long the lease of (key, token) has left on this
+// node's clock (0 once the deadline passed or it is expiring) and true, or
+// false when this node does not track that lock. On a follower it is that
+// follower's own measure, never earlier than the leader's by more than the
+// replication lag (issue 15).
 func (l *Lessor) Remaining(key string, token uint64) (time.Duration, bool) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	it, ok := l.items[key]
-	if !l.primary || !ok || it.token != token {
+	if !ok || it.token != token {
 		return 0, false
 	}
 	if it.expiring || !now.Before(it.deadline) {
@@ -349,18 +390,18 @@ func (l *Lessor) Remaining(key string, token uint64) (time.Duration, bool) {
 	return it.deadline.Sub(now), true
 }
 
-// Expiring reports whether the primary lessor has ended the lease of (key,
-// token): its deadline passed or an Expire for it was proposed. Such a lock is
+// Expiring reports whether the lease of (key, token) has ended by this node's
+// measure: its deadline passed or an Expire for it was decided. Such a lock is
 // about to be removed and must not be handed out again.
 func (l *Lessor) Expiring(key string, token uint64) bool {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	it, ok := l.items[key]
-	return l.primary && ok && it.token == token && (it.expiring || !now.Before(it.deadline))
+	return ok && it.token == token && (it.expiring || !now.Before(it.deadline))
 }
 
-// Len returns the number of leases tracked (0 when not primary).
+// Len returns the number of leases this node tracks (every node tracks all).
 func (l *Lessor) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -399,190 +440,4 @@ type lockID struct {
 	token uint64
 }
 
-// dueLease is one lease whose deadline passed, handed to the expiry worker.
-type dueLease = lockID
-
-// run is the expiry loop: it sleeps until the earliest deadline, marks every
-// lease past its deadline expiring, and hands them to an expiry worker.
-func (l *Lessor) run() {
-	defer l.wg.Done()
-	for {
-		batch, epoch, wait := l.collect()
-		if len(batch) > 0 {
-			l.wg.Add(1)
-			go l.expire(epoch, batch)
-		}
-		var timerC <-chan time.Time
-		var timer Timer
-		if wait >= 0 {
-			timer = l.cfg.Clock.NewTimer(wait)
-			timerC = timer.C()
-		}
-		select {
-		case <-timerC:
-		case <-l.wake:
-		case <-l.stop:
-			if timer != nil {
-				timer.Stop()
-			}
-			return
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-	}
-}
-
-// collect pops every lease past its deadline, marking it expiring, and returns
-// them with the epoch and the wait until the next deadline (-1: none).
-func (l *Lessor) collect() ([]dueLease, uint64, time.Duration) {
-	now := l.cfg.Clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.primary {
-		return nil, l.epoch, -1
-	}
-	var batch []dueLease
-	for len(l.due) > 0 && !now.Before(l.due[0].deadline) {
-		it := heap.Pop(&l.due).(*item)
-		it.expiring = true
-		batch = append(batch, dueLease{key: it.key, token: it.token})
-	}
-	if len(l.due) == 0 {
-		return batch, l.epoch, -1
-	}
-	return batch, l.epoch, l.due[0].deadline.Sub(now)
-}
-
-// expire confirms leadership once for the batch, then proposes every Expire
-// concurrently (they share group commits). A round whose epoch ended, or whose
-// confirmation names another term than the epoch's, proposes nothing (issue
-// 14, race 3); each Expire is decided again under the lessor's lock just
-// before it is proposed (decide). Failures are retried after RetryInterval
-// while the epoch lasts; the leases stay expiring meanwhile.
-func (l *Lessor) expire(epoch uint64, batch []dueLease) {
-	defer l.wg.Done()
-	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.ProposeTimeout)
-	defer cancel()
-	term, err := l.cfg.Confirm(ctx)
-	if err != nil {
-		l.log.Debug("lessor: confirm before expiry failed", zap.Int("leases", len(batch)), zap.Error(err))
-		l.retry(epoch, batch)
-		return
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failed []dueLease
-	for _, d := range batch {
-		if !l.decide(epoch, term, d) {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := l.cfg.Expire(ctx, d.key, d.token)
-			l.settle(epoch, d, err)
-			if err != nil {
-				l.log.Debug("lessor: expire proposal failed", zap.String("key", d.key), zap.Uint64("token", d.token), zap.Error(err))
-				mu.Lock()
-				failed = append(failed, d)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(failed) > 0 {
-		l.retry(epoch, failed)
-	}
-}
-
-// decide reports, under the lessor's lock, whether the Expire of d may be
-// proposed now: the round's epoch is the current one, its confirmation
-// confirmed this epoch's term, and the lock is still tracked with that token,
-// marked expiring and past its current deadline. If so the lock is marked
-// proposing until settle: whatever epoch the proposal ends up committing in,
-// no renewal or retry is granted meanwhile.
-func (l *Lessor) decide(epoch, term uint64, d dueLease) bool {
-	now := l.cfg.Clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	it, ok := l.items[d.key]
-	if l.closed || !l.primary || l.epoch != epoch || l.term != term ||
-		!ok || it.token != d.token || !it.expiring || now.Before(it.deadline) {
-		return false
-	}
-	l.proposing[d]++
-	return true
-}
-
-// settle ends the proposing mark of d after its Expire returned with err. A
-// failed proposal of an older epoch re-arms the lock in the current epoch at
-// once if Promote kept it expiring because of this proposal: its lease ended
-// by the measure of the last renewal anyone acknowledged, since none was
-// acknowledged after the decision.
-func (l *Lessor) settle(epoch uint64, d dueLease, err error) {
-	now := l.cfg.Clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.proposing[d]--; l.proposing[d] <= 0 {
-		delete(l.proposing, d)
-	}
-	if err == nil || l.epoch == epoch || !l.primary || l.proposing[d] > 0 {
-		return
-	}
-	if it, ok := l.items[d.key]; ok && it.token == d.token && it.expiring && it.index < 0 {
-		it.deadline = now
-		heap.Push(&l.due, it)
-		l.kick()
-	}
-}
-
-// retry re-arms the still-tracked, still-expiring leases of batch for another
-// expiry attempt after RetryInterval, if the epoch is unchanged.
-func (l *Lessor) retry(epoch uint64, batch []dueLease) {
-	if l.ctx.Err() != nil {
-		return
-	}
-	deadline := l.cfg.Clock.Now().Add(l.cfg.RetryInterval)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.epoch != epoch || !l.primary {
-		return
-	}
-	for _, d := range batch {
-		it, ok := l.items[d.key]
-		if !ok || it.token != d.token || it.index >= 0 {
-			continue
-		}
-		it.deadline = deadline
-		heap.Push(&l.due, it)
-	}
-	l.kick()
-}
-
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
-
-// deadlineHeap is a min-heap of items by deadline (container/heap).
-type deadlineHeap []*item
-
-func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
-func (h deadlineHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-func (h *deadlineHeap) Push(x any) {
-	it := x.(*item)
-	it.index = len(*h)
-	*h = append(*h, it)
-}
-func (h *deadlineHeap) Pop() any {
-	old := *h
-	n := len(old)
-	it := old[n-1]
-	old[n-1] = nil
-	it.index = -1
-	*h = old[:n-1]
-	return it
-}

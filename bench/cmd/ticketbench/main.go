@@ -49,14 +49,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o         options
 		levels    = fs.String("concurrency", "1,16,64,256", "comma-separated client counts")
 		backends  = fs.String("backends", strings.Join(suite.Backends(), ","), "comma-separated ticketd backends")
-		workloads = fs.String("workloads", "commit,lock", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API)")
+		workloads = fs.String("workloads", "commit,lock,renew", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API), renew (Renew of a held lock through the API; peer: etcd LeaseKeepAlive)")
 		mode      = fs.String("mode", string(load.ModeClosed), "closed (each client waits for its last operation) or open (fixed -rate, latency from the intended send time)")
 	)
 	fs.DurationVar(&o.cfg.Duration, "duration", time.Second, "measured window of each measurement")
 	fs.DurationVar(&o.cfg.Warmup, "warmup", 500*time.Millisecond, "unrecorded run before each window")
 	fs.IntVar(&o.cfg.Rounds, "rounds", 3, "repetitions of every measurement (backend order alternates per round)")
 	fs.Float64Var(&o.cfg.Rate, "rate", 0, "open loop: operations per second over all clients")
-	fs.BoolVar(&o.cfg.Peer, "peer", true, "also measure etcd's concurrency.Mutex (three embedded etcd members)")
+	fs.BoolVar(&o.cfg.Peer, "peer", true, "also measure etcd itself (three embedded members): concurrency.Mutex for lock, LeaseKeepAlive for renew")
 	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "where the clusters' data and the fsync floor file go (default: system temp dir)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clusters and clients share this process) to this file")
 	fs.StringVar(&o.out, "out", "", "output directory (default bench/results/<time> from the repository root)")
@@ -77,6 +77,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.cfg.Commit = true
 		case report.WorkloadLock:
 			o.cfg.Lock = true
+		case report.WorkloadRenew:
+			o.cfg.Renew = true
 		default:
 			return o, fmt.Errorf("-workloads: unknown workload %q", w)
 		}

@@ -69,9 +69,9 @@ func TestSmoke(t *testing.T) {
 	require.Positive(t, rep.Floors[0].RTT.Count)
 	require.Positive(t, rep.Floors[0].Badger.Count)
 	require.Positive(t, rep.Summary.Floor.FloorUS)
-	want := len(suite.Backends()) * 2 * len(levels)
+	want := len(suite.Backends()) * 3 * len(levels) // commit, lock, renew
 	if peer {
-		want += len(levels)
+		want += 2 * len(levels) // etcd Mutex, etcd LeaseKeepAlive
 	}
 	require.Len(t, rep.Measurements, want)
 	seen := map[string]bool{}

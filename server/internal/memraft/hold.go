@@ -2,6 +2,7 @@ package memraft
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/ticketd/ticketd/core"
 )
@@ -268,4 +269,30 @@ func (n *Node) failAll() {
 		r.done <- confirmed{err: core.ErrStopped}
 	}
 	n.log, n.reads = nil, nil
+}
+
+// Replicate applies cmd at the next index as if another leader had committed
+// it and this node, a follower, applied it (OnApply runs as for any entry).
+// As in Raft, the new leader's log keeps every committed entry and
+// overwrites the uncommitted ones: committed entries still in this node's
+// log apply first, uncommitted ones are dropped (their proposers were already
+// answered by Demote). Errors: this node leads, or the state machine's.
+func (n *Node) Replicate(cmd core.Command) (core.Result, error) {
+	n.mu.Lock()
+	leads := n.leader.ID == n.cfg.ID
+	n.mu.Unlock()
+	if leads {
+		return core.Result{}, fmt.Errorf("memraft: replicate while leading")
+	}
+	n.Apply(-1)
+	n.mu.Lock()
+	for _, e := range n.log {
+		if !e.answered {
+			e.answered = true
+			e.done <- proposed{err: &core.NotLeaderError{Leader: n.leader}}
+		}
+	}
+	n.log = nil
+	n.mu.Unlock()
+	return n.apply(cmd)
 }

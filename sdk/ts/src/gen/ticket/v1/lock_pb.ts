@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ticket/v1/lock.proto.
  */
 export const file_ticket_v1_lock: GenFile = /*@__PURE__*/
-  fileDesc("ChR0aWNrZXQvdjEvbG9jay5wcm90bxIJdGlja2V0LnYxIkwKDkFjcXVpcmVSZXF1ZXN0EgsKA2tleRgBIAEoCRIQCghsZWFzZV9tcxgCIAEoAxIMCgR3YWl0GAMgASgIEg0KBW93bmVyGAQgASgJIjIKD0FjcXVpcmVSZXNwb25zZRINCgV0b2tlbhgBIAEoBBIQCghsZWFzZV9tcxgCIAEoAyIsCg5SZWxlYXNlUmVxdWVzdBILCgNrZXkYASABKAkSDQoFdG9rZW4YAiABKAQiEQoPUmVsZWFzZVJlc3BvbnNlIioKDFJlbmV3UmVxdWVzdBILCgNrZXkYASABKAkSDQoFdG9rZW4YAiABKAQiIQoNUmVuZXdSZXNwb25zZRIQCghsZWFzZV9tcxgBIAEoAyIsCg5HZXRMb2NrUmVxdWVzdBILCgNrZXkYASABKAkSDQoFc3RhbGUYAiABKAgiZQoPR2V0TG9ja1Jlc3BvbnNlEgwKBGhlbGQYASABKAgSDQoFdG9rZW4YAiABKAQSEAoIbGVhc2VfbXMYAyABKAMSFAoMcmVtYWluaW5nX21zGAQgASgDEg0KBW93bmVyGAUgASgJIlgKEExpc3RMb2Nrc1JlcXVlc3QSDgoGcHJlZml4GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEg0KBXN0YWxlGAQgASgIImAKEUxpc3RMb2Nrc1Jlc3BvbnNlEh4KBWxvY2tzGAEgAygLMg8udGlja2V0LnYxLkxvY2sSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhIKCnJlYWRfaW5kZXgYAyABKAQiWQoETG9jaxILCgNrZXkYASABKAkSDQoFdG9rZW4YAiABKAQSEAoIbGVhc2VfbXMYAyABKAMSFAoMcmVtYWluaW5nX21zGAQgASgDEg0KBW93bmVyGAUgASgJIi8KEUNoZWNrVG9rZW5SZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBCI6ChJDaGVja1Rva2VuUmVzcG9uc2USDQoFdmFsaWQYASABKAgSFQoNY3VycmVudF90b2tlbhgCIAEoBCI0CgpMZWFkZXJIaW50EhEKCWxlYWRlcl9pZBgBIAEoCRITCgtsZWFkZXJfYWRkchgCIAEoCSJcCgxXYXRjaFJlcXVlc3QSDgoGcHJlZml4GAEgASgJEhMKC3N0YXJ0X2luZGV4GAIgASgEEhgKEGluY2x1ZGVfZXhpc3RpbmcYAyABKAgSDQoFc3RhbGUYBCABKAgi5wEKCldhdGNoRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnRpY2tldC52MS5XYXRjaEV2ZW50LlR5cGUSCwoDa2V5GAIgASgJEg0KBXRva2VuGAMgASgEEg0KBW93bmVyGAQgASgJEhAKCGxlYXNlX21zGAUgASgDEg0KBWluZGV4GAYgASgEEhAKCGV4aXN0aW5nGAcgASgIIlEKBFR5cGUSFAoQVFlQRV9VTlNQRUNJRklFRBAAEgsKB0dSQU5URUQQARIMCghSRUxFQVNFRBACEgsKB0VYUElSRUQQAxILCgdSRU5FV0VEEAQiJwoPV2F0Y2hPdXRPZlJhbmdlEhQKDG9sZGVzdF9pbmRleBgBIAEoBDLxAwoLTG9ja1NlcnZpY2USQAoHQWNxdWlyZRIZLnRpY2tldC52MS5BY3F1aXJlUmVxdWVzdBoaLnRpY2tldC52MS5BY3F1aXJlUmVzcG9uc2USQAoHUmVsZWFzZRIZLnRpY2tldC52MS5SZWxlYXNlUmVxdWVzdBoaLnRpY2tldC52MS5SZWxlYXNlUmVzcG9uc2USOgoFUmVuZXcSFy50aWNrZXQudjEuUmVuZXdSZXF1ZXN0GhgudGlja2V0LnYxLlJlbmV3UmVzcG9uc2USRQoHR2V0TG9jaxIZLnRpY2tldC52MS5HZXRMb2NrUmVxdWVzdBoaLnRpY2tldC52MS5HZXRMb2NrUmVzcG9uc2UiA5ACARJLCglMaXN0TG9ja3MSGy50aWNrZXQudjEuTGlzdExvY2tzUmVxdWVzdBocLnRpY2tldC52MS5MaXN0TG9ja3NSZXNwb25zZSIDkAIBEk4KCkNoZWNrVG9rZW4SHC50aWNrZXQudjEuQ2hlY2tUb2tlblJlcXVlc3QaHS50aWNrZXQudjEuQ2hlY2tUb2tlblJlc3BvbnNlIgOQAgESPgoFV2F0Y2gSFy50aWNrZXQudjEuV2F0Y2hSZXF1ZXN0GhUudGlja2V0LnYxLldhdGNoRXZlbnQiA5ACATABQjdaNWdpdGh1Yi5jb20vdGlja2V0ZC90aWNrZXRkL3Nkay9nZW4vdGlja2V0L3YxO3RpY2tldHYxYgZwcm90bzM");
+  fileDesc("ChR0aWNrZXQvdjEvbG9jay5wcm90bxIJdGlja2V0LnYxImMKDkFjcXVpcmVSZXF1ZXN0EgsKA2tleRgBIAEoCRIQCghsZWFzZV9tcxgCIAEoAxIMCgR3YWl0GAMgASgIEg0KBW93bmVyGAQgASgJEhUKDWxvY2tfZGVsYXlfbXMYBSABKAMiMgoPQWNxdWlyZVJlc3BvbnNlEg0KBXRva2VuGAEgASgEEhAKCGxlYXNlX21zGAIgASgDIjsKDlJlbGVhc2VSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBBINCgVmb3JjZRgDIAEoCCIRCg9SZWxlYXNlUmVzcG9uc2UiKgoMUmVuZXdSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBCIhCg1SZW5ld1Jlc3BvbnNlEhAKCGxlYXNlX21zGAEgASgDIiwKDkdldExvY2tSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgVzdGFsZRgCIAEoCCJlCg9HZXRMb2NrUmVzcG9uc2USDAoEaGVsZBgBIAEoCBINCgV0b2tlbhgCIAEoBBIQCghsZWFzZV9tcxgDIAEoAxIUCgxyZW1haW5pbmdfbXMYBCABKAMSDQoFb3duZXIYBSABKAkiWAoQTGlzdExvY2tzUmVxdWVzdBIOCgZwcmVmaXgYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDQoFc3RhbGUYBCABKAgiYAoRTGlzdExvY2tzUmVzcG9uc2USHgoFbG9ja3MYASADKAsyDy50aWNrZXQudjEuTG9jaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKcmVhZF9pbmRleBgDIAEoBCJZCgRMb2NrEgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBBIQCghsZWFzZV9tcxgDIAEoAxIUCgxyZW1haW5pbmdfbXMYBCABKAMSDQoFb3duZXIYBSABKAkiLwoRQ2hlY2tUb2tlblJlcXVlc3QSCwoDa2V5GAEgASgJEg0KBXRva2VuGAIgASgEIjoKEkNoZWNrVG9rZW5SZXNwb25zZRINCgV2YWxpZBgBIAEoCBIVCg1jdXJyZW50X3Rva2VuGAIgASgEIjQKCkxlYWRlckhpbnQSEQoJbGVhZGVyX2lkGAEgASgJEhMKC2xlYWRlcl9hZGRyGAIgASgJIlwKDFdhdGNoUmVxdWVzdBIOCgZwcmVmaXgYASABKAkSEwoLc3RhcnRfaW5kZXgYAiABKAQSGAoQaW5jbHVkZV9leGlzdGluZxgDIAEoCBINCgVzdGFsZRgEIAEoCCL7AQoKV2F0Y2hFdmVudBIoCgR0eXBlGAEgASgOMhoudGlja2V0LnYxLldhdGNoRXZlbnQuVHlwZRILCgNrZXkYAiABKAkSDQoFdG9rZW4YAyABKAQSDQoFb3duZXIYBCABKAkSEAoIbGVhc2VfbXMYBSABKAMSDQoFaW5kZXgYBiABKAQSEAoIZXhpc3RpbmcYByABKAgiZQoEVHlwZRIUChBUWVBFX1VOU1BFQ0lGSUVEEAASEAoMVFlQRV9HUkFOVEVEEAESEQoNVFlQRV9SRUxFQVNFRBACEhAKDFRZUEVfRVhQSVJFRBADEhAKDFRZUEVfUkVORVdFRBAEIicKD1dhdGNoT3V0T2ZSYW5nZRIUCgxvbGRlc3RfaW5kZXgYASABKAQy8QMKC0xvY2tTZXJ2aWNlEkAKB0FjcXVpcmUSGS50aWNrZXQudjEuQWNxdWlyZVJlcXVlc3QaGi50aWNrZXQudjEuQWNxdWlyZVJlc3BvbnNlEkAKB1JlbGVhc2USGS50aWNrZXQudjEuUmVsZWFzZVJlcXVlc3QaGi50aWNrZXQudjEuUmVsZWFzZVJlc3BvbnNlEjoKBVJlbmV3EhcudGlja2V0LnYxLlJlbmV3UmVxdWVzdBoYLnRpY2tldC52MS5SZW5ld1Jlc3BvbnNlEkUKB0dldExvY2sSGS50aWNrZXQudjEuR2V0TG9ja1JlcXVlc3QaGi50aWNrZXQudjEuR2V0TG9ja1Jlc3BvbnNlIgOQAgESSwoJTGlzdExvY2tzEhsudGlja2V0LnYxLkxpc3RMb2Nrc1JlcXVlc3QaHC50aWNrZXQudjEuTGlzdExvY2tzUmVzcG9uc2UiA5ACARJOCgpDaGVja1Rva2VuEhwudGlja2V0LnYxLkNoZWNrVG9rZW5SZXF1ZXN0Gh0udGlja2V0LnYxLkNoZWNrVG9rZW5SZXNwb25zZSIDkAIBEj4KBVdhdGNoEhcudGlja2V0LnYxLldhdGNoUmVxdWVzdBoVLnRpY2tldC52MS5XYXRjaEV2ZW50IgOQAgEwAUI3WjVnaXRodWIuY29tL3RpY2tldGQvdGlja2V0ZC9zZGsvZ2VuL3RpY2tldC92MTt0aWNrZXR2MWIGcHJvdG8z");
 
 /**
  * owner: opaque client-chosen id (≤ 128 bytes); retries of one request reuse it.
@@ -42,6 +42,18 @@ export type AcquireRequest = Message<"ticket.v1.AcquireRequest"> & {
    * @generated from field: string owner = 4;
    */
   owner: string;
+
+  /**
+   * lock_delay_ms (Chubby lock-delay, Consul session lock_delay): if this
+   * lock ends by lease expiry (not by Release), the key is not granted again
+   * until lock_delay_ms milliseconds have passed, counted from the expiry's
+   * apply on the leader (every node records it, so a new leader keeps it).
+   * Waiting Acquires stay queued meanwhile. 0 (the default) means none;
+   * outside [0, lease.max_lock_delay_ms] is INVALID_ARGUMENT.
+   *
+   * @generated from field: int64 lock_delay_ms = 5;
+   */
+  lockDelayMs: bigint;
 };
 
 /**
@@ -86,6 +98,15 @@ export type ReleaseRequest = Message<"ticket.v1.ReleaseRequest"> & {
    * @generated from field: uint64 token = 2;
    */
   token: bigint;
+
+  /**
+   * force releases whatever lock key holds, whoever holds it (an admin's
+   * recovery tool; needs the admin permission when authorization is on).
+   * token is then ignored and may be 0. Audited with the caller.
+   *
+   * @generated from field: bool force = 3;
+   */
+  force: boolean;
 };
 
 /**
@@ -493,33 +514,33 @@ export enum WatchEvent_Type {
   /**
    * @generated from enum value: TYPE_UNSPECIFIED = 0;
    */
-  TYPE_UNSPECIFIED = 0,
+  UNSPECIFIED = 0,
 
   /**
    * GRANTED: a grant created the lock (an idempotent retry is RENEWED).
    *
-   * @generated from enum value: GRANTED = 1;
+   * @generated from enum value: TYPE_GRANTED = 1;
    */
   GRANTED = 1,
 
   /**
    * RELEASED: the holder released the lock.
    *
-   * @generated from enum value: RELEASED = 2;
+   * @generated from enum value: TYPE_RELEASED = 2;
    */
   RELEASED = 2,
 
   /**
    * EXPIRED: the lease ran out and the lock was removed.
    *
-   * @generated from enum value: EXPIRED = 3;
+   * @generated from enum value: TYPE_EXPIRED = 3;
    */
   EXPIRED = 3,
 
   /**
    * RENEWED: the lease was restarted (a renewal or a retried grant).
    *
-   * @generated from enum value: RENEWED = 4;
+   * @generated from enum value: TYPE_RENEWED = 4;
    */
   RENEWED = 4,
 }

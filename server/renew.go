@@ -1,0 +1,48 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ticketd/ticketd/core"
+	"github.com/ticketd/ticketd/server/lessor"
+)
+
+// This file is the renewal path on the leader: a Renew is a replicated
+// command (issue 15), admitted by the lessor and group-committed with other
+// proposals; every node restarts the lock's deadline when it applies it.
+
+// renew serves Renew on the promoted leader and returns the lease in
+// milliseconds. The lessor first decides, under its lock, that the lease has
+// not run out and no Expire of it is decided or in flight; then core.Renew is
+// proposed. A renewal admitted here that commits after an expiry round
+// decided the lock's end still wins: that Expire carries the older seen index
+// and removes nothing (core.ExpireSeen). A refusal (no such lock, lease run
+// out) is given only after a quorum confirms leadership and
+// the table has applied everything committed (ReadIndex), since a deposed
+// leader's table is stale.
+//
+// Errors: ErrNotFound (no lock with that token, or the Renew applied as
+// NotFound: it was removed first), lessor.ErrExpired (its lease ran out),
+// lessor.ErrNotPrimary, and the backend's Propose/ReadIndex errors.
+func (n *Node) renew(ctx context.Context, key string, token uint64) (int64, error) {
+	err := n.lessor.Renewable(key, token)
+	if errors.Is(err, lessor.ErrNotHeld) || errors.Is(err, lessor.ErrExpired) {
+		if err := n.raft.ReadIndex(ctx); err != nil {
+			return 0, err
+		}
+		err = n.lessor.Renewable(key, token)
+	}
+	if err != nil {
+		return 0, err
+	}
+	res, err := n.raft.Propose(ctx, core.Renew(key, token))
+	if err != nil {
+		return 0, err
+	}
+	if res.Outcome != core.OutcomeRenewed {
+		return 0, fmt.Errorf("%w: key %q token %d", ErrNotFound, key, token)
+	}
+	return res.LeaseMS, nil
+}
