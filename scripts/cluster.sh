@@ -7,8 +7,19 @@
 #   TICKETD=bin/ticketd     the ticketd binary
 #   SECURE=1                client TLS, client-certificate auth and peer mutual
 #                           TLS, with a CA and certificates that
-#                           `ticketctl cert` makes once under $DATA/certs/
+#                           `ticketctl cert` makes once under $DATA/certs/, and
+#                           authorization on: $DATA/certs/policy.yaml gives the
+#                           client certificate "root" admin and the bearer token
+#                           in $DATA/certs/orders-svc.token lock on orders/
 #   TICKETCTL=bin/ticketctl the ticketctl binary (SECURE=1 makes certificates with it)
+#
+#   scripts/cluster.sh               start the cluster and supervise it
+#   scripts/cluster.sh restart nX    restart one node of the running cluster
+#                                    (SIGTERM, then the same command; `make node N=nX`)
+#
+# The supervisor prints each node's exact command, so a node can also be
+# restarted by hand, and keeps running while any node it started or
+# restarted (pid in $DATA/nX.pid) is up or a node's API port is taken.
 #
 # Nodes n1..n3 serve the client API on 127.0.0.1:7001-7003 and peer (Raft)
 # traffic on 127.0.0.1:7101-7103. A second run reuses the data (the bootstrap
@@ -48,8 +59,21 @@ if [[ -f $DATA/BACKEND && $(cat "$DATA/BACKEND") != "$BACKEND" ]]; then
 fi
 echo "$BACKEND" >"$DATA/BACKEND"
 
+CMD=${1:-run}
+case $CMD in
+run) ;;
+restart)
+	if [[ -f $DATA/SECURE ]]; then SECURE=1; fi
+	;;
+*)
+	echo "cluster.sh: unknown command '$CMD' (want: run, or restart nX)" >&2
+	exit 2
+	;;
+esac
+
 port_busy() { (echo >"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null; }
 for addr in "${API[@]}" "${RAFT[@]}"; do
+	[[ $CMD == restart ]] && break
 	if port_busy "$addr"; then
 		echo "cluster.sh: $addr is already in use (another cluster running?)" >&2
 		exit 1
@@ -73,6 +97,30 @@ if [[ -n $SECURE ]]; then
 		[[ -f $CERTS/node-$id.crt ]] || "$TICKETCTL" cert create-node --certs-dir "$CERTS" --id "$id" --hosts 127.0.0.1,localhost >/dev/null
 	done
 	[[ -f $CERTS/client.root.crt ]] || "$TICKETCTL" cert create-client --certs-dir "$CERTS" --name root >/dev/null
+	# Authorization (issue 13): root is admin; orders-svc, by bearer token,
+	# may lock under orders/; every authenticated principal may read it.
+	if [[ ! -f $CERTS/policy.yaml ]]; then
+		cat >"$CERTS/policy.yaml" <<'POLICY'
+rules:
+  - principal: root
+    allow: [admin]
+  - principal: orders-svc
+    prefix: "orders/"
+    allow: [lock]
+  - principal: "*"
+    prefix: "orders/"
+    allow: [read]
+POLICY
+	fi
+	if [[ ! -f $CERTS/tokens.yaml ]]; then
+		(
+			umask 077
+			"$TICKETCTL" auth hash-token --new --principal orders-svc >"$CERTS/tokens.new"
+			sed -n 's/^# token (give it to orders-svc; it is not stored): //p' "$CERTS/tokens.new" >"$CERTS/orders-svc.token"
+			{ echo "tokens:"; grep -v '^#' "$CERTS/tokens.new"; } >"$CERTS/tokens.yaml"
+			rm -f "$CERTS/tokens.new"
+		)
+	fi
 	scheme=https
 	curl_tls=(--cacert "$CERTS/ca.crt" --cert "$CERTS/client.root.crt" --key "$CERTS/client.root.key")
 fi
@@ -82,7 +130,8 @@ node_tls() {
 	tls_flags=(--cert-file "$CERTS/node-$id.crt" --key-file "$CERTS/node-$id.key"
 		--trusted-ca-file "$CERTS/ca.crt" --client-cert-auth
 		--peer-cert-file "$CERTS/node-$id.crt" --peer-key-file "$CERTS/node-$id.key"
-		--peer-trusted-ca-file "$CERTS/ca.crt")
+		--peer-trusted-ca-file "$CERTS/ca.crt"
+		--auth-policy-file "$CERTS/policy.yaml" --auth-tokens-file "$CERTS/tokens.yaml")
 }
 
 peers=""
@@ -90,25 +139,76 @@ for i in 0 1 2; do
 	peers+="${peers:+,}${IDS[i]}=${RAFT[i]}/${API[i]}"
 done
 
-pids=()
+# node_cmd i: the exact `ticketd serve` command of node i, one word per line.
+node_cmd() {
+	local i=$1 id=${IDS[$1]}
+	node_tls "$id"
+	printf '%s\n' "$TICKETD" serve --id "$id" --api-addr "${API[i]}" --raft-addr "${RAFT[i]}" \
+		--data-dir "$DATA/$id" --backend "$BACKEND" --bootstrap "$peers" \
+		--log-format console ${tls_flags[@]+"${tls_flags[@]}"}
+}
+
+# start_node i: start node i in the background, appending to its log, and
+# record its pid in $DATA/nX.pid.
+start_node() {
+	local i=$1 cmd
+	mapfile -t cmd < <(node_cmd "$i")
+	"${cmd[@]}" >>"$DATA/${IDS[i]}.log" 2>&1 &
+	echo $! >"$DATA/${IDS[i]}.pid"
+}
+
+pid_of() { cat "$DATA/${IDS[$1]}.pid" 2>/dev/null || true; }
+alive() { [[ -n $1 ]] && kill -0 "$1" 2>/dev/null; }
+
+# restart nX: SIGTERM the node (it hands leadership over), wait for it, and
+# start it again with the same command.
+if [[ $CMD == restart ]]; then
+	want=${2:-}
+	idx=-1
+	for i in 0 1 2; do [[ ${IDS[i]} == "$want" ]] && idx=$i; done
+	if ((idx < 0)); then
+		echo "cluster.sh restart: want a node id: ${IDS[*]} (got '${want}')" >&2
+		exit 2
+	fi
+	pid=$(pid_of "$idx")
+	if alive "$pid"; then
+		kill -TERM "$pid"
+		for _ in $(seq 1 150); do alive "$pid" || break; sleep 0.1; done
+		if alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+	fi
+	if port_busy "${API[idx]}"; then
+		echo "cluster.sh restart: ${API[idx]} is still in use (started by hand?); stop that process first" >&2
+		exit 1
+	fi
+	start_node "$idx"
+	echo "restarted $want (pid $(pid_of "$idx")); log in $DATA/$want.log"
+	exit 0
+fi
+
+[[ -n $SECURE ]] && touch "$DATA/SECURE" || rm -f "$DATA/SECURE"
+
 stop_all() {
 	trap - INT TERM
 	echo
 	echo "stopping ticketd nodes..."
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for i in 0 1 2; do
+		p=$(pid_of "$i")
+		alive "$p" && kill -TERM "$p" 2>/dev/null || true
+	done
+	for i in 0 1 2; do
+		p=$(pid_of "$i")
+		while alive "$p"; do sleep 0.1; done
+	done
 	wait || true
 	echo "stopped (data kept in $DATA/)"
 	exit 0
 }
 trap stop_all INT TERM
 
+pids=()
 for i in 0 1 2; do
-	id=${IDS[i]}
-	node_tls "$id"
-	"$TICKETD" serve --id "$id" --api-addr "${API[i]}" --raft-addr "${RAFT[i]}" \
-		--data-dir "$DATA/$id" --backend "$BACKEND" --bootstrap "$peers" \
-		--log-format console ${tls_flags[@]+"${tls_flags[@]}"} >>"$DATA/$id.log" 2>&1 &
-	pids+=($!)
+	start_node "$i"
+	pids+=("$(pid_of "$i")")
 done
 
 status() { curl -s -m 1 ${curl_tls[@]+"${curl_tls[@]}"} -H 'Content-Type: application/json' -d '{}' "$scheme://$1/ticket.v1.ClusterService/Status" 2>/dev/null || true; }
@@ -135,19 +235,34 @@ INFO
 for i in 0 1 2; do
 	printf '  %-4s  %-7s  %-16s  %-16s  %s\n' "${IDS[i]}" "${pids[i]}" "${API[i]}" "${RAFT[i]}" "$DATA/${IDS[i]}.log"
 done
+echo
+echo "Restart one node: make node N=n3   (or scripts/cluster.sh restart n3); by hand:"
+for i in 0 1 2; do
+	mapfile -t cmd < <(node_cmd "$i")
+	printf '  %s:' "${IDS[i]}"
+	for w in "${cmd[@]}"; do
+		if [[ $w =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then printf ' %s' "$w"; else printf ' %q' "$w"; fi
+	done
+	printf ' >>%q 2>&1 &\n' "$DATA/${IDS[i]}.log"
+done
 if [[ -n $SECURE ]]; then
 	cat <<INFO
 
 Secure mode: client TLS with client-certificate auth and peer mutual TLS; CA
 and certificates in $CERTS/ (made by ticketctl cert). Plaintext is refused.
+Authorization is on: $CERTS/policy.yaml makes the client certificate "root"
+admin; the bearer token in $CERTS/orders-svc.token locks under orders/ (edit
+the policy, then kill -HUP the nodes to reload it).
 
 Try, from another terminal:
-  export TICKETD_CACERT=$CERTS/ca.crt TICKETD_CERT=$CERTS/client.root.crt TICKETD_KEY=$CERTS/client.root.key
+  export TICKETD_CACERT=$CERTS/ca.crt TICKETD_CERT=$CERTS/client.root.crt TICKETD_KEY_FILE=$CERTS/client.root.key
   bin/ticketctl status
-  bin/ticketctl lock acquire orders/42 --ttl 10s
+  bin/ticketctl lock acquire orders/42 --ttl 60s
   bin/ticketctl lock list
+  bin/ticketctl lock release orders/42 --force          # admin only; audited
+  TICKETD_TOKEN=\$(cat $CERTS/orders-svc.token) bin/ticketctl lock acquire orders/7 --ttl 60s
   curl -s --cacert $CERTS/ca.crt --cert $CERTS/client.root.crt --key $CERTS/client.root.key \\
-      -H 'Content-Type: application/json' -d '{"key":"orders/42","leaseMs":"10000"}' \\
+      -H 'Content-Type: application/json' -d '{"key":"orders/42","leaseMs":"60000"}' \\
       https://${API[0]}/ticket.v1.LockService/Acquire
 
 Failover: kill -9 the leader's pid; the other two elect a new leader and keep
@@ -158,9 +273,9 @@ else
 
 Try, from another terminal:
   bin/ticketctl status
-  bin/ticketctl lock acquire orders/42 --ttl 10s
+  bin/ticketctl lock acquire orders/42 --ttl 60s
   bin/ticketctl lock list
-  curl -s -H 'Content-Type: application/json' -d '{"key":"orders/42","leaseMs":"10000"}' \\
+  curl -s -H 'Content-Type: application/json' -d '{"key":"orders/42","leaseMs":"60000"}' \\
       http://${API[0]}/ticket.v1.LockService/Acquire
   go tool buf curl --protocol grpc --http2-prior-knowledge --reflect -d '{}' \\
       http://${API[0]}/ticket.v1.ClusterService/Status
@@ -170,18 +285,35 @@ serving (locks keep their tokens). Ctrl-C stops all three.
 INFO
 fi
 
-# Report nodes that exit (kill -9 by hand) and keep serving with the rest.
-alive=3
-while ((alive > 0)); do
-	wait -n || true
-	alive=0
+# Supervise: report nodes that exit (kill -9 by hand) or are restarted
+# (make node N=nX), and keep running while any node is up: one started or
+# restarted through this script (pid file), or one started by hand (its API
+# port is taken).
+declare -A seen
+for i in 0 1 2; do seen[$i]=${pids[i]}; done
+while :; do
+	up=0
 	for i in 0 1 2; do
-		if kill -0 "${pids[i]}" 2>/dev/null; then
-			alive=$((alive + 1))
-		elif [[ -z ${reported[i]:-} ]]; then
-			reported[i]=1
-			echo "node ${IDS[i]} (pid ${pids[i]}) exited; see $DATA/${IDS[i]}.log"
+		p=$(pid_of "$i")
+		if [[ $p != "${seen[$i]}" ]]; then
+			seen[$i]=$p
+			echo "node ${IDS[i]} restarted (pid $p)"
+		fi
+		if alive "$p"; then
+			up=$((up + 1))
+		elif [[ -z ${reported[i]:-} || ${reported[i]} != "$p" ]]; then
+			if port_busy "${API[i]}"; then
+				up=$((up + 1))
+				continue
+			fi
+			reported[i]=$p
+			echo "node ${IDS[i]} (pid $p) exited; see $DATA/${IDS[i]}.log; restart: make node N=${IDS[i]}"
+		elif port_busy "${API[i]}"; then
+			up=$((up + 1))
 		fi
 	done
+	((up > 0)) || break
+	sleep 1
 done
+wait || true
 echo "all nodes exited"

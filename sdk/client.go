@@ -243,6 +243,9 @@ func (c *Client) nodeFor(url string) *node {
 	if c.cfg.grpc {
 		opts = append(opts, connect.WithGRPC())
 	}
+	if c.cfg.bearerToken != "" {
+		opts = append(opts, connect.WithInterceptors(bearerInterceptor{header: "Bearer " + c.cfg.bearerToken}))
+	}
 	n := &node{
 		url:     url,
 		lock:    ticketv1connect.NewLockServiceClient(c.hc, url, opts...),
@@ -389,6 +392,10 @@ func invoke[R any](ctx context.Context, c *Client, spec callSpec, fn func(contex
 		n, isLeader := c.route(spec.toLeader)
 		if spec.toLeader && !isLeader {
 			ln, err := c.discover(ctx, n, spec.timeout)
+			if err != nil && refusedCredentials(err) {
+				// Every node would refuse the same credentials: final.
+				return zero, out, wrapErr(spec.op, spec.key, err)
+			}
 			if err != nil {
 				// Nothing was sent for the call itself: not ambiguous.
 				last = err

@@ -46,6 +46,15 @@ var (
 	// ErrResourceExhausted: a server limit (lock-table size, queue length) was
 	// reached. Nothing changed. Server code ResourceExhausted.
 	ErrResourceExhausted = errors.New("ticketd: resource exhausted")
+	// ErrPermissionDenied: the server's authorization policy does not allow
+	// this principal the request (no lock or read permission on the key, no
+	// admin permission), or the lock belongs to another principal. Nothing
+	// changed. Server code PermissionDenied.
+	ErrPermissionDenied = errors.New("ticketd: permission denied")
+	// ErrUnauthenticated: the server has authorization on and the request
+	// carried no accepted credential (no client certificate, an unknown
+	// bearer token). Server code Unauthenticated.
+	ErrUnauthenticated = errors.New("ticketd: unauthenticated")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("ticketd: client closed")
 )
@@ -141,6 +150,10 @@ func sentinelOf(err error) error {
 		return ErrResourceExhausted
 	case connect.CodeUnavailable:
 		return ErrUnavailable
+	case connect.CodePermissionDenied:
+		return ErrPermissionDenied
+	case connect.CodeUnauthenticated:
+		return ErrUnauthenticated
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/server/forward"
+	"github.com/ticketd/ticketd/server/security"
 )
 
 // callerKey is the context key of a request's caller description.
@@ -14,7 +15,9 @@ type callerKey struct{}
 
 // withCaller records who sent each request in its context: the verified
 // client certificate's CN when the connection presented one, else the remote
-// address. Membership and leadership changes are logged with it.
+// address (membership and leadership changes are logged with it), and the
+// connection's TLS state, from which the auth interceptor takes the
+// principal (security.WithConnState).
 func withCaller(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who := r.RemoteAddr
@@ -24,7 +27,8 @@ func withCaller(h http.Handler) http.Handler {
 		if by := r.Header.Get(forward.Header); by != "" {
 			who += " forwarded-by=" + by
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, who)))
+		ctx := security.WithConnState(context.WithValue(r.Context(), callerKey{}, who), r.TLS)
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -24,7 +24,9 @@ func withCORS(origins []string, h http.Handler) http.Handler {
 	c := cors.New(cors.Options{
 		AllowedOrigins: origins,
 		AllowedMethods: connectcors.AllowedMethods(),
-		AllowedHeaders: connectcors.AllowedHeaders(),
+		// Authorization carries a bearer token (--auth-tokens-file) from
+		// browser clients; the protocols' own headers come from connectcors.
+		AllowedHeaders: append(connectcors.AllowedHeaders(), "Authorization"),
 		ExposedHeaders: append(connectcors.ExposedHeaders(), forward.LeaderHeader),
 		MaxAge:         corsMaxAgeSeconds,
 	})

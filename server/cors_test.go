@@ -27,13 +27,15 @@ func TestCORS(t *testing.T) {
 		require.NoError(t, err)
 		req.Header.Set("Origin", pageOrigin)
 		req.Header.Set("Access-Control-Request-Method", http.MethodPost)
-		req.Header.Set("Access-Control-Request-Headers", "connect-protocol-version,content-type") // sorted, as browsers send it
+		req.Header.Set("Access-Control-Request-Headers", "authorization,connect-protocol-version,content-type") // sorted, as browsers send it
 		res, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		res.Body.Close()
 		assert.Less(t, res.StatusCode, 300)
 		assert.Equal(t, pageOrigin, res.Header.Get("Access-Control-Allow-Origin"))
-		assert.Contains(t, strings.ToLower(res.Header.Get("Access-Control-Allow-Headers")), "connect-protocol-version")
+		allowed := strings.ToLower(res.Header.Get("Access-Control-Allow-Headers"))
+		assert.Contains(t, allowed, "connect-protocol-version")
+		assert.Contains(t, allowed, "authorization", "browser clients send bearer tokens")
 	})
 	t.Run("preflight_other_origin_not_allowed", func(t *testing.T) {
 		req, err := http.NewRequest(http.MethodOptions, "http://"+s.addr+url, nil)

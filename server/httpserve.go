@@ -51,7 +51,7 @@ func tlsProtocols() *http.Protocols {
 // CORS when origins are allowed and in the request-body read timeout.
 func (n *Node) handler(reg *prometheus.Registry) http.Handler {
 	opts := []connect.HandlerOption{
-		connect.WithInterceptors(n.met.interceptor(), loggingInterceptor(n.log.Named("rpc"))),
+		connect.WithInterceptors(n.met.interceptor(), loggingInterceptor(n.log.Named("rpc")), n.sec.auth.Interceptor()),
 		connect.WithRecover(n.recoverPanic),
 		// Replies are tens of bytes: gzip would cost more CPU than it saves.
 		connect.WithCompressMinBytes(compressMinBytes),
@@ -60,14 +60,14 @@ func (n *Node) handler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(ticketv1connect.NewLockServiceHandler(&lockService{n: n}, opts...))
 	mux.Handle(ticketv1connect.NewClusterServiceHandler(&clusterService{n: n}, opts...))
-	mux.Handle(grpchealth.NewHandler(n.health))
+	mux.Handle(grpchealth.NewHandler(n.health, opts...))
 	reflector := grpcreflect.NewStaticReflector(
 		ticketv1connect.LockServiceName,
 		ticketv1connect.ClusterServiceName,
 		grpchealth.HealthV1ServiceName,
 	)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 	mux.Handle(console.Path, console.Handler()) // the web console at /ui/
 	mux.HandleFunc(LivezPath, n.livez)          // probes.go
 	mux.HandleFunc(ReadyzPath, n.readyz)        // probes.go
@@ -75,7 +75,7 @@ func (n *Node) handler(reg *prometheus.Registry) http.Handler {
 	if n.cfg.ListenMetricsAddr == "" {
 		mux.Handle("/metrics", n.sec.metrics)
 	}
-	return n.sec.wrap(mux)
+	return n.sec.wrap(withHints(mux)) // hints.go
 }
 
 // MetricsHandler serves the node's Prometheus metrics (its registry, see

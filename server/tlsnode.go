@@ -20,6 +20,7 @@ type nodeSecurity struct {
 	api     *security.Reloader // nil: plaintext h2c API
 	peer    *security.Reloader // nil: plaintext peer traffic
 	limiter *connLimiter
+	auth    *security.Authenticator // principals and the policy (auth.go)
 	origins []string
 	// clientCertAuth requires client certificates on the API.
 	clientCertAuth bool
@@ -75,6 +76,9 @@ func (n *Node) secure(b *backends.Config) error {
 		}
 		go s.peer.Watch(n.life, security.DefaultPollInterval)
 		b.PeerTLS = security.PeerConfig(s.peer, log)
+	}
+	if s.auth, err = n.newAuthenticator(); err != nil {
+		return err
 	}
 	b.MaxMessageBytes = cfg.Raft.MaxMessageBytes
 	b.OnFatal = n.onFatal

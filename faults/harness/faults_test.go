@@ -21,6 +21,7 @@ var (
 	out      = flag.String("out", "", "directory for reports of failing runs (default $TMPDIR/ticketd-faults-reports)")
 	kinds    = flag.String("kinds", "", "comma-separated fault kinds to use (default: all)")
 	netMode  = flag.String("net", "", `where the nodes run: "" (loopback processes) or "hosts" (one network namespace per node, real network faults)`)
+	auth     = flag.Bool("auth", false, "run with authorization on (a policy and a bearer token for the workload; harness.Config.Auth)")
 	disk     = flag.Bool("disk", false, "add the disk faults (nemesis.DiskKinds: a damaged log file, a full disk on tmpfs; needs root) to the default kinds")
 )
 
@@ -71,7 +72,7 @@ func TestFaults(t *testing.T) {
 	}
 	for _, b := range backends() {
 		t.Run(b, func(t *testing.T) {
-			res := harness.Run(t, harness.Config{Backend: b, Nodes: *nodes, Seed: s, Duration: *duration, Out: *out, Kinds: ks, Start: start})
+			res := harness.Run(t, harness.Config{Backend: b, Nodes: *nodes, Seed: s, Duration: *duration, Out: *out, Kinds: ks, Start: start, Auth: *auth})
 			t.Logf("summary: %s", res)
 		})
 	}

@@ -63,6 +63,11 @@ type Config struct {
 	// when it cannot. Kinds should then include what the cluster
 	// supports, such as nemesis.NetKinds.
 	Start func(t *testing.T, backend string, nodes int, electionTimeout time.Duration) Cluster
+	// Auth runs the cluster with authorization on (issue 13): a policy and
+	// a tokens file, every request of the workers and the nemesis
+	// authenticated by a bearer token (loopback, no TLS; forwarded requests
+	// carry the token). Ignored when Start is set.
+	Auth bool
 }
 
 func (c Config) withDefaults() Config {
@@ -181,6 +186,13 @@ func binary() (string, error) {
 // (the binary is passed through the environment).
 func StartCluster(t *testing.T, backend string, nodes int, et time.Duration, rules string) *ticketdtest.Cluster {
 	t.Helper()
+	return startCluster(t, backend, nodes, et, rules, false)
+}
+
+// startCluster is StartCluster, with authorization on when auth is set
+// (Config.Auth).
+func startCluster(t *testing.T, backend string, nodes int, et time.Duration, rules string, auth bool) *ticketdtest.Cluster {
+	t.Helper()
 	bin, err := binary()
 	if err != nil {
 		t.Fatal(err)
@@ -198,6 +210,10 @@ func StartCluster(t *testing.T, backend string, nodes int, et time.Duration, rul
 	if rules != "" {
 		opts.Env = []string{rulesEnv + "=" + rules}
 	}
+	if auth {
+		opts.Args = append(opts.Args, authArgs(t)...)
+		opts.BearerToken = faultsToken
+	}
 	return ticketdtest.Start(t, opts)
 }
 
@@ -213,7 +229,7 @@ func Run(t *testing.T, cfg Config) Result {
 	if cfg.Start != nil {
 		tg = cfg.Start(t, cfg.Backend, cfg.Nodes, et)
 	} else {
-		tg = &target{c: StartCluster(t, cfg.Backend, cfg.Nodes, et, rules), rules: rules}
+		tg = &target{c: startCluster(t, cfg.Backend, cfg.Nodes, et, rules, cfg.Auth), rules: rules}
 	}
 	c := tg
 

@@ -36,6 +36,10 @@ type Options struct {
 	// TLS, when set, starts the nodes with TLS (see TLS) and makes the
 	// cluster's own clients speak https.
 	TLS *TLS
+	// BearerToken, when set, is sent by the cluster's own clients (Lock,
+	// Cluster, Status) as `Authorization: Bearer`, for nodes started with
+	// --auth-tokens-file (in Args) that list its digest.
+	BearerToken string
 }
 
 // Node describes one ticketd process of a Cluster. Its fields do not change
@@ -165,8 +169,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		n.LogFile = filepath.Join(dir, n.ID+".log")
 		peers = append(peers, n.ID+"="+n.RaftAddr+"/"+n.APIAddr)
 		c.nodes = append(c.nodes, n)
-		c.lock = append(c.lock, ticketv1connect.NewLockServiceClient(c.http, c.scheme+"://"+n.APIAddr))
-		c.cluster = append(c.cluster, ticketv1connect.NewClusterServiceClient(c.http, c.scheme+"://"+n.APIAddr))
+		copts := clientOptions(opts)
+		c.lock = append(c.lock, ticketv1connect.NewLockServiceClient(c.http, c.scheme+"://"+n.APIAddr, copts...))
+		c.cluster = append(c.cluster, ticketv1connect.NewClusterServiceClient(c.http, c.scheme+"://"+n.APIAddr, copts...))
 	}
 	for _, n := range c.nodes {
 		n.args = append([]string{"serve",

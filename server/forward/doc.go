@@ -11,6 +11,12 @@
 // header), and a client that goes away cancels the forwarded call too, so the
 // leader's ghost-lock release sees it.
 //
+// Every request a Forwarder's clients send on a handler's behalf carries the
+// original caller's identity (issue 13): its bearer token unchanged, or, for
+// a certificate principal, security.PrincipalHeader, which the leader
+// believes only from a member's node certificate. The leader therefore
+// authorizes, and binds locks to, the caller and never the forwarding node.
+//
 // # Usage
 //
 //  1. Build one Forwarder per node with New(Config{Self: nodeID}).

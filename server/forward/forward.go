@@ -85,7 +85,7 @@ func (f *Forwarder) Lock(addr string) ticketv1connect.LockServiceClient {
 	defer f.mu.Unlock()
 	c, ok := f.lock[addr]
 	if !ok {
-		c = ticketv1connect.NewLockServiceClient(f.client, f.URL(addr), f.cfg.Options...)
+		c = ticketv1connect.NewLockServiceClient(f.client, f.URL(addr), f.options()...)
 		f.lock[addr] = c
 	}
 	return c
@@ -97,7 +97,7 @@ func (f *Forwarder) Cluster(addr string) ticketv1connect.ClusterServiceClient {
 	defer f.mu.Unlock()
 	c, ok := f.cluster[addr]
 	if !ok {
-		c = ticketv1connect.NewClusterServiceClient(f.client, f.URL(addr), f.cfg.Options...)
+		c = ticketv1connect.NewClusterServiceClient(f.client, f.URL(addr), f.options()...)
 		f.cluster[addr] = c
 	}
 	return c

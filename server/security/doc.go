@@ -27,5 +27,28 @@
 //	go r.Watch(ctx, security.DefaultPollInterval)
 //	srv.TLSConfig = security.ServerConfig(r, cfg.ClientCertAuth)
 //
-// Authentication and authorization policy will live beside these files.
+// # Authentication and authorization (issue 13)
+//
+// Beside the TLS files: principal.go (Principal, from a verified client
+// certificate's CN, a bearer token, or a member node's forwarding
+// assertion), tokens.go (the tokens file: SHA-256 digests compared in
+// constant time, Consul ACL tokens), policy.go (the policy file: read, lock
+// and admin on key prefixes, etcd roles on key ranges), authn.go
+// (Authenticator: establishes the principal, reloads both files on SIGHUP)
+// and authz.go (the connect interceptor that refuses with Unauthenticated or
+// PermissionDenied and puts the principal in the handler's context).
+//
+//  1. Build one Authenticator per node with NewAuthenticator (a bad file
+//     stops the start) and run its Watch loop.
+//  2. Record each request's TLS state in its context (WithConnState) in the
+//     HTTP layer, and install Interceptor on every handler.
+//  3. In handlers, PrincipalFrom gives the caller; MayTouch decides Renew
+//     and Release of a lock bound to another principal.
+//
+// For a node:
+//
+//	a, err := security.NewAuthenticator(security.AuthConfig{PolicyFile: p, TokensFile: t, IsMember: isMember})
+//	if err != nil { return err }
+//	go a.Watch(ctx)
+//	opts := connect.WithInterceptors(a.Interceptor())
 package security

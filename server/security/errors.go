@@ -17,4 +17,22 @@ var (
 	ErrInsecureExposure = errors.New("security: refusing to serve a non-loopback address without TLS")
 	// ErrExists: a certificate or key file to be created already exists.
 	ErrExists = errors.New("security: file exists")
+	// ErrBadPolicy: a policy file (--auth-policy-file) does not parse:
+	// unknown field or permission, empty principal, admin with a prefix.
+	ErrBadPolicy = errors.New("security: invalid policy file")
+	// ErrBadTokens: a tokens file (--auth-tokens-file) does not parse:
+	// unknown field, empty principal, a digest that is not hex SHA-256.
+	ErrBadTokens = errors.New("security: invalid tokens file")
+	// ErrUnauthenticated: authorization is on and the request carries no
+	// verified client certificate and no known bearer token (connect code
+	// Unauthenticated).
+	ErrUnauthenticated = errors.New("security: unauthenticated")
+	// ErrPermissionDenied: the principal's policy does not allow the
+	// request, or the lock belongs to another principal (connect code
+	// PermissionDenied). Nothing changed.
+	ErrPermissionDenied = errors.New("security: permission denied")
+	// ErrForwardedPrincipal: a request asserted a principal in
+	// PrincipalHeader over a connection that is not a member node's
+	// (a client trying to impersonate); refused as Unauthenticated.
+	ErrForwardedPrincipal = errors.New("security: principal header from a non-member connection")
 )

@@ -63,7 +63,7 @@ func TestCertCommandsAndTLSFlags(t *testing.T) {
 
 	t.Setenv("TICKETD_CACERT", ca)
 	t.Setenv("TICKETD_CERT", cert)
-	t.Setenv("TICKETD_KEY", key)
+	t.Setenv("TICKETD_KEY_FILE", key)
 	code, out, errs = ctl(t, "https://"+ep, "status")
 	require.Equal(t, exitOK, code, "TICKETD_* variables: stdout %q stderr %q", out, errs)
 }

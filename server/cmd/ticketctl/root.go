@@ -73,7 +73,8 @@ unauthenticated (no accepted client certificate or --token).`,
 	pf.BoolVar(&g.grpc, "grpc", false, "use the gRPC protocol instead of Connect")
 	pf.StringVar(&g.cacert, "cacert", os.Getenv("TICKETD_CACERT"), "verify the servers' TLS certificates with this CA bundle and use https (env TICKETD_CACERT)")
 	pf.StringVar(&g.cert, "cert", os.Getenv("TICKETD_CERT"), "client certificate (PEM) to present (env TICKETD_CERT)")
-	pf.StringVar(&g.key, "key", os.Getenv("TICKETD_KEY"), "client certificate's key (PEM) (env TICKETD_KEY)")
+	// Not TICKETD_KEY: `lock run` and `elect` give their command TICKETD_KEY (the lock name).
+	pf.StringVar(&g.key, "key", os.Getenv("TICKETD_KEY_FILE"), "client certificate's key (PEM) (env TICKETD_KEY_FILE)")
 	pf.StringVar(&g.token, "token", os.Getenv("TICKETD_TOKEN"), "bearer token to authenticate with; prefer the env TICKETD_TOKEN (a flag shows in ps)")
 
 	root.AddCommand(newLockCmd(g), newStatusCmd(g), newMembersCmd(g), newTransferLeaderCmd(g), newCertCmd(stdout),

@@ -7,12 +7,15 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ticketd/ticketd/server"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
 func main() {
+	server.Version = version
 	if err := rootCmd().Execute(); err != nil {
 		os.Exit(1)
 	}

@@ -1,0 +1,61 @@
+package forward
+
+import (
+	"context"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/ticketd/ticketd/server/security"
+)
+
+// options are the connect options of the Forwarder's clients: Config.Options
+// and the interceptor that carries the caller's identity on every request
+// made on a handler's behalf (forwarded requests, and the leader's probes of
+// members during AddMember and RemoveMember).
+func (f *Forwarder) options() []connect.ClientOption {
+	return append([]connect.ClientOption{connect.WithInterceptors(principalInterceptor())}, f.cfg.Options...)
+}
+
+// principalInterceptor applies carryPrincipal to every outgoing unary request.
+func principalInterceptor() connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if req.Spec().IsClient {
+				carryPrincipal(ctx, req.Header())
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+// carryPrincipal puts the original caller's identity on a request made on
+// its behalf (a forwarded request, a membership probe), in headers h, so that the leader authorizes the caller and binds
+// its locks to the caller, never to the forwarding node (issue 13):
+//
+//   - a caller that authenticated with a bearer token: its Authorization
+//     header is passed on unchanged and the leader checks the token itself
+//     (this needs no trust in the forwarder, and works without TLS);
+//   - a caller authenticated by its client certificate (or itself
+//     forwarded): the principal goes in security.PrincipalHeader, which the
+//     leader believes only because this node presents its node certificate,
+//     whose CN is a member (security.Authenticator.Authenticate).
+//
+// Without a principal in ctx (authorization off) nothing is added. Any
+// PrincipalHeader the caller sent itself is never copied: the interceptor
+// refused such a request before it got here.
+func carryPrincipal(ctx context.Context, h http.Header) {
+	p, ok := security.PrincipalFrom(ctx)
+	if !ok {
+		return
+	}
+	if p.Source == security.SourceToken {
+		if ci, ok := connect.CallInfoForHandlerContext(ctx); ok {
+			if auth := ci.RequestHeader().Get("Authorization"); auth != "" {
+				h.Set("Authorization", auth)
+				return
+			}
+		}
+	}
+	h.Set(security.PrincipalHeader, p.Name)
+}
