@@ -10,7 +10,7 @@ DURATION ?= 30m
 # NET=hosts: `make faults` over network namespaces (faults/hosts) instead of loopback.
 NET ?=
 
-.PHONY: all build run test test-ts test-browser ts-deps console bench faults faults-seeds generate lint tidy clean
+.PHONY: all build run node test test-ts test-browser ts-deps console bench faults faults-seeds generate lint tidy clean
 
 all: build
 
@@ -21,6 +21,13 @@ build:
 ## run: start a local three-node cluster (data under ./data, API on 127.0.0.1:7001-7003).
 run: build
 	BACKEND=$(BACKEND) ./scripts/cluster.sh
+
+## node: restart one node of the cluster `make run` started (make node N=n3):
+## SIGTERM (leadership moves away), then the same command again.
+N ?=
+node: build
+	@test -n "$(N)" || (echo "usage: make node N=n1|n2|n3" >&2; exit 2)
+	BACKEND=$(BACKEND) ./scripts/cluster.sh restart $(N)
 
 ## test: every test that needs no extra machine (the faults module's short
 ## fault-injection run per backend included, behind its build tag).

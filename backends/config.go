@@ -79,6 +79,22 @@ type Config struct {
 	// means DefaultMaxMessageBytes (64 MiB); Validate accepts
 	// [MinMaxMessageBytes, MaxMaxMessageBytes].
 	MaxMessageBytes int
+	// Observer, if set, receives the timings of log appends and snapshots
+	// (see Observer). Nil: none.
+	Observer Observer
+	// ForceNewCluster, when set, makes New rewrite this node's existing
+	// Raft state into that of a new one-member cluster before starting:
+	// every entry in its log is applied (committed or not, as etcd's
+	// --force-new-cluster and hashicorp's RecoverCluster do), and a
+	// snapshot of the result whose configuration lists this node alone
+	// replaces the log, at an index above every index the old cluster
+	// used. The lock table and the token counter carry over; new members
+	// then join with empty data dirs (AddVoter). It is for quorum loss
+	// only: the other old members must never rejoin with their old data.
+	// Leave it set for one start only: each start with it forgets the
+	// members added since (etcd says the same of its flag). New fails
+	// with ErrNoState when the data dir holds no Raft state.
+	ForceNewCluster bool
 	// DropMessage is a fault-injection hook for tests (nil in production): when
 	// it returns true, a message from node `from` to node `to` is dropped by the
 	// sender's transport, as a network partition would drop it.
@@ -98,7 +114,7 @@ const (
 	MaxMaxMessageBytes = 1 << 30
 )
 
-// Sentinel errors of Config.Validate.
+// Sentinel errors of package backends (Config.Validate, PrepareDataDir, Restore, ForceNewCluster).
 var (
 	// ErrInvalidConfig: a Config field is missing or out of range.
 	ErrInvalidConfig = errors.New("backends: invalid config")
@@ -107,6 +123,13 @@ var (
 	// refuses to start on it (PrepareDataDir). The error is a
 	// *DataDirModeError naming the dir and its mode.
 	ErrInsecureDataDir = errors.New("backends: data dir is writable by group or others")
+	// ErrDataDirInUse: Restore was pointed at a data dir that already holds
+	// Raft state; restoring over it would mix two histories. Move it away
+	// first (etcdutl snapshot restore refuses the same way).
+	ErrDataDirInUse = errors.New("backends: data dir already holds raft state")
+	// ErrNoState: ForceNewCluster was set for a data dir with no Raft state
+	// (nothing to recover; bootstrap or Restore a new cluster instead).
+	ErrNoState = errors.New("backends: no raft state to recover")
 )
 
 // DefaultConfig returns a Config with every optional field at its default.

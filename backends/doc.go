@@ -12,4 +12,14 @@
 //     core.Consensus and a core.Membership.
 //  3. Propose commands on the leader; follow OnLeaderChange to learn when this
 //     node leads (after its barrier); Close on shutdown.
+//
+// # Disaster recovery
+//
+// Each backend has a Restore (a RestoreFunc) that writes a new cluster's
+// data from a core snapshot (LoadRestore: the index moves one past the
+// snapshot's, the token counter carries over), and honours
+// Config.ForceNewCluster: a survivor of quorum loss rewrites its own state
+// as a one-member cluster (hashicorp RecoverCluster; etcd's
+// --force-new-cluster). Config.Observer receives storage and proposal
+// timings for metrics.
 package backends

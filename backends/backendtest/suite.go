@@ -35,6 +35,7 @@ func Run(t *testing.T, open Factory) {
 		{"recovered_commit_index", testRecoveredCommitIndex},
 		{"damaged_log_refused", testDamagedLogRefused},
 		{"disk_full_stops", testDiskFullStops},
+		{"observer", testObserver},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })

@@ -3,6 +3,7 @@ package etcd
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -18,6 +19,9 @@ import (
 // applied entry of the term this node leads in (etcd raft appends an empty
 // one on election), after which every earlier entry is applied.
 func (n *Node) applyEntries(ents []*pb.Entry) error {
+	if n.cfg.Observer != nil && len(ents) > 0 {
+		defer func(start time.Time) { n.cfg.Observer.Applied(len(ents), time.Since(start)) }(time.Now())
+	}
 	for _, e := range ents {
 		idx := e.GetIndex()
 		if idx <= n.applied {
@@ -124,6 +128,7 @@ func (n *Node) maybeSnapshot() error {
 		return nil
 	}
 	n.forceSnap = false
+	start := time.Now()
 	term, err := n.store.Term(n.applied)
 	if err != nil {
 		return fmt.Errorf("etcd: snapshot at %d: %w", n.applied, err)
@@ -144,6 +149,9 @@ func (n *Node) maybeSnapshot() error {
 		return fmt.Errorf("etcd: %w", err)
 	}
 	n.snapIndex = n.applied
+	if n.cfg.Observer != nil {
+		n.cfg.Observer.SnapshotTaken(int64(len(data)), time.Since(start))
+	}
 	n.log.Debug("snapshot", zap.Uint64("index", n.applied), zap.Uint64("compacted_to", compactTo), zap.Int("bytes", len(data)))
 	return nil
 }

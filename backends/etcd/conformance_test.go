@@ -30,3 +30,7 @@ func newNode(cfg backends.Config) (backendtest.Node, error) { return etcd.New(cf
 func TestPeerTLS(t *testing.T) {
 	backendtest.RunPeerTLS(t, newNode)
 }
+
+func TestRecovery(t *testing.T) {
+	backendtest.RunRecovery(t, newNode, etcd.Restore)
+}

@@ -297,12 +297,16 @@ func (n *Node) handleReady() error {
 	if err := n.lowerWatermark(rd.Entries); err != nil {
 		return err
 	}
+	saveStart := time.Now()
 	if err := n.store.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 		return fmt.Errorf("etcd: save ready: %w", err)
 	}
 	if len(rd.Entries) > 0 || !raft.IsEmptySnap(rd.Snapshot) {
 		if err := n.raiseWatermark(); err != nil {
 			return err
+		}
+		if n.cfg.Observer != nil && len(rd.Entries) > 0 {
+			n.cfg.Observer.LogAppended(len(rd.Entries), time.Since(saveStart))
 		}
 	}
 	if rd.HardState != nil {

@@ -140,6 +140,11 @@ func (n *Node) open() error {
 	if n.store, err = raftstore.Open(db); err != nil {
 		return fmt.Errorf("etcd: data dir %s: %w", n.cfg.DataDir, err)
 	}
+	if n.cfg.ForceNewCluster {
+		if err := n.forceNewCluster(); err != nil {
+			return err
+		}
+	}
 	if n.store.IsEmpty() && len(n.cfg.Bootstrap) > 0 {
 		if err := n.bootstrap(); err != nil {
 			return err
@@ -247,31 +252,12 @@ func (n *Node) newRawNode(rc *raft.Config) (err error) {
 // ("a Storage that has a first index > 1 and which stores the desired
 // ConfState"). Every bootstrap member writes the same.
 func (n *Node) bootstrap() error {
-	book := addressBook{}
-	var voters []uint64
-	for _, m := range n.cfg.Bootstrap {
-		nid := raftID(m.ID)
-		if p, ok := book[nid]; ok && p.ID != m.ID {
-			return fmt.Errorf("%w: %q and %q", ErrMemberIDConflict, p.ID, m.ID)
-		}
-		book[nid] = peerInfo{ID: m.ID, RaftAddr: m.RaftAddr}
-		voters = append(voters, nid)
-	}
-	slices.Sort(voters)
-	voters = slices.Compact(voters)
-	data, err := encodeSnapshotData(book, core.NewStateMachine().Snapshot())
+	book, voters, err := bootstrapBook(n.cfg.Bootstrap)
 	if err != nil {
 		return err
 	}
-	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
-		Index: new(uint64(1)), Term: new(uint64(1)),
-		ConfState: &pb.ConfState{Voters: voters},
-	}}
 	hs := &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(0)), Commit: new(uint64(1))}
-	if err := n.store.Save(hs, nil, snap); err != nil {
-		return fmt.Errorf("etcd: bootstrap: %w", err)
-	}
-	if err := n.store.SavePeers(book.encode()); err != nil {
+	if err := writeInitialState(n.store, hs, book, voters, core.NewStateMachine().Snapshot(), 1); err != nil {
 		return fmt.Errorf("etcd: bootstrap: %w", err)
 	}
 	return nil

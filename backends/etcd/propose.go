@@ -40,11 +40,15 @@ func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, erro
 	if err := n.leaderOnly(); err != nil {
 		return core.Result{}, err
 	}
+	start := time.Now()
 	p := &proposal{ctx: ctx, id: n.nextID.Add(1), done: make(chan proposalResult, 1)}
 	p.data = encodeEntry(p.id, payload)
 	r, err := roundTrip(ctx, n, n.propc, p, p.done)
 	if err != nil {
 		return core.Result{}, err
+	}
+	if r.err == nil && n.cfg.Observer != nil {
+		n.cfg.Observer.Proposed(time.Since(start))
 	}
 	return r.res, r.err
 }

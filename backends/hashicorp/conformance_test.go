@@ -24,3 +24,7 @@ func newNode(cfg backends.Config) (backendtest.Node, error) { return hashicorp.N
 func TestPeerTLS(t *testing.T) {
 	backendtest.RunPeerTLS(t, newNode)
 }
+
+func TestRecovery(t *testing.T) {
+	backendtest.RunRecovery(t, newNode, hashicorp.Restore)
+}

@@ -2,6 +2,7 @@ package hashicorp
 
 import (
 	"io"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -27,6 +28,9 @@ type applyResponse struct {
 // commands through core (then OnApply), configuration entries as Skip. After
 // a fatal apply error nothing more is applied: every entry gets the error.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	if o := f.n.cfg.Observer; o != nil {
+		defer func(start time.Time) { o.Applied(len(logs), time.Since(start)) }(time.Now())
+	}
 	out := make([]any, len(logs))
 	for i, l := range logs {
 		out[i] = f.applyOne(l)

@@ -55,9 +55,21 @@ func fields(args []any) []zap.Field {
 		if !ok {
 			key = fmt.Sprint(args[i])
 		}
-		out = append(out, zap.Any(key, args[i+1]))
+		out = append(out, field(key, args[i+1]))
 	}
 	return out
+}
+
+// field is one zap field; hclog's formatting wrappers are rendered the way
+// hclog renders them (hclog.Fmt's Format is a format string and its
+// arguments: logging it as is would print `["%+v", ...]`, issue 19).
+func field(key string, v any) zap.Field {
+	if f, ok := v.(hclog.Format); ok && len(f) > 0 {
+		if format, ok := f[0].(string); ok {
+			return zap.String(key, fmt.Sprintf(format, f[1:]...))
+		}
+	}
+	return zap.Any(key, v)
 }
 
 func (l *zapHCLog) Trace(msg string, args ...any) { l.Log(hclog.Trace, msg, args...) }

@@ -29,3 +29,18 @@ func TestHCLogAdapter(t *testing.T) {
 		t.Fatalf("level/name: debug=%v level=%v name=%q", l.IsDebug(), l.GetLevel(), l.Name())
 	}
 }
+
+// TestHCLogFormat: hclog.Fmt values (hashicorp logs its configuration with
+// them) are rendered, not printed as a format string and a slice.
+func TestHCLogFormat(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	l := newHCLog(zap.New(core))
+	l.Info("initial configuration", "servers", hclog.Fmt("%+v", []string{"n1", "n2"}))
+	got := logs.All()
+	if len(got) != 1 {
+		t.Fatalf("%d entries", len(got))
+	}
+	if s := got[0].ContextMap()["servers"]; s != "[n1 n2]" {
+		t.Fatalf("servers field %#v, want \"[n1 n2]\"", s)
+	}
+}

@@ -37,6 +37,8 @@ type logStore struct {
 	// fatal, when set, is told of every failed write: the store no longer
 	// knows what is on disk, so the node must stop (issue 14, item 8).
 	fatal func(error)
+	// observe, when set, is told of every durable append (entries, time).
+	observe func(entries int, d time.Duration)
 	// wmu serialises writers so that first/last follow the database exactly.
 	wmu sync.Mutex
 	// first and last are the smallest and largest stored index (0, 0 when the
@@ -108,6 +110,9 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if s.observe != nil {
+		defer func(start time.Time) { s.observe(len(logs), time.Since(start)) }(time.Now())
+	}
 	var buf []byte
 	err := badgerlog.Batch(s.db, len(logs), func(txn *badger.Txn, i int) error {
 		start := len(buf)

@@ -157,6 +157,9 @@ func New(cfg backends.Config) (*Node, error) {
 		cleanup()
 		return nil, err
 	}
+	if cfg.Observer != nil {
+		store.observe = cfg.Observer.LogAppended
+	}
 	hl := newHCLog(logger.Named("raft"))
 	// FileSnapshotStore keeps its files in <DataDir>/snapshots = badgerlog.SnapshotDir.
 	snaps, err := newSnapshotStore(cfg.DataDir, snapshotRetain, hl.Named("snapshot"))
@@ -182,6 +185,12 @@ func New(cfg backends.Config) (*Node, error) {
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("hashicorp: log cache: %w", err)
+	}
+	if cfg.ForceNewCluster {
+		if err := forceNewCluster(cfg, rc, logs, store, snaps, trans); err != nil {
+			cleanup()
+			return nil, err
+		}
 	}
 	if err := bootstrap(cfg, rc, logs, store, snaps, trans); err != nil {
 		cleanup()
@@ -281,16 +290,21 @@ func (n *Node) apply(ctx context.Context, data []byte) (core.Result, error) {
 		}
 		return core.Result{}, n.notLeader()
 	}
+	start := time.Now()
 	f, err := n.do(ctx, func(timeout time.Duration) raft.Future { return n.raft.Apply(data, timeout) })
 	if err != nil {
 		return core.Result{}, err
 	}
+	elapsed := time.Since(start)
 	resp, ok := f.(raft.ApplyFuture).Response().(*applyResponse)
 	if !ok {
 		return core.Result{}, fmt.Errorf("hashicorp: unexpected FSM response %T", f.(raft.ApplyFuture).Response())
 	}
 	if resp.err != nil {
 		return core.Result{}, resp.err
+	}
+	if n.cfg.Observer != nil {
+		n.cfg.Observer.Proposed(elapsed)
 	}
 	return resp.res, nil
 }
@@ -681,9 +695,25 @@ func (n *Node) runSnapshots() {
 			return
 		case <-n.snapCh:
 		}
-		err := n.raft.Snapshot().Error()
+		start := time.Now()
+		f := n.raft.Snapshot()
+		err := f.Error()
 		if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
 			n.logger.Warn("snapshot failed", zap.Error(err))
 		}
+		if err == nil && n.cfg.Observer != nil {
+			n.observeSnapshot(f, time.Since(start))
+		}
 	}
+}
+
+// observeSnapshot reports a snapshot this node took to Config.Observer,
+// with its size from the snapshot store's metadata.
+func (n *Node) observeSnapshot(f raft.SnapshotFuture, d time.Duration) {
+	meta, rc, err := f.Open()
+	if err != nil {
+		return
+	}
+	_ = rc.Close()
+	n.cfg.Observer.SnapshotTaken(meta.Size, d)
 }

@@ -1,0 +1,85 @@
+package backends
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/ticketd/ticketd/core"
+)
+
+// RestoreFunc is a backend's Restore: it creates, in cfg.DataDir (which must
+// hold no Raft state), the data of one member of a new cluster whose voters
+// are cfg.Bootstrap and whose lock table is the core snapshot read from
+// snapshot (the bytes of core.Snapshot.WriteTo). Every member of the new
+// cluster is restored from the same snapshot (etcdutl snapshot restore).
+type RestoreFunc func(cfg Config, snapshot io.Reader) error
+
+// RestoredState is the state a restored cluster starts from (see
+// LoadRestore).
+type RestoredState struct {
+	// StateMachine holds the snapshot's lock table and token counter, with
+	// its AppliedIndex moved to Index.
+	StateMachine *core.StateMachine
+	// Index is the Raft index of the new cluster's initial snapshot: one past
+	// the snapshot's applied index, so that every entry of the new cluster
+	// has an index the state machine has not applied yet (core ignores an
+	// index at or below AppliedIndex) and no index of the old cluster is
+	// reused.
+	Index uint64
+}
+
+// LoadRestore reads and verifies a core snapshot (core.StateMachine.Restore
+// checks its version and checksum before changing anything) and returns the
+// state a restored cluster starts from. The token counter carries over:
+// the next grant gets a token above every token the snapshot's cluster had
+// issued up to the snapshot. Errors: core.ErrDecode (wrapped) for a damaged
+// or unknown snapshot, or r's.
+func LoadRestore(r io.Reader) (RestoredState, error) {
+	sm := core.NewStateMachine()
+	if err := sm.Restore(r); err != nil {
+		return RestoredState{}, fmt.Errorf("backends: restore: read snapshot: %w", err)
+	}
+	idx := sm.AppliedIndex() + 1
+	sm.Skip(idx)
+	return RestoredState{StateMachine: sm, Index: idx}, nil
+}
+
+// CheckRestoreTarget returns an error wrapping ErrDataDirInUse when dir
+// already holds a node's Raft log or snapshots, and nil for a missing or
+// empty dir (or one holding only unrelated files).
+func CheckRestoreTarget(dir string) error {
+	for _, sub := range []string{"raft", "snapshots"} {
+		entries, err := os.ReadDir(filepath.Join(dir, sub))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("backends: restore into %s: %w", dir, err)
+		}
+		if len(entries) > 0 {
+			return fmt.Errorf("%w: %s (move it away, or choose another --data-dir)", ErrDataDirInUse, dir)
+		}
+	}
+	return nil
+}
+
+// ValidateRestore checks a Restore's Config: Validate (with a throwaway
+// state machine when none is set) plus a non-empty Bootstrap. It returns
+// the Config with defaults filled in.
+func ValidateRestore(cfg Config) (Config, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.StateMachine == nil {
+		cfg.StateMachine = core.NewStateMachine()
+	}
+	if len(cfg.Bootstrap) == 0 {
+		return cfg, fmt.Errorf("%w: restore needs the new cluster's members (Bootstrap)", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, CheckRestoreTarget(cfg.DataDir)
+}
