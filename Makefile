@@ -4,13 +4,13 @@ MODULES := core backends server sdk bench faults
 GO      ?= go
 # Empty BACKEND: the backend the data dir was made with, else hashicorp.
 BACKEND ?=
-# Test timeout per module; the whole `make test` is kept under 10 minutes on 2 cores.
+# Test timeout per module; the whole `make test` is kept under 15 minutes on 2 cores.
 TEST_TIMEOUT ?= 8m
 DURATION ?= 30m
 # NET=hosts: `make faults` over network namespaces (faults/hosts) instead of loopback.
 NET ?=
 
-.PHONY: all build run node test test-ts test-browser ts-deps console bench faults faults-seeds generate lint tidy clean
+.PHONY: all build run node test check $(addprefix test-,$(MODULES)) test-ts test-browser ts-deps console bench faults faults-seeds generate lint tidy clean
 
 all: build
 
@@ -29,15 +29,27 @@ node: build
 	@test -n "$(N)" || (echo "usage: make node N=n1|n2|n3" >&2; exit 2)
 	BACKEND=$(BACKEND) ./scripts/cluster.sh restart $(N)
 
-## test: every test that needs no extra machine (the faults module's short
-## fault-injection run per backend included, behind its build tag).
+## test: every test that needs no extra machine: the TypeScript client's node
+## tests, then every module's Go tests (the faults module's short fault runs and
+## network-namespace host scenarios included, behind its build tag), TEST_JOBS
+## modules at a time; each module's output is printed whole when it ends.
+TEST_JOBS ?= 3
 test: build test-ts
-	@set -e; for m in $(MODULES); do \
-		[ -f $$m/go.mod ] || continue; \
-		tags=; [ $$m = faults ] && tags="-tags faults"; \
-		echo "== go test $$tags ./$$m/..."; \
-		(cd $$m && $(GO) test $$tags -count=1 -timeout $(TEST_TIMEOUT) ./...); \
-	done
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(addprefix test-,$(MODULES))
+
+# test-MODULE: one module's Go tests (test-server, test-faults, ...).
+$(addprefix test-,$(MODULES)): test-%:
+	@echo "== go test $(if $(filter faults,$*),-tags faults )./$*/..."
+	@cd $* && $(GO) test $(if $(filter faults,$*),-tags faults) -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## check: the fast edit loop (a few minutes): unit tests only, with no real
+## cluster processes, no e2e and no fault runs.
+check:
+	cd core && $(GO) test -count=1 ./...
+	cd backends && $(GO) test -count=1 ./internal/... .
+	cd server && $(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
+	cd sdk && $(GO) test -count=1 -short .
+	cd faults && $(GO) test -count=1 ./check/... ./history/... ./nemesis/...
 
 ## ts-deps: sdk/ts's npm packages, exactly as package-lock.json pins them
 ## (`npm ci`, again whenever the lock file changes).

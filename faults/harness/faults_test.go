@@ -22,6 +22,7 @@ var (
 	kinds    = flag.String("kinds", "", "comma-separated fault kinds to use (default: all)")
 	netMode  = flag.String("net", "", `where the nodes run: "" (loopback processes) or "hosts" (one network namespace per node, real network faults)`)
 	auth     = flag.Bool("auth", false, "run with authorization on (a policy and a bearer token for the workload; harness.Config.Auth)")
+	tlsFor   = flag.String("tls", "etcd", `backends whose run uses client TLS, client-certificate auth and peer mutual TLS: "all", "none", or a comma-separated list (default: etcd, so the short run covers both modes)`)
 	disk     = flag.Bool("disk", false, "add the disk faults (nemesis.DiskKinds: a damaged log file, a full disk on tmpfs; needs root) to the default kinds")
 )
 
@@ -41,6 +42,22 @@ func backends() []string {
 		return []string{"hashicorp", "etcd"}
 	}
 	return strings.Split(*backend, ",")
+}
+
+// usesTLS reports whether -tls asks for backend b's run to use TLS.
+func usesTLS(b string) bool {
+	switch *tlsFor {
+	case "all":
+		return true
+	case "none", "":
+		return false
+	}
+	for _, x := range strings.Split(*tlsFor, ",") {
+		if x == b {
+			return true
+		}
+	}
+	return false
 }
 
 // TestFaults is the fault-injection run: one per backend, -duration each.
@@ -72,7 +89,7 @@ func TestFaults(t *testing.T) {
 	}
 	for _, b := range backends() {
 		t.Run(b, func(t *testing.T) {
-			res := harness.Run(t, harness.Config{Backend: b, Nodes: *nodes, Seed: s, Duration: *duration, Out: *out, Kinds: ks, Start: start, Auth: *auth})
+			res := harness.Run(t, harness.Config{Backend: b, Nodes: *nodes, Seed: s, Duration: *duration, Out: *out, Kinds: ks, Start: start, Auth: *auth, TLS: usesTLS(b)})
 			t.Logf("summary: %s", res)
 		})
 	}

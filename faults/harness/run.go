@@ -68,6 +68,10 @@ type Config struct {
 	// authenticated by a bearer token (loopback, no TLS; forwarded requests
 	// carry the token). Ignored when Start is set.
 	Auth bool
+	// TLS runs the cluster with client TLS, client-certificate authentication
+	// and mutual TLS between peers (issue 12); the workload presents a client
+	// certificate.
+	TLS bool
 }
 
 func (c Config) withDefaults() Config {
@@ -186,12 +190,12 @@ func binary() (string, error) {
 // (the binary is passed through the environment).
 func StartCluster(t *testing.T, backend string, nodes int, et time.Duration, rules string) *ticketdtest.Cluster {
 	t.Helper()
-	return startCluster(t, backend, nodes, et, rules, false)
+	return startCluster(t, backend, nodes, et, rules, false, false)
 }
 
 // startCluster is StartCluster, with authorization on when auth is set
 // (Config.Auth).
-func startCluster(t *testing.T, backend string, nodes int, et time.Duration, rules string, auth bool) *ticketdtest.Cluster {
+func startCluster(t *testing.T, backend string, nodes int, et time.Duration, rules string, auth, withTLS bool) *ticketdtest.Cluster {
 	t.Helper()
 	bin, err := binary()
 	if err != nil {
@@ -209,6 +213,9 @@ func startCluster(t *testing.T, backend string, nodes int, et time.Duration, rul
 	}
 	if rules != "" {
 		opts.Env = []string{rulesEnv + "=" + rules}
+	}
+	if withTLS {
+		opts.TLS = tlsOptions(t, nodes)
 	}
 	if auth {
 		opts.Args = append(opts.Args, authArgs(t)...)
@@ -229,7 +236,7 @@ func Run(t *testing.T, cfg Config) Result {
 	if cfg.Start != nil {
 		tg = cfg.Start(t, cfg.Backend, cfg.Nodes, et)
 	} else {
-		tg = &target{c: startCluster(t, cfg.Backend, cfg.Nodes, et, rules, cfg.Auth), rules: rules}
+		tg = &target{c: startCluster(t, cfg.Backend, cfg.Nodes, et, rules, cfg.Auth, cfg.TLS), rules: rules}
 	}
 	c := tg
 
@@ -240,8 +247,8 @@ func Run(t *testing.T, cfg Config) Result {
 	if cfg.Schedule != nil {
 		sched = *cfg.Schedule
 	}
-	t.Logf("ticketd faults: backend %s, %d nodes, replay with -seed=%d -backend=%s -nodes=%d -duration=%v\n%s",
-		cfg.Backend, cfg.Nodes, cfg.Seed, cfg.Backend, cfg.Nodes, cfg.Duration, sched)
+	t.Logf("ticketd faults: backend %s, %d nodes, tls %v, auth %v, replay with -seed=%d -backend=%s -nodes=%d -duration=%v\n%s",
+		cfg.Backend, cfg.Nodes, cfg.TLS, cfg.Auth, cfg.Seed, cfg.Backend, cfg.Nodes, cfg.Duration, sched)
 
 	rec := history.NewRecorder()
 	ex := nemesis.NewExecutor(tg, rec.Now)

@@ -15,6 +15,7 @@ import (
 var version = "dev"
 
 func main() {
+	restrictUmask()
 	server.Version = version
 	if err := rootCmd().Execute(); err != nil {
 		os.Exit(1)
