@@ -140,11 +140,15 @@ for i in 0 1 2; do
 done
 
 # node_cmd i: the exact `ticketd serve` command of node i, one word per line.
+# The three nodes' own origins may call each other (CORS), so the web console
+# served by any node can show every member's status.
 node_cmd() {
-	local i=$1 id=${IDS[$1]}
+	local i=$1 id=${IDS[$1]} origins=() a
 	node_tls "$id"
+	for a in "${API[@]}"; do origins+=("$scheme://$a"); done
 	printf '%s\n' "$TICKETD" serve --id "$id" --api-addr "${API[i]}" --raft-addr "${RAFT[i]}" \
 		--data-dir "$DATA/$id" --backend "$BACKEND" --bootstrap "$peers" \
+		--cors-allowed-origins "$(IFS=,; echo "${origins[*]}")" \
 		--log-format console ${tls_flags[@]+"${tls_flags[@]}"}
 }
 
