@@ -32,6 +32,18 @@ type Config struct {
 	// the backend's apply goroutine. It must not block for long and must not call
 	// Propose synchronously.
 	OnApply func(index uint64, cmd core.Command, res core.Result)
+	// OnRestore, if set, is called each time this node's state machine is
+	// replaced by a snapshot: one installed from the leader because this
+	// node lagged behind a compaction (Raft thesis §5.4.2, InstallSnapshot),
+	// and the node's own latest snapshot restored while New opens the data
+	// dir. index is the state machine's AppliedIndex after the restore; the
+	// entries up to it were never passed to OnApply on this node, so any
+	// state derived from OnApply (lease deadlines, watch history) must be
+	// rebuilt from the state machine. It is called after the state machine
+	// is restored and before the next OnApply, from the goroutine that
+	// calls OnApply (or New's); it must not block for long and must not
+	// call Propose synchronously.
+	OnRestore func(index uint64)
 	// OnLeaderChange, if set, is called on every leadership change seen by this
 	// node, in order, from one backend goroutine. IsLeader=true is delivered only
 	// after this node's barrier entry of the new term is applied.

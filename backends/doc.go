@@ -7,7 +7,8 @@
 // # Usage
 //
 //  1. Make a core.StateMachine and a Config (ID, RaftAddr, DataDir, Bootstrap
-//     for a new cluster, StateMachine, the OnApply and OnLeaderChange hooks).
+//     for a new cluster, StateMachine, the OnApply, OnRestore and
+//     OnLeaderChange hooks).
 //  2. Call hashicorp.New(cfg) or etcd.New(cfg); both return a node that is a
 //     core.Consensus and a core.Membership.
 //  3. Propose commands on the leader; follow OnLeaderChange to learn when this

@@ -29,8 +29,9 @@ import (
 //     decided) leaves the renewed lock alone;
 //   - an Expire that removed a lock with a lock-delay starts the delay now.
 //
-// A gap in the indexes (a snapshot restored, configuration entries) makes
-// the lessor reconcile with the table.
+// A gap in the indexes (configuration entries, or a snapshot restored by a
+// backend that did not call OnRestore) makes the lessor reconcile with the
+// table.
 func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
 	n.hub.Apply(index, cmd, res)
 	if prev := n.lastApplied.Swap(index); prev+1 != index {
@@ -61,6 +62,21 @@ func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
 		n.ghostMu.Unlock()
 		n.queue.Kick(cmd.Key)
 	}
+}
+
+// onRestore is the backend's OnRestore hook: the state machine was replaced
+// by a snapshot at index (installed from the leader after this node lagged
+// behind a compaction, or the local one at open), so the entries up to index
+// never reached onApply. The watch hub drops its history and ends every
+// watcher with a *watch.CompactedError (OutOfRange: the client relists and
+// resumes, never misses an event silently), and the lessor reconciles with
+// the restored table (a lock it did not track starts at now + lease_ms, later
+// than any client's deadline). Called from the apply goroutine before the
+// next onApply; it never blocks and never proposes.
+func (n *Node) onRestore(index uint64) {
+	n.hub.Restored(index)
+	n.lessor.Reconcile(n.sm)
+	n.lastApplied.Store(index)
 }
 
 // proposeExpire is the lessor's Expire proposal: core.ExpireSeen with the

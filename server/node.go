@@ -214,6 +214,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ForceNewCluster:   cfg.ForceNewCluster,
 		StateMachine:      n.sm,
 		OnApply:           n.onApply,
+		OnRestore:         n.onRestore,
 		OnLeaderChange:    n.met.cluster.countLeaderChanges(n.onLeaderChange),
 		Observer:          n.met.cluster,
 		SnapshotThreshold: cfg.Raft.SnapshotThreshold,

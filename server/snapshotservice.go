@@ -29,13 +29,11 @@ const snapshotChunkBytes = 1 << 20
 // Security): security's procedure table maps
 // ticketv1connect.ClusterServiceSnapshotProcedure to the admin permission,
 // and the interceptor checks it on the node the client called before this
-// handler runs, so a follower relays only an admin's request. TODO(issue
-// 13): the relayed stream goes through the Forwarder's client, whose
-// principal interceptor (forward/principal.go) wraps unary calls only; until
-// it also wraps streaming clients, the leader sees the follower's node
-// identity and, with authorization on, may refuse it (the SDK's Snapshot
-// goes to the leader directly, so only a raw client calling a follower
-// meets this).
+// handler runs, so a follower relays only an admin's request. The relayed
+// stream goes through the Forwarder's client, whose principal interceptor
+// (forward/principal.go) carries the caller's identity on streams as on
+// unary calls, so the leader checks the caller, never the follower's node
+// identity (server/e2e/auth_stream_test.go).
 //
 // Errors (connect codes via errmap): Unavailable (no leader, shutting
 // down), DeadlineExceeded/Canceled (ctx), or the stream's send error.

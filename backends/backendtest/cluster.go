@@ -148,6 +148,7 @@ func (c *Cluster) config(p *Peer) (backends.Config, *core.StateMachine, *ApplyLo
 	cfg.HeartbeatInterval = HeartbeatInterval
 	cfg.ElectionTimeout = ElectionTimeout
 	cfg.OnApply = applies.record
+	cfg.OnRestore = func(index uint64) { applies.recordRestore(index, sm) }
 	cfg.OnLeaderChange = func(ev core.LeaderEvent) { leaders.record(ev, sm) }
 	cfg.DropMessage = c.Net.Drop
 	if c.Tune != nil {
@@ -513,10 +514,12 @@ type ApplyRecord struct {
 	Res   core.Result
 }
 
-// ApplyLog records OnApply calls in order. Safe for concurrent use.
+// ApplyLog records OnApply and OnRestore calls in order. Safe for
+// concurrent use.
 type ApplyLog struct {
-	mu   sync.Mutex
-	recs []ApplyRecord
+	mu       sync.Mutex
+	recs     []ApplyRecord
+	restores []RestoreRecord
 }
 
 func (l *ApplyLog) record(index uint64, cmd core.Command, res core.Result) {
@@ -530,6 +533,34 @@ func (l *ApplyLog) Records() []ApplyRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.recs)
+}
+
+// RestoreRecord is one OnRestore call.
+type RestoreRecord struct {
+	// Index is the index OnRestore was called with.
+	Index uint64
+	// AppliedIndex and LastToken are the state machine's at the call.
+	AppliedIndex uint64
+	LastToken    uint64
+	// Applies is how many OnApply calls were recorded before it, so a test
+	// can check the restore came between two applies (Records()[:Applies]
+	// before it, the rest after).
+	Applies int
+}
+
+func (l *ApplyLog) recordRestore(index uint64, sm *core.StateMachine) {
+	rec := RestoreRecord{Index: index, AppliedIndex: sm.AppliedIndex(), LastToken: sm.LastToken()}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rec.Applies = len(l.recs)
+	l.restores = append(l.restores, rec)
+}
+
+// Restores returns a copy of the OnRestore records so far.
+func (l *ApplyLog) Restores() []RestoreRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.restores)
 }
 
 // LeaderRecord is one OnLeaderChange call with the state machine's progress

@@ -4,15 +4,17 @@
 // clusters of them (loopback TCP, badger in t.TempDir()) and checks the
 // core.Consensus and core.Membership contracts: ordered replication,
 // not-leader errors, ReadIndex, leader failover without losing acknowledged
-// commands, restart from disk, snapshot install, partitions, membership
+// commands, restart from disk, snapshot install (with the OnRestore hook
+// called between applies on the lagging follower), partitions, membership
 // changes under load, and the new leader's barrier before it reports ready.
 //
 // The harness is exported for other suites: Cluster (Start, Join, Kill,
 // Restart, Partition, Heal, Leader, WaitLeader, WaitApplied, EnsureSame,
 // Propose), the fault-injecting Network wired through Config.DropMessage, and
-// the ApplyLog/LeaderLog recorders of OnApply/OnLeaderChange. Its model is
-// hashicorp/raft's testing.go cluster. BenchmarkCommit is the commit
-// latency/throughput benchmark both backends run through the same harness.
+// the ApplyLog/LeaderLog recorders of OnApply, OnRestore and OnLeaderChange.
+// Its model is hashicorp/raft's testing.go cluster. BenchmarkCommit is the
+// commit latency/throughput benchmark both backends run through the same
+// harness.
 //
 // # Usage
 //

@@ -405,6 +405,35 @@ func testSnapshotInstall(t *testing.T, open Factory) {
 	if _, ok := f.StateMachine().Get("down-00"); !ok {
 		t.Fatalf("%s: down-00 not held after catching up", f.ID)
 	}
+	checkInstallRestore(t, f, downIndex)
+}
+
+// checkInstallRestore asserts that OnRestore fired on f for the snapshot it
+// installed: at an index past downIndex (the compacted entry it never
+// applied), with the state machine already restored to that index, and
+// between applies (every OnApply before it is below its index, every one
+// after it above).
+func checkInstallRestore(t *testing.T, f *Peer, downIndex uint64) {
+	t.Helper()
+	recs := f.Applies().Records()
+	for _, r := range f.Applies().Restores() {
+		if r.Index < downIndex {
+			continue // the node's own snapshot restored at start
+		}
+		if r.AppliedIndex != r.Index {
+			t.Fatalf("%s: OnRestore(%d) called with the state machine at %d; want it restored first", f.ID, r.Index, r.AppliedIndex)
+		}
+		for i, a := range recs {
+			if i < r.Applies && a.Index > r.Index {
+				t.Fatalf("%s: OnApply(%d) before OnRestore(%d)", f.ID, a.Index, r.Index)
+			}
+			if i >= r.Applies && a.Index <= r.Index {
+				t.Fatalf("%s: OnApply(%d) after OnRestore(%d)", f.ID, a.Index, r.Index)
+			}
+		}
+		return
+	}
+	t.Fatalf("%s installed a snapshot past index %d but OnRestore was not called (restores %+v)", f.ID, downIndex, f.Applies().Restores())
 }
 
 // testPartitionLeader: the leader is cut off; the majority elects a leader and

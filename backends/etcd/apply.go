@@ -77,7 +77,8 @@ func (n *Node) applyEntries(ents []*pb.Entry) error {
 }
 
 // applySnapshot restores the state machine and address book from a snapshot
-// raft received from the leader (already saved by Save).
+// raft received from the leader (already saved by Save), then calls
+// OnRestore; the loop applies the Ready's committed entries only after it.
 func (n *Node) applySnapshot(snap *pb.Snapshot) error {
 	idx := snap.GetMetadata().GetIndex()
 	book, state, err := decodeSnapshotData(snap.GetData())
@@ -94,6 +95,9 @@ func (n *Node) applySnapshot(snap *pb.Snapshot) error {
 	n.refreshMembers()
 	n.applied, n.snapIndex = idx, idx
 	n.log.Info("restored snapshot", zap.Uint64("index", idx))
+	if fn := n.cfg.OnRestore; fn != nil {
+		fn(n.sm.AppliedIndex())
+	}
 	return nil
 }
 

@@ -165,6 +165,9 @@ func (n *Node) open() error {
 		if err := n.sm.Restore(bytes.NewReader(state)); err != nil {
 			return fmt.Errorf("etcd: restore snapshot %d: %w", snap.GetMetadata().GetIndex(), err)
 		}
+		if fn := n.cfg.OnRestore; fn != nil {
+			fn(n.sm.AppliedIndex())
+		}
 		for nid, p := range book {
 			if _, ok := n.book[nid]; !ok {
 				n.book[nid] = p

@@ -75,11 +75,17 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // Restore replaces the state machine with the snapshot in rc (core verifies it
-// completely before changing anything).
+// completely before changing anything), then calls OnRestore. hashicorp/raft
+// calls it from the FSM goroutine for a snapshot installed from the leader,
+// and from NewRaft for the local snapshot at start; either way before the
+// next ApplyBatch.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer func() { _ = rc.Close() }()
 	if err := f.n.sm.Restore(rc); err != nil {
 		return err
+	}
+	if fn := f.n.cfg.OnRestore; fn != nil {
+		fn(f.n.sm.AppliedIndex())
 	}
 	f.n.applied()
 	return nil

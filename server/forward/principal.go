@@ -11,22 +11,45 @@ import (
 
 // options are the connect options of the Forwarder's clients: Config.Options
 // and the interceptor that carries the caller's identity on every request
-// made on a handler's behalf (forwarded requests, and the leader's probes of
-// members during AddMember and RemoveMember).
+// made on a handler's behalf (forwarded unary requests, relayed streams such
+// as ClusterService.Snapshot, and the leader's probes of members during
+// AddMember and RemoveMember).
 func (f *Forwarder) options() []connect.ClientOption {
-	return append([]connect.ClientOption{connect.WithInterceptors(principalInterceptor())}, f.cfg.Options...)
+	return append([]connect.ClientOption{connect.WithInterceptors(principalInterceptor{})}, f.cfg.Options...)
 }
 
-// principalInterceptor applies carryPrincipal to every outgoing unary request.
-func principalInterceptor() connect.UnaryInterceptorFunc {
-	return func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if req.Spec().IsClient {
-				carryPrincipal(ctx, req.Header())
-			}
-			return next(ctx, req)
+// principalInterceptor applies carryPrincipal to every outgoing request of
+// a Forwarder's client, unary or streaming. It is a client-side interceptor
+// only: on a handler it does nothing.
+type principalInterceptor struct{}
+
+var _ connect.Interceptor = principalInterceptor{}
+
+// WrapUnary carries the principal on an outgoing unary request.
+func (principalInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			carryPrincipal(ctx, req.Header())
 		}
+		return next(ctx, req)
 	}
+}
+
+// WrapStreamingClient carries the principal on an outgoing stream (client,
+// server or bidi): the request headers are set before the stream sends
+// anything, since connect sends them with the first message or with
+// CloseRequest.
+func (principalInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		carryPrincipal(ctx, conn.RequestHeader())
+		return conn
+	}
+}
+
+// WrapStreamingHandler leaves handlers alone.
+func (principalInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
 
 // carryPrincipal puts the original caller's identity on a request made on

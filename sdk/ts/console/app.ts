@@ -1,7 +1,10 @@
 // The ticketd web console (served at /ui/ by every node, from
 // server/console): members with leader, term and indexes, the locks under a
 // prefix with a live remaining-lease bar kept up to date by Watch, recent
-// events, and release for an admin. It talks only to the node that served
+// events, and release for an admin: a lock's own release button (with its
+// token), and force release of a key whatever holds it (ReleaseRequest.force;
+// admin). The bearer token typed in the header is kept in sessionStorage
+// (this tab only) and sent with every call, Watch included. It talks only to the node that served
 // it (followLeader: false: that node forwards writes to the leader), plus
 // each member's Status when that member allows this origin (CORS).
 import { createClient, LockEventType, WatchOutOfRangeError } from "../src/index.js";
@@ -152,6 +155,23 @@ async function releaseLock(key: string, token: bigint, btn: HTMLButtonElement): 
   }
 }
 
+async function forceRelease(): Promise<void> {
+  const input = $<HTMLInputElement>("forcekey");
+  const btn = $("force").querySelector("button") as HTMLButtonElement;
+  const key = input.value.trim();
+  if (key === "") return;
+  btn.disabled = true;
+  try {
+    await client.forceRelease(key);
+    input.value = "";
+    showError("");
+  } catch (err) {
+    showError(`force release ${key}: ${(err as Error).message}`);
+  } finally {
+    btn.disabled = false;
+  }
+}
+
 function tick(): void {
   const t = performance.now();
   for (const r of rows.values()) {
@@ -254,8 +274,16 @@ prefixInput.addEventListener("input", () => {
     restart();
   }, 300);
 });
-tokenInput.addEventListener("change", () => sessionStorage.setItem("ticketd.token", tokenInput.value));
+tokenInput.addEventListener("change", () => {
+  sessionStorage.setItem("ticketd.token", tokenInput.value);
+  restart(); // the watch and the listing again, as the new principal
+  void refreshMembers();
+});
 $("controls").addEventListener("submit", (e) => e.preventDefault());
+$("force").addEventListener("submit", (e) => {
+  e.preventDefault();
+  void forceRelease();
+});
 
 void refreshMembers();
 setInterval(() => void refreshMembers(), 1000);

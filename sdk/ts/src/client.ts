@@ -368,6 +368,28 @@ export class Client {
     }
   }
 
+  /**
+   * forceRelease ends whatever lock key holds, whoever holds it
+   * (`ReleaseRequest.force`): an admin's recovery tool, audited on the
+   * server with the caller. With authorization on it needs the admin
+   * permission (send an admin's bearerToken); without it anyone may. Unlike
+   * release it may end a lock granted a moment ago, so use release with the
+   * token when you know it. When an earlier attempt may have released the
+   * lock and a later one finds the key free, it succeeds. Throws NotHeldError
+   * (nothing held), PermissionDeniedError, UnauthenticatedError,
+   * InvalidArgumentError, AmbiguousError.
+   */
+  async forceRelease(key: string, opts: CallOpts = {}): Promise<void> {
+    const spec: CallSpec = { op: "release", key, toLeader: true, mutates: true, timeoutMs: this.opts.requestTimeoutMs };
+    const st = { maybe: false };
+    try {
+      await this.invoke(spec, opts.signal, (n, o) => n.lock.release({ key, token: 0n, force: true }, o), st);
+    } catch (err) {
+      if (err instanceof NotHeldError && st.maybe) return;
+      throw err;
+    }
+  }
+
   /** getLock reports who holds key: linearizable unless opts.stale. */
   async getLock(key: string, opts: ReadOpts = {}): Promise<LockInfo> {
     const stale = opts.stale ?? false;
@@ -551,6 +573,10 @@ export class Client {
           n = await this.discover(n, signal, spec.timeoutMs);
         } catch (err) {
           last = err; // nothing was sent for the call itself: not ambiguous
+          // A refusal (Unauthenticated, PermissionDenied: a missing or
+          // wrong bearer token) would be the same on every node: fail now
+          // rather than retry until the call's timeout.
+          if (!signal.aborted && classify(err) === Failure.Final) throw wrapErr(spec.op, spec.key, err);
           this.nodeFailed(n);
           if (!(await sleep(this.retryDelay(spec.backoffMs, attempt - quick), signal))) giveUp();
           continue;

@@ -12,6 +12,9 @@ import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { build } from "esbuild";
 import { chromium } from "playwright-core";
+import { createClient } from "../dist/index.js";
+import { nodeTransport } from "../dist/node.js";
+import { authArgs, tokens } from "./auth.mjs";
 import { freePorts, startCluster } from "./cluster.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -91,7 +94,9 @@ describe("browser: console and cross-origin page", () => {
       await ui.waitForSelector(row, { timeout: 5000 });
       const seenMs = performance.now() - t0;
       assert.equal(await ui.textContent(`${row} td:nth-child(3)`), token);
-      // The remaining-lease bar counts down between renewals.
+      // The remaining-lease bar counts down between renewals (drawn on
+      // animation frames, which Chromium pauses in a background tab).
+      await ui.bringToFront();
       await ui.waitForFunction((sel) => {
         const s = document.querySelector(`${sel} .bar > span`);
         return s && parseFloat(s.style.width) < 90;
@@ -127,5 +132,32 @@ describe("browser: console and cross-origin page", () => {
     await ui.waitForSelector(`#events li[data-type="RELEASED"][data-key="${key}"]`, { timeout: 5000 });
     await page.close();
     await ui.close();
+  });
+
+  test("console_admin_token_force_release", async () => {
+    const secure = await startCluster({ args: (_nodes, dir) => authArgs(dir), token: tokens.ops });
+    const app = createClient({ endpoints: secure.endpoints, transport: nodeTransport(), bearerToken: tokens.app });
+    try {
+      const key = "app/console";
+      await app.acquire(key, { ttlMs: 60_000, wait: false });
+      const ui = await ctx.newPage();
+      await ui.goto(`http://${secure.endpoints[0]}/ui/?prefix=app/`);
+      // No token yet: the listing and the watch are refused, and say so.
+      await ui.waitForFunction(() => document.getElementById("error").textContent !== "", null, { timeout: 10_000 });
+      await ui.fill("#token", tokens.ops);
+      await ui.dispatchEvent("#token", "change");
+      const row = `#locks tr[data-key="${key}"]`;
+      await ui.waitForSelector(row, { timeout: 10_000 });
+      assert.equal(await ui.evaluate(() => sessionStorage.getItem("ticketd.token")), tokens.ops);
+      await ui.fill("#forcekey", key);
+      await ui.click("#force button");
+      await ui.waitForSelector(row, { state: "detached", timeout: 5000 });
+      await ui.waitForSelector(`#events li[data-type="RELEASED"][data-key="${key}"]`, { timeout: 5000 });
+      assert.equal((await app.getLock(key)).held, false, "the admin's force release ended app's lock");
+      await ui.close();
+    } finally {
+      await app.close();
+      await secure.close();
+    }
   });
 });

@@ -24,12 +24,18 @@ export async function freePorts(n) {
   return ports;
 }
 
-/** status asks one node for its Status over Connect JSON; undefined when unreachable. */
-export async function status(addr) {
+/**
+ * status asks one node for its Status over Connect JSON (as the holder of
+ * bearer token `token`, when authorization is on); undefined when
+ * unreachable.
+ */
+export async function status(addr, token) {
+  const headers = { "content-type": "application/json" };
+  if (token) headers.authorization = `Bearer ${token}`;
   try {
     const r = await fetch(`http://${addr}/ticket.v1.ClusterService/Status`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers,
       body: "{}",
       signal: AbortSignal.timeout(1000),
     });
@@ -41,10 +47,12 @@ export async function status(addr) {
 
 /**
  * startCluster starts `nodes` ticketd processes bootstrapped together with
- * extra `args` (an array, or a function of the nodes' {id, api, raft} that
- * returns one), and waits until they agree on a leader.
+ * extra `args` (an array, or a function of the nodes' {id, api, raft} and
+ * the cluster's temporary directory, for files the args name, that returns
+ * one), and waits until they agree on a leader. `token` is the bearer
+ * token its own Status probes send (a cluster with authorization on).
  */
-export async function startCluster({ nodes = 3, args = [] } = {}) {
+export async function startCluster({ nodes = 3, args = [], token } = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), "ticketd-ts-"));
   const ports = await freePorts(2 * nodes);
   const list = [];
@@ -52,7 +60,7 @@ export async function startCluster({ nodes = 3, args = [] } = {}) {
     list.push({ id: `n${i + 1}`, api: `127.0.0.1:${ports[2 * i]}`, raft: `127.0.0.1:${ports[2 * i + 1]}` });
   }
   const peers = list.map((n) => `${n.id}=${n.raft}/${n.api}`).join(",");
-  if (typeof args === "function") args = args(list);
+  if (typeof args === "function") args = args(list, dir);
   const c = {
     dir,
     nodes: list,
@@ -86,7 +94,7 @@ export async function startCluster({ nodes = 3, args = [] } = {}) {
       const end = Date.now() + timeoutMs;
       while (Date.now() < end) {
         const running = list.filter((n) => n.proc.exitCode === null && n.proc.signalCode === null);
-        const sts = await Promise.all(running.map((n) => status(n.api)));
+        const sts = await Promise.all(running.map((n) => status(n.api, token)));
         const ids = new Set(sts.map((s) => s?.leaderId ?? ""));
         if (ids.size === 1 && !ids.has("")) {
           const id = [...ids][0];
