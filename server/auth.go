@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/server/security"
+	"github.com/ticketd/ticketd/server/watch"
 )
 
 // This file wires authentication and authorization (issue 13) into a node:
@@ -23,6 +24,9 @@ func (n *Node) newAuthenticator() (*security.Authenticator, error) {
 		TokensFile: n.cfg.AuthTokensFile,
 		IsMember:   n.hasMember,
 		Audit:      n.audit(),
+		// A revoked principal must not keep a watch open: end every watch,
+		// each client resumes and is authorized under the new policy.
+		OnReload: func() { n.hub.EndAll(watch.ErrCredentialsChanged) },
 	})
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -14,59 +15,86 @@ import (
 )
 
 // Sentinel errors of package server. Compare with errors.Is; errmap.go turns
-// them into connect codes.
+// them into connect codes. Their texts carry no package prefix: clients see
+// them as error messages after the code (issue 19).
 var (
 	// ErrNotFound: no lock is held on the key with the given token (Release).
-	ErrNotFound = errors.New("ticketd: no lock with that token")
+	ErrNotFound = errors.New("lease expired or released")
 	// ErrTooManyLocks: the lock table holds limits.max_locks locks.
-	ErrTooManyLocks = errors.New("ticketd: lock table full")
+	ErrTooManyLocks = errors.New("the lock table is full")
 	// ErrNoMember: the request names a member id that is not in the configuration.
-	ErrNoMember = errors.New("ticketd: no such member")
+	ErrNoMember = errors.New("no such member")
 	// ErrUnsafeMembership: a membership change was refused because the
 	// cluster could not reach quorum with the members that are up afterwards,
 	// or the new member's API address does not answer as that member
 	// (etcd --strict-reconfig-check).
-	ErrUnsafeMembership = errors.New("ticketd: unsafe membership change")
+	ErrUnsafeMembership = errors.New("unsafe membership change")
 	// ErrOutcomeUnknown: a proposal made on the client's behalf, detached
 	// from its context, timed out inside the server: it may or may not have
 	// taken effect. Unavailable: the client retries with the same owner,
 	// which returns the grant if it did (issue 14, item 4). Never
 	// DeadlineExceeded, which says the client's own waiting ran out.
-	ErrOutcomeUnknown = errors.New("ticketd: proposal timed out; outcome unknown")
+	ErrOutcomeUnknown = errors.New("the proposal timed out inside the server; outcome unknown, retry with the same owner")
 	// ErrLockEnding: an idempotent retry of Acquire found its owner's lock
 	// being expired, and going round for a fresh grant kept meeting that
 	// (rare). Unavailable: retry with the same owner.
-	ErrLockEnding = errors.New("ticketd: lock is being expired")
+	ErrLockEnding = errors.New("the lock is being expired; retry with the same owner")
 	// ErrReplaying: a local (stale) read was refused because this node has
 	// not yet applied the commit index it had recorded before it restarted:
 	// its table is older than what it served before (issue 14, item 6).
 	// Unavailable: retry, at the leader or later.
-	ErrReplaying = errors.New("ticketd: replaying the log after a restart")
+	ErrReplaying = errors.New("this node is replaying its log after a restart")
 )
 
+// InvalidFieldHeader is the response header (a trailer in gRPC) in which an
+// InvalidArgument error names the request field at fault, when one is:
+// "key", "owner", "lease_ms", "lock_delay_ms" or "token" (core.FieldError).
+// Clients use it to speak in their own terms (ticketctl says --ttl for
+// lease_ms); the SDK reads it with sdk.InvalidField. docs/api.md lists it.
+const InvalidFieldHeader = "Ticketd-Invalid-Field"
+
 // codeOf is the single mapping from ticketd errors to connect codes, one
-// meaning per code (DESIGN.md, API; docs/api.md lists them):
+// meaning per code (DESIGN.md, API; docs/api.md, Errors, lists the same
+// codes). "Retryable" means the same request may simply be sent again
+// (Acquire with the same owner); the others need a changed request or a
+// decision by the caller.
 //
 //   - InvalidArgument: bad input (empty or oversize key, lease_ms outside the
-//     configured bounds, token 0, bad member fields); nothing changed.
-//   - AlreadyExists: the key is held and the request did not wait.
+//     configured bounds, token 0, bad member fields); nothing changed. Not
+//     retryable.
+//   - AlreadyExists: the key is held and the request did not wait. Retry
+//     later or wait.
 //   - NotFound: no lock is held on the key with that token (never granted,
-//     released, or its lease ran out).
+//     released, or its lease ran out). Not retryable: the lock is lost.
 //   - Unavailable: not the leader, no leader yet, or shutting down; retry,
 //     at the leader named in the LeaderHint detail when there is one. Also an
 //     internal proposal timeout (ErrOutcomeUnknown: retry with the same
 //     owner), a retry whose lock kept ending (ErrLockEnding), and a local read
-//     on a node still replaying its log (ErrReplaying).
+//     on a node still replaying its log (ErrReplaying). Retryable.
 //   - DeadlineExceeded: the request's deadline passed (waiting ran out).
+//     Retryable with the same owner.
 //   - ResourceExhausted: the lock table or the key's wait queue is full; a
-//     watcher too slow to keep up, or too many watchers (resume later).
+//     watcher too slow to keep up, or too many watchers. Retryable after a
+//     back-off (a Watch resumes from its last index).
 //   - OutOfRange: a Watch start_index older than the node's retained
-//     history; the WatchOutOfRange detail names the oldest index kept.
+//     history, or a watcher on a node whose history was dropped (it installed
+//     a snapshot from the leader); the WatchOutOfRange detail names the
+//     oldest index kept. Not retryable as is: relist (include_existing) and
+//     watch again from there.
 //   - Canceled: the client went away.
 //   - FailedPrecondition: a membership change that would leave the cluster
 //     without a reachable quorum, or names an API address that does not
-//     answer as that member.
-//   - Internal: anything else (a bug; logged at Warn).
+//     answer as that member (ErrUnsafeMembership); nothing changed. Not
+//     retryable as is: bring members up, or fix the address.
+//   - Unauthenticated: authorization is on and the request has no valid
+//     identity (no client certificate or bearer token, an unknown token, a
+//     principal header from a non-member). Not retryable without credentials.
+//   - PermissionDenied: the principal's policy does not allow the request,
+//     or it renews or releases another principal's lock; nothing changed.
+//     Not retryable. These two come from security.ToConnect (the
+//     authorization interceptor and mayTouch), not from codeOf: the
+//     security layer maps its own sentinels.
+//   - Internal: anything else (a bug; logged at Warn). Retry elsewhere.
 func codeOf(err error) connect.Code {
 	switch {
 	case errors.Is(err, core.ErrInvalidArgument), errors.Is(err, ErrNoMember):
@@ -89,7 +117,7 @@ func codeOf(err error) connect.Code {
 		return connect.CodeResourceExhausted
 	case errors.Is(err, watch.ErrCompacted):
 		return connect.CodeOutOfRange
-	case errors.Is(err, watch.ErrClosed):
+	case errors.Is(err, watch.ErrClosed), errors.Is(err, watch.ErrCredentialsChanged):
 		return connect.CodeUnavailable
 	case errors.Is(err, ErrUnsafeMembership):
 		return connect.CodeFailedPrecondition
@@ -110,7 +138,11 @@ func (n *Node) toConnect(err error) error {
 		return ce
 	}
 	code := codeOf(err)
-	out := connect.NewError(code, err)
+	out := connect.NewError(code, &publicError{err: err})
+	var field *core.FieldError
+	if errors.As(err, &field) {
+		out.Meta().Set(InvalidFieldHeader, field.Field)
+	}
 	var compacted *watch.CompactedError
 	if code == connect.CodeOutOfRange && errors.As(err, &compacted) {
 		if d, derr := connect.NewErrorDetail(&ticketv1.WatchOutOfRange{OldestIndex: compacted.OldestIndex}); derr == nil {
@@ -139,3 +171,25 @@ func (n *Node) toConnect(err error) error {
 	}
 	return out
 }
+
+// publicError is the cause of the *connect.Error a handler returns: err,
+// whose text is the message clients see after the code ("invalid_argument:
+// lease 50ms is outside the allowed range 100ms to 10m0s"). The code already
+// says what the leading core sentinel would ("ticketd: invalid argument",
+// "ticketd: not leader"), so Error drops that prefix: one sentence, the code
+// once (issue 19). errors.Is and errors.As see err through Unwrap.
+type publicError struct{ err error }
+
+// Error implements error: err's text without a leading core sentinel.
+func (e *publicError) Error() string {
+	msg := e.err.Error()
+	for _, s := range []error{core.ErrInvalidArgument, core.ErrStopped} {
+		if rest, ok := strings.CutPrefix(msg, s.Error()+": "); ok {
+			return rest
+		}
+	}
+	return strings.TrimPrefix(msg, "ticketd: ")
+}
+
+// Unwrap returns err.
+func (e *publicError) Unwrap() error { return e.err }

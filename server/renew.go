@@ -23,7 +23,8 @@ import (
 // the table has applied everything committed (ReadIndex), since a deposed
 // leader's table is stale.
 //
-// Errors: ErrNotFound (no lock with that token, or the Renew applied as
+// Errors: a PermissionDenied connect error (the lock was acquired by another
+// principal, authorization on), ErrNotFound (no lock with that token, or the Renew applied as
 // NotFound: it was removed first), lessor.ErrExpired (its lease ran out),
 // lessor.ErrNotPrimary, and the backend's Propose/ReadIndex errors.
 func (n *Node) renew(ctx context.Context, key string, token uint64) (int64, error) {
@@ -37,12 +38,20 @@ func (n *Node) renew(ctx context.Context, key string, token uint64) (int64, erro
 	if err != nil {
 		return 0, err
 	}
+	// The lessor tracks (key, token) only once its Grant has applied, so the
+	// lock and its principal are in the table now: check the caller here,
+	// after any ReadIndex, not only before it — a Renew of a token not yet
+	// applied when the request arrived must not slip past the check and renew
+	// another principal's lock once it appears (issue 13).
+	if err := n.mayTouch(ctx, key, token); err != nil {
+		return 0, err
+	}
 	res, err := n.raft.Propose(ctx, core.Renew(key, token))
 	if err != nil {
 		return 0, err
 	}
 	if res.Outcome != core.OutcomeRenewed {
-		return 0, fmt.Errorf("%w: key %q token %d", ErrNotFound, key, token)
+		return 0, fmt.Errorf("no lock on %q with token %d: %w", key, token, ErrNotFound)
 	}
 	return res.LeaseMS, nil
 }

@@ -24,6 +24,7 @@ func TestWatchCodes(t *testing.T) {
 		{"too_many_watchers", fmt.Errorf("%w (3)", watch.ErrTooManyWatchers), connect.CodeResourceExhausted},
 		{"compacted", &watch.CompactedError{StartIndex: 1, OldestIndex: 9}, connect.CodeOutOfRange},
 		{"closed", watch.ErrClosed, connect.CodeUnavailable},
+		{"credentials_changed", watch.ErrCredentialsChanged, connect.CodeUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,6 +29,11 @@ type AuthConfig struct {
 	// Audit receives policy reloads (logger name "audit" by convention).
 	// Nil: no log.
 	Audit *zap.Logger
+	// OnReload, if set, is called after every successful Reload, once the
+	// new policy and tokens are in use: long-lived streams authorized under
+	// the old ones (Watch) must be ended there, so that a revoked principal
+	// keeps nothing open. Nil: nothing.
+	OnReload func()
 }
 
 // Authenticator establishes each request's Principal and decides, from the
@@ -115,6 +120,9 @@ func (a *Authenticator) Reload(by string) error {
 	a.mu.Lock()
 	a.policy, a.tokens = policy, tokens
 	a.mu.Unlock()
+	if a.cfg.OnReload != nil {
+		a.cfg.OnReload()
+	}
 	rules := 0
 	if policy != nil {
 		rules = len(policy.rules)

@@ -112,16 +112,19 @@ func TestAuthenticatorReloadKeepsOldOnError(t *testing.T) {
 	dir := t.TempDir()
 	policyFile := filepath.Join(dir, "policy.yaml")
 	require.NoError(t, os.WriteFile(policyFile, []byte("rules:\n  - principal: a\n    allow: [admin]\n"), 0o600))
-	a, err := security.NewAuthenticator(security.AuthConfig{PolicyFile: policyFile})
+	reloads := 0
+	a, err := security.NewAuthenticator(security.AuthConfig{PolicyFile: policyFile, OnReload: func() { reloads++ }})
 	require.NoError(t, err)
 	require.True(t, a.Policy().IsAdmin("a"))
 
 	require.NoError(t, os.WriteFile(policyFile, []byte("rules:\n  - principal: a\n    allow: [sudo]\n"), 0o600))
 	require.ErrorIs(t, a.Reload("test"), security.ErrBadPolicy)
 	assert.True(t, a.Policy().IsAdmin("a"), "a failed reload keeps the old policy")
+	assert.Zero(t, reloads, "a failed reload ends no stream")
 
 	require.NoError(t, os.WriteFile(policyFile, []byte("rules:\n  - principal: b\n    allow: [admin]\n"), 0o600))
 	require.NoError(t, a.Reload("test"))
+	assert.Equal(t, 1, reloads, "a successful reload tells the node, which ends open watches")
 	assert.False(t, a.Policy().IsAdmin("a"))
 	assert.True(t, a.Policy().IsAdmin("b"))
 

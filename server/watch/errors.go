@@ -17,6 +17,11 @@ var (
 	// ErrClosed: the hub is shutting down with its node (Unavailable on the
 	// wire); resume on another node from the index after the last event.
 	ErrClosed = errors.New("ticketd: watch hub closed")
+	// ErrCredentialsChanged: the node reloaded its policy or tokens (SIGHUP),
+	// so every open watch was ended and must reconnect, to be authorized
+	// again under the new policy (Unavailable on the wire); resume from the
+	// index after the last event received.
+	ErrCredentialsChanged = errors.New("ticketd: credentials reloaded; reconnect to resume the watch")
 	// ErrCompacted: the requested start index is older than this node's
 	// retained history; see *CompactedError for the oldest index kept
 	// (OutOfRange on the wire).

@@ -124,9 +124,12 @@ func (h *Hub) Apply(index uint64, cmd core.Command, res core.Result) {
 }
 
 // Restored tells the hub that the state machine was replaced by a snapshot
-// at index (installed from the leader): the history is dropped and every
-// watcher ends with a *CompactedError, since events up to index never reached
-// the hub.
+// at index (installed from the leader; the server calls it from the
+// backend's OnRestore hook, before the next Apply): the history is dropped
+// and every watcher ends with a *CompactedError, since events up to index
+// never reached the hub. This catches every gap, whatever the skipped
+// entries were; the token check in Apply only catches gaps with a grant.
+// An index at or below the last one fed changes nothing.
 func (h *Hub) Restored(index uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -256,6 +259,17 @@ func (h *Hub) Close() {
 	h.closed = true
 	for len(h.watchers) > 0 {
 		h.endLocked(h.watchers[len(h.watchers)-1], ErrClosed)
+	}
+}
+
+// EndAll ends every open watcher with err (for instance ErrCredentialsChanged
+// after a policy reload, so that each client is authorized again when it
+// resumes) and keeps accepting new ones.
+func (h *Hub) EndAll(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for len(h.watchers) > 0 {
+		h.endLocked(h.watchers[len(h.watchers)-1], err)
 	}
 }
 

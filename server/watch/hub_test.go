@@ -304,3 +304,26 @@ func TestSnapshotThenEventsWithoutOverlap(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, "c", got[0].Key)
 }
+
+// TestEndAllEndsEveryWatcherAndKeepsServing: after a policy reload every open
+// watch ends with the given error (each client must be authorized again), and
+// new watches are still accepted.
+func TestEndAllEndsEveryWatcherAndKeepsServing(t *testing.T) {
+	tb := newTable(t, watch.Config{MaxHistoryEntries: 100, MaxHistoryBytes: 1 << 20, BufferEvents: 16})
+	w1, err := tb.hub.Watch(watch.Request{Prefix: "a/"})
+	require.NoError(t, err)
+	w2, err := tb.hub.Watch(watch.Request{Prefix: ""})
+	require.NoError(t, err)
+
+	tb.hub.EndAll(watch.ErrCredentialsChanged)
+	for _, w := range []*watch.Watcher{w1, w2} {
+		<-w.Done()
+		assert.ErrorIs(t, w.Err(), watch.ErrCredentialsChanged)
+	}
+	assert.Zero(t, tb.hub.Watchers())
+
+	w3, err := tb.hub.Watch(watch.Request{Prefix: "a/"})
+	require.NoError(t, err, "the hub keeps serving after EndAll")
+	tb.apply(core.Grant("a/1", 1000, "o"))
+	assert.Len(t, drain(w3), 1)
+}
