@@ -2,9 +2,34 @@ package core
 
 import (
 	"fmt"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
+
+// FieldError is the error of every Validate function: one request field
+// failed validation. Its text is one sentence in the API's terms, without a
+// package prefix, because the server sends it to clients as the message of
+// an InvalidArgument error (issue 19: one clear sentence, the code once).
+// errors.Is(err, ErrInvalidArgument) is true for it.
+type FieldError struct {
+	// Field is the API field at fault: "key", "owner", "principal",
+	// "lease_ms", "lock_delay_ms" or "token".
+	Field string
+	// Msg is the sentence describing the fault; it names the field.
+	Msg string
+}
+
+// Error implements error: the sentence alone.
+func (e *FieldError) Error() string { return e.Msg }
+
+// Is reports whether target is ErrInvalidArgument.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// invalid returns a *FieldError for field with the formatted sentence.
+func invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
 
 // Limits on request fields, enforced by ValidateKey, ValidateOwner,
 // ValidatePrincipal and the server before anything is proposed.
@@ -21,25 +46,25 @@ const (
 // ValidateKey checks that key is non-empty valid UTF-8 of at most MaxKeyBytes
 // bytes without control characters (unicode.IsControl: NUL, newline, ESC,
 // DEL, C1 controls, ...), which would corrupt logs, terminals and
-// line-oriented tools (issue 12). Errors wrap ErrInvalidArgument and name the
-// offending character and its byte offset.
+// line-oriented tools (issue 12). Errors are *FieldError (ErrInvalidArgument)
+// and name the offending character and its byte offset.
 func ValidateKey(key string) error {
 	if key == "" {
-		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
+		return invalid("key", "key is empty")
 	}
 	return validateText("key", key, MaxKeyBytes)
 }
 
 // ValidateOwner checks that owner is valid UTF-8 of at most MaxOwnerBytes bytes
 // without control characters (empty is allowed: the server replaces it with
-// a unique id). Errors wrap ErrInvalidArgument, as ValidateKey's.
+// a unique id). Errors are *FieldError, as ValidateKey's.
 func ValidateOwner(owner string) error {
 	return validateText("owner", owner, MaxOwnerBytes)
 }
 
 // ValidatePrincipal checks that principal is valid UTF-8 of at most
 // MaxPrincipalBytes bytes without control characters; empty is allowed (no
-// authorization). Errors wrap ErrInvalidArgument, as ValidateKey's.
+// authorization). Errors are *FieldError, as ValidateKey's.
 func ValidatePrincipal(principal string) error {
 	return validateText("principal", principal, MaxPrincipalBytes)
 }
@@ -48,14 +73,14 @@ func ValidatePrincipal(principal string) error {
 // keys, owners and principals; field names the field in the error.
 func validateText(field, s string, maxBytes int) error {
 	if len(s) > maxBytes {
-		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrInvalidArgument, field, len(s), maxBytes)
+		return invalid(field, "%s is %d bytes, the limit is %d", field, len(s), maxBytes)
 	}
 	for i, r := range s {
 		switch {
 		case r == utf8.RuneError && invalidAt(s, i):
-			return fmt.Errorf("%w: %s is not valid UTF-8 (at byte %d)", ErrInvalidArgument, field, i)
+			return invalid(field, "%s is not valid UTF-8 (at byte %d)", field, i)
 		case unicode.IsControl(r):
-			return fmt.Errorf("%w: %s has control character %U at byte %d", ErrInvalidArgument, field, r, i)
+			return invalid(field, "%s has control character %U at byte %d", field, r, i)
 		}
 	}
 	return nil
@@ -69,27 +94,33 @@ func invalidAt(s string, i int) bool {
 }
 
 // ValidateLockDelay checks 0 ≤ lockDelayMS ≤ maxMS (milliseconds; 0 means no
-// lock-delay). Errors wrap ErrInvalidArgument.
+// lock-delay). Errors are *FieldError (ErrInvalidArgument).
 func ValidateLockDelay(lockDelayMS, maxMS int64) error {
 	if lockDelayMS < 0 || lockDelayMS > maxMS {
-		return fmt.Errorf("%w: lock_delay_ms %d is outside [0, %d]", ErrInvalidArgument, lockDelayMS, max(maxMS, 0))
+		return invalid("lock_delay_ms", "lock-delay %v is outside the allowed range 0s to %v", ms(lockDelayMS), ms(max(maxMS, 0)))
 	}
 	return nil
 }
 
 // ValidateLease checks minMS ≤ leaseMS ≤ maxMS (milliseconds) and leaseMS > 0.
-// Errors wrap ErrInvalidArgument.
+// Errors are *FieldError (ErrInvalidArgument), e.g. "lease 50ms is outside the
+// allowed range 100ms to 10m0s".
 func ValidateLease(leaseMS, minMS, maxMS int64) error {
 	if leaseMS <= 0 || leaseMS < minMS || leaseMS > maxMS {
-		return fmt.Errorf("%w: lease_ms %d is outside [%d, %d]", ErrInvalidArgument, leaseMS, max(minMS, 1), maxMS)
+		return invalid("lease_ms", "lease %v is outside the allowed range %v to %v", ms(leaseMS), ms(max(minMS, 1)), ms(maxMS))
 	}
 	return nil
 }
 
-// ValidateToken checks that token is not 0 (tokens start at 1). Errors wrap ErrInvalidArgument.
+// ms renders a millisecond count as a duration ("1.5s"), the way users
+// write --ttl, for messages.
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// ValidateToken checks that token is not 0 (tokens start at 1). Errors are *FieldError
+// (ErrInvalidArgument).
 func ValidateToken(token uint64) error {
 	if token == 0 {
-		return fmt.Errorf("%w: token 0 is never granted", ErrInvalidArgument)
+		return invalid("token", "token 0 is never granted (tokens start at 1)")
 	}
 	return nil
 }

@@ -209,3 +209,34 @@ func TestNotLeaderError(t *testing.T) {
 	assert.ErrorIs(t, &core.NotLeaderError{}, core.ErrNotLeader)
 	assert.NotEmpty(t, (&core.NotLeaderError{}).Error())
 }
+
+// TestValidateMessages: a validation error is one sentence in the API's
+// terms, without a package prefix, because the server sends it to clients
+// as the InvalidArgument message (issue 19); it still matches
+// ErrInvalidArgument and names its field.
+func TestValidateMessages(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		err   error
+		field string
+		want  string
+	}{
+		{"lease_below_min", core.ValidateLease(50, 100, 600000), "lease_ms", "lease 50ms is outside the allowed range 100ms to 10m0s"},
+		{"lease_zero", core.ValidateLease(0, 0, 1000), "lease_ms", "lease 0s is outside the allowed range 1ms to 1s"},
+		{"lock_delay", core.ValidateLockDelay(5000, 1000), "lock_delay_ms", "lock-delay 5s is outside the allowed range 0s to 1s"},
+		{"token_zero", core.ValidateToken(0), "token", "token 0 is never granted (tokens start at 1)"},
+		{"empty_key", core.ValidateKey(""), "key", "key is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.ErrorIs(t, tt.err, core.ErrInvalidArgument)
+			assert.EqualError(t, tt.err, tt.want)
+			var fe *core.FieldError
+			if assert.ErrorAs(t, tt.err, &fe) {
+				assert.Equal(t, tt.field, fe.Field)
+			}
+		})
+	}
+}

@@ -42,6 +42,7 @@ type Client struct {
 	bg     sync.WaitGroup // lease renewers and background releases
 
 	scheme     string          // "http" or "https": every URL the client builds uses it
+	urls       bool            // New was given URLs ("https://h:p"), not bare host:port
 	configured map[string]bool // host:port of the configured endpoints
 
 	mu     sync.Mutex
@@ -85,6 +86,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	for i, e := range endpoints {
 		if strings.Contains(e, "://") && i == 0 {
 			c.scheme, _, _ = strings.Cut(strings.TrimSpace(e), "://")
+			c.urls = true
 		}
 		u, err := c.baseURL(e)
 		if err != nil {
@@ -125,12 +127,18 @@ func (c *Client) Close() error {
 // Endpoints returns the base URLs the client was created with.
 func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
 
-// Leader returns the base URL of the node the client currently believes to
-// be the leader, or "" when it does not know.
+// Leader returns the API address of the node the client currently believes
+// to be the leader, or "" when it does not know, in the form New was given
+// its endpoints: "host:port" (as the API's leader_addr and LeaderHint carry
+// it) when New got bare addresses, a base URL ("https://host:port") when New
+// got URLs. Either way the result can be passed back to New (issue 19).
 func (c *Client) Leader() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.leader
+	if c.urls || c.leader == "" {
+		return c.leader
+	}
+	return hostOf(c.leader)
 }
 
 // newOwner makes a fresh owner id: unique per request, readable in ListLocks.

@@ -200,7 +200,7 @@ func TestFindsAndFollowsLeader(t *testing.T) {
 
 	l, err := c.TryLock(ctx, "k", 10*time.Second)
 	require.NoError(t, err)
-	assert.Equal(t, fc.url(2), c.Leader())
+	assert.Equal(t, fc.addr(2), c.Leader())
 	for _, k := range fc.callsTo("Acquire") {
 		assert.Equal(t, 2, k.node, "Acquire went to the leader directly")
 	}
@@ -208,7 +208,7 @@ func TestFindsAndFollowsLeader(t *testing.T) {
 	// Leadership moves: the old leader's hint redirects the next call.
 	fc.setLeader(1)
 	require.NoError(t, l.Unlock(ctx))
-	assert.Equal(t, fc.url(1), c.Leader())
+	assert.Equal(t, fc.addr(1), c.Leader())
 	rel := fc.callsTo("Release")
 	require.Len(t, rel, 2)
 	assert.Equal(t, []int{2, 1}, []int{rel[0].node, rel[1].node})

@@ -87,7 +87,19 @@ func testRoundTrip(t *testing.T, eps []string) {
 	// The leader serves Acquire directly: no forwarding needed.
 	st, err := c.Status(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, "http://"+st.GetLeaderAddr(), c.Leader())
+	assert.Equal(t, st.GetLeaderAddr(), c.Leader(), "Leader is host:port, as New was given (issue 19)")
+	c2, err := sdk.New([]string{c.Leader()})
+	require.NoError(t, err, "Leader's result goes back into New")
+	defer c2.Close()
+
+	var urls []string
+	for _, e := range eps {
+		urls = append(urls, "http://"+e)
+	}
+	cu := newClient(t, urls)
+	_, err = cu.GetLock(ctx, "rt/a")
+	require.NoError(t, err)
+	assert.Equal(t, "http://"+st.GetLeaderAddr(), cu.Leader(), "a client made with URLs gets a URL")
 }
 
 func testGRPC(t *testing.T, eps []string) {
@@ -232,7 +244,7 @@ func testLeaderKill(t *testing.T, cl *ticketdtest.Cluster, eps []string) {
 	info, err := c.GetLock(ctx, "kill/a")
 	require.NoError(t, err)
 	assert.Equal(t, l.Token(), info.Token, "same grant after failover")
-	assert.NotEqual(t, "http://"+cl.Node(old).APIAddr, c.Leader())
+	assert.NotEqual(t, cl.Node(old).APIAddr, c.Leader())
 	require.NoError(t, l.Unlock(ctx))
 
 	cl.Restart(old)

@@ -59,6 +59,23 @@ var (
 	ErrClosed = errors.New("ticketd: client closed")
 )
 
+// InvalidFieldHeader is the response header (a trailer in gRPC) in which a
+// server's InvalidArgument error names the request field at fault: "key",
+// "owner", "lease_ms", "lock_delay_ms" or "token" (docs/api.md, Errors).
+const InvalidFieldHeader = "Ticketd-Invalid-Field"
+
+// InvalidField returns the request field that a server's InvalidArgument
+// answer in err names as at fault (InvalidFieldHeader), or "" when err is
+// no such answer or names none. ticketctl uses it to name its own flag
+// (--ttl for lease_ms).
+func InvalidField(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
+		return ""
+	}
+	return ce.Meta().Get(InvalidFieldHeader)
+}
+
 // AmbiguousError reports a state-changing request whose outcome is unknown.
 // errors.Is(err, ErrAmbiguous) is true for it, and errors.Is also matches the
 // error it wraps (context.DeadlineExceeded, context.Canceled, ...).
@@ -159,15 +176,14 @@ func sentinelOf(err error) error {
 }
 
 // wrapErr turns an attempt's error into the error the caller sees:
-// "ticketd: op "key": <sentinel>: <connect error>".
+// `acquire "k": already_exists: key "k" is held by another owner`. The code
+// appears once (the *connect.Error's text): the sentinel it maps to is
+// matched by errors.Is but not repeated in the text (issue 19).
 func wrapErr(op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if s := sentinelOf(err); s != nil {
-		return fmt.Errorf("%s: %w: %w", opKey(op, key), s, err)
-	}
-	return fmt.Errorf("%s: %w", opKey(op, key), err)
+	return &opError{msg: opKey(op, key) + ": " + err.Error(), errs: causes(sentinelOf(err), err)}
 }
 
 // opKey names an operation in error messages: `acquire "k"` or `status`.
@@ -179,7 +195,8 @@ func opKey(op, key string) string {
 }
 
 // giveUpErr is the error of a call whose ctx ended while retrying: it wraps
-// the ctx error and, when there was one, the last attempt's failure.
+// the ctx error and, when there was one, the last attempt's failure (and
+// its sentinel, matched by errors.Is but not repeated in the text).
 func giveUpErr(ctx context.Context, op, key string, last error) error {
 	cause := context.Cause(ctx)
 	if cause == nil {
@@ -188,8 +205,32 @@ func giveUpErr(ctx context.Context, op, key string, last error) error {
 	if last == nil {
 		return fmt.Errorf("%s: %w", opKey(op, key), cause)
 	}
-	if s := sentinelOf(last); s != nil {
-		return fmt.Errorf("%s: %w; last failure: %w: %w", opKey(op, key), cause, s, last)
-	}
-	return fmt.Errorf("%s: %w; last failure: %w", opKey(op, key), cause, last)
+	msg := fmt.Sprintf("%s: %v; last failure: %v", opKey(op, key), cause, last)
+	return &opError{msg: msg, errs: causes(cause, sentinelOf(last), last)}
 }
+
+// causes returns errs without the nil ones.
+func causes(errs ...error) []error {
+	out := errs[:0]
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// opError is an error of this package whose text is written for people
+// (the operation, then the server's code and message once) and whose
+// causes (a sentinel, the *connect.Error, the ctx error) are matched by
+// errors.Is and errors.As.
+type opError struct {
+	msg  string
+	errs []error
+}
+
+// Error implements error.
+func (e *opError) Error() string { return e.msg }
+
+// Unwrap returns the causes.
+func (e *opError) Unwrap() []error { return e.errs }

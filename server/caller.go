@@ -24,8 +24,14 @@ func withCaller(h http.Handler) http.Handler {
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 			who = "cn=" + r.TLS.VerifiedChains[0][0].Subject.CommonName + " " + r.RemoteAddr
 		}
-		if by := r.Header.Get(forward.Header); by != "" {
+		// The forwarding node's name is believed only from a connection with
+		// a node certificate: a client could send the header itself to
+		// dress up the audit log.
+		if by := r.Header.Get(forward.Header); by != "" && r.TLS != nil &&
+			len(r.TLS.PeerCertificates) > 0 && security.IsNodeCertificate(r.TLS.PeerCertificates[0]) {
 			who += " forwarded-by=" + by
+		} else if by != "" {
+			who += " claims-forwarded-by=" + by
 		}
 		ctx := security.WithConnState(context.WithValue(r.Context(), callerKey{}, who), r.TLS)
 		h.ServeHTTP(w, r.WithContext(ctx))

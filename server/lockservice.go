@@ -82,7 +82,7 @@ func (s *lockService) Release(ctx context.Context, req *ticketv1.ReleaseRequest)
 // confirms the leadership and the table is current (ReadIndex): a deposed
 // leader's stale table never refuses a release its successor would accept.
 func (n *Node) release(ctx context.Context, key string, token uint64) error {
-	notFound := func() error { return fmt.Errorf("%w: key %q token %d", ErrNotFound, key, token) }
+	notFound := func() error { return fmt.Errorf("no lock on %q with token %d: %w", key, token, ErrNotFound) }
 	if lk, ok := n.sm.Get(key); !ok || lk.Token != token {
 		if err := n.raft.ReadIndex(ctx); err != nil {
 			return err
@@ -114,7 +114,7 @@ func (n *Node) forceRelease(ctx context.Context, key string) error {
 	}
 	lk, ok := n.sm.Get(key)
 	if !ok {
-		return fmt.Errorf("%w: key %q is not held", ErrNotFound, key)
+		return fmt.Errorf("no lock on %q: %w", key, ErrNotFound)
 	}
 	n.audit().Info("force-release requested", principalField(ctx), callerField(ctx),
 		zap.String("key", key), zap.Uint64("token", lk.Token), zap.String("owner", lk.Owner), zap.String("lock_principal", lk.Principal))
@@ -123,7 +123,7 @@ func (n *Node) forceRelease(ctx context.Context, key string) error {
 		return err
 	}
 	if res.Outcome != core.OutcomeReleased {
-		return fmt.Errorf("%w: key %q token %d", ErrNotFound, key, lk.Token)
+		return fmt.Errorf("no lock on %q with token %d: %w", key, lk.Token, ErrNotFound)
 	}
 	n.audit().Info("lock force-released", principalField(ctx), zap.String("key", key), zap.Uint64("token", lk.Token))
 	return nil

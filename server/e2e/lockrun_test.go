@@ -183,7 +183,7 @@ func TestLockAcquireHold(t *testing.T) {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(t, err, "stderr: %s", stderr)
 	var g struct {
-		Token uint64 `json:"token"`
+		Token uint64 `json:"token,string"` // the API's JSON: 64-bit integers are strings
 	}
 	require.NoError(t, json.Unmarshal([]byte(line), &g), line)
 	time.Sleep(1500 * time.Millisecond) // longer than the TTL: renewals keep it

@@ -12,19 +12,22 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// Sentinel errors of package lessor. Compare with errors.Is.
+// Sentinel errors of package lessor. Compare with errors.Is. Their texts
+// carry no package prefix: the server sends them to clients as error
+// messages (issue 19), so they read as the user's terms.
 var (
 	// ErrNotPrimary: this node's lessor is not primary (the node is not the
 	// promoted leader), so it neither admits renewals nor expires. Retry on
 	// the leader.
-	ErrNotPrimary = errors.New("lessor: not primary")
-	// ErrNotHeld: no lock is held on the key with the given token.
-	ErrNotHeld = errors.New("lessor: no lock with that token")
+	ErrNotPrimary = errors.New("this node is not the leader")
+	// ErrNotHeld: no lock is held on the key with the given token. Its text
+	// is in the user's terms (clients see it as the NotFound message).
+	ErrNotHeld = errors.New("lease expired or released")
 	// ErrExpired: the lock's lease has run out (its deadline passed, or an
 	// Expire for it was decided or proposed); it cannot be renewed.
-	ErrExpired = errors.New("lessor: lease expired")
+	ErrExpired = errors.New("lease expired")
 	// ErrClosed: the lessor was closed.
-	ErrClosed = errors.New("lessor: closed")
+	ErrClosed = errors.New("node is shutting down")
 )
 
 // Table is the read side of the lock table the lessor reconciles with;
@@ -363,9 +366,9 @@ func (l *Lessor) renewable(key string, token uint64, now time.Time) (*item, erro
 	case !l.primary:
 		return nil, ErrNotPrimary
 	case !ok || it.token != token:
-		return nil, fmt.Errorf("%w: key %q token %d", ErrNotHeld, key, token)
+		return nil, fmt.Errorf("no lock on %q with token %d: %w", key, token, ErrNotHeld)
 	case it.expiring || !now.Before(it.deadline) || l.proposing[lockID{key, token}] > 0:
-		return nil, fmt.Errorf("%w: key %q token %d", ErrExpired, key, token)
+		return nil, fmt.Errorf("lock on %q with token %d: %w", key, token, ErrExpired)
 	default:
 		return it, nil
 	}

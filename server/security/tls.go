@@ -81,9 +81,12 @@ func verifyPeerUsage(cs tls.ConnectionState) error {
 	}
 	leaf := cs.PeerCertificates[0]
 	server, client := false, false
+	// Both usages must be named: a certificate with the catch-all
+	// ExtKeyUsageAny (which some CAs put on client certificates) is not taken
+	// for a node's, since a node certificate may assert other principals.
 	for _, u := range leaf.ExtKeyUsage {
-		server = server || u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny
-		client = client || u == x509.ExtKeyUsageClientAuth || u == x509.ExtKeyUsageAny
+		server = server || u == x509.ExtKeyUsageServerAuth
+		client = client || u == x509.ExtKeyUsageClientAuth
 	}
 	if !server || !client {
 		return fmt.Errorf("%w: %q is not a node certificate (needs server and client auth)", ErrPeerRefused, leaf.Subject.CommonName)

@@ -7,18 +7,20 @@ import (
 	"sync"
 )
 
-// Sentinel errors of package waitq. Compare with errors.Is.
+// Sentinel errors of package waitq. Compare with errors.Is. Their texts
+// carry no package prefix: the server sends them to clients as error
+// messages (issue 19), so they read as the user's terms.
 var (
 	// ErrHeld: the key is held (or a grant for it is in flight) and the
 	// request did not ask to wait. The API maps it to AlreadyExists.
-	ErrHeld = errors.New("waitq: key is held")
+	ErrHeld = errors.New("held by another owner")
 	// ErrFull: the key already has MaxWaiters waiting requests, or the queue
 	// MaxWaitersTotal over all keys. The API maps it to ResourceExhausted.
-	ErrFull = errors.New("waitq: too many waiters for key")
+	ErrFull = errors.New("too many waiters")
 	// ErrClosed: the queue is closed because this node is not (or no longer)
 	// the leader; waiters fail with it on demotion. The API maps it to
 	// Unavailable with the new leader, and clients retry there.
-	ErrClosed = errors.New("waitq: not leader")
+	ErrClosed = errors.New("this node is no longer the leader")
 )
 
 // KeyState is what the lock table and the lessor say about a key.
@@ -165,12 +167,12 @@ func (q *Queue) Enter(ctx context.Context, key, owner string, wait bool) (*Turn,
 	if !wait && !retry {
 		q.forget(key, st)
 		q.mu.Unlock()
-		return nil, fmt.Errorf("%w: %q", ErrHeld, key)
+		return nil, fmt.Errorf("key %q is %w", key, ErrHeld)
 	}
 	if !retry && q.cfg.MaxWaiters > 0 && len(st.queue) >= q.cfg.MaxWaiters {
 		q.forget(key, st)
 		q.mu.Unlock()
-		return nil, fmt.Errorf("%w: %q has %d", ErrFull, key, len(st.queue))
+		return nil, fmt.Errorf("%w: key %q has %d already", ErrFull, key, len(st.queue))
 	}
 	if !retry && q.cfg.MaxWaitersTotal > 0 && q.waiting >= q.cfg.MaxWaitersTotal {
 		q.forget(key, st)

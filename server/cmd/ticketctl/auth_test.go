@@ -58,7 +58,7 @@ func TestAuthExitCodes(t *testing.T) {
 
 	t.Setenv("TICKETD_TOKEN", "bob-secret")
 	var got struct {
-		Token uint64 `json:"token"`
+		Token uint64 `json:"token,string"`
 	}
 	ctlJSON(t, ep, exitOK, &got, ca, "lock", "acquire", "shared/x", "--ttl", "60s")
 	require.NotZero(t, got.Token)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,34 +12,40 @@ import (
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 )
 
-// memberJSON is a cluster member as -o json prints it.
+// memberJSON is a cluster member as -o json prints it: the API's Member
+// message in its JSON (protojson names).
 type memberJSON struct {
 	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	APIAddr  string `json:"api_addr"`
+	RaftAddr string `json:"raftAddr"`
+	APIAddr  string `json:"apiAddr"`
 	Voter    bool   `json:"voter"`
 }
 
-// statusJSON is one node's status as -o json prints it; with "status --all",
-// Endpoint names the node asked and Error says why it did not answer.
+// statusJSON is one node's status as -o json prints it: StatusResponse in
+// the API's JSON (protojson names, 64-bit integers as strings); with
+// "status --all", Endpoint names the node asked and Error says why it did
+// not answer (the other fields are then left out).
 type statusJSON struct {
 	Endpoint     string       `json:"endpoint,omitempty"`
 	Error        string       `json:"error,omitempty"`
-	NodeID       string       `json:"node_id,omitempty"`
+	NodeID       string       `json:"nodeId,omitempty"`
 	Backend      string       `json:"backend,omitempty"`
-	LeaderID     string       `json:"leader_id,omitempty"`
-	LeaderAddr   string       `json:"leader_addr,omitempty"`
-	Term         uint64       `json:"term,omitempty"`
-	CommitIndex  uint64       `json:"commit_index,omitempty"`
-	AppliedIndex uint64       `json:"applied_index,omitempty"`
-	LastToken    uint64       `json:"last_token,omitempty"`
-	LocksHeld    int64        `json:"locks_held"`
+	LeaderID     string       `json:"leaderId,omitempty"`
+	LeaderAddr   string       `json:"leaderAddr,omitempty"`
+	Term         uint64       `json:"term,omitempty,string"`
+	CommitIndex  uint64       `json:"commitIndex,omitempty,string"`
+	AppliedIndex uint64       `json:"appliedIndex,omitempty,string"`
+	LastToken    uint64       `json:"lastToken,omitempty,string"`
+	LocksHeld    int64        `json:"locksHeld,omitempty,string"`
 	Members      []memberJSON `json:"members,omitempty"`
 	// Replaying is true while the node replays its log after a restart, up
 	// to ReplayTargetIndex (it refuses stale reads until then).
 	Replaying         bool   `json:"replaying,omitempty"`
-	ReplayTargetIndex uint64 `json:"replay_target_index,omitempty"`
+	ReplayTargetIndex uint64 `json:"replayTargetIndex,omitempty,string"`
 }
+
+// value is what -o value prints: the leader's id ("" when none is known).
+func (s statusJSON) value() string { return s.LeaderID }
 
 // statusRow renders one "status --all" row: an unreachable node shows "-"
 // in every column and its error, a replaying node says how far it is
@@ -92,6 +99,20 @@ func printMembers(w io.Writer, ms []memberJSON) {
 // nodesJSON is what "status --all" prints: one row per endpoint, in --endpoints order.
 type nodesJSON struct {
 	Nodes []statusJSON `json:"nodes"`
+}
+
+// value is what -o value prints: each endpoint's node id, one per line, in
+// --endpoints order ("-" for an endpoint that did not answer).
+func (n nodesJSON) value() string {
+	ids := make([]string, 0, len(n.Nodes))
+	for _, s := range n.Nodes {
+		if s.Error != "" || s.NodeID == "" {
+			ids = append(ids, "-")
+			continue
+		}
+		ids = append(ids, s.NodeID)
+	}
+	return strings.Join(ids, "\n")
 }
 
 // newStatusCmd builds "status [--all]".
@@ -159,6 +180,15 @@ type membersResult struct {
 	Members []memberJSON `json:"members"`
 }
 
+// value is what -o value prints: the member ids, one per line.
+func (m membersResult) value() string {
+	ids := make([]string, 0, len(m.Members))
+	for _, x := range m.Members {
+		ids = append(ids, x.ID)
+	}
+	return strings.Join(ids, "\n")
+}
+
 // newMembersCmd builds "members list|add|remove".
 func newMembersCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "members", Short: "List, add and remove cluster members"}
@@ -201,8 +231,11 @@ func membersCmd(g *globals, use, short string, args cobra.PositionalArgs, fn fun
 
 // transferJSON is what "transfer-leader" prints: the new leader's id.
 type transferJSON struct {
-	LeaderID string `json:"leader_id"`
+	LeaderID string `json:"leaderId"`
 }
+
+// value is what -o value prints: the new leader's id.
+func (t transferJSON) value() string { return t.LeaderID }
 
 // newTransferLeaderCmd builds "transfer-leader [ID]".
 func newTransferLeaderCmd(g *globals) *cobra.Command {

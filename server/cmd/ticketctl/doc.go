@@ -6,7 +6,7 @@
 //
 // # Usage
 //
-//	ticketctl [--endpoints 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003] [-o json] [--timeout 15s] [--grpc] COMMAND
+//	ticketctl [--endpoints 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003] [-o text|json|value] [--timeout 15s] [--grpc] COMMAND
 //
 //	lock acquire KEY --ttl 10s [--wait] [--owner X]
 //	lock renew KEY TOKEN
@@ -21,6 +21,26 @@
 //	status [--all]
 //	members list | add ID RAFT_ADDR API_ADDR | remove ID
 //	transfer-leader [ID]
+//	endpoint health                      (each endpoint's /readyz and gRPC health, as etcdctl's)
+//
+// Every global flag has an environment variable, which the flag overrides:
+// TICKETD_ENDPOINTS, TICKETD_OUTPUT, TICKETD_TIMEOUT, TICKETD_GRPC,
+// TICKETD_CACERT, TICKETD_CERT, TICKETD_KEY_FILE (--key; not TICKETD_KEY,
+// which "lock run" gives its command as the lock's name) and TICKETD_TOKEN.
+//
+// Output: -o text is for people and may change; -o json is the API's own
+// JSON (protojson of the API's messages: lowerCamelCase field names such as
+// leaseMs, 64-bit integers as strings), one object per line, and errors go
+// to stderr as {"code","message","exitCode"}; -o value prints the one value
+// a script wants (lock acquire, renew, get, check: a token; list: keys;
+// status: the leader's id; members: ids).
+//
+// Errors are one line: "ticketctl: ", the operation, the server's code once
+// and its sentence, in ticketctl's terms where a flag set the value:
+//
+//	ticketctl: acquire "jobs/a": already_exists: key "jobs/a" is held by another owner
+//	ticketctl: --ttl: invalid_argument: lease 50ms is outside the allowed range 100ms to 10m0s
+//	ticketctl: renew "jobs/a": not_found: no lock on "jobs/a" with token 7: lease expired or released
 //
 // The caller's duties:
 //
@@ -31,16 +51,27 @@
 //     does not renew in the background.
 //  3. Retry a failed acquire with the same --owner: a retry returns the
 //     grant an earlier, ambiguous attempt may have produced (exit code 4).
-//  4. Read results with -o json in scripts; human output may change.
+//  4. Read results with -o json or -o value in scripts; human output may change.
 //
-// Exit codes: 0 success, 1 failure, 2 key held by someone else, 3 no lock
-// with that token (or "check": token not current), 4 outcome unknown, 5
-// lease lost while held (lock run, elect, --hold). "lock run" and "elect"
-// otherwise exit with their command's status.
+// Exit codes (distinct, as etcdctl's and consul's, so that a typo is never
+// read as an answer):
+//
+//	0   success
+//	1   any other failure (cluster unreachable, TLS, I/O, a refused value)
+//	2   the key is held by someone else (acquire without --wait; lock run)
+//	3   no lock with that token (lease expired or released); "check": the token is not current
+//	4   outcome unknown: retry with the same --owner
+//	5   lease lost while held (lock run, elect, --hold)
+//	6   permission denied
+//	7   unauthenticated
+//	8   still held when --wait ran out of --timeout; nothing was acquired
+//	64  usage (EX_USAGE): unknown command or flag, stray or missing argument, bad value
+//
+// "lock run" and "elect" otherwise exit with their command's status.
 //
 // Example:
 //
-//	tok=$(ticketctl -o json lock acquire jobs/nightly --ttl 30s --owner "$HOSTNAME" | jq -r .token)
+//	tok=$(ticketctl -o value lock acquire jobs/nightly --ttl 30s --owner "$HOSTNAME")
 //	ticketctl lock renew jobs/nightly "$tok"
 //	ticketctl lock release jobs/nightly "$tok"
 package main

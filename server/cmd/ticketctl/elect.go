@@ -35,7 +35,7 @@ bound the campaign.`,
 			name, value := args[0], args[1]
 			ld, err := sdk.NewElection(c, ttl).Campaign(cmd.Context(), name, value)
 			if err != nil {
-				return err
+				return ttlHint(err)
 			}
 			env := []string{"TICKETD_KEY=" + name, "TICKETD_TOKEN=" + strconv.FormatUint(ld.Term(), 10), "TICKETD_ELECTION_VALUE=" + value}
 			return runHeld(cmd, ld, ld.Resign, env, args[2:], grace)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,14 +13,24 @@ import (
 	"github.com/ticketd/ticketd/sdk"
 )
 
-// lockJSON is a lock as -o json prints it (durations in milliseconds).
+// lockJSON is what "lock get" prints: GetLockResponse in the API's JSON
+// (protojson: lowerCamelCase names, 64-bit integers as strings, durations
+// in milliseconds) and the key asked about.
 type lockJSON struct {
 	Key         string `json:"key"`
 	Held        bool   `json:"held"`
-	Token       uint64 `json:"token,omitempty"`
-	TTLMs       int64  `json:"ttl_ms,omitempty"`
-	RemainingMs int64  `json:"remaining_ms,omitempty"`
-	Owner       string `json:"owner,omitempty"`
+	Token       uint64 `json:"token,string"`
+	TTLMs       int64  `json:"leaseMs,string"`
+	RemainingMs int64  `json:"remainingMs,string"`
+	Owner       string `json:"owner"`
+}
+
+// value is what -o value prints: the holder's token, nothing for a free key.
+func (l lockJSON) value() string {
+	if !l.Held {
+		return ""
+	}
+	return strconv.FormatUint(l.Token, 10)
 }
 
 // lockOf converts an SDK LockInfo for printing.
@@ -33,13 +45,17 @@ func newLockCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// grantJSON is what "lock acquire" prints (ttl in milliseconds).
+// grantJSON is what "lock acquire" prints: AcquireResponse in the API's
+// JSON, with the request's key and owner.
 type grantJSON struct {
 	Key   string `json:"key"`
-	Token uint64 `json:"token"`
-	TTLMs int64  `json:"ttl_ms"`
+	Token uint64 `json:"token,string"`
+	TTLMs int64  `json:"leaseMs,string"`
 	Owner string `json:"owner"`
 }
+
+// value is what -o value prints: the fencing token.
+func (r grantJSON) value() string { return strconv.FormatUint(r.Token, 10) }
 
 // newAcquireCmd builds "lock acquire KEY".
 func newAcquireCmd(g *globals) *cobra.Command {
@@ -54,8 +70,10 @@ func newAcquireCmd(g *globals) *cobra.Command {
 		Short: "Acquire KEY for --ttl and print its fencing token (no background renewal)",
 		Long: `Acquire KEY for a lease of --ttl and print the fencing token. Without --wait it
 fails at once (exit 2) when the key is held; with --wait it waits in the key's
-FIFO queue until granted or --timeout. ticketctl does not renew the lease: use
-"lock renew" before the TTL runs out. Retrying with the same --owner returns
+FIFO queue until granted or --timeout, and exits 8 "still held after
+--timeout" when that runs out. ticketctl does not renew the lease: use
+"lock renew" before the TTL runs out. With -o value it prints the bare token:
+tok=$(ticketctl -o value lock acquire KEY --ttl 60s). Retrying with the same --owner returns
 the same grant, so a retry after an unknown outcome (exit 4) is safe.
 
 With --hold it prints the token, then keeps renewing the lease until Ctrl-C
@@ -68,6 +86,7 @@ held from a terminal for manual maintenance.`,
 			}
 			opts := []sdk.AcquireOption{}
 			if wait {
+				owner = waitOwner(owner)
 				opts = append(opts, sdk.WithWait())
 			}
 			if owner != "" {
@@ -75,8 +94,15 @@ held from a terminal for manual maintenance.`,
 			}
 			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
 				gr, err := c.Acquire(ctx, args[0], ttl, opts...)
+				if err != nil && wait {
+					err = g.settleWait(cmd.Context(), c, args[0], owner, err, func(ctx context.Context) error {
+						var rerr error
+						gr, rerr = c.Acquire(ctx, args[0], ttl, sdk.WithOwner(owner))
+						return rerr
+					})
+				}
 				if err != nil {
-					return nil, err
+					return nil, ttlHint(err)
 				}
 				return grantJSON{Key: gr.Key, Token: gr.Token, TTLMs: msOf(gr.TTL), Owner: gr.Owner}, nil
 			}, func(w io.Writer, v any) {
@@ -92,12 +118,16 @@ held from a terminal for manual maintenance.`,
 	return cmd
 }
 
-// renewJSON is what "lock renew" prints (ttl in milliseconds).
+// renewJSON is what "lock renew" prints: RenewResponse in the API's JSON,
+// with the request's key and token.
 type renewJSON struct {
 	Key   string `json:"key"`
-	Token uint64 `json:"token"`
-	TTLMs int64  `json:"ttl_ms"`
+	Token uint64 `json:"token,string"`
+	TTLMs int64  `json:"leaseMs,string"`
 }
+
+// value is what -o value prints: the token, unchanged, for chaining.
+func (r renewJSON) value() string { return strconv.FormatUint(r.Token, 10) }
 
 // newRenewCmd builds "lock renew KEY TOKEN".
 func newRenewCmd(g *globals) *cobra.Command {
@@ -114,13 +144,17 @@ func newRenewCmd(g *globals) *cobra.Command {
 		})
 }
 
-// releaseJSON is what "lock release" prints.
+// releaseJSON is what "lock release" prints: the request's key, token and
+// force, and released (always true: a failure is an error).
 type releaseJSON struct {
 	Key      string `json:"key"`
-	Token    uint64 `json:"token,omitempty"`
+	Token    uint64 `json:"token,string"`
 	Released bool   `json:"released"`
-	Forced   bool   `json:"forced,omitempty"`
+	Forced   bool   `json:"force"`
 }
+
+// value is what -o value prints: nothing (the exit status says it all).
+func (releaseJSON) value() string { return "" }
 
 // newReleaseCmd builds "lock release KEY TOKEN" and "lock release KEY --force".
 func newReleaseCmd(g *globals) *cobra.Command {
@@ -196,9 +230,28 @@ func newGetCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// listJSON is what "lock list" prints: the held locks in key order.
+// listLockJSON is one lock of "lock list": the API's Lock message in its JSON.
+type listLockJSON struct {
+	Key         string `json:"key"`
+	Token       uint64 `json:"token,string"`
+	TTLMs       int64  `json:"leaseMs,string"`
+	RemainingMs int64  `json:"remainingMs,string"`
+	Owner       string `json:"owner"`
+}
+
+// listJSON is what "lock list" prints: ListLocksResponse in the API's JSON,
+// the held locks in key order (every page).
 type listJSON struct {
-	Locks []lockJSON `json:"locks"`
+	Locks []listLockJSON `json:"locks"`
+}
+
+// value is what -o value prints: the held keys, one per line.
+func (l listJSON) value() string {
+	keys := make([]string, 0, len(l.Locks))
+	for _, k := range l.Locks {
+		keys = append(keys, k.Key)
+	}
+	return strings.Join(keys, "\n")
 }
 
 // newListCmd builds "lock list [--prefix P] [--stale]".
@@ -217,9 +270,10 @@ func newListCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return nil, err
 				}
-				out := listJSON{Locks: []lockJSON{}}
+				out := listJSON{Locks: []listLockJSON{}}
 				for _, l := range locks {
-					out.Locks = append(out.Locks, lockOf(l))
+					out.Locks = append(out.Locks, listLockJSON{Key: l.Key, Token: l.Token, TTLMs: msOf(l.TTL),
+						RemainingMs: msOf(l.Remaining), Owner: l.Owner})
 				}
 				return out, nil
 			}, func(w io.Writer, v any) {
@@ -237,13 +291,35 @@ func newListCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// checkJSON is what "lock check" prints, valid or not; CurrentToken is the
-// holder's token (0: the key is free).
+// checkJSON is what "lock check" prints, valid or not: CheckTokenResponse
+// in the API's JSON, with the request's key and token. CurrentToken is the
+// holder's token, "0" when the key is free.
 type checkJSON struct {
 	Key          string `json:"key"`
-	Token        uint64 `json:"token"`
+	Token        uint64 `json:"token,string"`
 	Valid        bool   `json:"valid"`
-	CurrentToken uint64 `json:"current_token"`
+	CurrentToken uint64 `json:"currentToken,string"`
+}
+
+// value is what -o value prints: the current holder's token, nothing for a
+// free key (validity is the exit status).
+func (r checkJSON) value() string {
+	if r.CurrentToken == 0 {
+		return ""
+	}
+	return strconv.FormatUint(r.CurrentToken, 10)
+}
+
+// checkText renders a "lock check" result for people: a free key says so
+// instead of naming token 0 (issue 19).
+func checkText(r checkJSON) string {
+	switch {
+	case r.Valid:
+		return fmt.Sprintf("token %d is the current holder of %q", r.Token, r.Key)
+	case r.CurrentToken == 0:
+		return fmt.Sprintf("token %d is not the holder of %q: the key is free", r.Token, r.Key)
+	}
+	return fmt.Sprintf("token %d is not the holder of %q: token %d holds it", r.Token, r.Key, r.CurrentToken)
 }
 
 // newCheckCmd builds "lock check KEY TOKEN".
@@ -256,21 +332,18 @@ func newCheckCmd(g *globals) *cobra.Command {
 			}
 			r := checkJSON{Key: key, Token: tok, Valid: valid, CurrentToken: cur}
 			if !valid {
-				return r, fmt.Errorf("%q: %w (current token %d)", key, errInvalidToken, cur)
+				return r, &checkError{text: checkText(r)}
 			}
 			return r, nil
 		}, func(w io.Writer, v any) {
-			r := v.(checkJSON)
-			if r.Valid {
-				fmt.Fprintf(w, "token %d is the current holder of %q\n", r.Token, r.Key)
-				return
+			if r := v.(checkJSON); r.Valid {
+				fmt.Fprintln(w, checkText(r))
 			}
-			fmt.Fprintf(w, "token %d is not the current holder of %q (current token %d)\n", r.Token, r.Key, r.CurrentToken)
 		})
 }
 
 // keyTokenCmd builds the command "use" (of the form "VERB KEY TOKEN"): it
-// checks that TOKEN is a positive integer (a usage error, exit 1, before any
+// checks that TOKEN is a positive integer (a usage error, exit 64, before any
 // request), then runs fn with KEY and the token through g.do, which prints
 // fn's result with text or as JSON.
 func keyTokenCmd(g *globals, use, short string, fn func(ctx context.Context, c *sdk.Client, key string, tok uint64) (any, error), text func(w io.Writer, v any)) *cobra.Command {
@@ -298,3 +371,13 @@ func readOptions(stale bool) []sdk.ReadOption {
 	}
 	return nil
 }
+
+// checkError is "lock check"'s answer that the token is not the current
+// holder: exit 3, with the sentence checkText made as its message.
+type checkError struct{ text string }
+
+// Error implements error.
+func (e *checkError) Error() string { return e.text }
+
+// Is reports whether target is errInvalidToken.
+func (e *checkError) Is(target error) bool { return target == errInvalidToken }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,17 +13,33 @@ import (
 	"github.com/ticketd/ticketd/sdk"
 )
 
-// Exit codes, so that scripts can tell a negative answer from a failure.
+// Exit codes, so that scripts can tell a negative answer from a failure and
+// from a mistake in the command line. 2..8 are answers about the lock;
+// usage mistakes exit 64 (EX_USAGE, sysexits.h), as etcdctl and consul keep
+// usage apart from answers too. "lock run" and "elect" exit with their
+// command's status otherwise, which may collide with these: read their
+// stderr to tell (consul lock behaves the same).
 const (
 	exitOK        = 0
-	exitError     = 1 // any other failure, including bad usage
-	exitLocked    = 2 // sdk.ErrLocked: the key is held by someone else
-	exitNotHeld   = 3 // sdk.ErrNotHeld: no lock with that token (also "check": token not valid)
+	exitError     = 1 // any other failure (unreachable cluster, TLS, I/O)
+	exitLocked    = 2 // sdk.ErrLocked: the key is held by someone else (no --wait)
+	exitNotHeld   = 3 // sdk.ErrNotHeld: no lock with that token (also "check": token not current)
 	exitAmbiguous = 4 // sdk.ErrAmbiguous: the request may or may not have taken effect
 	// 5 is exitLeaseLost (run.go).
-	exitDenied          = 6 // sdk.ErrPermissionDenied: the policy does not allow it, or the lock is another principal's
-	exitUnauthenticated = 7 // sdk.ErrUnauthenticated: no accepted certificate or token
+	exitDenied          = 6  // sdk.ErrPermissionDenied: the policy does not allow it, or the lock is another principal's
+	exitUnauthenticated = 7  // sdk.ErrUnauthenticated: no accepted certificate or token
+	exitStillHeld       = 8  // --wait ran out: the key stayed held for --timeout (errStillHeld)
+	exitUsage           = 64 // usageError: unknown command or flag, stray or missing argument, bad value
 )
+
+// exitCodesHelp documents the exit codes in --help (and doc.go, docs/api.md).
+const exitCodesHelp = `Exit codes: 0 success; 1 failure (cluster unreachable, TLS, I/O); 2 key held
+by someone else (no --wait); 3 no lock with that token (lease expired or
+released; "check": token not current); 4 outcome unknown (retry with the same
+--owner); 5 lease lost (lock run, elect, --hold); 6 permission denied; 7
+unauthenticated; 8 still held when --wait ran out (--timeout); 64 usage
+(unknown command or flag, stray or missing argument). "lock run" and "elect"
+otherwise exit with their command's status.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -31,9 +48,11 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes ticketctl with args and returns the process exit code.
+// run executes ticketctl with args and returns the process exit code. An
+// error is printed on stderr: "ticketctl: " and one sentence, or with -o json
+// one errorJSON object.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd(stdout, stderr)
+	root, g := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -43,8 +62,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ee) && ee.err == nil {
 		return ee.code // "lock run": the command's own status, nothing to add
 	}
+	code := exitCode(err)
+	if g.output == outJSON {
+		_ = json.NewEncoder(stderr).Encode(errorOf(err, code))
+		return code
+	}
 	fmt.Fprintln(stderr, "ticketctl:", err)
-	return exitCode(err)
+	return code
 }
 
 // exitCode maps an error to the process exit code.
@@ -55,6 +79,10 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ce):
 		return ce.code // a command's own exit status (lock run, elect, --hold)
+	case isUsage(err):
+		return exitUsage
+	case errors.Is(err, errStillHeld):
+		return exitStillHeld
 	case errors.Is(err, sdk.ErrAmbiguous):
 		return exitAmbiguous
 	case errors.Is(err, sdk.ErrLocked):

@@ -36,27 +36,78 @@ func ctlJSON(t *testing.T, endpoints string, want int, v any, args ...string) {
 	}
 }
 
+// TestUsageErrors: a command line ticketctl cannot run exits 64 (never 0
+// with help, never a code that means an answer about a lock) and says what
+// was expected (issue 19).
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
+		want string
 	}{
-		{name: "bad_token", args: []string{"lock", "renew", "k", "x"}},
-		{name: "zero_token", args: []string{"lock", "release", "k", "0"}},
-		{name: "missing_key", args: []string{"lock", "acquire"}},
-		{name: "bad_output", args: []string{"-o", "yaml", "status"}},
-		{name: "unknown_command", args: []string{"frobnicate"}},
-		{name: "no_endpoints", args: []string{"--endpoints", "", "status"}},
+		{name: "bad_token", args: []string{"lock", "renew", "k", "x"}, want: "want a positive integer"},
+		{name: "zero_token", args: []string{"lock", "release", "k", "0"}, want: "want a positive integer"},
+		{name: "missing_key", args: []string{"lock", "acquire"}, want: "usage: ticketctl lock acquire KEY"},
+		{name: "stray_argument", args: []string{"status", "extra"}, want: "usage: ticketctl status"},
+		{name: "bad_output", args: []string{"-o", "yaml", "status"}, want: "text, json or value"},
+		{name: "unknown_command", args: []string{"frobnicate"}, want: `unknown subcommand "frobnicate"`},
+		{name: "unknown_lock_subcommand", args: []string{"lock", "nosuch"}, want: `lock: unknown subcommand "nosuch"; want one of: acquire,`},
+		{name: "lock_key_dash_cmd", args: []string{"lock", "jobs/a", "--", "true"}, want: "ticketctl lock run KEY -- CMD"},
+		{name: "unknown_members_subcommand", args: []string{"members", "nosuch"}, want: "want one of: add, list, remove"},
+		{name: "group_without_subcommand", args: []string{"members"}, want: "want a subcommand"},
+		{name: "unknown_flag", args: []string{"status", "--nosuch"}, want: "unknown flag: --nosuch"},
+		{name: "run_without_dash", args: []string{"lock", "run", "k", "true"}, want: "usage: ticketctl lock run KEY"},
+		{name: "no_endpoints", args: []string{"--endpoints", "", "status"}, want: "--endpoints is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			code, _, errs := ctl(t, "127.0.0.1:1", tt.args...)
-			assert.Equal(t, exitError, code)
-			assert.NotEmpty(t, errs)
+			assert.Equal(t, exitUsage, code, "stderr %q", errs)
+			assert.Contains(t, errs, tt.want)
 		})
 	}
+	t.Run("json", func(t *testing.T) {
+		t.Parallel()
+		code, _, errs := ctl(t, "127.0.0.1:1", "-o", "json", "lock", "nosuch")
+		require.Equal(t, exitUsage, code)
+		var e errorJSON
+		require.NoError(t, json.Unmarshal([]byte(errs), &e), "stderr %q", errs)
+		assert.Equal(t, errorJSON{Code: "usage", Message: e.Message, ExitCode: exitUsage}, e)
+		assert.Contains(t, e.Message, "nosuch")
+	})
+	t.Run("bare_ticketctl_prints_help", func(t *testing.T) {
+		t.Parallel()
+		var out, errb bytes.Buffer
+		assert.Equal(t, exitOK, run(context.Background(), nil, &out, &errb))
+		assert.Contains(t, out.String(), "Exit codes:")
+	})
+}
+
+// TestEnvGlobals: every global flag has its TICKETD_* variable, and a
+// malformed one is a usage error. Not parallel: it sets the environment.
+func TestEnvGlobals(t *testing.T) {
+	t.Setenv("TICKETD_OUTPUT", "json")
+	t.Setenv("TICKETD_TIMEOUT", "1m")
+	t.Setenv("TICKETD_GRPC", "true")
+	t.Setenv("TICKETD_CACERT", "/ca.pem")
+	t.Setenv("TICKETD_CERT", "/c.pem")
+	t.Setenv("TICKETD_KEY_FILE", "/k.pem")
+	t.Setenv("TICKETD_KEY", "not-the-key-file") // lock run's variable for its command
+	t.Setenv("TICKETD_TOKEN", "secret")
+	t.Setenv("TICKETD_ENDPOINTS", "10.0.0.1:7001")
+	var out bytes.Buffer
+	root, g := newRootCmd(&out, &out)
+	require.NoError(t, root.ParseFlags(nil))
+	assert.Equal(t, globals{endpoints: "10.0.0.1:7001", output: outJSON, timeout: time.Minute, grpc: true,
+		cacert: "/ca.pem", cert: "/c.pem", key: "/k.pem", token: "secret", stdout: &out}, *g)
+
+	t.Setenv("TICKETD_GRPC", "maybe")
+	var errb bytes.Buffer
+	code := run(context.Background(), []string{"status"}, &out, &errb)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errb.String(), "TICKETD_GRPC")
 }
 
 // TestAgainstCluster drives every command against a real three-node cluster.
@@ -187,6 +238,13 @@ func TestAgainstCluster(t *testing.T) {
 		assert.Equal(t, target, tr.LeaderID)
 		require.Equal(t, target, cl.Node(cl.Leader(t)).ID)
 	})
+
+	t.Run("error_messages", func(t *testing.T) { testErrorMessages(t, eps) })
+	t.Run("check_free_key", func(t *testing.T) { testCheckFreeKey(t, eps) })
+	t.Run("wait_runs_out", func(t *testing.T) { testWaitRunsOut(t, eps) })
+	t.Run("output_value", func(t *testing.T) { testOutputValue(t, eps) })
+	t.Run("json_is_the_api_dialect", func(t *testing.T) { testAPIDialect(t, eps) })
+	t.Run("endpoint_health", func(t *testing.T) { testEndpointHealth(t, eps) })
 
 	t.Run("members_add_refuses_dead_voter", func(t *testing.T) {
 		// A voter that never starts would leave the cluster needing three of

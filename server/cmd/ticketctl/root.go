@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,46 +31,54 @@ type globals struct {
 	output    string
 	timeout   time.Duration
 	grpc      bool
+	envErr    error  // a malformed TICKETD_* variable, reported before any command runs
 	cacert    string // --cacert: CA bundle verifying the servers (https)
 	cert, key string // --cert, --key: client certificate for --client-cert-auth
 	token     string // --token: bearer token (--auth-tokens-file on the server)
 	stdout    io.Writer
 }
 
-// newRootCmd builds the ticketctl command tree writing to stdout and stderr.
-func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+// newRootCmd builds the ticketctl command tree writing to stdout and
+// stderr, and returns it with the globals its flags fill.
+func newRootCmd(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	g := &globals{stdout: stdout}
 	root := &cobra.Command{
 		Use:   "ticketctl",
 		Short: "Command-line client of a ticketd lock cluster",
 		Long: `ticketctl acquires, renews, releases and inspects ticketd locks and manages
 the cluster. It finds the leader from any endpoint and retries through elections.
+Every global flag can be set in the environment: TICKETD_ENDPOINTS,
+TICKETD_OUTPUT, TICKETD_TIMEOUT, TICKETD_GRPC, TICKETD_CACERT, TICKETD_CERT,
+TICKETD_KEY_FILE (not TICKETD_KEY, which "lock run" gives its command) and
+TICKETD_TOKEN; a flag wins over its variable.
 
-Exit codes: 0 success, 1 failure, 2 key held by someone else, 3 no lock with
-that token (or "check": token not current), 4 outcome unknown (retry with the
-same --owner), 5 lease lost (lock run, elect, --hold), 6 permission denied
-(the policy does not allow it, or the lock is another principal's), 7
-unauthenticated (no accepted client certificate or --token).`,
+Output (-o): text for people; json, the API's own JSON (protojson: the
+.proto's lowerCamelCase field names, 64-bit integers as strings), one object
+per line, errors too (on stderr: {"code","message","exitCode"}); value, the
+one value a script wants (lock acquire: the token), tok=$(ticketctl -o value
+lock acquire KEY --ttl 60s).
+
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if g.output != "text" && g.output != "json" {
-				return fmt.Errorf("--output must be text or json, not %q", g.output)
+			if g.envErr != nil {
+				return g.envErr
 			}
-			return nil
+			switch g.output {
+			case outText, outJSON, outValue:
+				return nil
+			}
+			return usagef("--output must be text, json or value, not %q", g.output)
 		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	eps := os.Getenv("TICKETD_ENDPOINTS")
-	if eps == "" {
-		eps = defaultEndpoints
-	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.endpoints, "endpoints", eps, "comma-separated API addresses of cluster nodes (env TICKETD_ENDPOINTS)")
-	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
-	pf.DurationVar(&g.timeout, "timeout", 15*time.Second, "give up after this long, retries included (0: no limit)")
-	pf.BoolVar(&g.grpc, "grpc", false, "use the gRPC protocol instead of Connect")
+	pf.StringVar(&g.endpoints, "endpoints", envOr("TICKETD_ENDPOINTS", defaultEndpoints), "comma-separated API addresses of cluster nodes (env TICKETD_ENDPOINTS)")
+	pf.StringVarP(&g.output, "output", "o", envOr("TICKETD_OUTPUT", outText), "output format: text, json (the API's JSON) or value (the bare result) (env TICKETD_OUTPUT)")
+	pf.DurationVar(&g.timeout, "timeout", g.envDuration("TICKETD_TIMEOUT", 15*time.Second), "give up after this long, retries included (0: no limit) (env TICKETD_TIMEOUT)")
+	pf.BoolVar(&g.grpc, "grpc", g.envBool("TICKETD_GRPC"), "use the gRPC protocol instead of Connect (env TICKETD_GRPC)")
 	pf.StringVar(&g.cacert, "cacert", os.Getenv("TICKETD_CACERT"), "verify the servers' TLS certificates with this CA bundle and use https (env TICKETD_CACERT)")
 	pf.StringVar(&g.cert, "cert", os.Getenv("TICKETD_CERT"), "client certificate (PEM) to present (env TICKETD_CERT)")
 	// Not TICKETD_KEY: `lock run` and `elect` give their command TICKETD_KEY (the lock name).
@@ -78,13 +86,51 @@ unauthenticated (no accepted client certificate or --token).`,
 	pf.StringVar(&g.token, "token", os.Getenv("TICKETD_TOKEN"), "bearer token to authenticate with; prefer the env TICKETD_TOKEN (a flag shows in ps)")
 
 	root.AddCommand(newLockCmd(g), newStatusCmd(g), newMembersCmd(g), newTransferLeaderCmd(g), newCertCmd(stdout),
-		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g), newAuthCmd(stdout, os.Stdin))
-	return root
+		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g), newAuthCmd(stdout, os.Stdin), newEndpointCmd(g))
+	strictUsage(root)
+	return root, g
+}
+
+// envOr returns the environment variable name, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// envDuration returns the duration in the environment variable name, or
+// def; a malformed value is remembered as a usage error (g.envErr).
+func (g *globals) envDuration(name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		g.envErr = usagef("%s=%q: want a duration such as 15s", name, v)
+		return def
+	}
+	return d
+}
+
+// envBool returns the boolean in the environment variable name (false when
+// unset); a malformed value is remembered as a usage error (g.envErr).
+func (g *globals) envBool(name string) bool {
+	v := os.Getenv(name)
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		g.envErr = usagef("%s=%q: want true or false", name, v)
+	}
+	return b
 }
 
 // do runs fn with a client for the configured endpoints and a ctx bounded
-// by --timeout, then prints fn's result: as JSON with -o json, else with
-// the text function.
+// by --timeout, then prints fn's result (g.print), even next to an error
+// ("lock check" of a token that is not current).
 func (g *globals) do(cmd *cobra.Command, fn func(ctx context.Context, c *sdk.Client) (any, error), text func(w io.Writer, v any)) error {
 	c, err := g.client()
 	if err != nil {
@@ -99,27 +145,42 @@ func (g *globals) do(cmd *cobra.Command, fn func(ctx context.Context, c *sdk.Cli
 	}
 	v, err := fn(ctx, c)
 	if v != nil {
-		if g.output == "json" {
-			enc := json.NewEncoder(g.stdout)
-			enc.SetIndent("", "  ")
-			if jerr := enc.Encode(v); jerr != nil && err == nil {
-				err = jerr
-			}
-		} else {
-			text(g.stdout, v)
+		if perr := g.print(v, text); perr != nil && err == nil {
+			err = perr
 		}
 	}
 	return err
 }
 
-// client returns a client for the configured endpoints, protocol and TLS
-// settings; the caller closes it.
-func (g *globals) client() (*sdk.Client, error) {
+// endpointList returns the --endpoints addresses; none is a usage error.
+func (g *globals) endpointList() ([]string, error) {
 	var eps []string
 	for _, e := range strings.Split(g.endpoints, ",") {
 		if e = strings.TrimSpace(e); e != "" {
 			eps = append(eps, e)
 		}
+	}
+	if len(eps) == 0 {
+		return nil, usagef("--endpoints is empty: give one or more host:port API addresses")
+	}
+	return eps, nil
+}
+
+// tlsConfig returns the client TLS settings of --cacert, --cert and --key,
+// or nil for plaintext (none given and no https endpoint).
+func (g *globals) tlsConfig(eps []string) (*tls.Config, error) {
+	if g.cacert == "" && g.cert == "" && g.key == "" && !hasHTTPS(eps) {
+		return nil, nil
+	}
+	return security.LoadClientConfig(g.cacert, g.cert, g.key)
+}
+
+// client returns a client for the configured endpoints, protocol and TLS
+// settings; the caller closes it.
+func (g *globals) client() (*sdk.Client, error) {
+	eps, err := g.endpointList()
+	if err != nil {
+		return nil, err
 	}
 	var opts []sdk.Option
 	if g.grpc {
@@ -128,11 +189,11 @@ func (g *globals) client() (*sdk.Client, error) {
 	if g.token != "" {
 		opts = append(opts, sdk.WithBearerToken(g.token))
 	}
-	if g.cacert != "" || g.cert != "" || g.key != "" || hasHTTPS(eps) {
-		tc, err := security.LoadClientConfig(g.cacert, g.cert, g.key)
-		if err != nil {
-			return nil, err
-		}
+	tc, err := g.tlsConfig(eps)
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
 		opts = append(opts, sdk.WithTLS(tc))
 	}
 	return sdk.New(eps, opts...)
@@ -152,7 +213,7 @@ func hasHTTPS(eps []string) bool {
 func parseToken(s string) (uint64, error) {
 	t, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || t == 0 {
-		return 0, fmt.Errorf("token %q: want a positive integer", s)
+		return 0, usagef("TOKEN %q: want a positive integer (the fencing token acquire printed)", s)
 	}
 	return t, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,9 +46,6 @@ func (e *codeError) Error() string {
 // Unwrap returns the cause.
 func (e *codeError) Unwrap() error { return e.err }
 
-// errUsage is a usage error naming the expected form.
-func errUsage(form string) error { return fmt.Errorf("usage: %s", form) }
-
 // held is what runHeld needs of a held lock (an sdk.Lease, an sdk.Leadership).
 type held interface {
 	Done() <-chan struct{}
@@ -72,7 +68,8 @@ in its environment. SIGINT and SIGTERM are passed on to CMD. When CMD exits
 the lock is released and ticketctl exits with CMD's status (128+N when a
 signal N ended it). If the lease is lost while CMD runs, CMD gets SIGTERM,
 then SIGKILL after --kill-grace, and ticketctl exits 5 (consul lock's
-behaviour). Exit 2: the key is held and --wait was not given.`,
+behaviour). Exit 2: the key is held and --wait was not given; exit 8: it was
+still held when --wait ran out of --timeout.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
@@ -107,14 +104,24 @@ func (g *globals) lockLease(cmd *cobra.Command, c *sdk.Client, key string, ttl t
 		ctx, cancel = context.WithTimeout(ctx, g.timeout)
 		defer cancel()
 	}
-	var opts []sdk.AcquireOption
-	if owner != "" {
-		opts = append(opts, sdk.WithOwner(owner))
+	if !wait {
+		var opts []sdk.AcquireOption
+		if owner != "" {
+			opts = append(opts, sdk.WithOwner(owner))
+		}
+		lease, err := c.TryLock(ctx, key, ttl, opts...)
+		return lease, ttlHint(err)
 	}
-	if wait {
-		return c.Lock(ctx, key, ttl, opts...)
+	owner = waitOwner(owner)
+	lease, err := c.Lock(ctx, key, ttl, sdk.WithOwner(owner))
+	if err != nil {
+		err = g.settleWait(cmd.Context(), c, key, owner, err, func(ctx context.Context) error {
+			var rerr error
+			lease, rerr = c.TryLock(ctx, key, ttl, sdk.WithOwner(owner))
+			return rerr
+		})
 	}
-	return c.TryLock(ctx, key, ttl, opts...)
+	return lease, ttlHint(err)
 }
 
 // runHeld runs argv while h is held, with env added to its environment,
@@ -226,13 +233,4 @@ func (g *globals) holdAcquire(cmd *cobra.Command, key string, ttl time.Duration,
 		return err
 	}
 	return holdLease(cmd, lease)
-}
-
-// print writes v as JSON with -o json, else with text.
-func (g *globals) print(v any, text func(w io.Writer, v any)) error {
-	if g.output == "json" {
-		return json.NewEncoder(g.stdout).Encode(v)
-	}
-	text(g.stdout, v)
-	return nil
 }

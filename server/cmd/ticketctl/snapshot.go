@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -33,6 +32,9 @@ type snapshotJSON struct {
 	Verified      bool   `json:"verified"`
 }
 
+// value is what -o value prints: the snapshot's SHA-256 (hex).
+func (s snapshotJSON) value() string { return s.SHA256 }
+
 func snapshotOf(file string, h *ticketv1.SnapshotHeader) snapshotJSON {
 	return snapshotJSON{
 		File: file, FormatVersion: h.GetFormatVersion(), Backend: h.GetBackend(), NodeID: h.GetNodeId(),
@@ -60,10 +62,6 @@ func newSnapshotCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshot",
 		Short: "Back up the lock table (save) and inspect a backup (status)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return fmt.Errorf("snapshot: want a subcommand: save FILE or status FILE")
-		},
 	}
 	save := &cobra.Command{
 		Use:   "save FILE",
@@ -103,14 +101,7 @@ Restore a cluster from it with 'ticketd restore --snapshot FILE' on every member
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			v := snapshotOf(args[0], h)
-			if g.output == "json" {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(v)
-			}
-			printSnapshot(g.stdout, v)
-			return nil
+			return g.print(snapshotOf(args[0], h), printSnapshot)
 		},
 	}
 	cmd.AddCommand(save, status)

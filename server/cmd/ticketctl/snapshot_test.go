@@ -46,5 +46,5 @@ func TestSnapshotSaveStatus(t *testing.T) {
 	require.Contains(t, errs, "does not match its checksum")
 
 	code, _, _ = ctl(t, ep, "snapshot", "save")
-	require.Equal(t, exitError, code, "save without FILE")
+	require.Equal(t, exitUsage, code, "save without FILE")
 }

@@ -11,15 +11,17 @@ import (
 	"github.com/ticketd/ticketd/sdk"
 )
 
-// eventJSON is one event as "watch -o json" prints it (one object per line;
-// ttl in milliseconds).
+// eventJSON is one event as "watch -o json" prints it, one object per
+// line: the API's WatchEvent in its JSON (protojson names, 64-bit integers
+// as strings, type as the enum's name: TYPE_GRANTED, ...; TYPE_RESET for
+// the SDK's re-list marker).
 type eventJSON struct {
-	Index    uint64 `json:"index"`
+	Index    uint64 `json:"index,string"`
 	Type     string `json:"type"`
 	Key      string `json:"key,omitempty"`
-	Token    uint64 `json:"token,omitempty"`
+	Token    uint64 `json:"token,omitempty,string"`
 	Owner    string `json:"owner,omitempty"`
-	TTLMs    int64  `json:"ttl_ms,omitempty"`
+	TTLMs    int64  `json:"leaseMs,omitempty,string"`
 	Existing bool   `json:"existing,omitempty"`
 }
 
@@ -41,6 +43,9 @@ locks printed next are the whole state. With -o json, one object per line.
 --timeout does not apply.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if g.output == outValue {
+				return usagef("watch: -o value is not supported (events are several values); use -o json")
+			}
 			prefix := ""
 			if len(args) == 1 {
 				prefix = args[0]
@@ -69,7 +74,7 @@ locks printed next are the whole state. With -o json, one object per line.
 					return err
 				}
 				if g.output == "json" {
-					if err := enc.Encode(eventJSON{Index: ev.Index, Type: ev.Type.String(), Key: ev.Key, Token: ev.Token,
+					if err := enc.Encode(eventJSON{Index: ev.Index, Type: "TYPE_" + ev.Type.String(), Key: ev.Key, Token: ev.Token,
 						Owner: ev.Owner, TTLMs: msOf(ev.TTL), Existing: ev.Existing}); err != nil {
 						return err
 					}
