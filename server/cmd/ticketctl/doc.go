@@ -26,7 +26,9 @@
 // Every global flag has an environment variable, which the flag overrides:
 // TICKETD_ENDPOINTS, TICKETD_OUTPUT, TICKETD_TIMEOUT, TICKETD_GRPC,
 // TICKETD_CACERT, TICKETD_CERT, TICKETD_KEY_FILE (--key; not TICKETD_KEY,
-// which "lock run" gives its command as the lock's name) and TICKETD_TOKEN.
+// which "lock run" gives its command as the lock's name) and TICKETD_TOKEN
+// (--token; TICKETD_BEARER_TOKEN wins when set, which "lock run" and "elect"
+// give their command, whose TICKETD_TOKEN is the fencing token).
 //
 // Output: -o text is for people and may change; -o json is the API's own
 // JSON (protojson of the API's messages: lowerCamelCase field names such as

@@ -37,7 +37,7 @@ bound the campaign.`,
 			if err != nil {
 				return ttlHint(err)
 			}
-			env := []string{"TICKETD_KEY=" + name, "TICKETD_TOKEN=" + strconv.FormatUint(ld.Term(), 10), "TICKETD_ELECTION_VALUE=" + value}
+			env := []string{"TICKETD_KEY=" + name, "TICKETD_TOKEN=" + strconv.FormatUint(ld.Term(), 10), "TICKETD_ELECTION_VALUE=" + value, bearerEnv + "=" + g.token}
 			return runHeld(cmd, ld, ld.Resign, env, args[2:], grace)
 		},
 	}

@@ -84,7 +84,7 @@ still held when --wait ran out of --timeout.`,
 			if err != nil {
 				return err
 			}
-			env := []string{"TICKETD_KEY=" + lease.Key(), "TICKETD_TOKEN=" + strconv.FormatUint(lease.Token(), 10)}
+			env := []string{"TICKETD_KEY=" + lease.Key(), "TICKETD_TOKEN=" + strconv.FormatUint(lease.Token(), 10), bearerEnv + "=" + g.token}
 			return runHeld(cmd, lease, lease.Unlock, env, args[1:], grace)
 		},
 	}
