@@ -46,7 +46,8 @@ const (
 // ValidateKey checks that key is non-empty valid UTF-8 of at most MaxKeyBytes
 // bytes without control characters (unicode.IsControl: NUL, newline, ESC,
 // DEL, C1 controls, ...), which would corrupt logs, terminals and
-// line-oriented tools (issue 12). Errors are *FieldError (ErrInvalidArgument)
+// line-oriented tools (issue 12), nor bidirectional controls and zero-width
+// characters, which make keys print as other keys. Errors are *FieldError (ErrInvalidArgument)
 // and name the offending character and its byte offset.
 func ValidateKey(key string) error {
 	if key == "" {
@@ -81,9 +82,20 @@ func validateText(field, s string, maxBytes int) error {
 			return invalid(field, "%s is not valid UTF-8 (at byte %d)", field, i)
 		case unicode.IsControl(r):
 			return invalid(field, "%s has control character %U at byte %d", field, r, i)
+		case unicode.Is(unicode.Bidi_Control, r) || invisible(r):
+			return invalid(field, "%s has invisible formatting character %U at byte %d", field, r, i)
 		}
 	}
 	return nil
+}
+
+// invisible reports the zero-width characters that, like the bidirectional
+// controls (U+202E and friends, "Trojan Source"), let two keys that print
+// alike differ, or one print as another in `lock list` and logs: zero-width
+// space, word joiner and the byte-order mark. Joiners that scripts need
+// (ZWJ, ZWNJ) stay allowed.
+func invisible(r rune) bool {
+	return r == '\u200B' || r == '\u2060' || r == '\uFEFF'
 }
 
 // invalidAt reports whether s holds an invalid UTF-8 sequence at byte i (where

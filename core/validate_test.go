@@ -35,6 +35,11 @@ func TestValidateKey(t *testing.T) {
 		{"escape", "a\x1b[31mred", true},
 		{"delete", "a\x7f", true},
 		{"c1_control", "a\u0085", true},
+		{"bidi_override", "orders/\u202Eevil", true},
+		{"bidi_isolate", "a\u2066b", true},
+		{"zero_width_space", "orders\u200B/1", true},
+		{"byte_order_mark", "\uFEFForders", true},
+		{"zero_width_joiner_is_fine", "a\u200Db", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
