@@ -89,8 +89,9 @@ func (n *Node) Handler() http.Handler { return n.server.Handler }
 
 // Serve accepts API connections on l until Close: plaintext h2c, or TLS
 // (HTTP/2 by ALPN and HTTP/1.1) when the node has a certificate (cert_file).
-// Open connections are capped (limits.max_connections): beyond the cap the
-// oldest idle connection is closed, or accepting waits. It returns
+// Open connections are capped (limits.max_connections): a connection beyond
+// the cap takes the slot of the oldest idle one (or of one silent past its
+// grace), else it is refused (closed); see connLimiter. It returns
 // http.ErrServerClosed after Close. Only one Serve call is allowed.
 func (n *Node) Serve(l net.Listener) error {
 	if !n.served.CompareAndSwap(false, true) {

@@ -1,30 +1,57 @@
 package server
 
 import (
+	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// connLimiter caps the client API's open connections. Accept waits while
-// the cap is reached; while it waits, the connection idle longest (no
-// request read yet, or between requests) is closed to make room, so a flood
-// of idle connections cannot lock out a client that sends a request: idle
-// ones are shed oldest first, busy ones are never cut. Its connState must be
-// the http.Server's ConnState hook. Safe for concurrent use.
+// stateNewGrace is how long a just-accepted connection may stay in
+// http.StateNew (TLS handshake, first request not yet read) before, with
+// the cap reached, it may be closed to make room for a newer one. It keeps a
+// legitimate handshake from being shed in favour of an attacker's, and an
+// attacker's silent connections from holding slots against newcomers.
+const stateNewGrace = time.Second
+
+// defaultNewTimeout bounds http.StateNew when no header timeout is configured.
+const defaultNewTimeout = 10 * time.Second
+
+// connLimiter caps the client API's open connections. A connection is
+// accepted first; when that puts the node over the cap, room is made only
+// by closing the oldest connection idle in the http.Server ConnState sense
+// (StateIdle: keep-alive, no request in flight), else the oldest one stuck
+// in StateNew for longer than stateNewGrace; when there is none, the new
+// connection itself is refused (closed). Busy connections are never cut
+// here; their slow request bodies are bounded by withBodyTimeout. A
+// connection may stay in StateNew at most newTimeout (the header timeout).
+// Its connState must be the http.Server's ConnState hook. Safe for
+// concurrent use.
 type connLimiter struct {
-	max int // 0: no cap
+	max        int           // 0: no cap
+	newTimeout time.Duration // longest stay in StateNew
 
 	mu    sync.Mutex
-	open  int
-	idle  map[net.Conn]time.Time // connections in StateNew or StateIdle, since when
-	freed chan struct{}          // closed and replaced whenever open drops
+	conns map[*limitedConn]*connEntry // open connections
 }
 
-func newConnLimiter(max int) *connLimiter {
-	return &connLimiter{max: max, idle: map[net.Conn]time.Time{}, freed: make(chan struct{})}
+// connEntry is an open connection's ConnState and since when.
+type connEntry struct {
+	state http.ConnState
+	since time.Time
+	timer *time.Timer // closes the connection if still StateNew
+}
+
+func newConnLimiter(max int, newTimeout time.Duration) *connLimiter {
+	if newTimeout <= 0 {
+		newTimeout = defaultNewTimeout
+	}
+	return &connLimiter{max: max, newTimeout: newTimeout, conns: map[*limitedConn]*connEntry{}}
 }
 
 // listener wraps l with the cap.
@@ -35,131 +62,157 @@ func (c *connLimiter) listener(l net.Listener) net.Listener {
 	return &limitListener{Listener: l, c: c}
 }
 
-// connState tracks which connections are idle (the http.Server ConnState hook).
+// connState records each connection's state (the http.Server ConnState hook).
 func (c *connLimiter) connState(conn net.Conn, s http.ConnState) {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	lc, ok := conn.(*limitedConn)
+	if !ok {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch s {
-	case http.StateNew, http.StateIdle:
-		c.idle[conn] = time.Now()
-	default:
-		delete(c.idle, conn)
+	if e, ok := c.conns[lc]; ok && e.state != s {
+		e.state, e.since = s, time.Now()
 	}
 }
 
-// acquire waits for a free slot, shedding the oldest idle connection while
-// the cap is reached. It returns false when done is closed first.
-func (c *connLimiter) acquire(done <-chan struct{}) bool {
-	for {
-		c.mu.Lock()
-		if c.open < c.max {
-			c.open++
-			c.mu.Unlock()
-			return true
-		}
-		var victim net.Conn
-		var since time.Time
-		for conn, t := range c.idle {
-			if victim == nil || t.Before(since) {
-				victim, since = conn, t
-			}
-		}
-		if victim != nil {
-			delete(c.idle, victim)
-		}
-		freed := c.freed
-		c.mu.Unlock()
-		if victim != nil {
-			go victim.Close() // a TLS close may write an alert: never block Accept
-		}
-		select {
-		case <-freed:
-		case <-done:
-			return false
-		case <-time.After(50 * time.Millisecond): // a busy conn may turn idle
-		}
-	}
-}
-
-func (c *connLimiter) release() {
+// admit takes a slot for lc, closing the oldest idle (or overdue StateNew)
+// connection when the cap is reached. It returns false, taking no slot,
+// when nothing may be closed: the caller then refuses lc.
+func (c *connLimiter) admit(lc *limitedConn) bool {
+	now := time.Now()
 	c.mu.Lock()
-	c.open--
-	close(c.freed)
-	c.freed = make(chan struct{})
+	defer c.mu.Unlock()
+	if len(c.conns) >= c.max {
+		victim := c.oldest(now)
+		if victim == nil {
+			return false
+		}
+		c.dropLocked(victim)
+		go victim.Conn.Close() // a TLS close may write an alert: never block Accept
+	}
+	e := &connEntry{state: http.StateNew, since: now}
+	e.timer = time.AfterFunc(c.newTimeout, func() {
+		c.mu.Lock()
+		stuck := c.conns[lc] == e && e.state == http.StateNew
+		c.mu.Unlock()
+		if stuck {
+			_ = lc.Close()
+		}
+	})
+	c.conns[lc] = e
+	return true
+}
+
+// oldest is the connection to close for room: the one idle longest, else
+// the one in StateNew longest if beyond stateNewGrace; nil if none. c.mu held.
+func (c *connLimiter) oldest(now time.Time) *limitedConn {
+	var idle, fresh *limitedConn
+	var idleSince, freshSince time.Time
+	for lc, e := range c.conns {
+		switch {
+		case e.state == http.StateIdle && (idle == nil || e.since.Before(idleSince)):
+			idle, idleSince = lc, e.since
+		case e.state == http.StateNew && now.Sub(e.since) >= stateNewGrace && (fresh == nil || e.since.Before(freshSince)):
+			fresh, freshSince = lc, e.since
+		}
+	}
+	if idle != nil {
+		return idle
+	}
+	return fresh
+}
+
+// dropLocked frees lc's slot. c.mu held.
+func (c *connLimiter) dropLocked(lc *limitedConn) {
+	if e, ok := c.conns[lc]; ok {
+		e.timer.Stop()
+		delete(c.conns, lc)
+	}
+}
+
+func (c *connLimiter) release(lc *limitedConn) {
+	c.mu.Lock()
+	c.dropLocked(lc)
 	c.mu.Unlock()
 }
 
-// limitListener is a net.Listener whose Accept waits for a connLimiter slot.
+// limitListener is a net.Listener whose Accept refuses (closes) connections
+// beyond its connLimiter's cap that no idle connection can make room for.
 type limitListener struct {
 	net.Listener
-	c         *connLimiter
-	closeOnce sync.Once
-	done      chan struct{}
-	initOnce  sync.Once
-}
-
-func (l *limitListener) doneCh() chan struct{} {
-	l.initOnce.Do(func() { l.done = make(chan struct{}) })
-	return l.done
+	c *connLimiter
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	if !l.c.acquire(l.doneCh()) {
-		return nil, net.ErrClosed
+	for {
+		conn, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		lc := &limitedConn{Conn: conn, c: l.c}
+		if l.c.admit(lc) {
+			return lc, nil
+		}
+		_ = conn.Close() // refused: every slot is busy or just opened
 	}
-	conn, err := l.Listener.Accept()
-	if err != nil {
-		l.c.release()
-		return nil, err
-	}
-	return &limitedConn{Conn: conn, c: l.c}, nil
 }
 
-func (l *limitListener) Close() error {
-	l.closeOnce.Do(func() { close(l.doneCh()) })
-	return l.Listener.Close()
-}
-
-// limitedConn gives its slot back once, on Close.
+// limitedConn gives its slot back on Close.
 type limitedConn struct {
 	net.Conn
-	c    *connLimiter
-	once sync.Once
+	c *connLimiter
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.c.release)
+	c.c.release(c)
 	return err
 }
 
-// withBodyTimeout bounds how long reading an HTTP/1.x request's body may
-// take: a body trickled slower (slow loris at one byte a second) hits the
-// connection's read deadline, the read fails and the connection is closed.
-// The deadline is lifted once the body is read, so a request that then waits
+// withBodyTimeout bounds how long reading a request's body may take, over
+// HTTP/1.x and HTTP/2 alike: a body trickled slowly (one byte a second) or
+// announced and never sent is cut once d has passed and the read fails. The
+// bound is lifted once the body reaches EOF, so a request that then waits
 // (Acquire with wait, Watch) is not cut. d <= 0 disables it.
 //
-// HTTP/2 requests are left alone: there a slow body holds one stream of a
-// connection (MaxConcurrentStreams) under the connection cap, and a per-stream
-// read deadline (http.ResponseController on an HTTP/2 stream) was seen to
-// change how a client's cancellation races the request's own deadline
-// (e2e TestGhostRelease), so it is not used.
+// HTTP/1.x uses the connection's read deadline (http.ResponseController);
+// the connection is closed when it fires. HTTP/2 uses a timer that closes
+// the stream's body (unblocking a pending Read); the server then resets the
+// stream when the handler returns. The stream's own read deadline
+// (ResponseController on HTTP/2) is not used: setting it is a round trip
+// through the connection's serve loop before every handler starts, which
+// delayed the start of the request's own deadline enough to change how a
+// client's cancellation races it (e2e TestGhostRelease).
 func withBodyTimeout(d time.Duration, h http.Handler) http.Handler {
 	if d <= 0 {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
+		if r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if r.ProtoMajor == 1 {
 			rc := http.NewResponseController(w)
 			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
 				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 			}
+			h.ServeHTTP(w, r)
+			return
 		}
+		b := &timedBody{ReadCloser: r.Body}
+		b.timer = time.AfterFunc(d, b.expire)
+		defer b.timer.Stop()
+		r.Body = b
 		h.ServeHTTP(w, r)
 	})
 }
 
-// deadlineBody lifts the read deadline when the body reaches EOF.
+// deadlineBody lifts an HTTP/1.x connection's read deadline when the body
+// reaches EOF.
 type deadlineBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController
@@ -171,6 +224,32 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	if err == io.EOF && !b.done {
 		b.done = true
 		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// timedBody is an HTTP/2 request body closed by its timer unless read to
+// EOF first. Read and expire may run concurrently (the HTTP/2 body is safe
+// for that).
+type timedBody struct {
+	io.ReadCloser
+	timer   *time.Timer
+	expired atomic.Bool
+}
+
+// expire cuts the body: a pending or later Read fails.
+func (b *timedBody) expire() {
+	b.expired.Store(true)
+	_ = b.ReadCloser.Close()
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		b.timer.Stop()
+	case err != nil && b.expired.Load():
+		err = fmt.Errorf("request body not read in time: %w", os.ErrDeadlineExceeded)
 	}
 	return n, err
 }

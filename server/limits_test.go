@@ -61,10 +61,9 @@ func TestIdleConnectionFloodLeavesAPIAnswering(t *testing.T) {
 		require.NoError(t, err)
 		conns = append(conns, c)
 	}
-	lc := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+s.addr)
-	res, err := lc.Acquire(ctxT(t), &ticketv1.AcquireRequest{Key: "flood", LeaseMs: 10_000, Owner: "o"})
-	require.NoError(t, err, "a real request is answered despite %d idle connections", idle)
-	assert.NotZero(t, res.GetToken())
+	// Connections refused while every slot had just opened are retried, as
+	// a client does; the silent ones past stateNewGrace make room.
+	require.NoError(t, answeredEventually(ctxT(t), s.addr), "a real request is answered despite %d idle connections", idle)
 }
 
 func TestSlowBodyIsCut(t *testing.T) {

@@ -45,7 +45,7 @@ func (n *Node) secure(b *backends.Config) error {
 	cfg := n.cfg
 	l := cfg.Limits
 	s := &nodeSecurity{
-		limiter:        newConnLimiter(l.MaxConnections),
+		limiter:        newConnLimiter(l.MaxConnections, time.Duration(l.ReadHeaderTimeoutMS)*time.Millisecond),
 		origins:        cfg.CORSAllowedOrigins,
 		clientCertAuth: cfg.ClientCertAuth,
 		body:           time.Duration(l.BodyReadTimeoutMS) * time.Millisecond,

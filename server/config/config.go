@@ -134,8 +134,10 @@ type Limits struct {
 	MaxLocks int `koanf:"max_locks"`
 	// MaxWaitersPerKey is the most Acquire requests waiting on one key.
 	MaxWaitersPerKey int `koanf:"max_waiters_per_key"`
-	// MaxConnections is the most client API connections open at once; beyond
-	// it the oldest idle connection is closed, or accepting waits (0: no cap).
+	// MaxConnections is the most client API connections open at once; a new
+	// connection beyond it makes the oldest idle one (no request in flight),
+	// or one still silent after a grace period, close; when there is none, the
+	// new connection is refused (0: no cap). Busy connections are never closed.
 	MaxConnections int `koanf:"max_connections"`
 	// MaxConcurrentStreams is the most concurrent HTTP/2 streams (requests)
 	// per client connection.
@@ -143,7 +145,7 @@ type Limits struct {
 	// ReadHeaderTimeoutMS bounds reading a request's headers, and a TLS
 	// handshake, in milliseconds.
 	ReadHeaderTimeoutMS int64 `koanf:"read_header_timeout_ms"`
-	// BodyReadTimeoutMS bounds reading an HTTP/1.1 request's body, in milliseconds
+	// BodyReadTimeoutMS bounds reading a request's body (HTTP/1.1 and HTTP/2), in milliseconds
 	// (a body trickled slower is cut). Waiting for a lock is not reading.
 	BodyReadTimeoutMS int64 `koanf:"body_read_timeout_ms"`
 	// IdleTimeoutMS closes a keep-alive connection idle this long, in milliseconds.
@@ -229,7 +231,7 @@ var keys = []struct {
 	{"limits.max_connections", "most client API connections open at once; beyond it idle ones are closed (0: no cap)", func(c *Config) any { return c.Limits.MaxConnections }},
 	{"limits.max_concurrent_streams", "most concurrent HTTP/2 streams per client connection", func(c *Config) any { return c.Limits.MaxConcurrentStreams }},
 	{"limits.read_header_timeout_ms", "time to read request headers or finish a TLS handshake, in milliseconds", func(c *Config) any { return c.Limits.ReadHeaderTimeoutMS }},
-	{"limits.body_read_timeout_ms", "time to read an HTTP/1.1 request body, in milliseconds", func(c *Config) any { return c.Limits.BodyReadTimeoutMS }},
+	{"limits.body_read_timeout_ms", "time to read a request body (HTTP/1.1 and HTTP/2), in milliseconds", func(c *Config) any { return c.Limits.BodyReadTimeoutMS }},
 	{"limits.idle_timeout_ms", "keep-alive connections idle this long are closed, in milliseconds", func(c *Config) any { return c.Limits.IdleTimeoutMS }},
 	{"limits.watch_history_entries", "most watch events retained for resuming watchers", func(c *Config) any { return c.Limits.WatchHistoryEntries }},
 	{"limits.watch_history_bytes", "memory bound of the retained watch events, in bytes", func(c *Config) any { return c.Limits.WatchHistoryBytes }},
