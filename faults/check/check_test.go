@@ -227,6 +227,21 @@ func TestCheckerAcceptsCorrectHistories(t *testing.T) {
 		build func(h *hist)
 	}{
 		{
+			// Faults seed 100 (hashicorp): a's waiting Acquire went through a
+			// node that was paused while it held the reply. Token 1 was granted,
+			// its lease ran out unseen, b got token 2 and renewed it; then the
+			// paused node delivered token 1, after a's own deadline (call +
+			// lease): a receives a lease already over and must treat it as lost
+			// (the SDK's Done fires at once). Never certainly alive, it overlaps
+			// nothing.
+			name: "grant_delivered_after_its_lease_ran_out",
+			build: func(h *hist) {
+				h.acquireWait(0, "k", "a", 1000, 0, 3000, 1)
+				h.acquireWait(1, "k", "b", 1000, 0, 2000, 2)
+				h.renew(1, "k", 2, 1000, history.OK, 2900, 2910)
+			},
+		},
+		{
 			name: "expiry_after_lease",
 			build: func(h *hist) {
 				h.acquire(0, "k", "a", 1000, 0, 10, 1)

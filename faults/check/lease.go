@@ -14,8 +14,12 @@ import (
 // acknowledged Acquire or Renew call started + lease_ms) and the first Call
 // of a Release of it. Times are the client's monotonic clock, so a lease is
 // measured from the moment the client sent its request (DESIGN.md: "a lease
-// is a lower bound ... never earlier"). Tokens play no part: an inverted
-// token is Fencing's to report.
+// is a lower bound ... never earlier"). A grant acknowledged only after that
+// protection ended (its reply held up, e.g. in a paused node, past the
+// client's own deadline) was never certainly alive: its client receives a
+// lease already over and must treat it as lost, as the SDK does, so it
+// overlaps nothing. Tokens play no part: an inverted token is Fencing's to
+// report.
 func LeaseSafety(ops []history.Op) []Violation {
 	var out []Violation
 	byKey := map[string][]*grant{}
@@ -33,6 +37,9 @@ func LeaseSafety(ops []history.Op) []Violation {
 		// Sweep by acknowledgement, keeping the earlier lock that must live longest.
 		var longest *grant
 		for _, g := range gs {
+			if g.Acked >= g.endsNoEarlier() {
+				continue // delivered after its own lease: never certainly alive
+			}
 			if longest != nil && g.Acked < longest.endsNoEarlier() {
 				out = append(out, Violation{
 					Property: PropLease, Key: g.Key, OpIDs: []int{longest.ProtectedOp, g.AckedOp},
