@@ -29,7 +29,13 @@ func attacker(t *testing.T) *raft.NetworkTransport {
 	if err != nil {
 		t.Fatalf("attacker transport: %v", err)
 	}
-	t.Cleanup(func() { _ = tr.Close() })
+	t.Cleanup(func() {
+		// Close does not close the pooled outbound connections; without
+		// CloseStreams the nodes' handleConn goroutines keep reading from
+		// them after the test (goleak in TestMain).
+		tr.CloseStreams()
+		_ = tr.Close()
+	})
 	return tr
 }
 
@@ -210,7 +216,13 @@ func TestPeerTLSHandshakeRefusals(t *testing.T) {
 		})
 	}
 	defer func() {
-		if n := logs.FilterMessage("refused peer connection: TLS handshake failed").Len(); n < 3 {
+		// The client can see the refusal before the server has logged it:
+		// wait (bounded) for the third line rather than read the count once.
+		refused := func() int { return logs.FilterMessage("refused peer connection: TLS handshake failed").Len() }
+		for end := time.Now().Add(5 * time.Second); refused() < 3 && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := refused(); n < 3 {
 			t.Errorf("%d refused handshakes logged, want 3", n)
 		}
 	}()
