@@ -23,14 +23,20 @@ const (
 	// them, so that a node too old to know them stops on the entry
 	// (unknown version) instead of applying it differently and forking.
 	CommandVersion2 byte = 2
+	// CommandVersion3 adds Grant.mode, Grant.limit and Grant.session and the
+	// session commands (issue 17), under the same rule: Encode writes it
+	// only for a command that uses one of them.
+	CommandVersion3 byte = 3
 )
 
-// Encode returns the wire form of c: an envelope version byte (CommandVersion,
-// or CommandVersion2 when c uses Renew, SeenIndex, LockDelayMS or Principal)
+// Encode returns the wire form of c: an envelope version byte (CommandVersion;
+// CommandVersion2 when c uses Renew, SeenIndex, LockDelayMS or Principal;
+// CommandVersion3 when it uses Mode, Limit, Session or a session command)
 // followed by the deterministic protobuf encoding of corepb.Command
 // (core/proto), carrying only the fields of c.Op. It fails with
-// ErrInvalidArgument for an unknown Op or for strings that are not valid
-// UTF-8; it does not check length limits (see ValidateKey). It is a pure
+// ErrInvalidArgument for an unknown Op or Mode, a ModeShared Grant with a
+// Limit (see ValidateMode), or strings that are not valid UTF-8; it does not
+// check length limits (see ValidateKey). It is a pure
 // function, safe for concurrent use.
 func Encode(c Command) ([]byte, error) {
 	var m corepb.Command
@@ -39,10 +45,17 @@ func Encode(c Command) ([]byte, error) {
 	case OpNoop:
 		m.Op = &corepb.Command_Noop{Noop: &corepb.Noop{}}
 	case OpGrant:
+		if err := ValidateMode(c.Mode, c.Limit); err != nil {
+			return nil, fmt.Errorf("encode grant: %w", err)
+		}
 		m.Op = &corepb.Command_Grant{Grant: &corepb.Grant{
 			Key: c.Key, LeaseMs: c.LeaseMS, Owner: c.Owner, LockDelayMs: c.LockDelayMS, Principal: c.Principal,
+			Mode: uint32(c.Mode), Limit: c.Limit, Session: c.Session,
 		}}
-		if c.LockDelayMS != 0 || c.Principal != "" {
+		switch {
+		case c.Mode != ModeExclusive || c.Limit != 0 || c.Session != 0:
+			version = CommandVersion3
+		case c.LockDelayMS != 0 || c.Principal != "":
 			version = CommandVersion2
 		}
 	case OpRelease:
@@ -57,6 +70,18 @@ func Encode(c Command) ([]byte, error) {
 		}
 	case OpSetMember:
 		m.Op = &corepb.Command_SetMember{SetMember: &corepb.SetMember{Id: c.MemberID, ApiAddr: c.APIAddr}}
+	case OpCreateSession:
+		m.Op = &corepb.Command_CreateSession{CreateSession: &corepb.CreateSession{TtlMs: c.LeaseMS, Principal: c.Principal}}
+		version = CommandVersion3
+	case OpKeepAliveSession:
+		m.Op = &corepb.Command_KeepAliveSession{KeepAliveSession: &corepb.KeepAliveSession{Id: c.Session}}
+		version = CommandVersion3
+	case OpCloseSession:
+		m.Op = &corepb.Command_CloseSession{CloseSession: &corepb.CloseSession{Id: c.Session}}
+		version = CommandVersion3
+	case OpExpireSession:
+		m.Op = &corepb.Command_ExpireSession{ExpireSession: &corepb.ExpireSession{Id: c.Session, SeenIndex: c.SeenIndex}}
+		version = CommandVersion3
 	default:
 		return nil, fmt.Errorf("%w: encode: unknown op %v", ErrInvalidArgument, c.Op)
 	}
@@ -72,8 +97,11 @@ func Encode(c Command) ([]byte, error) {
 // Decode parses the wire form written by Encode. Errors wrap ErrDecode: an
 // empty entry, an unknown version byte, bytes that are not a corepb.Command
 // (including strings that are not valid UTF-8), a Command with no op set, or
-// a Renew in a CommandVersion envelope (no node ever wrote one). A CommandVersion entry decodes exactly as
-// before version 2 existed: the fields added since are ignored. Fields
+// a Renew in a CommandVersion envelope or a session command below
+// CommandVersion3 (no node ever wrote one), or a version 3 Grant with an
+// unknown mode or a shared mode with a limit. An entry of an older version
+// decodes exactly as before the next version existed: the fields added since
+// are ignored. Fields
 // unknown to a version are ignored, as protobuf does; anything that changes
 // the meaning of an existing command needs a new version. Whatever Decode
 // accepts, Encode re-encodes to an entry that decodes to the same Command
@@ -83,14 +111,14 @@ func Decode(b []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: empty entry", ErrDecode)
 	}
 	version := b[0]
-	if version != CommandVersion && version != CommandVersion2 {
+	if version != CommandVersion && version != CommandVersion2 && version != CommandVersion3 {
 		return Command{}, fmt.Errorf("%w: unknown command version %d", ErrDecode, version)
 	}
 	var m corepb.Command
 	if err := proto.Unmarshal(b[1:], &m); err != nil {
 		return Command{}, fmt.Errorf("%w: %v", ErrDecode, err)
 	}
-	v2 := version == CommandVersion2
+	v2, v3 := version >= CommandVersion2, version >= CommandVersion3
 	switch op := m.Op.(type) {
 	case *corepb.Command_Noop:
 		return Noop(), nil
@@ -98,6 +126,15 @@ func Decode(b []byte) (Command, error) {
 		c := Grant(op.Grant.GetKey(), op.Grant.GetLeaseMs(), op.Grant.GetOwner())
 		if v2 {
 			c.LockDelayMS, c.Principal = op.Grant.GetLockDelayMs(), op.Grant.GetPrincipal()
+		}
+		if v3 {
+			if op.Grant.GetMode() > uint32(ModeShared) {
+				return Command{}, fmt.Errorf("%w: grant with unknown mode %d", ErrDecode, op.Grant.GetMode())
+			}
+			c.Mode, c.Limit, c.Session = Mode(op.Grant.GetMode()), op.Grant.GetLimit(), op.Grant.GetSession()
+			if ValidateMode(c.Mode, c.Limit) != nil {
+				return Command{}, fmt.Errorf("%w: shared grant with limit %d", ErrDecode, c.Limit)
+			}
 		}
 		return c, nil
 	case *corepb.Command_Release:
@@ -115,6 +152,26 @@ func Decode(b []byte) (Command, error) {
 		return c, nil
 	case *corepb.Command_SetMember:
 		return SetMember(op.SetMember.GetId(), op.SetMember.GetApiAddr()), nil
+	case *corepb.Command_CreateSession, *corepb.Command_KeepAliveSession, *corepb.Command_CloseSession, *corepb.Command_ExpireSession:
+		if !v3 {
+			return Command{}, fmt.Errorf("%w: session command in a version %d entry", ErrDecode, version)
+		}
+		return decodeSession(m.Op), nil
 	}
 	return Command{}, fmt.Errorf("%w: command with no op", ErrDecode)
+}
+
+// decodeSession returns the Command of a session op (version 3 entries).
+func decodeSession(op any) Command {
+	switch op := op.(type) {
+	case *corepb.Command_CreateSession:
+		return CreateSession(op.CreateSession.GetTtlMs()).WithPrincipal(op.CreateSession.GetPrincipal())
+	case *corepb.Command_KeepAliveSession:
+		return KeepAliveSession(op.KeepAliveSession.GetId())
+	case *corepb.Command_CloseSession:
+		return CloseSession(op.CloseSession.GetId())
+	case *corepb.Command_ExpireSession:
+		return ExpireSession(op.ExpireSession.GetId(), op.ExpireSession.GetSeenIndex())
+	}
+	return Command{}
 }

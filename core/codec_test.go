@@ -33,6 +33,15 @@ var codecSamples = []struct {
 	{"grant_lock_delay", core.Grant("orders/42", 10_000, "worker-1").WithLockDelay(15_000)},
 	{"grant_principal", core.Grant("orders/42", 10_000, "worker-1").WithPrincipal("orders-svc")},
 	{"grant_lock_delay_and_principal", core.Grant("a", 1, "o").WithLockDelay(1).WithPrincipal("CN=ü")},
+	{"grant_shared", core.Grant("a", 1000, "o").WithMode(core.ModeShared)},
+	{"grant_semaphore", core.Grant("a", 1000, "o").WithLimit(1 << 31)},
+	{"grant_under_session", core.Grant("a", 1000, "o").WithSession(1 << 50).WithPrincipal("p").WithLockDelay(5)},
+	{"create_session", core.CreateSession(30_000)},
+	{"create_session_principal", core.CreateSession(1).WithPrincipal("svc")},
+	{"keep_alive_session", core.KeepAliveSession(12)},
+	{"close_session", core.CloseSession(12)},
+	{"expire_session", core.ExpireSession(12, 40)},
+	{"expire_session_unconditional", core.ExpireSession(12, 0)},
 }
 
 // TestEncodeVersion checks that Encode writes CommandVersion for every
@@ -55,6 +64,14 @@ func TestEncodeVersion(t *testing.T) {
 		{"expire_seen", core.ExpireSeen("a", 1, 3), core.CommandVersion2},
 		{"grant_lock_delay", core.Grant("a", 1000, "o1").WithLockDelay(10), core.CommandVersion2},
 		{"grant_principal", core.Grant("a", 1000, "o1").WithPrincipal("p"), core.CommandVersion2},
+		{"grant_exclusive_limit_0", core.Grant("a", 1000, "o1").WithMode(core.ModeExclusive).WithLimit(0), core.CommandVersion},
+		{"grant_shared", core.Grant("a", 1000, "o1").WithMode(core.ModeShared), core.CommandVersion3},
+		{"grant_semaphore", core.Grant("a", 1000, "o1").WithLimit(2), core.CommandVersion3},
+		{"grant_session", core.Grant("a", 1000, "o1").WithSession(3), core.CommandVersion3},
+		{"create_session", core.CreateSession(1000), core.CommandVersion3},
+		{"keep_alive_session", core.KeepAliveSession(3), core.CommandVersion3},
+		{"close_session", core.CloseSession(3), core.CommandVersion3},
+		{"expire_session", core.ExpireSession(3, 0), core.CommandVersion3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +111,22 @@ func TestDecodeVersion1IgnoresLaterFields(t *testing.T) {
 	}
 }
 
+// TestDecodeOlderVersionsIgnoreVersion3Fields checks that version 1 and 2
+// envelopes decode as nodes of their time read them, even if they carry a
+// Grant's version 3 fields, and that version 3 reads them.
+func TestDecodeOlderVersionsIgnoreVersion3Fields(t *testing.T) {
+	t.Parallel()
+	m := &corepb.Command{Op: &corepb.Command_Grant{Grant: &corepb.Grant{Key: "a", LeaseMs: 5, Owner: "o", Mode: 1, Session: 4}}}
+	for _, v := range []byte{core.CommandVersion, core.CommandVersion2} {
+		got, err := core.Decode(marshalEntry(t, v, m))
+		require.NoError(t, err)
+		assert.Equal(t, core.Grant("a", 5, "o"), got, "version %d", v)
+	}
+	got, err := core.Decode(marshalEntry(t, core.CommandVersion3, m))
+	require.NoError(t, err)
+	assert.Equal(t, core.Grant("a", 5, "o").WithMode(core.ModeShared).WithSession(4), got)
+}
+
 func TestCodecRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, tt := range codecSamples {
@@ -103,7 +136,7 @@ func TestCodecRoundTrip(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			assert.Contains(t, []byte{core.CommandVersion, core.CommandVersion2}, data[0], "version byte")
+			assert.Contains(t, []byte{core.CommandVersion, core.CommandVersion2, core.CommandVersion3}, data[0], "version byte")
 			got, err := core.Decode(data)
 			assert.NoError(t, err)
 			assert.Equal(t, tt.cmd, got)
@@ -145,6 +178,9 @@ func TestEncodeErrors(t *testing.T) {
 		{"invalid_utf8_key", core.Grant("a\xff", 1000, "o1")},
 		{"invalid_utf8_owner", core.Grant("a", 1000, "o\xfe")},
 		{"invalid_utf8_member", core.SetMember("n\xff", "127.0.0.1:7001")},
+		{"unknown_mode", core.Grant("a", 1000, "o1").WithMode(core.Mode(2))},
+		{"shared_with_limit", core.Grant("a", 1000, "o1").WithMode(core.ModeShared).WithLimit(2)},
+		{"invalid_utf8_session_principal", core.CreateSession(1000).WithPrincipal("p\xff")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,7 +213,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"nil_entry", nil},
 		{"empty_entry", []byte{}},
 		{"version_zero", marshalEntry(t, 0, grant)},
-		{"unknown_version", marshalEntry(t, core.CommandVersion2+1, grant)},
+		{"unknown_version", marshalEntry(t, core.CommandVersion3+1, grant)},
 		{"renew_in_version_1", marshalEntry(t, core.CommandVersion,
 			&corepb.Command{Op: &corepb.Command_Renew{Renew: &corepb.Renew{Key: "a", Token: 1}}})},
 		{"version_only", []byte{core.CommandVersion}},
@@ -219,6 +255,8 @@ func TestOpAndOutcomeStrings(t *testing.T) {
 	ops := map[core.Op]string{
 		core.OpNoop: "noop", core.OpGrant: "grant", core.OpRelease: "release",
 		core.OpExpire: "expire", core.OpSetMember: "set-member", core.OpRenew: "renew", core.Op(99): "op(99)",
+		core.OpCreateSession: "create-session", core.OpKeepAliveSession: "keep-alive-session",
+		core.OpCloseSession: "close-session", core.OpExpireSession: "expire-session",
 	}
 	for op, want := range ops {
 		assert.Equal(t, want, op.String())
@@ -226,11 +264,15 @@ func TestOpAndOutcomeStrings(t *testing.T) {
 	outcomes := map[core.Outcome]string{
 		core.OutcomeNoop: "noop", core.OutcomeGranted: "granted", core.OutcomeGrantRejected: "grant-rejected",
 		core.OutcomeReleased: "released", core.OutcomeNotFound: "not-found", core.OutcomeExpired: "expired",
-		core.OutcomeRenewed: "renewed",
-		core.Outcome(99):    "outcome(99)",
+		core.OutcomeRenewed: "renewed", core.OutcomeLimitMismatch: "limit-mismatch",
+		core.OutcomeSessionCreated: "session-created", core.OutcomeSessionNotFound: "session-not-found",
+		core.Outcome(99): "outcome(99)",
 	}
 	for o, want := range outcomes {
 		assert.Equal(t, want, o.String())
+	}
+	for m, want := range map[core.Mode]string{core.ModeExclusive: "exclusive", core.ModeShared: "shared", core.Mode(7): "mode(7)"} {
+		assert.Equal(t, want, m.String())
 	}
 }
 
@@ -251,7 +293,8 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{core.CommandVersion})
-	f.Add([]byte{core.CommandVersion2 + 1, 0x22, 0x00})
+	f.Add([]byte{core.CommandVersion3 + 1, 0x22, 0x00})
+	f.Add([]byte{core.CommandVersion2, 0x3a, 0x03, 0x08, 0x88, 0x27})            // create_session in version 2
 	f.Add([]byte{core.CommandVersion, 0x32, 0x05, 0x0a, 0x01, 0x61, 0x10, 0x01}) // renew in version 1
 	f.Add([]byte{core.CommandVersion, 0x30, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {

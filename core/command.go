@@ -24,6 +24,19 @@ const (
 	// OpRenew restarts the lease of the lock held on Key with Token: its
 	// ModIndex becomes the entry's index (issue 15, replicated Renew).
 	OpRenew
+	// OpCreateSession opens a session with a lease of LeaseMS milliseconds
+	// (etcd lease grant, Consul session create); its id is the entry's index.
+	OpCreateSession
+	// OpKeepAliveSession restarts the lease of session Session (etcd
+	// LeaseKeepAlive, Consul session renew).
+	OpKeepAliveSession
+	// OpCloseSession ends session Session and releases every lock held
+	// under it (etcd LeaseRevoke, Consul session destroy).
+	OpCloseSession
+	// OpExpireSession ends session Session, if unchanged since SeenIndex,
+	// and releases every lock held under it; proposed only by the leader's
+	// lessor (etcd lessor revoke on expiry, Consul session TTL).
+	OpExpireSession
 )
 
 // String returns the lower-case name of op ("grant", "release", ...).
@@ -41,6 +54,14 @@ func (op Op) String() string {
 		return "set-member"
 	case OpRenew:
 		return "renew"
+	case OpCreateSession:
+		return "create-session"
+	case OpKeepAliveSession:
+		return "keep-alive-session"
+	case OpCloseSession:
+		return "close-session"
+	case OpExpireSession:
+		return "expire-session"
 	}
 	return fmt.Sprintf("op(%d)", uint8(op))
 }
@@ -48,17 +69,20 @@ func (op Op) String() string {
 // Command is one lock-state change, the payload of one Raft log entry. Only the
 // fields of its Op are meaningful; the others are zero (and Encode drops them).
 // A Command is a plain, comparable value: copy it freely. Build one with
-// Grant (optionally WithLockDelay, WithPrincipal), Release, Renew, Expire,
-// ExpireSeen, Noop or SetMember; the server checks request fields with
-// ValidateKey, ValidateOwner, ValidatePrincipal, ValidateLease,
-// ValidateLockDelay and ValidateToken before proposing, since Apply takes any
-// Command as given.
+// Grant (optionally WithLockDelay, WithPrincipal, WithMode, WithLimit,
+// WithSession), Release, Renew, Expire, ExpireSeen, CreateSession,
+// KeepAliveSession, CloseSession, ExpireSession, Noop or SetMember; the server
+// checks request fields with ValidateKey, ValidateOwner, ValidatePrincipal,
+// ValidateLease, ValidateLockDelay, ValidateMode, ValidateToken and
+// ValidateSession before proposing, since Apply takes any Command as given.
 type Command struct {
 	// Op selects the command and so which of the fields below are meaningful.
 	Op Op
 	// Key is the lock name (Grant, Release, Renew, Expire); at most MaxKeyBytes bytes of UTF-8.
 	Key string
-	// LeaseMS is the lease length in milliseconds (Grant).
+	// LeaseMS is the lease length in milliseconds (Grant; for CreateSession
+	// the session's TTL). A Grant under a session ignores it: the lock
+	// follows the session's lease.
 	LeaseMS int64
 	// Owner is the client-chosen id of the requester (Grant); at most MaxOwnerBytes bytes.
 	Owner string
@@ -70,7 +94,9 @@ type Command struct {
 	// when it decided the lease had run out: the lock is removed only if its
 	// ModIndex is still at or below it, so a Renew (or retry Grant) that
 	// commits between the decision and the Expire wins. 0 means
-	// unconditional (how every Expire written before ExpireSeen existed replays).
+	// unconditional (how every Expire written before ExpireSeen existed
+	// replays). For an ExpireSession, the same with the session's ModIndex
+	// and KeepAliveSession.
 	SeenIndex uint64
 	// LockDelayMS is, for a Grant, how long in milliseconds the key stays
 	// ungrantable after the lock ends by Expire (not by Release); 0 for none
@@ -78,26 +104,58 @@ type Command struct {
 	LockDelayMS int64
 	// Principal is, for a Grant, the authenticated identity acquiring the
 	// lock, kept with it ("" when authorization is off). A Grant by the same
-	// Owner with another Principal is not a retry (issue 13).
+	// Owner with another Principal is not a retry (issue 13). For
+	// CreateSession, the identity opening the session: only a Grant with the
+	// same Principal may take a lock under it.
 	Principal string
+	// Mode is, for a Grant, ModeExclusive (the zero value) or ModeShared
+	// (Chubby shared locks, Curator InterProcessReadWriteLock's read lock).
+	Mode Mode
+	// Limit is, for a Grant, the key's semaphore slots (Curator
+	// InterProcessSemaphoreV2, Consul semaphores): up to Limit holders at
+	// once, whatever their Mode. 0 means an exclusive (or, with ModeShared,
+	// a shared) lock. Every Grant of a held key must give the key's Limit.
+	Limit uint32
+	// Session is, for a Grant, the session to hold the lock under (0: none),
+	// and for KeepAliveSession, CloseSession and ExpireSession the session
+	// acted on (etcd leases, Consul sessions).
+	Session uint64
 	// MemberID and APIAddr describe a member's client API address (SetMember).
 	MemberID string
 	APIAddr  string
 }
 
 // Grant returns the command that takes key for owner with a lease of leaseMS
-// milliseconds. Applied:
+// milliseconds. A key has a set of holders, each with its own fencing token,
+// and, while it has any, a mode and limit given by its first Grant (a plain
+// exclusive lock is the one-holder case). Applied, in this order:
 //
-//   - key free: a new lock with the next fencing token, ModIndex = the
-//     entry's index, and the command's LockDelayMS and Principal; any
-//     lock-delay record of key is cleared (Result Created = true).
-//   - key held by the same owner and the same principal: an idempotent retry.
-//     The lock keeps its token, lease, lock-delay and principal, but its
-//     ModIndex becomes the retry's index: the retry's client measures its
-//     lease from the retry's send time, so the retry restarts the lease
-//     exactly as a Renew does (Result Created = false, LeaseMS the lock's).
-//   - key held by another owner, or by the same owner string under another
-//     principal: OutcomeGrantRejected with the holder's token; nothing changes.
+//   - key free: a new holder with the next fencing token, ModIndex = the
+//     entry's index, and the command's LockDelayMS, Principal, Mode, Limit
+//     and Session; any lock-delay record of key is cleared (Result Created =
+//     true).
+//   - a holder of key has the same owner and the same principal: an
+//     idempotent retry. The holder keeps its token, lease, lock-delay and
+//     principal, but its ModIndex becomes the retry's index: the retry's
+//     client measures its lease from the retry's send time, so the retry
+//     restarts the lease exactly as a Renew does (Result Created = false,
+//     LeaseMS the holder's).
+//   - the command's Limit differs from the key's: OutcomeLimitMismatch with
+//     the key's Limit; nothing changes (the server answers FailedPrecondition).
+//   - the key is full (Limit holders of a semaphore; one holder of an
+//     exclusive lock) or the modes mix (a shared request on an exclusive
+//     lock or the other way round; a semaphore ignores Mode):
+//     OutcomeGrantRejected with the oldest holder's token; nothing changes.
+//   - otherwise (a shared lock, or a semaphore with a free slot): a new
+//     holder beside the others, with the next fencing token.
+//
+// Under a Session (WithSession) the session must exist and have been opened
+// by the same Principal, else OutcomeSessionNotFound; the holder's LeaseMS is
+// the session's TTL and it ends with the session (etcd leases, Consul
+// sessions). The Result of a shared or semaphore key (or of a session)
+// carries its Mode, Limit, holder count and Session so that the server's
+// waiter queue can decide without a lookup; that of a plain exclusive lock is
+// what it always was.
 //
 // The state machine does not enforce lock-delay (Apply reads no clock): the
 // leader proposes a Grant for a delayed key only after the delay has passed
@@ -117,6 +175,26 @@ func (c Command) WithLockDelay(lockDelayMS int64) Command {
 // (see Command.Principal).
 func (c Command) WithPrincipal(principal string) Command {
 	c.Principal = principal
+	return c
+}
+
+// WithMode returns a copy of the Grant c asking for mode (see Command.Mode).
+func (c Command) WithMode(mode Mode) Command {
+	c.Mode = mode
+	return c
+}
+
+// WithLimit returns a copy of the Grant c asking for a semaphore slot of a
+// key with limit holders (see Command.Limit).
+func (c Command) WithLimit(limit uint32) Command {
+	c.Limit = limit
+	return c
+}
+
+// WithSession returns a copy of the Grant c that holds its lock under session
+// (see Command.Session).
+func (c Command) WithSession(session uint64) Command {
+	c.Session = session
 	return c
 }
 
@@ -185,8 +263,20 @@ const (
 	// OutcomeExpired: an Expire applied; Existed says whether it removed a
 	// lock, LockDelayMS that lock's lock-delay.
 	OutcomeExpired
-	// OutcomeRenewed: a Renew restarted the lease of the lock; LeaseMS is its lease.
+	// OutcomeRenewed: a Renew restarted the lease of the lock; LeaseMS is its
+	// lease. Also a KeepAliveSession: LeaseMS is the session's TTL, Session its id.
 	OutcomeRenewed
+	// OutcomeLimitMismatch: a Grant gave another Limit than the key's while
+	// it has holders; Limit is the key's, Token its oldest holder's, and
+	// nothing changed. The server maps it to FailedPrecondition (issue 17).
+	OutcomeLimitMismatch
+	// OutcomeSessionCreated: a CreateSession opened session Session with a
+	// TTL of LeaseMS milliseconds.
+	OutcomeSessionCreated
+	// OutcomeSessionNotFound: a Grant named a session that does not exist
+	// (never created, or ended) or was opened by another principal; nothing
+	// changed.
+	OutcomeSessionNotFound
 )
 
 // String returns the lower-case name of o ("granted", "not-found", ...).
@@ -206,17 +296,28 @@ func (o Outcome) String() string {
 		return "expired"
 	case OutcomeRenewed:
 		return "renewed"
+	case OutcomeLimitMismatch:
+		return "limit-mismatch"
+	case OutcomeSessionCreated:
+		return "session-created"
+	case OutcomeSessionNotFound:
+		return "session-not-found"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
 
 // Result is what applying one Command produced. Business outcomes such as "key
-// held" are Results, never errors. A Result is a comparable plain value.
+// held" are Results, never errors. A Result is a comparable plain value; the
+// one pointer, Ended, is set only by a session's end (compare those field by
+// field). For the commands and keys that existed before issue 17 (plain
+// exclusive locks, no session) Results are exactly what they always were: the
+// fields added since are zero.
 type Result struct {
 	// Outcome says what happened; it decides which fields below are set.
 	Outcome Outcome
-	// Token is a fencing token: the granted lock's (Granted) or the current
-	// holder's (GrantRejected); zero for every other outcome.
+	// Token is a fencing token: the granted holder's (Granted) or the
+	// key's oldest holder's (GrantRejected, LimitMismatch; the server reads
+	// the others with StateMachine.Holders); zero for every other outcome.
 	Token uint64
 	// LeaseMS is the lock's lease in milliseconds (Granted, Renewed).
 	LeaseMS int64
@@ -228,12 +329,58 @@ type Result struct {
 	Created bool
 	// LockDelayMS is, when an Expire removed a lock (Expired, Existed), that
 	// lock's lock-delay in milliseconds, so that an OnApply hook can start
-	// the delay without a lookup; 0 when it had none.
+	// the delay without a lookup; 0 when it had none or when other holders
+	// still hold the key (no LockDelay record is made then).
 	LockDelayMS int64
+	// Mode is the key's mode, Limit its semaphore limit and Holders its
+	// number of holders after the apply, for a Grant (any outcome but
+	// SessionNotFound), Release or Expire on a shared or semaphore key;
+	// all three are zero for a plain exclusive lock, whose one holder Token
+	// names. A LimitMismatch always carries the key's Limit.
+	Mode    Mode
+	Limit   uint32
+	Holders int
+	// Session is the session a Grant took its lock under, or that a
+	// CreateSession opened, a KeepAliveSession renewed, or a CloseSession or
+	// ExpireSession ended; 0 otherwise.
+	Session uint64
+	// Ended is, for a CloseSession (OutcomeReleased) or an ExpireSession
+	// that ended its session (OutcomeExpired, Existed), what the end
+	// removed; nil otherwise. It is shared, read-only data.
+	Ended *SessionEnd
 }
 
-// Lock is one held lock in the lock table, as Get, Range and Ascend return it
-// (a copy: changing it changes nothing).
+// Mode is the mode of a Grant and of a held key. The zero value is
+// ModeExclusive, so every command written before modes existed keeps its
+// meaning.
+type Mode uint8
+
+// The lock modes (issue 17).
+const (
+	// ModeExclusive: one holder at a time (or up to Limit with a semaphore).
+	ModeExclusive Mode = iota
+	// ModeShared: any number of shared holders together, never beside an
+	// exclusive one (Chubby §2.1 shared locks; Curator
+	// InterProcessReadWriteLock's read lock). Writer preference and FIFO
+	// are the server's waiter queue's job, not the state machine's.
+	ModeShared
+)
+
+// String returns "exclusive", "shared" or "mode(N)".
+func (m Mode) String() string {
+	switch m {
+	case ModeExclusive:
+		return "exclusive"
+	case ModeShared:
+		return "shared"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// Lock is one holder of a key in the lock table, as Get, Holders, Range and
+// Ascend return it (a copy: changing it changes nothing). A plain exclusive
+// lock has one holder; a shared key or a semaphore may have several, each
+// with its own Token, all with the key's Mode and Limit.
 type Lock struct {
 	// Key is the lock name.
 	Key string
@@ -256,6 +403,14 @@ type Lock struct {
 	// Principal is the authenticated identity that acquired the lock, ""
 	// when authorization is off (issue 13).
 	Principal string
+	// Mode and Limit are the key's (the same in every holder of a key; see
+	// Command.Mode and Command.Limit).
+	Mode  Mode
+	Limit uint32
+	// Session is the session the holder is under (0: none). Such a holder
+	// follows the session's lease: its LeaseMS is the session's TTL, and the
+	// lessor times the session (Session.ModIndex), not the holder.
+	Session uint64
 }
 
 // LockDelay records a key held back after an Expire removed a lock that asked

@@ -15,24 +15,36 @@ import (
 )
 
 // concurrentSequence returns n commands over 16 keys from a fixed seed, with
-// release, renew and expire tokens that are usually the holder's, so locks
-// come and go, get renewed and leave lock-delay records.
+// release, renew and expire tokens that are usually a holder's, so locks
+// come and go, get renewed and leave lock-delay records; keys are exclusive,
+// shared or semaphores (the kind is fixed per key), and sessions open, hold
+// locks and end.
 func concurrentSequence(t *testing.T, n int) []core.Command {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	sm := core.NewStateMachine()
 	cmds := make([]core.Command, 0, n)
 	for range n {
-		key := fmt.Sprintf("k%02d", rng.IntN(16))
+		k := rng.IntN(16)
+		key := fmt.Sprintf("k%02d", k)
 		var c core.Command
-		switch rng.IntN(10) {
+		switch rng.IntN(11) {
 		case 0, 1, 2, 3, 4:
 			c = core.Grant(key, int64(1000+rng.IntN(3)), fmt.Sprintf("o%d", rng.IntN(3))).
 				WithLockDelay(int64(rng.IntN(2) * 500))
+			switch k % 4 {
+			case 1:
+				c = c.WithMode(core.ModeShared)
+			case 2:
+				c = c.WithLimit(2)
+			}
+			if ids := sessionIDs(sm); len(ids) > 0 && rng.IntN(3) == 0 {
+				c = c.WithSession(ids[rng.IntN(len(ids))])
+			}
 		case 5, 6, 7, 8:
 			token := uint64(rng.IntN(int(sm.LastToken()) + 2))
-			if held, ok := sm.Get(key); ok && rng.IntN(4) > 0 {
-				token = held.Token
+			if hs := sm.Holders(key); len(hs) > 0 && rng.IntN(4) > 0 {
+				token = hs[rng.IntN(len(hs))].Token
 			}
 			switch rng.IntN(4) {
 			case 0:
@@ -42,8 +54,18 @@ func concurrentSequence(t *testing.T, n int) []core.Command {
 			case 2:
 				c = core.Expire(key, token)
 			default:
-				held, _ := sm.Get(key)
+				held, _ := sm.Holder(key, token)
 				c = core.ExpireSeen(key, token, held.ModIndex)
+			}
+		case 9:
+			ids := sessionIDs(sm)
+			switch {
+			case len(ids) == 0 || rng.IntN(3) == 0:
+				c = core.CreateSession(3000)
+			case rng.IntN(2) == 0:
+				c = core.KeepAliveSession(ids[rng.IntN(len(ids))])
+			default:
+				c = core.CloseSession(ids[rng.IntN(len(ids))])
 			}
 		default:
 			c = core.SetMember(fmt.Sprintf("n%d", rng.IntN(3)), fmt.Sprintf("127.0.0.1:%d", 7000+rng.IntN(3)))
@@ -123,12 +145,26 @@ func TestConcurrentReadsDuringApply(t *testing.T) {
 				}
 				locks := sm.Range("k", "", 0)
 				for i := 1; i < len(locks); i++ {
-					if locks[i-1].Key >= locks[i].Key {
-						fail("reader %d: Range out of order: %q then %q", r, locks[i-1].Key, locks[i].Key)
+					a, b := locks[i-1], locks[i]
+					if a.Key > b.Key || (a.Key == b.Key && a.Token >= b.Token) {
+						fail("reader %d: Range out of order: %q/%d then %q/%d", r, a.Key, a.Token, b.Key, b.Token)
 					}
 				}
-				if len(locks) > 16 || sm.Len() > 16 {
-					fail("reader %d: %d locks over 16 keys", r, len(locks))
+				if sm.Len() > 16 {
+					fail("reader %d: %d keys held of 16", r, sm.Len())
+				}
+				for _, h := range sm.Holders(key) {
+					if h.Key != key || h.Token > sm.LastToken() {
+						fail("reader %d: Holders(%q) has %+v", r, key, h)
+					}
+					_, _ = sm.Holder(key, h.Token)
+				}
+				sm.AscendSessions(func(se core.Session) bool {
+					_ = se.ID
+					return true
+				})
+				if ids := sessionIDs(sm); len(ids) > 0 {
+					_ = sm.SessionLocks(ids[0])
 				}
 				count := 0
 				sm.Ascend(func(core.Lock) bool { count++; return count < 4 })

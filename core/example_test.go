@@ -115,3 +115,37 @@ func ExampleExpireSeen() {
 	// removed: true lock_delay_ms: 5000
 	// delayed 5000 ms from index 4
 }
+
+// Shared holders, a semaphore and a session: every holder has its own
+// fencing token from the one counter, and a session's end removes all of its
+// locks in one entry.
+func ExampleStateMachine_Apply_holders() {
+	sm := core.NewStateMachine()
+	show := func(index uint64, c core.Command) core.Result {
+		res, err := sm.Apply(index, c)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%d %-13s -> %s token=%d holders=%d\n", index, c.Op, res.Outcome, res.Token, res.Holders)
+		return res
+	}
+	show(1, core.Grant("dataset", 10_000, "reader-1").WithMode(core.ModeShared))
+	show(2, core.Grant("dataset", 10_000, "reader-2").WithMode(core.ModeShared))
+	show(3, core.Grant("dataset", 10_000, "writer"))         // waits in the server's queue
+	show(4, core.Grant("gpu", 10_000, "job-1").WithLimit(2)) // semaphore, limit 2
+	show(5, core.Grant("gpu", 10_000, "job-2").WithLimit(4)) // another limit
+	s := show(6, core.CreateSession(30_000)).Session
+	show(7, core.Grant("gpu", 10_000, "job-2").WithLimit(2).WithSession(s))
+	res := show(8, core.CloseSession(s))
+	fmt.Println("released with the session:", len(res.Ended.Locks))
+	// Output:
+	// 1 grant         -> granted token=1 holders=1
+	// 2 grant         -> granted token=2 holders=2
+	// 3 grant         -> grant-rejected token=1 holders=2
+	// 4 grant         -> granted token=3 holders=1
+	// 5 grant         -> limit-mismatch token=3 holders=1
+	// 6 create-session -> session-created token=0 holders=0
+	// 7 grant         -> granted token=4 holders=2
+	// 8 close-session -> released token=0 holders=0
+	// released with the session: 1
+}

@@ -17,12 +17,21 @@ import (
 )
 
 // Snapshot format versions: the first byte of every snapshot (format below).
-// WriteTo writes SnapshotVersion; Restore reads it and SnapshotVersion1 and
-// refuses any other. A change of format takes a new version.
+// WriteTo writes SnapshotVersion2 for a state that uses no mode, limit or
+// session (so a node that knows only version 2 can still install it, as
+// Encode keeps old commands in their old envelopes), and SnapshotVersion
+// otherwise; Restore reads those two and SnapshotVersion1 and refuses any
+// other. A change of format takes a new version.
 const (
-	// SnapshotVersion (2) is the version WriteTo writes: version 1 plus each
-	// lock's mod_index, lock_delay_ms and principal, and the lock-delay records.
-	SnapshotVersion byte = 2
+	// SnapshotVersion (3) is the newest format: version 2 plus each
+	// holder's mode, limit and session, several holders per key (one record
+	// each, in token order), and the session records (issue 17).
+	SnapshotVersion byte = 3
+	// SnapshotVersion2 is the format of issues 13 to 15: version 1 plus each
+	// lock's mod_index, lock_delay_ms and principal, and the lock-delay
+	// records; one holder per key. WriteTo still writes it for a state of
+	// plain exclusive locks and no sessions, byte for byte as before.
+	SnapshotVersion2 byte = 2
 	// SnapshotVersion1 is the format before Renew, lock-delay and principals.
 	// Restore still reads it, as an upgrade: every lock gets ModIndex 0 (so any
 	// Expire of it applies, as before), no lock-delay and no principal, and
@@ -30,19 +39,23 @@ const (
 	SnapshotVersion1 byte = 1
 )
 
-// Snapshot format (version 2), all of it covered by the trailing checksum:
+// Snapshot format (version 3), all of it covered by the trailing checksum:
 //
 //	version byte (SnapshotVersion)
 //	varint-length-prefixed corepb.SnapshotHeader
-//	lock_count       × varint-length-prefixed corepb.LockRecord, ascending key
+//	lock_count       × varint-length-prefixed corepb.LockRecord, one per holder, ascending (key, token)
 //	member_count     × varint-length-prefixed corepb.MemberRecord, ascending id
 //	lock_delay_count × varint-length-prefixed corepb.LockDelayRecord, ascending key
+//	session_count    × varint-length-prefixed corepb.SessionRecord, ascending id
 //	4-byte big-endian CRC-32C of everything above
 //
-// Version 1 is the same without lock-delay records and without the version 2
-// fields of SnapshotHeader and LockRecord (core/proto). Keys and ids are
-// sorted and protobuf is marshalled deterministically, so two nodes at the
-// same applied index write byte-identical snapshots.
+// All holders of a key carry the key's mode and limit; a holder's session is
+// one of the session records. Version 2 is the same without session records,
+// without the version 3 fields of SnapshotHeader and LockRecord (core/proto),
+// and with one record per key; version 1 is version 2 without lock-delay
+// records and the version 2 fields. Keys and ids are sorted and protobuf is
+// marshalled deterministically, so two nodes at the same applied index write
+// byte-identical snapshots.
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -52,7 +65,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type Snapshot struct {
 	locks     *btree.BTreeG[Lock]
 	delays    *btree.BTreeG[LockDelay]
+	sessions  *btree.BTreeG[Session]
 	members   map[string]string
+	extended  int
 	lastToken uint64
 	applied   uint64
 }
@@ -68,8 +83,8 @@ func (s *StateMachine) Snapshot() *Snapshot {
 		members[id] = addr
 	}
 	return &Snapshot{
-		locks: s.locks.Clone(), delays: s.delays.Clone(), members: members,
-		lastToken: s.lastToken, applied: s.applied,
+		locks: s.locks.Clone(), delays: s.delays.Clone(), sessions: s.sessions.Clone(), members: members,
+		extended: s.extended, lastToken: s.lastToken, applied: s.applied,
 	}
 }
 
@@ -84,14 +99,19 @@ func (s *StateMachine) WriteSnapshot(w io.Writer) error {
 	return err
 }
 
-// WriteTo writes the snapshot in the SnapshotVersion format to w and returns the
-// number of bytes written. Two state machines at the same applied index write
+// WriteTo writes the snapshot to w, in the SnapshotVersion format or, for a
+// state without modes, limits or sessions, the SnapshotVersion2 format, and
+// returns the number of bytes written. Two state machines at the same applied index write
 // byte-identical snapshots. Errors are w's. It only reads the snapshot, so it
 // may run concurrently with Apply on the state machine it came from and with
 // other WriteTo calls (hashicorp raft.FSMSnapshot.Persist).
 func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	cw := &checksumWriter{w: bufio.NewWriterSize(w, 64<<10)}
-	cw.write([]byte{SnapshotVersion})
+	version := SnapshotVersion2
+	if sn.extended > 0 || sn.sessions.Len() > 0 {
+		version = SnapshotVersion
+	}
+	cw.write([]byte{version})
 	ids := make([]string, 0, len(sn.members))
 	for id := range sn.members {
 		ids = append(ids, id)
@@ -103,11 +123,13 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		LockCount:      uint64(sn.locks.Len()),
 		MemberCount:    uint64(len(ids)),
 		LockDelayCount: uint64(sn.delays.Len()),
+		SessionCount:   uint64(sn.sessions.Len()),
 	})
 	var rec corepb.LockRecord
 	sn.locks.Ascend(func(l Lock) bool {
 		rec.Key, rec.Token, rec.LeaseMs, rec.Owner = l.Key, l.Token, l.LeaseMS, l.Owner
 		rec.ModIndex, rec.LockDelayMs, rec.Principal = l.ModIndex, l.LockDelayMS, l.Principal
+		rec.Mode, rec.Limit, rec.Session = uint32(l.Mode), l.Limit, l.Session
 		cw.record(&rec)
 		return cw.err == nil
 	})
@@ -118,6 +140,12 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	sn.delays.Ascend(func(d LockDelay) bool {
 		drec.Key, drec.LockDelayMs, drec.Index = d.Key, d.LockDelayMS, d.Index
 		cw.record(&drec)
+		return cw.err == nil
+	})
+	var srec corepb.SessionRecord
+	sn.sessions.Ascend(func(se Session) bool {
+		srec.Id, srec.TtlMs, srec.ModIndex, srec.Principal = se.ID, se.TTLMS, se.ModIndex, se.Principal
+		cw.record(&srec)
 		return cw.err == nil
 	})
 	var sum [4]byte
@@ -158,17 +186,21 @@ func (c *checksumWriter) record(m proto.Message) {
 }
 
 // Restore replaces the whole state of s with the snapshot read from r, in the
-// SnapshotVersion format or, as an upgrade, SnapshotVersion1 (see there). The
-// snapshot is read and verified completely before anything changes: on error
-// s is unchanged. Errors wrap ErrDecode (unknown version, checksum mismatch,
-// truncated or trailing bytes, records out of order or not in the exact form
-// WriteTo produces (a version 1 snapshot with version 2 fields, too), a lock
-// token of 0 or above last_token, a lock or lock-delay index above
-// applied_index, a lock-delay of 0 ms or on a held key) or wrap r's error.
-// Restore accepts exactly what WriteTo of some state writes, so a state
-// machine restored from a SnapshotVersion snapshot writes the same bytes back,
-// and one restored from a version 1 snapshot writes the version 2 form of
-// that state (FuzzRestore). Like Apply, it must be called from the apply
+// SnapshotVersion or SnapshotVersion2 format or, as an upgrade,
+// SnapshotVersion1 (see there). The snapshot is read and verified completely
+// before anything changes: on error s is unchanged. Errors wrap ErrDecode
+// (unknown version, checksum mismatch, truncated or trailing bytes, records
+// out of order or not in the exact form WriteTo produces (a snapshot with
+// fields or records of a later version than its own, or a version 3 snapshot
+// of a state version 2 can hold, too), a lock token of 0 or above last_token,
+// a lock or lock-delay index above applied_index, a lock-delay of 0 ms or on
+// a held key, holders of one key with different modes or limits or more than
+// the key admits, a holder under a session that is not in the snapshot or of
+// another principal, a session id or index above applied_index) or wrap r's
+// error. Restore accepts exactly what WriteTo of some state writes, so a
+// state machine restored from a SnapshotVersion or SnapshotVersion2 snapshot
+// writes the same bytes back, and one restored from a version 1 snapshot
+// writes the version 2 form of that state (FuzzRestore). Like Apply, it must be called from the apply
 // goroutine.
 func (s *StateMachine) Restore(r io.Reader) error {
 	data, err := io.ReadAll(r)
@@ -182,6 +214,7 @@ func (s *StateMachine) Restore(r io.Reader) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.locks, s.delays, s.members, s.lastToken, s.applied = st.locks, st.delays, st.members, st.lastToken, st.applied
+	s.sessions, s.sessLocks, s.keys, s.extended = st.sessions, st.sessLocks, st.keys, st.extended
 	return nil
 }
 
@@ -222,7 +255,11 @@ func (sr *snapshotReader) next(m proto.Message) error {
 type decodedSnapshot struct {
 	locks     *btree.BTreeG[Lock]
 	delays    *btree.BTreeG[LockDelay]
+	sessions  *btree.BTreeG[Session]
+	sessLocks *btree.BTreeG[sessionLock]
 	members   map[string]string
+	keys      int
+	extended  int
 	lastToken uint64
 	applied   uint64
 }
@@ -232,10 +269,10 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 		return nil, fmt.Errorf("%w: snapshot of %d bytes is too short", ErrDecode, len(data))
 	}
 	version := data[0]
-	if version != SnapshotVersion && version != SnapshotVersion1 {
+	if version != SnapshotVersion && version != SnapshotVersion2 && version != SnapshotVersion1 {
 		return nil, fmt.Errorf("%w: unknown snapshot version %d", ErrDecode, version)
 	}
-	v1 := version == SnapshotVersion1
+	v1, v3 := version == SnapshotVersion1, version == SnapshotVersion
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
 		return nil, fmt.Errorf("%w: snapshot checksum %08x, want %08x", ErrDecode, got, sum)
@@ -248,35 +285,19 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 	if v1 && hdr.GetLockDelayCount() != 0 {
 		return nil, fmt.Errorf("%w: version 1 snapshot with lock-delay records", ErrDecode)
 	}
+	if !v3 && hdr.GetSessionCount() != 0 {
+		return nil, fmt.Errorf("%w: version %d snapshot with session records", ErrDecode, version)
+	}
 	st := &decodedSnapshot{
 		locks:     btree.NewG(btreeDegree, lockLess),
 		delays:    btree.NewG(btreeDegree, delayLess),
+		sessions:  btree.NewG(btreeDegree, sessionLess),
+		sessLocks: btree.NewG(btreeDegree, sessionLockLess),
 		lastToken: hdr.GetLastToken(),
 		applied:   hdr.GetAppliedIndex(),
 	}
-	var rec corepb.LockRecord
-	prev := ""
-	for i := uint64(0); i < hdr.GetLockCount(); i++ {
-		if err := sr.next(&rec); err != nil {
-			return nil, err
-		}
-		if i > 0 && rec.GetKey() <= prev {
-			return nil, fmt.Errorf("%w: snapshot keys out of order at %q", ErrDecode, rec.GetKey())
-		}
-		prev = rec.GetKey()
-		if rec.GetToken() == 0 || rec.GetToken() > st.lastToken {
-			return nil, fmt.Errorf("%w: snapshot lock %q has token %d, last_token is %d", ErrDecode, rec.GetKey(), rec.GetToken(), st.lastToken)
-		}
-		if v1 && (rec.GetModIndex() != 0 || rec.GetLockDelayMs() != 0 || rec.GetPrincipal() != "") {
-			return nil, fmt.Errorf("%w: version 1 snapshot lock %q with version 2 fields", ErrDecode, rec.GetKey())
-		}
-		if rec.GetModIndex() > st.applied {
-			return nil, fmt.Errorf("%w: snapshot lock %q changed at index %d, applied_index is %d", ErrDecode, rec.GetKey(), rec.GetModIndex(), st.applied)
-		}
-		st.locks.ReplaceOrInsert(Lock{
-			Key: rec.GetKey(), Token: rec.GetToken(), LeaseMS: rec.GetLeaseMs(), Owner: rec.GetOwner(),
-			ModIndex: rec.GetModIndex(), LockDelayMS: rec.GetLockDelayMs(), Principal: rec.GetPrincipal(),
-		})
+	if err := st.readLocks(sr, &hdr, version); err != nil {
+		return nil, err
 	}
 	// Every record takes at least one byte: a count beyond that is corrupt and
 	// must not size an allocation.
@@ -285,6 +306,7 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 	}
 	st.members = make(map[string]string, hdr.GetMemberCount())
 	var m corepb.MemberRecord
+	prev := ""
 	for i := uint64(0); i < hdr.GetMemberCount(); i++ {
 		if err := sr.next(&m); err != nil {
 			return nil, err
@@ -310,13 +332,118 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 		case d.GetIndex() == 0 || d.GetIndex() > st.applied:
 			return nil, fmt.Errorf("%w: snapshot lock-delay of %q at index %d, applied_index is %d", ErrDecode, d.GetKey(), d.GetIndex(), st.applied)
 		}
-		if _, held := st.locks.Get(Lock{Key: d.GetKey()}); held {
+		if st.held(d.GetKey()) {
 			return nil, fmt.Errorf("%w: snapshot key %q is both held and delayed", ErrDecode, d.GetKey())
 		}
 		st.delays.ReplaceOrInsert(LockDelay{Key: d.GetKey(), LockDelayMS: d.GetLockDelayMs(), Index: d.GetIndex()})
 	}
+	if err := st.readSessions(sr, &hdr); err != nil {
+		return nil, err
+	}
 	if len(sr.rest) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing snapshot bytes", ErrDecode, len(sr.rest))
 	}
+	if v3 != (st.extended > 0 || st.sessions.Len() > 0) {
+		// WriteTo writes version 3 exactly when the state has a mode, limit or session.
+		return nil, fmt.Errorf("%w: version %d snapshot is not the form WriteTo gives its state", ErrDecode, version)
+	}
 	return st, nil
+}
+
+// held reports whether key has a holder in the decoded lock table.
+func (st *decodedSnapshot) held(key string) bool {
+	found := false
+	st.locks.AscendGreaterOrEqual(Lock{Key: key}, func(l Lock) bool {
+		found = l.Key == key
+		return false
+	})
+	return found
+}
+
+// readLocks reads the header's lock_count holder records, checking their
+// order and that the holders of each key agree on its mode and limit and do
+// not exceed it.
+func (st *decodedSnapshot) readLocks(sr *snapshotReader, hdr *corepb.SnapshotHeader, version byte) error {
+	var rec corepb.LockRecord
+	var prev Lock
+	holders := 0
+	for i := uint64(0); i < hdr.GetLockCount(); i++ {
+		if err := sr.next(&rec); err != nil {
+			return err
+		}
+		l := Lock{
+			Key: rec.GetKey(), Token: rec.GetToken(), LeaseMS: rec.GetLeaseMs(), Owner: rec.GetOwner(),
+			ModIndex: rec.GetModIndex(), LockDelayMS: rec.GetLockDelayMs(), Principal: rec.GetPrincipal(),
+			Mode: Mode(rec.GetMode()), Limit: rec.GetLimit(), Session: rec.GetSession(),
+		}
+		sameKey := i > 0 && l.Key == prev.Key
+		switch {
+		case i > 0 && (l.Key < prev.Key || (sameKey && l.Token <= prev.Token)):
+			return fmt.Errorf("%w: snapshot keys out of order at %q token %d", ErrDecode, l.Key, l.Token)
+		case l.Token == 0 || l.Token > st.lastToken:
+			return fmt.Errorf("%w: snapshot lock %q has token %d, last_token is %d", ErrDecode, l.Key, l.Token, st.lastToken)
+		case version == SnapshotVersion1 && (l.ModIndex != 0 || l.LockDelayMS != 0 || l.Principal != ""):
+			return fmt.Errorf("%w: version 1 snapshot lock %q with version 2 fields", ErrDecode, l.Key)
+		case version != SnapshotVersion && needsV3(l):
+			return fmt.Errorf("%w: version %d snapshot lock %q with version 3 fields", ErrDecode, version, l.Key)
+		case l.ModIndex > st.applied:
+			return fmt.Errorf("%w: snapshot lock %q changed at index %d, applied_index is %d", ErrDecode, l.Key, l.ModIndex, st.applied)
+		case l.Mode > ModeShared || (l.Mode == ModeShared && l.Limit != 0):
+			return fmt.Errorf("%w: snapshot lock %q has mode %v with limit %d", ErrDecode, l.Key, l.Mode, l.Limit)
+		case sameKey && (l.Mode != prev.Mode || l.Limit != prev.Limit):
+			return fmt.Errorf("%w: snapshot holders of %q disagree on mode or limit", ErrDecode, l.Key)
+		}
+		if sameKey {
+			holders++
+		} else {
+			holders = 1
+			st.keys++
+		}
+		if (l.Limit > 0 && holders > int(l.Limit)) || (l.Limit == 0 && l.Mode == ModeExclusive && holders > 1) {
+			return fmt.Errorf("%w: snapshot key %q has more holders than it admits", ErrDecode, l.Key)
+		}
+		if needsV3(l) {
+			st.extended++
+		}
+		if l.Session != 0 {
+			st.sessLocks.ReplaceOrInsert(sessionLock{session: l.Session, key: l.Key, token: l.Token})
+		}
+		st.locks.ReplaceOrInsert(l)
+		prev = l
+	}
+	return nil
+}
+
+// readSessions reads the header's session_count session records, then
+// checks that every holder's session is one of them, of its principal.
+func (st *decodedSnapshot) readSessions(sr *snapshotReader, hdr *corepb.SnapshotHeader) error {
+	if hdr.GetSessionCount() > uint64(len(sr.rest)) {
+		return fmt.Errorf("%w: snapshot claims %d sessions in %d bytes", ErrDecode, hdr.GetSessionCount(), len(sr.rest))
+	}
+	var rec corepb.SessionRecord
+	var prev uint64
+	for i := uint64(0); i < hdr.GetSessionCount(); i++ {
+		if err := sr.next(&rec); err != nil {
+			return err
+		}
+		se := Session{ID: rec.GetId(), TTLMS: rec.GetTtlMs(), ModIndex: rec.GetModIndex(), Principal: rec.GetPrincipal()}
+		switch {
+		case se.ID <= prev:
+			return fmt.Errorf("%w: snapshot session ids out of order at %d", ErrDecode, se.ID)
+		case se.ID > st.applied || se.ModIndex < se.ID || se.ModIndex > st.applied:
+			return fmt.Errorf("%w: snapshot session %d changed at index %d, applied_index is %d", ErrDecode, se.ID, se.ModIndex, st.applied)
+		}
+		prev = se.ID
+		st.sessions.ReplaceOrInsert(se)
+	}
+	var err error
+	st.sessLocks.Ascend(func(r sessionLock) bool {
+		se, ok := st.sessions.Get(Session{ID: r.session})
+		l, _ := st.locks.Get(Lock{Key: r.key, Token: r.token})
+		if !ok || se.Principal != l.Principal {
+			err = fmt.Errorf("%w: snapshot lock %q token %d under unknown session %d", ErrDecode, r.key, r.token, r.session)
+		}
+		return err == nil
+	})
+	return err
 }

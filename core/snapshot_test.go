@@ -64,7 +64,7 @@ func sampleState(t testing.TB) *core.StateMachine {
 // the sample state equals what WriteTo produces.
 func TestSnapshotFormat(t *testing.T) {
 	t.Parallel()
-	want := buildSnapshot(core.SnapshotVersion,
+	want := buildSnapshot(core.SnapshotVersion2,
 		rawRecord(t, &corepb.SnapshotHeader{AppliedIndex: 12, LastToken: 6, LockCount: 3, MemberCount: 2, LockDelayCount: 2}),
 		rawRecord(t, &corepb.LockRecord{Key: "a", Token: 2, LeaseMs: 2000, Owner: "o2", ModIndex: 7}),
 		rawRecord(t, &corepb.LockRecord{Key: "b", Token: 1, LeaseMs: 1000, Owner: "o1", ModIndex: 1}),
@@ -108,7 +108,7 @@ func TestRestoreVersion1Fixture(t *testing.T) {
 	require.Empty(t, delaysOf(sm))
 
 	v2 := snapshotBytes(t, sm)
-	require.Equal(t, core.SnapshotVersion, v2[0])
+	require.Equal(t, core.SnapshotVersion2, v2[0])
 	again := core.NewStateMachine()
 	require.NoError(t, again.Restore(bytes.NewReader(v2)))
 	require.Equal(t, v2, snapshotBytes(t, again))
@@ -175,7 +175,7 @@ func TestRestoreRejects(t *testing.T) {
 	reordered = protowire.AppendString(reordered, "a")
 	// A record length written in two bytes where one would do.
 	overlong := append([]byte{0x80 | byte(len(lockRec("a", 1))-1), 0x00}, lockRec("a", 1)[1:]...)
-	withUnknown := append(lockRec("a", 1)[1:], 0x48, 0x01) // field 9, varint 1
+	withUnknown := append(lockRec("a", 1)[1:], 0x78, 0x01) // field 15, varint 1
 	withUnknown = append(protowire.AppendVarint(nil, uint64(len(withUnknown))), withUnknown...)
 
 	tests := []struct {
@@ -193,34 +193,34 @@ func TestRestoreRejects(t *testing.T) {
 		{"missing_checksum", body},
 		{"trailing_bytes", append(bytes.Clone(good), 0)},
 		{"trailing_bytes_rechecksummed", withChecksum(append(bytes.Clone(body), 0))},
-		{"no_header", buildSnapshot(core.SnapshotVersion)},
-		{"fewer_locks_than_header_says", buildSnapshot(core.SnapshotVersion, hdr(2, 2, 2, 0), lockRec("a", 1))},
-		{"more_locks_than_header_says", buildSnapshot(core.SnapshotVersion, hdr(2, 2, 1, 0), lockRec("a", 1), lockRec("b", 2))},
-		{"keys_out_of_order", buildSnapshot(core.SnapshotVersion, hdr(2, 2, 2, 0), lockRec("b", 1), lockRec("a", 2))},
-		{"duplicate_key", buildSnapshot(core.SnapshotVersion, hdr(2, 2, 2, 0), lockRec("a", 1), lockRec("a", 2))},
-		{"token_zero", buildSnapshot(core.SnapshotVersion, hdr(2, 2, 1, 0), lockRec("a", 0))},
-		{"token_above_last_token", buildSnapshot(core.SnapshotVersion, hdr(2, 2, 1, 0), lockRec("a", 3))},
-		{"members_out_of_order", buildSnapshot(core.SnapshotVersion, hdr(2, 0, 0, 2), member("n2"), member("n1"))},
-		{"duplicate_member", buildSnapshot(core.SnapshotVersion, hdr(2, 0, 0, 2), member("n1"), member("n1"))},
-		{"huge_member_count", buildSnapshot(core.SnapshotVersion, hdr(2, 0, 0, 1<<62))},
-		{"huge_lock_count", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1<<62, 0), lockRec("a", 1))},
-		{"record_length_past_end", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1, 0), []byte{0x7f, 0x0a})},
-		{"record_not_protobuf", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1, 0), []byte{0x02, 0xff, 0xff})},
-		{"record_fields_reordered", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1, 0), append([]byte{byte(len(reordered))}, reordered...))},
-		{"record_length_overlong", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1, 0), overlong)},
-		{"record_unknown_field", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1, 0), withUnknown)},
-		{"lock_mod_index_above_applied", buildSnapshot(core.SnapshotVersion, hdr(2, 1, 1, 0),
+		{"no_header", buildSnapshot(core.SnapshotVersion2)},
+		{"fewer_locks_than_header_says", buildSnapshot(core.SnapshotVersion2, hdr(2, 2, 2, 0), lockRec("a", 1))},
+		{"more_locks_than_header_says", buildSnapshot(core.SnapshotVersion2, hdr(2, 2, 1, 0), lockRec("a", 1), lockRec("b", 2))},
+		{"keys_out_of_order", buildSnapshot(core.SnapshotVersion2, hdr(2, 2, 2, 0), lockRec("b", 1), lockRec("a", 2))},
+		{"duplicate_key", buildSnapshot(core.SnapshotVersion2, hdr(2, 2, 2, 0), lockRec("a", 1), lockRec("a", 2))},
+		{"token_zero", buildSnapshot(core.SnapshotVersion2, hdr(2, 2, 1, 0), lockRec("a", 0))},
+		{"token_above_last_token", buildSnapshot(core.SnapshotVersion2, hdr(2, 2, 1, 0), lockRec("a", 3))},
+		{"members_out_of_order", buildSnapshot(core.SnapshotVersion2, hdr(2, 0, 0, 2), member("n2"), member("n1"))},
+		{"duplicate_member", buildSnapshot(core.SnapshotVersion2, hdr(2, 0, 0, 2), member("n1"), member("n1"))},
+		{"huge_member_count", buildSnapshot(core.SnapshotVersion2, hdr(2, 0, 0, 1<<62))},
+		{"huge_lock_count", buildSnapshot(core.SnapshotVersion2, hdr(2, 1, 1<<62, 0), lockRec("a", 1))},
+		{"record_length_past_end", buildSnapshot(core.SnapshotVersion2, hdr(2, 1, 1, 0), []byte{0x7f, 0x0a})},
+		{"record_not_protobuf", buildSnapshot(core.SnapshotVersion2, hdr(2, 1, 1, 0), []byte{0x02, 0xff, 0xff})},
+		{"record_fields_reordered", buildSnapshot(core.SnapshotVersion2, hdr(2, 1, 1, 0), append([]byte{byte(len(reordered))}, reordered...))},
+		{"record_length_overlong", buildSnapshot(core.SnapshotVersion2, hdr(2, 1, 1, 0), overlong)},
+		{"record_unknown_field", buildSnapshot(core.SnapshotVersion2, hdr(2, 1, 1, 0), withUnknown)},
+		{"lock_mod_index_above_applied", buildSnapshot(core.SnapshotVersion2, hdr(2, 1, 1, 0),
 			rawRecord(t, &corepb.LockRecord{Key: "a", Token: 1, ModIndex: 3}))},
-		{"fewer_delays_than_header_says", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 2), delay("a", 10, 1))},
-		{"more_delays_than_header_says", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1), delay("a", 10, 1), delay("b", 10, 2))},
-		{"delays_out_of_order", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 2), delay("b", 10, 1), delay("a", 10, 2))},
-		{"duplicate_delay", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 2), delay("a", 10, 1), delay("a", 10, 2))},
-		{"delay_of_zero_ms", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1), delay("a", 0, 1))},
-		{"delay_of_negative_ms", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1), delay("a", -5, 1))},
-		{"delay_at_index_zero", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1), delay("a", 10, 0))},
-		{"delay_above_applied", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1), delay("a", 10, 6))},
-		{"delay_on_held_key", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 1, 1), lockRec("a", 1), delay("a", 10, 2))},
-		{"huge_delay_count", buildSnapshot(core.SnapshotVersion, hdr2(5, 1, 0, 1<<62), delay("a", 10, 1))},
+		{"fewer_delays_than_header_says", buildSnapshot(core.SnapshotVersion2, hdr2(5, 1, 0, 2), delay("a", 10, 1))},
+		{"more_delays_than_header_says", buildSnapshot(core.SnapshotVersion2, hdr2(5, 1, 0, 1), delay("a", 10, 1), delay("b", 10, 2))},
+		{"delays_out_of_order", buildSnapshot(core.SnapshotVersion2, hdr2(5, 1, 0, 2), delay("b", 10, 1), delay("a", 10, 2))},
+		{"duplicate_delay", buildSnapshot(core.SnapshotVersion2, hdr2(5, 1, 0, 2), delay("a", 10, 1), delay("a", 10, 2))},
+		{"delay_of_zero_ms", buildSnapshot(core.SnapshotVersion2, hdr2(5, 1, 0, 1), delay("a", 0, 1))},
+		{"delay_of_negative_ms", buildSnapshot(core.SnapshotVersion2, hdr2(5, 1, 0, 1), delay("a", -5, 1))},
+		{"delay_at_index_zero", buildSnapshot(core.SnapshotVersion2, hdr2(5, 1, 0, 1), delay("a", 10, 0))},
+		{"delay_above_applied", buildSnapshot(core.SnapshotVersion2, hdr2(5, 1, 0, 1), delay("a", 10, 6))},
+		{"delay_on_held_key", buildSnapshot(core.SnapshotVersion2, hdr2(5, 1, 1, 1), lockRec("a", 1), delay("a", 10, 2))},
+		{"huge_delay_count", buildSnapshot(core.SnapshotVersion2, hdr2(5, 1, 0, 1<<62), delay("a", 10, 1))},
 		{"v1_with_delay_count", buildSnapshot(v1, hdr2(5, 1, 0, 1), delay("a", 10, 1))},
 		{"v1_lock_with_mod_index", buildSnapshot(v1, hdr(2, 1, 1, 0), rawRecord(t, &corepb.LockRecord{Key: "a", Token: 1, ModIndex: 1}))},
 		{"v1_lock_with_lock_delay", buildSnapshot(v1, hdr(2, 1, 1, 0), rawRecord(t, &corepb.LockRecord{Key: "a", Token: 1, LockDelayMs: 5}))},
@@ -254,7 +254,7 @@ func TestRestoreReaderError(t *testing.T) {
 // FuzzRestore checks that Restore never panics, that it rejects with ErrDecode
 // and no change of state, and that whatever it accepts is written back byte
 // for byte (a version 1 snapshot: as a version 2 one that restores to the
-// same bytes again). Each input is tried as given and, so that the fuzzer gets past
+// same bytes again; versions 2 and 3 as themselves). Each input is tried as given and, so that the fuzzer gets past
 // the checksum, as a body with its CRC-32C appended. The seed corpus (valid
 // snapshots, with and without checksum) runs with the normal tests. Fuzz with
 // the command below (a bounded -fuzzminimizetime keeps input minimization from
@@ -262,7 +262,7 @@ func TestRestoreReaderError(t *testing.T) {
 //
 //	go test -run='^$' -fuzz=FuzzRestore -fuzztime=20s -fuzzminimizetime=200x ./core/
 func FuzzRestore(f *testing.F) {
-	seeds := []*core.StateMachine{core.NewStateMachine(), sampleState(f)}
+	seeds := []*core.StateMachine{core.NewStateMachine(), sampleState(f), sessionState(f)}
 	big := core.NewStateMachine()
 	for i := range 40 {
 		applyAll(f, big, core.Grant(string(rune('a'+i%26))+string(rune('0'+i/26)), int64(i+1), "o"))
@@ -279,6 +279,11 @@ func FuzzRestore(f *testing.F) {
 	}
 	f.Add(v1)
 	f.Add(v1[:len(v1)-4])
+	v2, err := os.ReadFile(v2Fixture)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v2)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, in := range [][]byte{data, withChecksum(data)} {
 			sm := sampleState(t)

@@ -9,50 +9,79 @@ import (
 )
 
 // StateMachine is the deterministic lock table every node applies committed log
-// entries to: held locks by key, the keys held back by lock-delay, the last
-// fencing token granted, the member directory, and the last applied log index.
+// entries to: the holders of every held key (one for an exclusive lock,
+// several for a shared key or a semaphore, each with its own fencing token),
+// the open sessions, the keys held back by lock-delay, the last fencing token
+// granted, the member directory, and the last applied log index.
 //
 // Apply and Restore must be called from one goroutine (the backend's apply
-// loop), like hashicorp raft.FSM. Reads (Get, Range, Ascend, LockDelay,
-// AscendLockDelays, Len, LastToken, AppliedIndex, Snapshot, ...) are safe
-// concurrently with Apply.
+// loop), like hashicorp raft.FSM. Reads (Get, Holders, Holder, Range, Ascend,
+// Session, LockDelay, AscendLockDelays, Len, LastToken, AppliedIndex,
+// Snapshot, ...) are safe concurrently with Apply.
 //
 // Apply is deterministic: it reads no clock and no randomness, and its output
 // never depends on map order, so every node that applies the same log reaches
 // the same state and writes byte-identical snapshots. Lease and lock-delay
-// deadlines are not state here; only each lock's lease length and last-change
-// index (Lock.ModIndex) and each delay's length and Expire index are: every
-// node times them on its own clock from its own apply (DESIGN.md, Leases).
+// deadlines are not state here; only each holder's (and session's) lease
+// length and last-change index (Lock.ModIndex, Session.ModIndex) and each
+// delay's length and Expire index are: every node times them on its own clock
+// from its own apply (DESIGN.md, Leases).
 type StateMachine struct {
 	mu        sync.RWMutex
-	locks     *btree.BTreeG[Lock]      // ordered by Key: sorted snapshots and prefix listing
-	delays    *btree.BTreeG[LockDelay] // ordered by Key; a key is never both held and delayed
-	members   map[string]string        // member id -> client API address
+	locks     *btree.BTreeG[Lock]        // every holder, ordered by (Key, Token): sorted snapshots and prefix listing
+	delays    *btree.BTreeG[LockDelay]   // ordered by Key; a key is never both held and delayed
+	sessions  *btree.BTreeG[Session]     // ordered by ID
+	sessLocks *btree.BTreeG[sessionLock] // derived: holders by session, ordered by (Session, Key, Token)
+	members   map[string]string          // member id -> client API address
+	keys      int                        // keys with at least one holder
+	extended  int                        // holders that need snapshot version 3 (see needsV3)
 	lastToken uint64
 	applied   uint64
+
+	// Apply-goroutine scratch for holdersOf, so that a grant does not allocate.
+	scanKey string
+	scan    []Lock
+	collect func(Lock) bool
 }
 
 // btreeDegree is the B-tree fan-out; 32 keeps nodes within a few cache lines of
 // pointers while keeping the tree shallow at a million keys.
 const btreeDegree = 32
 
-func lockLess(a, b Lock) bool { return a.Key < b.Key }
+func lockLess(a, b Lock) bool {
+	if a.Key != b.Key {
+		return a.Key < b.Key
+	}
+	return a.Token < b.Token
+}
 
 func delayLess(a, b LockDelay) bool { return a.Key < b.Key }
 
-// NewStateMachine returns an empty state machine: no locks, LastToken 0,
-// AppliedIndex 0.
+// needsV3 reports whether holder l uses anything a version 2 snapshot cannot
+// hold: a mode, a limit or a session.
+func needsV3(l Lock) bool { return l.Mode != ModeExclusive || l.Limit != 0 || l.Session != 0 }
+
+// plain reports whether l is the holder of a plain exclusive lock (the only
+// kind before issue 17), which is always its key's only holder.
+func plain(l Lock) bool { return l.Mode == ModeExclusive && l.Limit == 0 }
+
+// NewStateMachine returns an empty state machine: no locks, no sessions,
+// LastToken 0, AppliedIndex 0.
 func NewStateMachine() *StateMachine {
-	return &StateMachine{
-		locks:   btree.NewG(btreeDegree, lockLess),
-		delays:  btree.NewG(btreeDegree, delayLess),
-		members: map[string]string{},
+	s := &StateMachine{
+		locks:     btree.NewG(btreeDegree, lockLess),
+		delays:    btree.NewG(btreeDegree, delayLess),
+		sessions:  btree.NewG(btreeDegree, sessionLess),
+		sessLocks: btree.NewG(btreeDegree, sessionLockLess),
+		members:   map[string]string{},
 	}
+	s.collect = s.collectHolder
+	return s
 }
 
 // Apply applies cmd, the entry at log index, and returns its Result, following
-// DESIGN.md's command table. Indexes must grow but may skip values (entries
-// without a command, see Skip).
+// DESIGN.md's command table (see each command's constructor for its rules).
+// Indexes must grow but may skip values (entries without a command, see Skip).
 //
 // An index at or below AppliedIndex is not applied again: the Result is
 // OutcomeNoop and nothing changes, so replaying the log after a restart is
@@ -61,9 +90,10 @@ func NewStateMachine() *StateMachine {
 // (DESIGN.md, Rules for Apply), and AppliedIndex does not move.
 //
 // Apply does not validate cmd: it must be a Command that Encode accepts (as
-// every decoded entry is). It runs in O(log n) for n held locks and does not
-// allocate on a grant or release cycle (see BenchmarkApply). Call it from one
-// goroutine only.
+// every decoded entry is). It runs in O(log n + h) for n holders and h
+// holders of the key (of the session, for a session's end), and does not
+// allocate on a grant or release cycle of an exclusive or shared lock (see
+// BenchmarkApply). Call it from one goroutine only.
 func (s *StateMachine) Apply(index uint64, cmd Command) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,10 +107,7 @@ func (s *StateMachine) Apply(index uint64, cmd Command) (Result, error) {
 	case OpGrant:
 		res = s.grant(index, cmd)
 	case OpRelease:
-		res = Result{Outcome: OutcomeNotFound}
-		if _, ok := s.removeIfHeld(cmd.Key, cmd.Token, 0); ok {
-			res = Result{Outcome: OutcomeReleased}
-		}
+		res = s.release(index, cmd)
 	case OpRenew:
 		res = s.renew(index, cmd)
 	case OpExpire:
@@ -92,6 +119,14 @@ func (s *StateMachine) Apply(index uint64, cmd Command) (Result, error) {
 			s.members[cmd.MemberID] = cmd.APIAddr
 		}
 		res = Result{Outcome: OutcomeNoop}
+	case OpCreateSession:
+		res = s.createSession(index, cmd)
+	case OpKeepAliveSession:
+		res = s.keepAliveSession(index, cmd)
+	case OpCloseSession:
+		res = s.closeSession(index, cmd)
+	case OpExpireSession:
+		res = s.expireSession(index, cmd)
 	default:
 		return Result{}, fmt.Errorf("%w: apply index %d: unknown op %v", ErrDecode, index, cmd.Op)
 	}
@@ -124,38 +159,137 @@ func (s *StateMachine) Skip(index uint64) {
 	s.mu.Unlock()
 }
 
-// grant applies a Grant at index (see Grant for the rules). It inserts
-// optimistically, so the common case (a free key) walks the B-tree once
-// instead of a Get followed by an insert; when the key turns out to be held,
-// the holder is put back (with ModIndex moved for a retry).
-func (s *StateMachine) grant(index uint64, cmd Command) Result {
-	lock := Lock{
-		Key: cmd.Key, Token: s.lastToken + 1, LeaseMS: cmd.LeaseMS, Owner: cmd.Owner,
-		ModIndex: index, LockDelayMS: cmd.LockDelayMS, Principal: cmd.Principal,
-	}
-	if held, replaced := s.locks.ReplaceOrInsert(lock); replaced {
-		if held.Owner == cmd.Owner && held.Principal == cmd.Principal {
-			// A retried request: idempotent, the same lock, whose lease
-			// restarts from this entry as with a Renew.
-			held.ModIndex = index
-			s.locks.ReplaceOrInsert(held)
-			return Result{Outcome: OutcomeGranted, Token: held.Token, LeaseMS: held.LeaseMS}
-		}
-		s.locks.ReplaceOrInsert(held)
-		return Result{Outcome: OutcomeGrantRejected, Token: held.Token}
-	}
-	s.lastToken = lock.Token
-	if s.delays.Len() > 0 {
-		s.delays.Delete(LockDelay{Key: cmd.Key})
-	}
-	return Result{Outcome: OutcomeGranted, Token: lock.Token, LeaseMS: lock.LeaseMS, Created: true}
+// holdersOf returns the holders of key in token order, in a scratch slice
+// that the next call reuses (apply goroutine only, under the write lock).
+func (s *StateMachine) holdersOf(key string) []Lock {
+	s.scanKey, s.scan = key, s.scan[:0]
+	s.locks.AscendGreaterOrEqual(Lock{Key: key}, s.collect)
+	return s.scan
 }
 
-// renew applies a Renew at index: the lock held with cmd.Token gets ModIndex
-// index; anything else is NotFound.
+func (s *StateMachine) collectHolder(l Lock) bool {
+	if l.Key != s.scanKey {
+		return false
+	}
+	s.scan = append(s.scan, l)
+	return true
+}
+
+// keyResult adds the key's mode, limit and holder count to r, for a key that
+// is not a plain exclusive lock (whose Results stay what they always were).
+func keyResult(r Result, l Lock, holders int) Result {
+	if !plain(l) {
+		r.Mode, r.Limit, r.Holders = l.Mode, l.Limit, holders
+	}
+	return r
+}
+
+// grant applies a Grant at index (see Grant for the rules).
+func (s *StateMachine) grant(index uint64, cmd Command) Result {
+	leaseMS := cmd.LeaseMS
+	if cmd.Session != 0 {
+		sess, ok := s.sessions.Get(Session{ID: cmd.Session})
+		if !ok || sess.Principal != cmd.Principal {
+			return Result{Outcome: OutcomeSessionNotFound}
+		}
+		leaseMS = sess.TTLMS
+	}
+	mode := cmd.Mode
+	if cmd.Limit > 0 {
+		mode = ModeExclusive // a semaphore counts holders; it has no modes
+	}
+	holders := s.holdersOf(cmd.Key)
+	if len(holders) > 0 {
+		for _, h := range holders {
+			if h.Owner == cmd.Owner && h.Principal == cmd.Principal {
+				// A retried request: idempotent, the same holder, whose
+				// lease restarts from this entry as with a Renew.
+				h.ModIndex = index
+				s.locks.ReplaceOrInsert(h)
+				return keyResult(Result{Outcome: OutcomeGranted, Token: h.Token, LeaseMS: h.LeaseMS, Session: h.Session}, h, len(holders))
+			}
+		}
+		first := holders[0]
+		if first.Limit != cmd.Limit {
+			return Result{Outcome: OutcomeLimitMismatch, Token: first.Token, Mode: first.Mode, Limit: first.Limit, Holders: len(holders)}
+		}
+		var full bool
+		switch {
+		case first.Limit > 0:
+			full = len(holders) >= int(first.Limit)
+		default: // only shared holders share
+			full = first.Mode != ModeShared || mode != ModeShared
+		}
+		if full {
+			return keyResult(Result{Outcome: OutcomeGrantRejected, Token: first.Token}, first, len(holders))
+		}
+	}
+	lock := Lock{
+		Key: cmd.Key, Token: s.lastToken + 1, LeaseMS: leaseMS, Owner: cmd.Owner,
+		ModIndex: index, LockDelayMS: cmd.LockDelayMS, Principal: cmd.Principal,
+		Mode: mode, Limit: cmd.Limit, Session: cmd.Session,
+	}
+	s.locks.ReplaceOrInsert(lock)
+	s.lastToken = lock.Token
+	if len(holders) == 0 {
+		s.keys++
+		if s.delays.Len() > 0 {
+			s.delays.Delete(LockDelay{Key: cmd.Key})
+		}
+	}
+	if needsV3(lock) {
+		s.extended++
+	}
+	if lock.Session != 0 {
+		s.sessLocks.ReplaceOrInsert(sessionLock{session: lock.Session, key: lock.Key, token: lock.Token})
+	}
+	return keyResult(Result{Outcome: OutcomeGranted, Token: lock.Token, LeaseMS: lock.LeaseMS, Created: true, Session: lock.Session}, lock, len(holders)+1)
+}
+
+// removed does the bookkeeping after holder held was deleted from the lock
+// table at index: the session index, the key count and, for an ending by
+// Expire or a session's end (expired), a lock-delay record if the key is now
+// free and held asked for one. It returns the holders left on the key and the
+// record made, if any.
+func (s *StateMachine) removed(index uint64, held Lock, expired bool) (int, LockDelay, bool) {
+	if held.Session != 0 {
+		s.sessLocks.Delete(sessionLock{session: held.Session, key: held.Key, token: held.Token})
+	}
+	if needsV3(held) {
+		s.extended--
+	}
+	left := 0
+	if !plain(held) {
+		left = len(s.holdersOf(held.Key))
+	}
+	if left > 0 {
+		return left, LockDelay{}, false
+	}
+	s.keys--
+	if !expired || held.LockDelayMS <= 0 {
+		return 0, LockDelay{}, false
+	}
+	d := LockDelay{Key: held.Key, LockDelayMS: held.LockDelayMS, Index: index}
+	s.delays.ReplaceOrInsert(d)
+	return 0, d, true
+}
+
+// release applies a Release at index: the holder of cmd.Key with cmd.Token
+// is removed; anything else is NotFound.
+func (s *StateMachine) release(index uint64, cmd Command) Result {
+	held, ok := s.locks.Delete(Lock{Key: cmd.Key, Token: cmd.Token})
+	if !ok {
+		return Result{Outcome: OutcomeNotFound}
+	}
+	left, _, _ := s.removed(index, held, false)
+	return keyResult(Result{Outcome: OutcomeReleased}, held, left)
+}
+
+// renew applies a Renew at index: the holder of cmd.Key with cmd.Token gets
+// ModIndex index; anything else is NotFound.
 func (s *StateMachine) renew(index uint64, cmd Command) Result {
-	held, ok := s.locks.Get(Lock{Key: cmd.Key})
-	if !ok || held.Token != cmd.Token {
+	held, ok := s.locks.Get(Lock{Key: cmd.Key, Token: cmd.Token})
+	if !ok {
 		return Result{Outcome: OutcomeNotFound}
 	}
 	held.ModIndex = index
@@ -163,36 +297,24 @@ func (s *StateMachine) renew(index uint64, cmd Command) Result {
 	return Result{Outcome: OutcomeRenewed, LeaseMS: held.LeaseMS}
 }
 
-// expire applies an Expire at index: it removes the lock held with cmd.Token
-// unless it changed after cmd.SeenIndex (0: unconditional), and records a
-// lock-delay for the key if the lock asked for one.
+// expire applies an Expire at index: it removes the holder of cmd.Key with
+// cmd.Token unless it changed after cmd.SeenIndex (0: unconditional), and
+// records a lock-delay for the key if the holder asked for one and the key is
+// left free. A late or duplicated Expire never removes a holder granted
+// since, nor one renewed since. Like the Release, it is optimistic: one tree
+// walk when the holder is removed (the common case), and a holder that stays
+// is put back unchanged.
 func (s *StateMachine) expire(index uint64, cmd Command) Result {
-	held, ok := s.removeIfHeld(cmd.Key, cmd.Token, cmd.SeenIndex)
+	held, ok := s.locks.Delete(Lock{Key: cmd.Key, Token: cmd.Token})
 	if !ok {
 		return Result{Outcome: OutcomeExpired}
 	}
-	if held.LockDelayMS > 0 {
-		s.delays.ReplaceOrInsert(LockDelay{Key: held.Key, LockDelayMS: held.LockDelayMS, Index: index})
-	}
-	return Result{Outcome: OutcomeExpired, Existed: true, LockDelayMS: held.LockDelayMS}
-}
-
-// removeIfHeld deletes key when it is held with token and, if seenIndex is
-// not 0, its ModIndex is at or below seenIndex; it returns the removed lock.
-// A late or duplicated Release/Expire never removes a lock granted since, and
-// an Expire never one renewed since. Like grant it is optimistic: one tree
-// walk when the lock is removed (the common case), and a lock that stays is
-// put back unchanged.
-func (s *StateMachine) removeIfHeld(key string, token, seenIndex uint64) (Lock, bool) {
-	held, ok := s.locks.Delete(Lock{Key: key})
-	if !ok {
-		return Lock{}, false
-	}
-	if held.Token != token || (seenIndex != 0 && held.ModIndex > seenIndex) {
+	if cmd.SeenIndex != 0 && held.ModIndex > cmd.SeenIndex {
 		s.locks.ReplaceOrInsert(held)
-		return Lock{}, false
+		return Result{Outcome: OutcomeExpired}
 	}
-	return held, true
+	left, d, _ := s.removed(index, held, true)
+	return keyResult(Result{Outcome: OutcomeExpired, Existed: true, LockDelayMS: d.LockDelayMS}, held, left)
 }
 
 // AppliedIndex returns the log index of the last applied entry (0 if none).
@@ -210,34 +332,48 @@ func (s *StateMachine) LastToken() uint64 {
 	return s.lastToken
 }
 
-// Len returns the number of held locks.
+// Len returns the number of held keys (a shared key or a semaphore with
+// several holders counts once; see HolderLen).
 func (s *StateMachine) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.keys
+}
+
+// HolderLen returns the number of holders of all keys: Len plus the extra
+// holders of shared keys and semaphores.
+func (s *StateMachine) HolderLen() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.locks.Len()
 }
 
-// Get returns the lock held on key, if any. Safe concurrently with Apply.
+// Get returns the holder of key, if it is held: for a shared key or a
+// semaphore, the oldest holder (lowest token; see Holders for all). Safe
+// concurrently with Apply.
 func (s *StateMachine) Get(key string) (Lock, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.locks.Get(Lock{Key: key})
+	var out Lock
+	var ok bool
+	s.locks.AscendGreaterOrEqual(Lock{Key: key}, func(l Lock) bool {
+		out, ok = l, l.Key == key
+		return false
+	})
+	if !ok {
+		return Lock{}, false
+	}
+	return out, true
 }
 
-// Range returns up to limit held locks whose key starts with prefix and sorts
-// after `after` (exclusive; "" starts at the first), in ascending key order.
-// limit ≤ 0 means no limit. Safe concurrently with Apply; the slice is the
-// caller's.
-func (s *StateMachine) Range(prefix, after string, limit int) []Lock {
+// Holders returns every holder of key in ascending token order (nil when key
+// is free). Safe concurrently with Apply; the slice is the caller's.
+func (s *StateMachine) Holders(key string) []Lock {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	start := prefix
-	if after >= start {
-		start = after + "\x00" // the smallest key greater than after
-	}
 	var out []Lock
-	s.locks.AscendGreaterOrEqual(Lock{Key: start}, func(l Lock) bool {
-		if !strings.HasPrefix(l.Key, prefix) || (limit > 0 && len(out) >= limit) {
+	s.locks.AscendGreaterOrEqual(Lock{Key: key}, func(l Lock) bool {
+		if l.Key != key {
 			return false
 		}
 		out = append(out, l)
@@ -246,8 +382,47 @@ func (s *StateMachine) Range(prefix, after string, limit int) []Lock {
 	return out
 }
 
-// Ascend calls fn for every held lock in ascending key order until fn returns
-// false. It holds a read lock on the table: fn must not call Apply or Restore.
+// Holder returns the holder of key with token, if it still holds: the
+// fencing check (CheckToken) for any mode. Safe concurrently with Apply.
+func (s *StateMachine) Holder(key string, token uint64) (Lock, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.locks.Get(Lock{Key: key, Token: token})
+}
+
+// Range returns the holders of up to limit held keys whose key starts with
+// prefix and sorts after `after` (exclusive; "" starts at the first), in
+// ascending key and token order: all holders of a key come together, and
+// limit counts keys, so paging by the last key never splits one. limit ≤ 0
+// means no limit. Safe concurrently with Apply; the slice is the caller's.
+func (s *StateMachine) Range(prefix, after string, limit int) []Lock {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	start := prefix
+	if after >= start {
+		start = after + "\x00" // the smallest key greater than after
+	}
+	var out []Lock
+	keys := 0
+	s.locks.AscendGreaterOrEqual(Lock{Key: start}, func(l Lock) bool {
+		if !strings.HasPrefix(l.Key, prefix) {
+			return false
+		}
+		if len(out) == 0 || out[len(out)-1].Key != l.Key {
+			if limit > 0 && keys >= limit {
+				return false
+			}
+			keys++
+		}
+		out = append(out, l)
+		return true
+	})
+	return out
+}
+
+// Ascend calls fn for every holder in ascending key and token order until fn
+// returns false. It holds a read lock on the table: fn must not call Apply or
+// Restore.
 func (s *StateMachine) Ascend(fn func(Lock) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -14,7 +14,7 @@ import (
 // errors.Is(err, ErrInvalidArgument) is true for it.
 type FieldError struct {
 	// Field is the API field at fault: "key", "owner", "principal",
-	// "lease_ms", "lock_delay_ms" or "token".
+	// "lease_ms", "lock_delay_ms", "token", "mode", "limit" or "session".
 	Field string
 	// Msg is the sentence describing the fault; it names the field.
 	Msg string
@@ -133,6 +133,29 @@ func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 func ValidateToken(token uint64) error {
 	if token == 0 {
 		return invalid("token", "token 0 is never granted (tokens start at 1)")
+	}
+	return nil
+}
+
+// ValidateMode checks a Grant's mode and semaphore limit: mode is
+// ModeExclusive or ModeShared, and a limit (semaphore slots, ≥ 1; 0 for a
+// plain lock) is not given with ModeShared, since a semaphore counts holders
+// and has no modes. Errors are *FieldError (ErrInvalidArgument).
+func ValidateMode(mode Mode, limit uint32) error {
+	switch {
+	case mode > ModeShared:
+		return invalid("mode", "mode %d is unknown (exclusive or shared)", uint8(mode))
+	case mode == ModeShared && limit != 0:
+		return invalid("limit", "limit %d cannot be given with the shared mode (a semaphore has no modes)", limit)
+	}
+	return nil
+}
+
+// ValidateSession checks that a session id is not 0 (ids are log indexes,
+// which start at 1). Errors are *FieldError (ErrInvalidArgument).
+func ValidateSession(id uint64) error {
+	if id == 0 {
+		return invalid("session", "session 0 is never opened (session ids start at 1)")
 	}
 	return nil
 }

@@ -245,3 +245,41 @@ func TestValidateMessages(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateMode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		mode  core.Mode
+		limit uint32
+		field string // "" for valid
+	}{
+		{"exclusive", core.ModeExclusive, 0, ""},
+		{"shared", core.ModeShared, 0, ""},
+		{"semaphore", core.ModeExclusive, 5, ""},
+		{"semaphore_of_one", core.ModeExclusive, 1, ""},
+		{"shared_with_limit", core.ModeShared, 2, "limit"},
+		{"unknown_mode", core.Mode(2), 0, "mode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := core.ValidateMode(tt.mode, tt.limit)
+			if tt.field == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorIs(t, err, core.ErrInvalidArgument)
+			var fe *core.FieldError
+			if assert.ErrorAs(t, err, &fe) {
+				assert.Equal(t, tt.field, fe.Field)
+			}
+		})
+	}
+}
+
+func TestValidateSession(t *testing.T) {
+	t.Parallel()
+	assert.ErrorIs(t, core.ValidateSession(0), core.ErrInvalidArgument)
+	assert.NoError(t, core.ValidateSession(1))
+}
