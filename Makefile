@@ -86,22 +86,24 @@ bench:
 ## (needs root and iproute2).
 faults: build
 ifneq ($(SEEDS),)
-	$(MAKE) faults-seeds SEEDS=$(SEEDS) SEED_DURATION=$(SEED_DURATION)
+	$(MAKE) faults-seeds SEEDS=$(SEEDS) SEED_FROM=$(SEED_FROM) SEED_DURATION=$(SEED_DURATION) NET=$(NET)
 else
 	cd faults && $(if $(NET),TICKETD_BIN=$(CURDIR)/bin/ticketd )$(GO) test -count=1 -tags faults -timeout 0 -run TestFaults ./harness -args -duration=$(DURATION)$(if $(NET), -net=$(NET))
 endif
 
-## faults-seeds: SEEDS fault runs (seeds 1..SEEDS, SEED_DURATION each, both
+## faults-seeds: SEEDS fault runs (seeds SEED_FROM.. on, default 1, SEED_DURATION each, both
 ## backends), disk faults included (a damaged log file, a full disk on tmpfs:
-## needs root), unattended; one line per seed, then the count of failed
+## needs root) or, with NET=hosts, over network namespaces with the network
+## faults, unattended; one line per seed, then the count of failed
 ## seeds (reports of failing runs under $$TMPDIR/ticketd-faults-reports).
 ## `make faults SEEDS=100` runs it too.
 SEEDS ?=
+SEED_FROM ?= 1
 SEED_DURATION ?= 20s
 faults-seeds: build
-	@cd faults && failed=0; start=$$(date +%s); for s in $$(seq 1 $(SEEDS)); do \
+	@cd faults && failed=0; start=$$(date +%s); for s in $$(seq $(SEED_FROM) $$(( $(SEED_FROM) + $(SEEDS) - 1 ))); do \
 		t0=$$(date +%s); \
-		if $(GO) test -v -count=1 -tags faults -timeout 30m -run TestFaults ./harness -args -seed=$$s -duration=$(SEED_DURATION) -disk > /tmp/ticketd-faults-seed-$$s.log 2>&1; \
+		if $(if $(NET),TICKETD_BIN=$(CURDIR)/bin/ticketd )$(GO) test -v -count=1 -tags faults -timeout 30m -run TestFaults ./harness -args -seed=$$s -duration=$(SEED_DURATION) $(if $(NET),-net=$(NET),-disk) > /tmp/ticketd-faults-seed-$$s.log 2>&1; \
 		then r=ok; else r=FAIL; failed=$$((failed+1)); fi; \
 		echo "seed $$s: $$r in $$(( $$(date +%s) - t0 ))s ($$(grep -ho 'summary: .*' /tmp/ticketd-faults-seed-$$s.log | tr '\n' ' ' | cut -c1-300))"; \
 	done; echo "$(SEEDS) seeds, $$failed failed, $$(( $$(date +%s) - start ))s"; [ $$failed -eq 0 ]

@@ -97,3 +97,35 @@ type TermConfirmer interface {
 	// confirmed by a quorum. Errors are ReadIndex's.
 	ConfirmTerm(ctx context.Context) (term uint64, err error)
 }
+
+// Submitter is an optional capability of a Consensus, found by type assertion
+// (the hashicorp/raft WithPreVote style): Propose split in two, so that a
+// caller can order a command before others without waiting for its commit.
+// The server uses it for the pipelined handoff (issue 21): the holder's
+// Release is submitted, then the head waiter's Grant is proposed, and the
+// Grant can never enter the log ahead of the Release.
+type Submitter interface {
+	// Submit hands cmd to this node's log append path (hashicorp/raft's apply
+	// channel, etcd raft's proposal queue) and returns without waiting for
+	// commit. It may block while that path is busy, bounded by ctx. Submit is
+	// safe for concurrent use.
+	//
+	// Order: when Submit returns nil, cmd is queued ahead of every command
+	// given to this node by a Submit or Propose call that begins after Submit
+	// returned, from any goroutine. If cmd and such a later command both
+	// commit, cmd commits at the lower log index. Nothing more is promised:
+	// either may be dropped (a leadership change, raft dropping a proposal,
+	// cmd's ctx ending before it was appended) while the other still commits,
+	// in this term or, appended again by the caller, in a later one.
+	//
+	// wait blocks until cmd is applied here and returns its Result, with the
+	// errors Propose would return: *NotLeaderError (cmd was dropped, or its
+	// leader stepped down before it applied: it may still commit), ErrStopped,
+	// or ctx.Err() (cmd may still commit). Call wait exactly once. Errors of
+	// Submit itself: *NotLeaderError, ErrStopped, ErrInvalidArgument for an
+	// unencodable command, ctx.Err(); cmd is then not queued. A backend may
+	// also return nil for a cmd whose queueing failed (hashicorp/raft reports
+	// an enqueue timeout through the future): wait then returns ctx.Err() or
+	// ErrStopped and cmd never enters the log.
+	Submit(ctx context.Context, cmd Command) (wait func(ctx context.Context) (Result, error), err error)
+}

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ticketd/ticketd/core"
 	"github.com/ticketd/ticketd/server/security"
 	"github.com/ticketd/ticketd/server/watch"
 )
@@ -64,12 +65,21 @@ func (n *Node) grantPrincipal(ctx context.Context) string {
 // It is checked on the leader before anything is proposed.
 func (n *Node) mayTouch(ctx context.Context, key string, token uint64) error {
 	lk, ok := n.sm.Get(key)
-	if !ok || lk.Token != token || n.authn().MayTouch(ctx, lk.Principal) {
+	if !ok || lk.Token != token {
+		return nil
+	}
+	return n.mayTouchLock(ctx, lk)
+}
+
+// mayTouchLock is mayTouch for a lock the caller has just read from the
+// table (Release: no second lookup on the hot path).
+func (n *Node) mayTouchLock(ctx context.Context, lk core.Lock) error {
+	if n.authn().MayTouch(ctx, lk.Principal) {
 		return nil
 	}
 	p, _ := security.PrincipalFrom(ctx)
 	return security.ToConnect(fmt.Errorf("%w: the lock on %q (token %d) was acquired by another principal than %q",
-		security.ErrPermissionDenied, key, token, p.Name))
+		security.ErrPermissionDenied, lk.Key, lk.Token, p.Name))
 }
 
 // audit is the audit log: membership and leadership changes, force-releases

@@ -18,31 +18,44 @@ type callerKey struct{}
 // address (membership and leadership changes are logged with it), and the
 // connection's TLS state, from which the auth interceptor takes the
 // principal (security.WithConnState).
+//
+// It is on every request's path, so it stores the request itself (one
+// context value, no copy of anything) and callerField describes the caller
+// only when an audit line is written (issue 21, the API path); a plaintext
+// connection records no TLS state (security.ConnStateFrom is nil either way).
 func withCaller(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		who := r.RemoteAddr
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-			who = "cn=" + r.TLS.VerifiedChains[0][0].Subject.CommonName + " " + r.RemoteAddr
+		ctx := context.WithValue(r.Context(), callerKey{}, r)
+		if r.TLS != nil {
+			ctx = security.WithConnState(ctx, r.TLS)
 		}
-		// The forwarding node's name is believed only from a connection with
-		// a node certificate: a client could send the header itself to
-		// dress up the audit log.
-		if by := r.Header.Get(forward.Header); by != "" && r.TLS != nil &&
-			len(r.TLS.PeerCertificates) > 0 && security.IsNodeCertificate(r.TLS.PeerCertificates[0]) {
-			who += " forwarded-by=" + by
-		} else if by != "" {
-			who += " claims-forwarded-by=" + by
-		}
-		ctx := security.WithConnState(context.WithValue(r.Context(), callerKey{}, who), r.TLS)
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
+// describeCaller is the caller of r as the audit log names it.
+func describeCaller(r *http.Request) string {
+	who := r.RemoteAddr
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		who = "cn=" + r.TLS.VerifiedChains[0][0].Subject.CommonName + " " + r.RemoteAddr
+	}
+	// The forwarding node's name is believed only from a connection with
+	// a node certificate: a client could send the header itself to
+	// dress up the audit log.
+	if by := r.Header.Get(forward.Header); by != "" && r.TLS != nil &&
+		len(r.TLS.PeerCertificates) > 0 && security.IsNodeCertificate(r.TLS.PeerCertificates[0]) {
+		who += " forwarded-by=" + by
+	} else if by != "" {
+		who += " claims-forwarded-by=" + by
+	}
+	return who
+}
+
 // callerField is the zap field naming the caller of the request of ctx.
 func callerField(ctx context.Context) zap.Field {
-	who, _ := ctx.Value(callerKey{}).(string)
-	if who == "" {
-		who = "unknown"
+	r, _ := ctx.Value(callerKey{}).(*http.Request)
+	if r == nil {
+		return zap.String("caller", "unknown")
 	}
-	return zap.String("caller", who)
+	return zap.String("caller", describeCaller(r))
 }

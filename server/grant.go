@@ -40,6 +40,13 @@ const maxRegrantRounds = 4
 // lease, core.ExpireSeen), so the next round returns the same token, else a
 // fresh grant with a new token.
 //
+// Without wait, the queue refuses (waitq.ErrHeld) only when this node's
+// applied table shows key held by another owner or under a lock-delay; a
+// grant in flight or queued waiters alone make the request wait until that
+// grant applies or its turn comes (waitq.Queue.Enter; hashicorp seed 67).
+// The refusal is answered only after a ReadIndex confirmed the leadership
+// during the call, so the table it was read from is the committed one.
+//
 // lockDelayMS is the Grant's lock-delay in milliseconds (issue 15; 0: none).
 // A free key still under a lock-delay counts as held until the delay has
 // passed (keyState), so waiters stay queued.
@@ -68,7 +75,17 @@ func (n *Node) acquire(ctx context.Context, key string, leaseMS int64, owner str
 		if err != nil {
 			return core.Result{}, err
 		}
-		res, err := n.grant(ctx, turn, core.Grant(key, leaseMS, owner).WithPrincipal(principal).WithLockDelay(lockDelayMS))
+		cmd := core.Grant(key, leaseMS, owner).WithPrincipal(principal).WithLockDelay(lockDelayMS)
+		res, err := n.grant(ctx, turn, cmd)
+		// A pipelined turn's grant (handoff.go) rejected: the Release it
+		// followed did not free the key first. The turn was requeued at the
+		// head of the key's queue (FIFO kept); wait for the next one.
+		for err == nil && res.Outcome == core.OutcomeGrantRejected && turn.Pipelined() {
+			if turn, err = turn.Wait(ctx); err != nil {
+				return core.Result{}, err
+			}
+			res, err = n.grant(ctx, turn, cmd)
+		}
 		if errors.Is(err, ErrLockEnding) && rounds < maxRegrantRounds &&
 			(errors.Is(err, lessor.ErrExpired) || errors.Is(err, lessor.ErrNotHeld)) {
 			rounds++
@@ -105,6 +122,11 @@ const (
 //     (lessor.Regrant); if an Expire of it is decided or in flight, the
 //     answer is ErrLockEnding and the caller goes round for a fresh grant
 //     (issue 14, race 1);
+//   - a grant of a Pipelined turn (handed off as the previous holder's
+//     Release was proposed; handoff.go) that was rejected because the key was
+//     still held when it applied requeues the turn at the head of the key's
+//     queue (waitq.Turn.Requeue), unless the client left; acquire then waits
+//     for the next turn;
 //   - an internal proposal timeout is ErrOutcomeUnknown, never the client's
 //     context.DeadlineExceeded.
 func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command) (core.Result, error) {
@@ -124,6 +146,9 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command) (c
 		}
 		cancel()
 		granted := err == nil && res.Outcome == core.OutcomeGranted
+		if err == nil && res.Outcome == core.OutcomeGrantRejected && turn.Pipelined() {
+			n.met.handoffGrantsRejected.Inc()
+		}
 		switch {
 		case granted && res.Created && !claim.CompareAndSwap(claimPending, claimDelivered):
 			n.ghostMu.Lock()
@@ -139,6 +164,9 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command) (c
 				res, err = core.Result{}, fmt.Errorf("%w: %q token %d: %w", ErrLockEnding, cmd.Key, res.Token, rerr)
 			}
 			turn.Done()
+		case err == nil && res.Outcome == core.OutcomeGrantRejected && turn.Pipelined() &&
+			claim.CompareAndSwap(claimPending, claimDelivered):
+			turn.Requeue() // acquire waits again, first in the key's queue
 		default:
 			turn.Done()
 		}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -42,6 +43,10 @@ type harness struct {
 	ops      map[string]*clientOp
 	opOrder  []string
 	released map[lockID]int // client Release calls in flight per lock
+
+	grantFirst bool // the next Submit lets a handed-off Grant go first (orderedMem)
+
+	observe atomic.Bool // record applies (set once the node leads)
 }
 
 // harnessT is what the harness needs of *testing.T and *rapid.T.
@@ -64,17 +69,22 @@ type clientOp struct {
 	id         lockID
 	owner      string
 	leaseMS    int64
-	sent       time.Time
-	cancel     context.CancelFunc
-	out        chan opResult
-	done       bool
-	gone       bool
-	res        opResult
+	wait       bool // an Acquire that may wait
+	// sawHeld: the applied table showed the key held by another owner (or
+	// under a lock-delay) at some moment since the call was sent (I7).
+	sawHeld bool
+	sent    time.Time
+	cancel  context.CancelFunc
+	out     chan opResult
+	done    bool
+	gone    bool
+	res     opResult
 }
 
 type opResult struct {
-	res core.Result
-	err error
+	res  core.Result
+	read string // a get's answer
+	err  error
 }
 
 // newHarness starts a node over memraft with a fake clock, waits until it
@@ -93,9 +103,20 @@ func newHarness(t harnessT, dir string) *harness {
 	cfg.DataDir = filepath.Join(dir, "n1")
 	cfg.Lease.MinMS = 10
 	n, err := New(cfg, WithClock(h.clock), WithBackend(func(bc backends.Config) (Backend, error) {
+		// The apply event is recorded before the node's own hook runs: that
+		// hook kicks waiters, whose proposals must print after the apply
+		// that caused them (memraft's apply hook would run after it, racing
+		// with them).
+		nodeApply := bc.OnApply
+		bc.OnApply = func(index uint64, cmd core.Command, res core.Result) {
+			if h.observe.Load() {
+				h.onApply(index, cmd, res)
+			}
+			nodeApply(index, cmd, res)
+		}
 		m, err := memraft.New(bc)
 		h.mem = m
-		return m, err
+		return orderedMem{m, h}, err
 	}))
 	if err != nil {
 		t.Fatalf("harness: new node: %v", err)
@@ -115,8 +136,59 @@ func newHarness(t harnessT, dir string) *harness {
 	}
 	h.settle()
 	h.mem.SetProposeHook(h.onPropose)
-	h.mem.SetApplyHook(h.onApply)
+	h.observe.Store(true)
 	return h
+}
+
+// orderedMem is memraft with its core.Submitter (handoff.go) steered, so that
+// a pipelined handoff's Grant is always proposed after its Release and the
+// scripts' log order is deterministic. With grantFirst set, the next
+// Submit instead lets the handed-off Grant go first (the race a backend
+// without the capability may lose): its Release is proposed once the Grant is
+// in the log or the handoff's turn has ended.
+type orderedMem struct {
+	*memraft.Node
+	h *harness
+}
+
+// Submit proposes cmd in its own goroutine and returns once cmd is in the
+// held log (or its Propose returned: applied at once, or failed).
+func (m orderedMem) Submit(ctx context.Context, cmd core.Command) (func(context.Context) (core.Result, error), error) {
+	before := len(m.Log())
+	out := make(chan opResult, 1)
+	propose := func() {
+		res, err := m.Propose(ctx, cmd)
+		out <- opResult{res: res, err: err}
+	}
+	m.h.mu.Lock()
+	grantFirst := m.h.grantFirst
+	m.h.grantFirst = false
+	m.h.mu.Unlock()
+	if grantFirst {
+		inflight := m.h.n.queue.Inflight()
+		return func(context.Context) (core.Result, error) {
+			// Handoff ran between Submit and this call.
+			for len(m.Log()) <= before && m.h.n.queue.Inflight() > inflight {
+				runtime.Gosched()
+			}
+			propose()
+			r := <-out
+			return r.res, r.err
+		}, nil
+	}
+	go propose()
+	for len(m.Log()) <= before {
+		select {
+		case r := <-out:
+			return func(context.Context) (core.Result, error) { return r.res, r.err }, nil
+		default:
+			runtime.Gosched()
+		}
+	}
+	return func(context.Context) (core.Result, error) {
+		r := <-out
+		return r.res, r.err
+	}, nil
 }
 
 func (h *harness) close() {
@@ -164,7 +236,33 @@ func (h *harness) onApply(index uint64, cmd core.Command, res core.Result) {
 		return
 	}
 	h.check.applied(h.clock.Now(), cmd, res)
+	delayed := cmd.Op == core.OpExpire && res.Existed && res.LockDelayMS > 0 // the lessor learns it after this hook
+	h.observeHeld(cmd.Key, delayed)
 	h.event("apply %d %s -> %s", index, cmdString(cmd), resString(res))
+}
+
+// heldFor reports whether the applied table shows key held by another owner
+// than owner, or under a lock-delay: what lets an Acquire without wait be
+// refused (docs/semantics.md). Called from the apply hook (the table is the
+// one just applied) and when a call is sent.
+func (h *harness) heldFor(key, owner string) bool {
+	if lk, ok := h.n.sm.Get(key); ok {
+		return holderID(lk.Owner, lk.Principal) != owner
+	}
+	return h.n.lessor.Delayed(key) > 0
+}
+
+// observeHeld records, for every Acquire without wait in flight on key, that
+// the applied table shows key held by another owner now (I7); delayed says a
+// lock-delay of key has just started. h.mu held.
+func (h *harness) observeHeld(key string, delayed bool) {
+	for _, name := range h.opOrder {
+		op := h.ops[name]
+		if op.done || op.kind != "acquire" || op.wait || op.id.key != key || op.sawHeld {
+			continue
+		}
+		op.sawHeld = delayed || h.heldFor(key, op.owner)
+	}
 }
 
 // settle waits until every goroutine but the caller's is blocked: nothing
@@ -201,7 +299,8 @@ func busy(dump []byte) bool {
 			continue
 		}
 		state := string(g[open+1 : end])
-		if strings.HasPrefix(state, "running") || strings.HasPrefix(state, "runnable") || strings.HasPrefix(state, "syscall") {
+		if strings.HasPrefix(state, "running") || strings.HasPrefix(state, "runnable") || strings.HasPrefix(state, "syscall") ||
+			strings.HasPrefix(state, "preempted") || strings.HasPrefix(state, "copystack") {
 			return true
 		}
 	}
@@ -237,23 +336,59 @@ func (h *harness) collect() {
 
 // startOp runs call as client name in its own goroutine.
 func (h *harness) startOp(op *clientOp, call func(ctx context.Context) (core.Result, error)) error {
+	return h.run(op, func(ctx context.Context) opResult {
+		res, err := call(ctx)
+		return opResult{res: res, err: err}
+	})
+}
+
+// startOpRead runs read as client name in its own goroutine.
+func (h *harness) startOpRead(op *clientOp, read func(ctx context.Context) (*string, error)) error {
+	return h.run(op, func(ctx context.Context) opResult {
+		s, err := read(ctx)
+		if err != nil {
+			return opResult{err: err}
+		}
+		return opResult{read: *s}
+	})
+}
+
+// run runs call as client op.name in its own goroutine and settles.
+func (h *harness) run(op *clientOp, call func(ctx context.Context) opResult) error {
 	if _, dup := h.ops[op.name]; dup {
 		return fmt.Errorf("client %q exists", op.name)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	op.cancel, op.out, op.sent = cancel, make(chan opResult, 1), h.clock.Now()
 	h.mu.Lock()
+	if op.kind == "acquire" && !op.wait {
+		op.sawHeld = h.heldFor(op.id.key, op.owner)
+	}
 	h.ops[op.name] = op
 	h.opOrder = append(h.opOrder, op.name)
 	if op.kind == "release" {
 		h.released[op.id]++
 	}
 	h.mu.Unlock()
-	go func() {
-		res, err := call(ctx)
-		op.out <- opResult{res, err}
-	}()
+	go func() { op.out <- call(ctx) }()
 	h.settle()
+	return nil
+}
+
+// get starts a linearizable GetLock(key) as client name: a ReadIndex, then
+// this node's table, as the handler does (afterReadIndex).
+func (h *harness) get(name, key string) error {
+	op := &clientOp{name: name, kind: "get", id: lockID{key: key}}
+	read := afterReadIndex(h.n, func() (*string, error) {
+		s := "free"
+		if lk, ok := h.n.sm.Get(key); ok {
+			s = fmt.Sprintf("held token=%d owner=%s", lk.Token, lk.Owner)
+		}
+		return &s, nil
+	})
+	if err := h.startOpRead(op, read); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -264,7 +399,7 @@ func (h *harness) acquire(name, key, owner string, leaseMS int64, wait bool) err
 
 // acquireDelay starts Acquire(key, leaseMS, owner, wait, lock_delay_ms) as client name.
 func (h *harness) acquireDelay(name, key, owner string, leaseMS int64, wait bool, lockDelayMS int64) error {
-	op := &clientOp{name: name, kind: "acquire", id: lockID{key: key}, owner: owner, leaseMS: leaseMS}
+	op := &clientOp{name: name, kind: "acquire", id: lockID{key: key}, owner: owner, leaseMS: leaseMS, wait: wait}
 	return h.startOp(op, func(ctx context.Context) (core.Result, error) {
 		return h.n.acquire(ctx, key, leaseMS, owner, wait, lockDelayMS)
 	})
@@ -306,6 +441,14 @@ func (h *harness) release(name, key string, token uint64) error {
 	return h.startOp(op, func(ctx context.Context) (core.Result, error) {
 		return core.Result{Outcome: core.OutcomeReleased}, h.n.release(ctx, key, token)
 	})
+}
+
+// grantFirstNext makes the next client Release with a handoff let the
+// waiter's Grant into the log before the Release (see orderedMem).
+func (h *harness) grantFirstNext() {
+	h.mu.Lock()
+	h.grantFirst = true
+	h.mu.Unlock()
 }
 
 // clientGone cancels client name's call: it hears no answer.
@@ -487,6 +630,8 @@ func replyString(op *clientOp, r opResult) string {
 		return fmt.Sprintf("granted token=%d", r.res.Token)
 	case "renew":
 		return fmt.Sprintf("renewed lease=%dms", r.res.LeaseMS)
+	case "get":
+		return r.read
 	}
 	return "released"
 }
@@ -544,10 +689,16 @@ func (c *checker) applied(now time.Time, cmd core.Command, res core.Result) {
 	}
 }
 
-// answered checks a reply heard by a client: I1 (a returned token is held)
-// and I4 (one holder per key among live acknowledged leases); h.mu held.
+// answered checks a reply heard by a client: I1 (a returned token is held),
+// I4 (one holder per key among live acknowledged leases) and I7 (an Acquire
+// without wait is refused only if the table showed the key held by another
+// owner during the call); h.mu held.
 func (c *checker) answered(h *harness, op *clientOp) {
 	if op.res.err != nil {
+		if op.kind == "acquire" && !op.wait && codeOf(op.res.err) == connect.CodeAlreadyExists && !op.sawHeld {
+			c.violate("I7", "%s (%s, without wait) refused with already_exists, but the applied table never showed %s held by another owner during the call",
+				op.name, op.owner, op.id.key)
+		}
 		return
 	}
 	switch op.kind {

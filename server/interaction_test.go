@@ -16,7 +16,8 @@ import (
 // node's Acquire, Renew, Release, expiry, ghost and waiter paths step by step
 // over memraft's step-by-step mode and a fake clock (etcd raft's
 // interaction_test.go is the model), and prints after every step what
-// happened (proposals, applies, client replies, invariant violations) and the
+// happened (proposals, applies, client replies, invariant violations, I1–I7
+// of interleave_test.go) and the
 // state (log, lock table, waiting clients). Update with -rewrite.
 //
 // Verbs:
@@ -25,7 +26,9 @@ import (
 //	                                                     client c1 sends Acquire
 //	renew name=r1 key=a token=1                          client r1 sends Renew
 //	release name=x1 key=a token=1                        client x1 sends Release
+//	get name=g1 key=a                                    client g1 sends a linearizable GetLock
 //	client-gone name=c1                                  c1 goes away (its ctx ends)
+//	grant-first        the next Release's handed-off Grant enters the log before it
 //	hold [reads]       proposals (and reads) wait for commit/apply (and confirm)
 //	commit [n=1]       commit the next n proposed entries (all without n)
 //	apply [n=1]        apply the next n committed entries (all without n)
@@ -125,6 +128,10 @@ func step(h *harness, d *datadriven.TestData) error {
 			return h.renew(arg("name"), arg("key"), uint64(token))
 		}
 		return h.release(arg("name"), arg("key"), uint64(token))
+	case "get":
+		return h.get(arg("name"), arg("key"))
+	case "grant-first":
+		h.grantFirstNext()
 	case "client-gone":
 		return h.clientGone(arg("name"))
 	case "hold":

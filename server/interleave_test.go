@@ -23,7 +23,18 @@ import (
 //	I3 a ghost release only ever releases the token its own grant created;
 //	I4 tokens per key strictly increase, and a key has at most one holder;
 //	I5 no Expire is proposed from an epoch that has ended;
-//	I6 no key is granted during the lock-delay of its expired lock (issue 15).
+//	I6 no key is granted during the lock-delay of its expired lock (issue 15);
+//	I7 an Acquire without wait is refused with already_exists only if the
+//	   applied table showed the key held by another owner (or under a
+//	   lock-delay) at some moment during the call, as recorded when the call
+//	   was sent and at every apply (hashicorp seed 67: a refusal while the
+//	   other owner's grant was only in flight was not linearizable).
+//
+// Every client Release of a key with waiters is a pipelined handoff (issue
+// 21): the head waiter's Grant is proposed right behind the Release, or, after
+// grant_first, right before it (rejected, the waiter requeued), and the
+// interleavings cover the Release failing or its term ending and the waiter
+// leaving while that Grant is in flight.
 //
 // Since issue 15 leadership changes reset no deadline, so I2 is checked
 // across any number of demotions and promotions, and while demoted the node
@@ -89,6 +100,10 @@ func TestInterleavings(t *testing.T) {
 				n := rapid.SampledFrom(pending).Draw(rt, "client")
 				steps = append(steps, "client-gone name="+n)
 				_ = h.clientGone(n)
+			},
+			"grant_first": func(rt *rapid.T) {
+				steps = append(steps, "grant-first")
+				h.grantFirstNext()
 			},
 			"commit": func(rt *rapid.T) { steps = append(steps, "commit n=1"); h.commit(1) },
 			"apply":  func(rt *rapid.T) { steps = append(steps, "apply n=1"); h.apply(1) },

@@ -26,6 +26,7 @@ func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 	}
 	n.leader = ev.Leader
 	n.term = ev.Term
+	n.setRoleLocked()
 	n.roleMu.Unlock()
 
 	n.ghostMu.Lock()
@@ -36,6 +37,7 @@ func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 		n.queue.Open()
 		n.roleMu.Lock()
 		n.promoted = n.term == ev.Term // a later event may have superseded this one
+		n.setRoleLocked()
 		n.roleMu.Unlock()
 		n.bg.Add(1)
 		go n.ensureMembers(ev.Term)
@@ -49,6 +51,13 @@ func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 	n.roleMu.Unlock()
 	n.log.Info("leadership changed", zap.Bool("leader", ev.IsLeader), zap.String("leader_id", ev.Leader.ID), zap.Uint64("term", ev.Term))
 }
+
+// setRoleLocked publishes promoted && !closing to n.serving, which route
+// reads without roleMu on every request. Call it with roleMu held after
+// changing promoted or closing, so that the stores happen in the order of
+// the changes and serving always equals the state under roleMu once it is
+// released.
+func (n *Node) setRoleLocked() { n.serving.Store(n.promoted && !n.closing) }
 
 // stillLeader reports whether this node is the promoted leader of term.
 func (n *Node) stillLeader(term uint64) bool {

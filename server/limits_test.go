@@ -2,11 +2,16 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -116,4 +121,132 @@ func TestOversizedHeadersRefused(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, res.StatusCode)
+}
+
+// TestSlowBodyStreamsAreCutPerStream (issue 12, item 10): one HTTP/2
+// connection (h2c, and h2 over TLS) opens as many streams as the node
+// allows by default, each announcing a request body it never sends. The
+// node keeps answering another client meanwhile, cuts every one of those
+// streams after limits.body_read_timeout_ms, and the connection's next
+// request then gets a stream and an answer.
+func TestSlowBodyStreamsAreCutPerStream(t *testing.T) {
+	streams := config.DefaultConfig().Limits.MaxConcurrentStreams
+	require.Equal(t, 250, streams, "default HTTP/2 streams per connection")
+	for _, tc := range []struct {
+		name string
+		tls  bool
+	}{
+		{"h2c", false},
+		{"h2_over_tls", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pki testPKI
+			if tc.tls {
+				pki = newTestPKI(t)
+			}
+			s := startStandalone(t, func(c *config.Config) {
+				c.Limits.BodyReadTimeoutMS = 500
+				if tc.tls {
+					pki.secureConfig(c)
+				}
+			})
+			scheme := "http://"
+			client := func(dials *atomic.Int32) *http.Client {
+				tr := &http.Transport{
+					Protocols: new(http.Protocols),
+					// One connection: a request beyond the streams the node
+					// allows waits for a stream instead of dialling anew.
+					HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: true},
+					DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+						dials.Add(1)
+						return (&net.Dialer{}).DialContext(ctx, network, addr)
+					},
+				}
+				if tc.tls {
+					tr.Protocols.SetHTTP2(true)
+					tr.TLSClientConfig = pki.clientTLS(true)
+				} else {
+					tr.Protocols.SetUnencryptedHTTP2(true)
+				}
+				t.Cleanup(tr.CloseIdleConnections)
+				return &http.Client{Transport: tr}
+			}
+			if tc.tls {
+				scheme = "https://"
+			}
+			getLock := func(c *http.Client) error {
+				ctx, cancel := context.WithTimeout(ctxT(t), safety)
+				defer cancel()
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+s.addr+"/ticket.v1.LockService/GetLock", strings.NewReader(`{"key":"k"}`))
+				if err != nil {
+					return err
+				}
+				req.Header.Set("Content-Type", "application/json")
+				res, err := c.Do(req)
+				if err != nil {
+					return err
+				}
+				defer res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					return fmt.Errorf("GetLock: %s", res.Status)
+				}
+				return nil
+			}
+
+			var attackerDials, otherDials atomic.Int32
+			attacker := client(&attackerDials)
+			require.NoError(t, getLock(attacker), "first request (learns the node's SETTINGS)")
+
+			var opened, finished sync.WaitGroup
+			var pipes []*io.PipeWriter
+			t.Cleanup(func() {
+				for _, pw := range pipes {
+					_ = pw.Close()
+				}
+			})
+			opened.Add(streams)
+			finished.Add(streams)
+			for range streams {
+				pr, pw := io.Pipe()
+				pipes = append(pipes, pw)
+				trace := &httptrace.ClientTrace{WroteHeaders: opened.Done}
+				// No deadline of the client's own: only the node may end it.
+				req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodPost,
+					scheme+s.addr+"/ticket.v1.LockService/Acquire", pr)
+				require.NoError(t, err)
+				req.Header.Set("Content-Type", "application/json")
+				req.ContentLength = 64 // announced, never sent
+				go func() {
+					defer finished.Done()
+					if res, err := attacker.Do(req); err == nil {
+						_, _ = io.Copy(io.Discard, res.Body)
+						res.Body.Close()
+					}
+				}()
+			}
+			require.True(t, waitGroupWithin(&opened, safety), "%d slow streams opened", streams)
+
+			// Another client is answered while every stream of the
+			// attacker's connection is held.
+			require.NoError(t, getLock(client(&otherDials)), "another client while %d slow streams are open", streams)
+
+			// Every slow stream is cut, and the attacker's connection takes
+			// a new request again (it waits for a free stream until then).
+			require.True(t, waitGroupWithin(&finished, safety), "slow streams cut after the body read timeout")
+			require.NoError(t, getLock(attacker), "a request on the same connection after the cut")
+			assert.Equal(t, int32(1), attackerDials.Load(), "the attacker used one connection")
+		})
+	}
+}
+
+// waitGroupWithin waits for wg, at most d; it reports whether wg finished.
+func waitGroupWithin(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }

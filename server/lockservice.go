@@ -83,18 +83,19 @@ func (s *lockService) Release(ctx context.Context, req *ticketv1.ReleaseRequest)
 // leader's stale table never refuses a release its successor would accept.
 func (n *Node) release(ctx context.Context, key string, token uint64) error {
 	notFound := func() error { return fmt.Errorf("no lock on %q with token %d: %w", key, token, ErrNotFound) }
-	if lk, ok := n.sm.Get(key); !ok || lk.Token != token {
+	lk, ok := n.sm.Get(key)
+	if !ok || lk.Token != token {
 		if err := n.raft.ReadIndex(ctx); err != nil {
 			return err
 		}
-		if lk, ok := n.sm.Get(key); !ok || lk.Token != token {
+		if lk, ok = n.sm.Get(key); !ok || lk.Token != token {
 			return notFound()
 		}
 	}
-	if err := n.mayTouch(ctx, key, token); err != nil {
+	if err := n.mayTouchLock(ctx, lk); err != nil {
 		return err
 	}
-	res, err := n.raft.Propose(ctx, core.Release(key, token))
+	res, err := n.proposeRelease(ctx, lk)
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func (n *Node) forceRelease(ctx context.Context, key string) error {
 	}
 	n.audit().Info("force-release requested", principalField(ctx), callerField(ctx),
 		zap.String("key", key), zap.Uint64("token", lk.Token), zap.String("owner", lk.Owner), zap.String("lock_principal", lk.Principal))
-	res, err := n.raft.Propose(ctx, core.Release(key, lk.Token))
+	res, err := n.proposeRelease(ctx, lk)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,12 @@ type metrics struct {
 	rpc     map[string]*rpcMetrics
 	expired prometheus.Counter
 	ghosts  prometheus.Counter
+	// handoffsPipelined counts turns handed to a head waiter as the
+	// holder's Release was proposed (handoff.go); handoffGrantsRejected
+	// counts the Grants of such turns that applied while the key was still
+	// held (rejected; the waiter was requeued at the head of its queue).
+	handoffsPipelined     prometheus.Counter
+	handoffGrantsRejected prometheus.Counter
 	// watchEvents counts events sent on Watch streams.
 	watchEvents prometheus.Counter
 	// acquireWait times Acquire requests with wait set (any outcome);
@@ -87,6 +93,14 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 			Namespace: "ticketd", Name: "watch_events_sent_total",
 			Help: "Events sent on Watch streams by this node.",
 		}),
+		handoffsPipelined: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "ticketd", Name: "handoffs_pipelined_total",
+			Help: "Turns this leader handed to a key's head waiter as the holder's Release was proposed, so that the waiter's Grant commits with the Release (one commit per handoff).",
+		}),
+		handoffGrantsRejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "ticketd", Name: "handoff_grants_rejected_total",
+			Help: "Grants of pipelined handoffs rejected because the key was still held when they applied (the Release did not free it first); the waiter keeps its place at the head of the queue.",
+		}),
 	}
 	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "ticketd", Name: "rpc_forwarded_total",
@@ -120,6 +134,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 	m.cluster, clusterCs = newClusterMetrics(n)
 	cs := []prometheus.Collector{
 		requests, durations, m.expired, m.ghosts, m.watchEvents, m.forwarded, acquireWait, m.renewRefused,
+		m.handoffsPipelined, m.handoffGrantsRejected,
 		gauge("watchers", "Watch streams open on this node.", func() float64 { return float64(n.hub.Watchers()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "ticketd", Name: "watchers_dropped_slow_total",
@@ -130,14 +145,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 		gauge("applied_index", "Last Raft log index applied on this node.", func() float64 { return float64(n.sm.AppliedIndex()) }),
 		gauge("waiters", "Acquire requests waiting in this leader's queues.", func() float64 { return float64(n.queue.Waiting()) }),
 		gauge("leases", "Leases whose deadlines this node tracks (every node tracks every held lock).", func() float64 { return float64(n.lessor.Len()) }),
-		gauge("is_leader", "1 when this node is the promoted leader.", func() float64 {
-			n.roleMu.Lock()
-			defer n.roleMu.Unlock()
-			if n.promoted {
-				return 1
-			}
-			return 0
-		}),
+		gauge("is_leader", "1 when this node is the promoted leader.", func() float64 { return b2f(n.isPromoted()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}
@@ -199,4 +207,12 @@ func (m *metrics) interceptor() connect.UnaryInterceptorFunc {
 			return res, err
 		}
 	}
+}
+
+// isPromoted reports whether this node is the promoted leader (its barrier
+// applied, serving writes), for metrics read on scrape.
+func (n *Node) isPromoted() bool {
+	n.roleMu.Lock()
+	defer n.roleMu.Unlock()
+	return n.promoted
 }

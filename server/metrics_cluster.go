@@ -16,8 +16,8 @@ var Version = "dev"
 // clusterMetrics are the Raft-level metrics an operator alerts on (issue
 // 19): term, commit and apply position, replay, leader changes, proposal
 // (propose → commit → apply) and apply latency, log append (fsync) latency,
-// snapshots, build info. It is the backend's
-// backends.Observer.
+// snapshots, build info, follower lag and last contact, peer transport
+// errors. It is the backend's backends.Observer and backends.PeerObserver.
 type clusterMetrics struct {
 	// leaderChanges counts leadership changes this node saw
 	// (OnLeaderChange events).
@@ -35,6 +35,9 @@ type clusterMetrics struct {
 	// batches of committed entries applied.
 	proposal prometheus.Observer
 	apply    prometheus.Observer
+	// peers is the leader's view of each follower and the peer transport
+	// errors (metrics_peers.go).
+	peers *peerMetrics
 }
 
 // Proposed implements backends.Observer.
@@ -83,7 +86,14 @@ func newClusterMetrics(n *Node) (*clusterMetrics, []prometheus.Collector) {
 		Help:    "Batches of committed entries applied to the lock table, in seconds.",
 		Buckets: latency,
 	})
+	var peers []string
+	for _, m := range n.cfg.Members() {
+		if m.ID != n.cfg.ID {
+			peers = append(peers, m.ID)
+		}
+	}
 	cm := &clusterMetrics{
+		peers:    newPeerMetrics(n.isPromoted, peers),
 		proposal: proposal,
 		apply:    apply,
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
@@ -119,6 +129,7 @@ func newClusterMetrics(n *Node) (*clusterMetrics, []prometheus.Collector) {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ticketd", Name: name, Help: help}, status(fn))
 	}
 	cs := []prometheus.Collector{
+		cm.peers, cm.peers.errors,
 		cm.leaderChanges, logAppend, cm.appendEntries, cm.snapshots, snapDuration, cm.snapshotBytes, proposal, apply,
 		gauge("term", "Current Raft term of this node.", func(st core.Status) float64 { return float64(st.Term) }),
 		gauge("commit_index", "Highest Raft log index this node knows committed.", func(st core.Status) float64 { return float64(st.CommitIndex) }),
@@ -140,10 +151,14 @@ func newClusterMetrics(n *Node) (*clusterMetrics, []prometheus.Collector) {
 }
 
 // countLeaderChanges wraps a backend's OnLeaderChange hook so that every
-// event is counted before next handles it.
+// event is counted before next handles it; an event saying this node does
+// not lead drops its per-follower series.
 func (cm *clusterMetrics) countLeaderChanges(next func(core.LeaderEvent)) func(core.LeaderEvent) {
 	return func(ev core.LeaderEvent) {
 		cm.leaderChanges.Inc()
+		if !ev.IsLeader {
+			cm.peers.reset()
+		}
 		next(ev)
 	}
 }

@@ -121,6 +121,7 @@ type Node struct {
 	term     uint64
 	changed  chan struct{} // closed and replaced on every leader event
 	closing  bool
+	serving  atomic.Bool // promoted && !closing, stored under roleMu (setRoleLocked) for route's hot path
 
 	lastApplied atomic.Uint64 // index of the last OnApply (a gap: the lessor reconciles)
 
@@ -265,10 +266,18 @@ func (n *Node) join() {
 	req := &ticketv1.AddMemberRequest{Member: &ticketv1.Member{Id: n.cfg.ID, RaftAddr: n.cfg.RaftAddr, ApiAddr: n.cfg.APIAddr, Voter: true}}
 	for {
 		ctx, cancel := context.WithTimeout(n.life, proposeTimeout)
-		_, err := client.AddMember(ctx, req)
+		// Learn the members' raft addresses first: once added, this node
+		// may be needed for quorum (a one-member cluster growing to two)
+		// before the AddMember answer arrives, and it never takes a peer
+		// address from a request header (backends.PeerLearner).
+		if st, err := client.Status(ctx, &ticketv1.StatusRequest{}); err == nil {
+			n.learnPeers(st.GetMembers())
+		}
+		resp, err := client.AddMember(ctx, req)
 		cancel()
 		if err == nil {
 			n.log.Info("joined the cluster", zap.String("via", n.cfg.Join))
+			n.learnPeers(resp.GetMembers())
 			return
 		}
 		n.log.Warn("join failed; retrying", zap.String("via", n.cfg.Join), zap.Error(err))
@@ -277,6 +286,26 @@ func (n *Node) join() {
 			return
 		case <-time.After(time.Second):
 		}
+	}
+}
+
+// learnPeers hands members from the --join member's Status or AddMember
+// answer (replicated membership, over the API) to a backend that needs them
+// to answer its leader (backends.PeerLearner: the etcd backend never takes a
+// peer address from a request header).
+func (n *Node) learnPeers(members []*ticketv1.Member) {
+	pl, ok := n.raft.(backends.PeerLearner)
+	if !ok {
+		return
+	}
+	ms := make([]core.Member, 0, len(members))
+	for _, m := range members {
+		ms = append(ms, core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), APIAddr: m.GetApiAddr(), Voter: m.GetVoter()})
+	}
+	ctx, cancel := context.WithTimeout(n.life, proposeTimeout)
+	defer cancel()
+	if err := pl.LearnPeers(ctx, ms); err != nil {
+		n.log.Warn("learn peer addresses from the join answer", zap.Error(err))
 	}
 }
 
@@ -294,6 +323,7 @@ func (n *Node) Close(ctx context.Context) error {
 		n.health.SetStatus(ticketv1connect.ClusterServiceName, grpchealth.StatusNotServing)
 		n.roleMu.Lock()
 		n.closing = true
+		n.setRoleLocked()
 		wasLeader := n.promoted
 		n.roleMu.Unlock()
 		n.queue.Close()

@@ -80,11 +80,8 @@ func (n *Node) leaderMember() (core.Member, bool) {
 // known. A request forwarded by another node is never forwarded again: it
 // gets a *core.NotLeaderError at once when another node leads.
 func (n *Node) route(ctx context.Context) (core.Member, bool, error) {
-	n.roleMu.Lock()
-	promoted, closing := n.promoted, n.closing
-	n.roleMu.Unlock()
-	if promoted && !closing {
-		return core.Member{}, true, nil // the hot path: no timer, no lookups
+	if n.serving.Load() {
+		return core.Member{}, true, nil // the hot path: no lock, no timer, no lookups
 	}
 	timer := time.NewTimer(n.leaderWait)
 	defer timer.Stop()

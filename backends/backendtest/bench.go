@@ -83,3 +83,64 @@ func benchCommit(b *testing.B, open Factory, proposers int) {
 	b.ReportMetric(pct(0.99), "p99-µs")
 	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "commits/s")
 }
+
+// AppendStall measures how appends fare while a compaction runs, the shape
+// of the stall issue 21 names (a snapshot's compaction deleting ~8k entries
+// in one badger write while appends queue behind it). For each of b.N
+// rounds it calls setup (unmeasured: refill the log), then calls appendOne
+// in a loop on another goroutine, recording each call's latency, while
+// during runs on the calling goroutine, and until at least minAppends calls
+// of the round are done. It reports the appends' p50, p99 and maximum over
+// all rounds in microseconds as custom metrics "append-p50-µs",
+// "append-p99-µs" and "append-max-µs" of b; a run whose during does
+// nothing gives the baseline to divide by. Errors from any function fail b.
+// appendOne and during must be safe to run concurrently with each other.
+func AppendStall(b *testing.B, minAppends int, appendOne, setup, during func() error) {
+	b.Helper()
+	var lat []time.Duration
+	for range b.N {
+		b.StopTimer()
+		if err := setup(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		var (
+			appErr  error
+			stop    atomic.Bool
+			wg      sync.WaitGroup
+			once    sync.Once
+			started = make(chan struct{})
+		)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer once.Do(func() { close(started) })
+			for i := 0; !stop.Load() || i < minAppends; i++ {
+				t0 := time.Now()
+				if err := appendOne(); err != nil {
+					appErr = err
+					return
+				}
+				lat = append(lat, time.Since(t0))
+				once.Do(func() { close(started) })
+			}
+		}()
+		<-started
+		err := during()
+		stop.Store(true)
+		wg.Wait()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if appErr != nil {
+			b.Fatal(appErr)
+		}
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Microsecond)
+	}
+	b.ReportMetric(pct(0.50), "append-p50-µs")
+	b.ReportMetric(pct(0.99), "append-p99-µs")
+	b.ReportMetric(pct(1), "append-max-µs")
+}

@@ -116,11 +116,26 @@ func (c *Cluster) Start(n int) []*Peer {
 }
 
 // Join creates and opens one more node with no Bootstrap (it waits to be
-// added with AddVoter) and returns it.
+// added with AddVoter) and returns it. A backend that is a
+// backends.PeerLearner is told the current leader's members, as the server
+// tells it the members of its AddMember answer.
 func (c *Cluster) Join() *Peer {
 	c.t.Helper()
 	p := c.newPeer()
 	c.startPeer(p)
+	var n Node = p.Node()
+	if u, ok := n.(interface{ Unwrap() Node }); ok {
+		n = u.Unwrap()
+	}
+	if pl, ok := n.(backends.PeerLearner); ok {
+		if l := c.Leader(); l != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
+			defer cancel()
+			if err := pl.LearnPeers(ctx, l.Node().Status().Members); err != nil {
+				c.t.Fatalf("%s: learn peers: %v", p.ID, err)
+			}
+		}
+	}
 	return p
 }
 

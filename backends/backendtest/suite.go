@@ -31,6 +31,7 @@ func Run(t *testing.T, open Factory) {
 		{"membership_under_load", testMembershipUnderLoad},
 		{"barrier_before_ready", testBarrierBeforeReady},
 		{"confirm_term", testConfirmTerm},
+		{"submit_order", testSubmitOrder},
 		{"errors_are_core", testErrorsAreCore},
 		{"recovered_commit_index", testRecoveredCommitIndex},
 		{"damaged_log_refused", testDamagedLogRefused},

@@ -37,7 +37,9 @@
 // proposal id in front of core.Encode's bytes. Snapshots carry the address
 // book (member ids and raft addresses) in front of the core snapshot, and
 // ConfChange.Context carries a member's id and raft address, so a node that
-// joins with an empty data dir learns its peers from the leader.
+// joins with an empty data dir learns its peers from replicated membership:
+// the server hands it the members it read from the --join member's Status
+// (backends.PeerLearner) before the AddMember, and never a request header.
 //
 // A new leader reports IsLeader=true (OnLeaderChange, from one goroutine, in
 // order) only after it has applied an entry of its own term (the empty entry

@@ -50,6 +50,8 @@ type loopState struct {
 	transfer *transferRequest
 
 	failedSends []*pb.Message // sends that failed during a Ready, reported after Advance
+
+	progress progressTracker // followers' last contact (progress.go)
 }
 
 // eventKey is the part of a LeaderEvent that decides whether it is news.
@@ -107,6 +109,7 @@ func (n *Node) run() {
 			n.rn.Tick()
 			n.ticks++
 			n.onTick()
+			n.reportProgress()
 			if err := n.recordApplied(); err != nil {
 				n.fail(err)
 				return
@@ -212,18 +215,14 @@ func (n *Node) notLeader() error {
 	return &core.NotLeaderError{Leader: n.member(n.lead)}
 }
 
-// step passes a received batch to raft. Only a node in no configuration yet
-// routes replies to an unknown sender's claimed address (joinRoute: a
-// joining node must answer the leader before it has the leader's snapshot);
-// members never take addresses from headers.
+// step passes a received batch to raft. No address is ever taken from the
+// batch's headers: replies go to the addresses of replicated membership
+// (a joining node learns them through LearnPeers).
 func (n *Node) step(first inbound) {
 	in := first
 	for i := 0; ; i++ {
-		if nid, p, ok := joinRoute(n.confState, n.book, in.from, in.msgs); ok {
-			n.book[nid] = p
-			n.tr.SetPeer(nid, p.RaftAddr)
-		}
 		for _, m := range in.msgs {
+			n.noteContact(m)
 			if err := n.rn.Step(m); err != nil {
 				n.log.Debug("step", zap.Stringer("type", m.GetType()), zap.Uint64("from", m.GetFrom()), zap.Error(err))
 			}

@@ -13,8 +13,10 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// confRequest is one AddVoter or RemoveServer call.
+// confRequest is one AddVoter or RemoveServer call, or one LearnPeers call
+// (learn set: no change is proposed).
 type confRequest struct {
+	learn  addressBook
 	ctx    context.Context
 	id     uint64 // ConfChange.Id: matches the applied entry to the waiter
 	add    bool
@@ -72,10 +74,52 @@ func (n *Node) changeConf(ctx context.Context, c *confRequest) error {
 	return err
 }
 
+// LearnPeers implements backends.PeerLearner: a node in no configuration
+// yet (a joiner before the leader's snapshot reaches it) takes members'
+// raft addresses from members, which must come from replicated membership
+// (the AddMember answer), so that it can answer the leader; a node in a
+// configuration ignores them. This node's own entry is skipped. Errors:
+// core.ErrStopped, ctx.Err().
+func (n *Node) LearnPeers(ctx context.Context, members []core.Member) error {
+	book := addressBook{}
+	for _, m := range members {
+		if m.ID != "" && m.RaftAddr != "" && m.ID != n.cfg.ID {
+			book[raftID(m.ID)] = peerInfo{ID: m.ID, RaftAddr: m.RaftAddr}
+		}
+	}
+	c := &confRequest{ctx: ctx, learn: book, done: make(chan error, 1)}
+	err, rerr := roundTrip(ctx, n, n.confc, c, c.done)
+	if rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// learnPeers fills the address book of a node in no configuration from the
+// members given to LearnPeers. A member's book comes only from committed
+// ConfChanges and snapshots, so it is left alone.
+func (n *Node) learnPeers(book addressBook) {
+	if len(n.confState.GetVoters()) > 0 || len(n.confState.GetLearners()) > 0 {
+		return
+	}
+	for nid, p := range book {
+		n.book[nid] = p
+		n.tr.SetPeer(nid, p.RaftAddr)
+	}
+	n.log.Info("learned peer addresses to join with", zap.Int("members", len(book)))
+}
+
 // proposeConfChange hands the next queued conf change to raft, once this
-// leader's barrier is applied and no other change is in flight.
+// leader's barrier is applied and no other change is in flight. A queued
+// LearnPeers is done at once, on any node.
 func (n *Node) proposeConfChange() {
 	for n.confPending == nil && len(n.confQueue) > 0 {
+		if c := n.confQueue[0]; c.learn != nil {
+			n.confQueue = n.confQueue[1:]
+			n.learnPeers(c.learn)
+			c.done <- nil
+			continue
+		}
 		if n.state != raft.StateLeader {
 			n.failConf(n.notLeader())
 			return

@@ -198,6 +198,14 @@ func (n *Node) open() error {
 		// Mutual TLS and bounded reads (issue 12).
 		TLS:             n.cfg.PeerTLS,
 		MaxMessageBytes: n.cfg.MaxMessageBytes,
+		CountError:      backends.PeerErrorCounter(n.cfg.Observer),
+		// Connection cap and idle timeout (security review of issue 12).
+		MaxConns:      n.cfg.MaxPeerConns,
+		MaxConnsPerIP: n.cfg.MaxPeerConnsPerIP,
+		IdleTimeout:   n.cfg.PeerIdleTimeout,
+		// A peer certificate whose CN is a member's id may only send as
+		// that member's raft id.
+		PeerBinding: n.peerBinding,
 	})
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)

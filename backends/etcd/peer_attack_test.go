@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"hash/fnv"
@@ -44,6 +45,13 @@ func nodeID(id string) uint64 {
 // member fromID at fromAddr; it returns the HTTP status or the error.
 func forge(t *testing.T, addr, to, fromID, fromAddr string, msgs ...*pb.Message) (int, error) {
 	t.Helper()
+	return forgeWith(t, nil, addr, to, fromID, fromAddr, msgs...)
+}
+
+// forgeWith is forge over HTTP/2 on TLS with cfg when cfg is not nil (an
+// attacker holding a peer certificate), over h2c when it is nil.
+func forgeWith(t *testing.T, cfg *tls.Config, addr, to, fromID, fromAddr string, msgs ...*pb.Message) (int, error) {
+	t.Helper()
 	var body []byte
 	for _, m := range msgs {
 		b, err := proto.Marshal(m)
@@ -53,13 +61,19 @@ func forge(t *testing.T, addr, to, fromID, fromAddr string, msgs ...*pb.Message)
 		body = protowire.AppendVarint(body, uint64(len(b)))
 		body = append(body, b...)
 	}
-	var h2c http.Protocols
-	h2c.SetUnencryptedHTTP2(true)
-	rt := &http.Transport{Protocols: &h2c}
+	var protocols http.Protocols
+	scheme := "http://"
+	if cfg == nil {
+		protocols.SetUnencryptedHTTP2(true)
+	} else {
+		protocols.SetHTTP2(true)
+		scheme = "https://"
+	}
+	rt := &http.Transport{Protocols: &protocols, TLSClientConfig: cfg}
 	defer rt.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+messagesPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+addr+messagesPath, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +245,80 @@ func TestForgedSenderAddressIsIgnored(t *testing.T) {
 		if m.ID == f.ID && m.RaftAddr != f.Addr {
 			t.Fatalf("leader's membership names %s at %s, want %s", f.ID, m.RaftAddr, f.Addr)
 		}
+	}
+}
+
+// TestForgedSenderCannotRouteAJoinersReplies: a joining node (in no
+// configuration yet) that receives batches whose headers claim to come from
+// the leader, or from a member it does not know, at the attacker's address,
+// sent by a peer holding a valid certificate (or anyone, on plaintext
+// loopback), never dials that address: it learns addresses only from the
+// members its join answer listed (backends.PeerLearner) and from replicated
+// membership, and it still joins and catches up.
+func TestForgedSenderCannotRouteAJoinersReplies(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tls  bool
+	}{
+		{"valid_peer_certificate", true},
+		{"plaintext_loopback", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The attacker's address: any connection to it is a redirected reply.
+			var dialled atomic.Int32
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ln.Close() })
+			go func() {
+				for {
+					conn, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					dialled.Add(1)
+					_ = conn.Close()
+				}
+			}()
+
+			c := backendtest.NewCluster(t, newNode)
+			var atk *tls.Config
+			if tc.tls {
+				pki := backendtest.NewPKI(t, "ticketd peer CA")
+				backendtest.UsePeerTLS(c, pki)
+				atk = pki.PeerTLS(t, "mallory")
+			}
+			c.Start(3)
+			l := c.WaitLeader()
+			ctx := t.Context()
+			if _, err := l.Node().Propose(ctx, core.Grant("before", 60_000, "alice")); err != nil {
+				t.Fatalf("grant: %v", err)
+			}
+			j := c.Join()
+			term := l.Node().Status().Term
+			for _, claimed := range []string{l.ID, "n9"} {
+				hb := &pb.Message{
+					Type: pb.MessageType_MsgHeartbeat.Enum(), From: new(nodeID(claimed)), To: new(nodeID(j.ID)), Term: new(term),
+				}
+				status, err := forgeWith(t, atk, j.Addr, j.ID, claimed, ln.Addr().String(), hb)
+				if err != nil || status != http.StatusNoContent {
+					t.Fatalf("forged batch claiming %s: %d, %v (want it delivered: only the address must be ignored)", claimed, status, err)
+				}
+			}
+			if err := l.Node().AddVoter(ctx, j.Member()); err != nil {
+				t.Fatalf("add %s: %v", j.ID, err)
+			}
+			for i := 0; i < 10; i++ {
+				if _, err := l.Node().Propose(ctx, core.Grant("k"+strconv.Itoa(i), 60_000, "o")); err != nil {
+					t.Fatalf("grant: %v", err)
+				}
+			}
+			c.WaitApplied(l.StateMachine().AppliedIndex(), j)
+			if n := dialled.Load(); n != 0 {
+				t.Fatalf("the joining node dialled the address a forged header named %d times", n)
+			}
+		})
 	}
 }
 

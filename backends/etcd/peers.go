@@ -8,9 +8,7 @@ import (
 	"slices"
 
 	"go.etcd.io/raft/v3"
-	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/ticketd/ticketd/backends/etcd/internal/transport"
 	"github.com/ticketd/ticketd/core"
 )
 
@@ -91,29 +89,14 @@ func (b addressBook) clone() addressBook {
 	return out
 }
 
-// joinRoute decides whether a received batch may give its sender an address,
-// and which. The address book comes only from replicated membership: the
-// bootstrap snapshot, ConfChange contexts and the leader's snapshots. A
-// sender's own headers are never believed by a node that is in a
-// configuration: a forged Ticketd-Raft-From-Addr cannot re-route a member's
-// stream (issue 12's hijack). The one exception is a node in no
-// configuration yet (an empty ConfState: a joiner before the leader's
-// snapshot reaches it), which must answer the leader to get that snapshot;
-// it routes replies to the address the sender claims, for a sender it does
-// not know, until the snapshot's book replaces the whole book. With
-// PeerTLS the claim comes from a peer whose certificate the handshake
-// verified. The route is keyed by the raft id the messages carry, which must
-// be the id derived from the claimed member id.
-func joinRoute(cs *pb.ConfState, book addressBook, from transport.Sender, msgs []*pb.Message) (uint64, peerInfo, bool) {
-	if len(cs.GetVoters()) > 0 || len(cs.GetLearners()) > 0 || len(msgs) == 0 || from.ID == "" || from.Addr == "" {
-		return 0, peerInfo{}, false
+// peerBinding is transport.Config.PeerBinding: a peer certificate whose
+// common name is the id of a current member (Status().Members) binds its
+// messages to that member's raft id; any other name binds nothing.
+func (n *Node) peerBinding(commonName string) (uint64, bool) {
+	for _, m := range n.Status().Members {
+		if m.ID == commonName {
+			return raftID(commonName), true
+		}
 	}
-	nid := msgs[0].GetFrom()
-	if raftID(from.ID) != nid {
-		return 0, peerInfo{}, false
-	}
-	if _, ok := book[nid]; ok {
-		return 0, peerInfo{}, false
-	}
-	return nid, peerInfo{ID: from.ID, RaftAddr: from.Addr}, true
+	return 0, false
 }

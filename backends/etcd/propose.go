@@ -26,31 +26,18 @@ type proposalResult struct {
 	err error
 }
 
-// Propose implements core.Consensus: it wraps core.Encode(cmd) in the entry
-// envelope (envelope.go), hands it to the raft loop, which batches every
-// proposal waiting into one raft proposal (one append, one fsync, one
-// replication round), and waits until the entry is applied here. A proposal
-// that raft drops, or whose leader steps down before it applies, fails with
-// *core.NotLeaderError (it may still commit under the next leader).
+// Propose implements core.Consensus: Submit (submit.go) followed by its
+// wait. The raft loop batches every proposal waiting into one raft proposal
+// (one append, one fsync, one replication round), and Propose waits until the
+// entry is applied here. A proposal that raft drops, or whose leader steps
+// down before it applies, fails with *core.NotLeaderError (it may still
+// commit under the next leader).
 func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, error) {
-	payload, err := core.Encode(cmd)
+	wait, err := n.Submit(ctx, cmd)
 	if err != nil {
 		return core.Result{}, err
 	}
-	if err := n.leaderOnly(); err != nil {
-		return core.Result{}, err
-	}
-	start := time.Now()
-	p := &proposal{ctx: ctx, id: n.nextID.Add(1), done: make(chan proposalResult, 1)}
-	p.data = encodeEntry(p.id, payload)
-	r, err := roundTrip(ctx, n, n.propc, p, p.done)
-	if err != nil {
-		return core.Result{}, err
-	}
-	if r.err == nil && n.cfg.Observer != nil {
-		n.cfg.Observer.Proposed(time.Since(start))
-	}
-	return r.res, r.err
+	return wait(ctx)
 }
 
 // maxHold bounds how long new proposals wait for the batch in flight.

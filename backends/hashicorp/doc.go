@@ -69,8 +69,9 @@
 // hashicorp/raft persists neither its commit index nor anything that would
 // notice a log that storage shortened. The node keeps its own record, the
 // watermark (internal/watermark, <DataDir>/watermark): the last index
-// durably appended, written (one synced 20-byte write) after every log
-// append and lowered before every suffix deletion, and the applied index,
+// durably appended, written after log appends (one synced 20-byte write in
+// the background, beside the next appends: watermark.File.Advance, issue 21)
+// and lowered synchronously before every suffix deletion, and the applied index,
 // written with it and once per heartbeat interval. New refuses a log (and
 // snapshot) that ends before the recorded index, naming the gap and telling
 // to replace the member; Status().RecoveredCommitIndex is the recorded

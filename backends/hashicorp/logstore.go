@@ -29,9 +29,10 @@ var (
 // compacts from its snapshot goroutine and reads from replication goroutines.
 type logStore struct {
 	db *badger.DB
-	// wm, when set, durably records the log's end after every append and
-	// before every suffix deletion (see package watermark); applied reports
-	// the state machine's applied index recorded with it.
+	// wm, when set, records the log's end after every append (in the
+	// background, watermark.File.Advance) and durably before every suffix
+	// deletion (see package watermark); applied reports the state machine's
+	// applied index recorded with it.
 	wm      *watermark.File
 	applied func() uint64
 	// fatal, when set, is told of every failed write: the store no longer
@@ -132,19 +133,17 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	}
 	s.first.Store(first)
 	s.last.Store(last)
-	return s.mark(last)
+	return s.advance(last)
 }
 
 // mark durably records last as the log's end (with the applied index) in the
-// watermark, when there is one.
+// watermark, when there is one, before it returns: for lowering it before a
+// suffix is deleted.
 func (s *logStore) mark(last uint64) error {
 	if s.wm == nil {
 		return nil
 	}
-	var applied uint64
-	if s.applied != nil {
-		applied = s.applied()
-	}
+	applied := s.appliedIndex()
 	err := s.wm.Update(func(m watermark.Mark) watermark.Mark {
 		// Applied is never lowered: a replaying node is behind it.
 		return watermark.Mark{LastIndex: last, Applied: max(m.Applied, applied)}
@@ -153,6 +152,27 @@ func (s *logStore) mark(last uint64) error {
 		return s.failed(fmt.Errorf("store logs: %w", err))
 	}
 	return nil
+}
+
+// advance records last, just made durable, as the log's end in the
+// watermark, when there is one, without waiting for the watermark's own
+// write (watermark.File.Advance: it overlaps the next append's sync, so an
+// append costs badger's sync alone, issue 21).
+func (s *logStore) advance(last uint64) error {
+	if s.wm == nil {
+		return nil
+	}
+	if err := s.wm.Advance(last, s.appliedIndex()); err != nil {
+		return s.failed(fmt.Errorf("store logs: %w", err))
+	}
+	return nil
+}
+
+func (s *logStore) appliedIndex() uint64 {
+	if s.applied == nil {
+		return 0
+	}
+	return s.applied()
 }
 
 // failed reports err to fatal (a write whose outcome on disk is unknown) and
@@ -167,9 +187,35 @@ func (s *logStore) failed(err error) error {
 
 // DeleteRange deletes the entries from `from` to `to`, both inclusive,
 // durably. Indexes in the range that hold no entry are ignored.
+//
+// A prefix that leaves the last entry in place (raft's compaction after a
+// snapshot, called from its snapshot goroutine) is deleted in writes of
+// badgerlog.CompactChunk entries, oldest first, releasing the writers' lock
+// between them: an append waits for one small write, never for a
+// snapshot's worth of deletions (issue 21). A crash in the middle leaves a
+// log that starts later but is still contiguous; FirstIndex moves with each
+// chunk.
 func (s *logStore) DeleteRange(from, to uint64) error {
-	s.wmu.Lock()
+	for {
+		s.wmu.Lock()
+		first, last := s.first.Load(), s.last.Load()
+		if first == 0 || from > first || to >= last || to < first {
+			break // not a compaction of a prefix: one write below
+		}
+		hi := min(to, first+badgerlog.CompactChunk-1)
+		err := s.deleteLocked(first, hi)
+		s.wmu.Unlock()
+		if err != nil || hi == to {
+			return err
+		}
+	}
 	defer s.wmu.Unlock()
+	return s.deleteLocked(from, to)
+}
+
+// deleteLocked deletes the entries [from, to] in one durable write (split
+// only by badger's transaction limit) and moves the bounds; s.wmu is held.
+func (s *logStore) deleteLocked(from, to uint64) error {
 	first, last := s.first.Load(), s.last.Load()
 	lo, hi := max(from, first), min(to, last)
 	if first == 0 || lo > hi {
@@ -183,15 +229,11 @@ func (s *logStore) DeleteRange(from, to uint64) error {
 			return err
 		}
 	}
-	n := hi - lo + 1
-	err := badgerlog.Batch(s.db, int(n), func(txn *badger.Txn, i int) error {
-		return txn.Delete(badgerlog.IndexKey(logPrefix, lo+uint64(i)))
-	})
-	if err != nil {
+	if err := badgerlog.DeleteIndexes(s.db, logPrefix, lo, hi); err != nil {
 		return s.failed(fmt.Errorf("badger: delete logs [%d,%d]: %w", lo, hi, err))
 	}
 	// Recompute the bounds that the deletion may have moved: one seek each.
-	err = s.db.View(func(txn *badger.Txn) error {
+	err := s.db.View(func(txn *badger.Txn) error {
 		if lo <= first {
 			next, ok, err := badgerlog.FirstIndex(txn, logPrefix, hi+1)
 			if err != nil {

@@ -1,31 +1,103 @@
 package hashicorp
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ticketd/ticketd/backends/backendtest"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
-// BenchmarkStoreLogs measures one durable StoreLogs call (SyncWrites) of a
-// batch of entries of 64 bytes, the size of a ticketd grant.
+// openMarkedStore opens a log store in dir with its watermark, as a node
+// runs it.
+func openMarkedStore(b *testing.B, dir string) *logStore {
+	b.Helper()
+	s := openStore(b, dir)
+	wm, _, err := watermark.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.wm = wm
+	b.Cleanup(func() {
+		if err := wm.Close(); err != nil {
+			b.Error(err)
+		}
+		closeStore(b, s)
+	})
+	return s
+}
+
+// appendMu makes appenders one at a time, as raft's main goroutine is.
+var appendMu sync.Mutex
+
+// appender returns a function that appends batch entries of 64 bytes (the
+// size of a ticketd grant) after the last one in s.
+func appender(s *logStore, batch int) func() error {
+	data := make([]byte, 64)
+	logs := make([]*raft.Log, batch)
+	return func() error {
+		appendMu.Lock()
+		defer appendMu.Unlock()
+		next, _ := s.LastIndex()
+		for j := range logs {
+			next++
+			logs[j] = &raft.Log{Index: next, Term: 1, Data: data}
+		}
+		return s.StoreLogs(logs)
+	}
+}
+
+// BenchmarkStoreLogs measures one durable StoreLogs call (SyncWrites, and
+// the watermark as a node keeps it) of a batch of 1 and of 64 entries of 64
+// bytes.
 func BenchmarkStoreLogs(b *testing.B) {
 	for _, batch := range []int{1, 64} {
 		b.Run(map[int]string{1: "batch=1", 64: "batch=64"}[batch], func(b *testing.B) {
-			s := openStore(b, b.TempDir())
-			defer closeStore(b, s)
-			data := make([]byte, 64)
-			logs := make([]*raft.Log, batch)
-			next := uint64(1)
+			s := openMarkedStore(b, b.TempDir())
+			appendBatch := appender(s, batch)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				for j := range logs {
-					logs[j] = &raft.Log{Index: next, Term: 1, Data: data}
-					next++
-				}
-				if err := s.StoreLogs(logs); err != nil {
+				if err := appendBatch(); err != nil {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// compactEntries is what one snapshot compacts with the defaults
+// (SnapshotThreshold 8192, issue 21).
+const compactEntries = 8192
+
+// BenchmarkCompactionStall measures appends of one entry while a
+// compaction deletes the oldest compactEntries entries of the log
+// (DeleteRange, as raft calls it after a snapshot), against the same appends
+// with no compaction ("compaction=off"): the ratio of their "append-p99-µs"
+// (and "append-max-µs") is the stall. One op is one round: compactEntries
+// entries appended (unmeasured), then the compaction with appends beside it.
+func BenchmarkCompactionStall(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "compaction=off", true: "compaction=on"}[on], func(b *testing.B) {
+			s := openMarkedStore(b, b.TempDir())
+			fill := appender(s, 64)
+			setup := func() error {
+				for range compactEntries / 64 {
+					if err := fill(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			b.ResetTimer()
+			backendtest.AppendStall(b, 50, appender(s, 1), setup, func() error {
+				if !on {
+					return nil
+				}
+				first, _ := s.FirstIndex()
+				return s.DeleteRange(first, first+compactEntries-1)
+			})
 		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
 func openStore(t testing.TB, dir string) *logStore {
@@ -338,9 +339,13 @@ func TestHasExistingState(t *testing.T) {
 // crashDirEnv names the data dir of the child process of TestCrashRecovery.
 const crashDirEnv = "TICKETD_HASHICORP_CRASH_DIR"
 
-// TestCrashRecovery kills a process with SIGKILL while it writes the log (and
-// compacts it), then reopens its data dir: every write the child acknowledged
-// is there, nothing it compacted came back, and the log has no holes.
+// TestCrashRecovery kills a process with SIGKILL while it writes the log
+// (compacts it, and truncates and rewrites its suffix), keeping the
+// watermark as a node does, then reopens its data dir: the watermark accepts
+// the log (a clean kill -9 never makes a node refuse to start, whatever the
+// moment: issue 21 moved the watermark's write off the append path), every
+// write the child acknowledged is there, nothing it compacted came back, and
+// the log has no holes.
 func TestCrashRecovery(t *testing.T) {
 	if dir := os.Getenv(crashDirEnv); dir != "" {
 		crashChild(dir)
@@ -358,6 +363,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	var acked, compacted uint64
+	truncating := false
 	sc := bufio.NewScanner(out)
 	killed := false
 	for sc.Scan() {
@@ -368,9 +374,11 @@ func TestCrashRecovery(t *testing.T) {
 		v, _ := strconv.ParseUint(f[1], 10, 64)
 		switch f[0] {
 		case "acked":
-			acked = v
+			acked, truncating = v, false
 		case "compacted":
 			compacted = v
+		case "truncating":
+			truncating = true
 		}
 		if acked >= 3000 && !killed {
 			_ = cmd.Process.Kill() // SIGKILL: no deferred close, no flush
@@ -386,6 +394,23 @@ func TestCrashRecovery(t *testing.T) {
 	defer closeStore(t, s)
 	first, _ := s.FirstIndex()
 	last, _ := s.LastIndex()
+	wm, mark, err := watermark.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wm.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := watermark.Check(mark, last); err != nil {
+		t.Fatalf("a kill -9 left a log the watermark refuses: %v", err)
+	}
+	if mark.LastIndex == 0 {
+		t.Fatal("the child never recorded a watermark")
+	}
+	t.Logf("after kill -9: log [%d, %d], watermark %d, acknowledged %d (truncating: %v)", first, last, mark.LastIndex, acked, truncating)
+	if truncating {
+		acked = min(acked, last) // killed inside a suffix rewrite: its entries may be gone
+	}
 	if last < acked {
 		t.Fatalf("last index %d after crash, but %d was acknowledged", last, acked)
 	}
@@ -416,6 +441,12 @@ func crashChild(dir string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	wm, _, err := watermark.Open(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	s.wm = wm
 	w := bufio.NewWriter(os.Stdout)
 	next := uint64(1)
 	for batch := uint64(0); ; batch++ {
@@ -438,6 +469,82 @@ func crashChild(dir string) {
 			}
 			fmt.Fprintf(w, "compacted %d\n", to)
 		}
+		if batch%7 == 3 && next > 8 {
+			// A follower dropping a conflicting suffix and taking the
+			// leader's entries (here the same ones) in its place.
+			fmt.Fprintln(w, "truncating")
+			_ = w.Flush()
+			if err := s.DeleteRange(next-5, next-1); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			if err := s.StoreLogs(entries(next-5, next-1)); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			fmt.Fprintf(w, "acked %d\n", next-1)
+		}
 		_ = w.Flush()
 	}
+}
+
+// TestCompactionInChunks deletes a prefix of more than two
+// badgerlog.CompactChunk's worth of entries, as raft compacts after a
+// snapshot, while another goroutine keeps appending (the chunked deletion
+// lets appends in between): the log then starts right after the compacted
+// prefix, holds every appended entry, and reopens the same.
+func TestCompactionInChunks(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	const n, to = 3 * badgerlog.CompactChunk, 2*badgerlog.CompactChunk + 7
+	if err := s.StoreLogs(entries(1, n)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() {
+		next := uint64(n + 1)
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := s.StoreLogs(entries(next, next)); err != nil {
+				done <- err
+				return
+			}
+			next++
+		}
+	}()
+	if err := s.DeleteRange(1, to); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *logStore) {
+		t.Helper()
+		first, _ := s.FirstIndex()
+		last, _ := s.LastIndex()
+		if first != to+1 || last < n {
+			t.Fatalf("log [%d, %d] after compacting to %d, want [%d, ≥%d]", first, last, to, to+1, n)
+		}
+		var l raft.Log
+		if err := s.GetLog(to, &l); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("GetLog(%d) after compaction: %v, want ErrLogNotFound", to, err)
+		}
+		for i := first; i <= last; i++ {
+			if err := s.GetLog(i, &l); err != nil || !sameLog(&l, entry(i)) {
+				t.Fatalf("entry %d: %+v, %v", i, l, err)
+			}
+		}
+	}
+	check(s)
+	closeStore(t, s)
+	s = openStore(t, dir)
+	defer closeStore(t, s)
+	check(s)
 }

@@ -30,6 +30,15 @@ var (
 	// ErrDropped: an outbound Raft RPC was dropped by Config.DropMessage (fault
 	// injection in tests); hashicorp/raft sees it as a failed network call.
 	ErrDropped = errors.New("hashicorp: message dropped")
+	// ErrMessageTooLarge: a peer sent more than Config.MaxMessageBytes
+	// (plus the transport's read buffer) on one connection without waiting
+	// for an answer; the connection is closed (see boundedConn).
+	ErrMessageTooLarge = errors.New("hashicorp: peer message too large")
+	// ErrForgedSender: a peer with a certificate claimed, in a request's
+	// RPCHeader.ID, to be a member other than the one its certificate
+	// names (CN = member id, as ticketctl cert create-node writes it); the
+	// connection is closed (see msgFramer).
+	ErrForgedSender = errors.New("hashicorp: peer claims another member's identity")
 )
 
 // Tuning of hashicorp/raft (see New for the mapping of backends.Config).
@@ -87,6 +96,8 @@ type Node struct {
 	readyTerm atomic.Uint64 // term whose barrier this leader has applied (0: none)
 	lastSnap  atomic.Uint64 // applied index at the last snapshot trigger
 	snapCh    chan struct{}
+
+	progress *progressTransport // followers' lag and last contact (progress.go); nil: not tracked
 }
 
 var (
@@ -171,11 +182,13 @@ func New(cfg backends.Config) (*Node, error) {
 		cleanup()
 		return nil, err
 	}
-	trans, closer, err := newTransport(cfg, hl)
+	members := &peerMembers{}
+	trans, closer, err := newTransport(cfg, hl, members)
 	if err != nil {
 		cleanup()
 		return nil, err
 	}
+	trans = n.trackProgress(trans)
 	n.transport = closer
 	if nt, ok := closer.(*raft.NetworkTransport); ok {
 		n.closeConn = nt.CloseStreams
@@ -202,6 +215,7 @@ func New(cfg backends.Config) (*Node, error) {
 		return nil, fmt.Errorf("hashicorp: start raft: %w", err)
 	}
 	n.raft = r
+	members.r.Store(r)
 	n.lastSnap.Store(n.sm.AppliedIndex())
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -214,6 +228,7 @@ func New(cfg backends.Config) (*Node, error) {
 	n.wg.Add(2)
 	go n.runLeadership()
 	go n.runSnapshots()
+	n.startProgress()
 	return n, nil
 }
 
@@ -268,7 +283,7 @@ func bootstrap(cfg backends.Config, rc *raft.Config, logs raft.LogStore, stable 
 }
 
 // Propose replicates cmd, waits until it is committed and applied locally, and
-// returns the state machine's Result. Concurrent proposals are group-committed
+// returns the state machine's Result: Submit followed by its wait (submit.go). Concurrent proposals are group-committed
 // by hashicorp's leader loop (BatchApplyCh; up to maxAppendEntries per log
 // append and fsync). Errors: core.ErrInvalidArgument (unencodable cmd),
 // *core.NotLeaderError, core.ErrStopped (wrapping the fatal apply error if
@@ -284,29 +299,11 @@ func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, erro
 }
 
 func (n *Node) apply(ctx context.Context, data []byte) (core.Result, error) {
-	if n.raft.State() != raft.Leader {
-		if err := n.checkOpen(); err != nil {
-			return core.Result{}, err
-		}
-		return core.Result{}, n.notLeader()
-	}
-	start := time.Now()
-	f, err := n.do(ctx, func(timeout time.Duration) raft.Future { return n.raft.Apply(data, timeout) })
+	wait, err := n.submit(ctx, data)
 	if err != nil {
 		return core.Result{}, err
 	}
-	elapsed := time.Since(start)
-	resp, ok := f.(raft.ApplyFuture).Response().(*applyResponse)
-	if !ok {
-		return core.Result{}, fmt.Errorf("hashicorp: unexpected FSM response %T", f.(raft.ApplyFuture).Response())
-	}
-	if resp.err != nil {
-		return core.Result{}, resp.err
-	}
-	if n.cfg.Observer != nil {
-		n.cfg.Observer.Proposed(elapsed)
-	}
-	return resp.res, nil
+	return wait(ctx)
 }
 
 // ReadIndex returns once this node's state machine has applied every entry
@@ -508,64 +505,14 @@ func (n *Node) close() error {
 }
 
 // do starts a Raft operation and waits for its future, honouring ctx and
-// Close. start receives the enqueue timeout to pass to hashicorp (ctx's
-// remaining time, 0 without a deadline). The future is awaited on a tracked
-// goroutine because hashicorp futures cannot be selected on.
+// Close (start and await, submit.go). start receives the enqueue timeout to
+// pass to hashicorp (ctx's remaining time, 0 without a deadline).
 func (n *Node) do(ctx context.Context, start func(timeout time.Duration) raft.Future) (raft.Future, error) {
-	var timeout time.Duration
-	if dl, ok := ctx.Deadline(); ok {
-		if timeout = time.Until(dl); timeout <= 0 {
-			return nil, context.DeadlineExceeded
-		}
-	}
-	if err := ctx.Err(); err != nil {
+	s, err := n.start(ctx, start)
+	if err != nil {
 		return nil, err
 	}
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return nil, n.stoppedErr()
-	}
-	n.inflight.Add(1)
-	n.mu.Unlock()
-
-	f := start(timeout)
-	done := make(chan error, 1)
-	go func() {
-		defer n.inflight.Done()
-		done <- f.Error()
-	}()
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		select {
-		case err = <-done:
-		default:
-			return nil, ctx.Err()
-		}
-	case <-n.stopCh:
-		select {
-		case err = <-done:
-		default:
-			return nil, n.stoppedErr()
-		}
-	}
-	if errors.Is(err, raft.ErrEnqueueTimeout) {
-		// The enqueue timeout is ctx's remaining time: the command was not
-		// enqueued and ctx is about to end; report ctx's own error, never
-		// an internal timeout (issue 14, item 4).
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-n.stopCh:
-			return nil, n.stoppedErr()
-		}
-	}
-	if err != nil {
-		return nil, n.mapErr(err)
-	}
-	return f, nil
+	return n.await(ctx, s)
 }
 
 // leaderDo is do for operations only the leader serves.

@@ -13,11 +13,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/internal/peerlimit"
 )
 
-// handshakeTimeout bounds one TLS handshake of a peer connection, in either
-// direction, so a peer that connects and says nothing holds no goroutine for
-// long.
+// handshakeTimeout bounds one TLS handshake of a peer connection this node
+// dials; an accepted one is bounded by backends.Config.PeerIdleTimeout (at
+// most this), so a peer that connects and says nothing holds no goroutine
+// and no file for long.
 const handshakeTimeout = 10 * time.Second
 
 // tlsStreamLayer is the raft.StreamLayer of a node with backends.Config.PeerTLS:
@@ -34,6 +36,8 @@ type tlsStreamLayer struct {
 	server    *tls.Config
 	client    *tls.Config // the PeerTLS given; cloned per dial with the host as ServerName
 	log       *zap.Logger
+	count     func(peer, kind string) // nil: no PeerObserver
+	acceptHS  time.Duration           // bound of an accepted connection's handshake
 
 	conns     chan net.Conn
 	done      chan struct{}
@@ -43,19 +47,28 @@ type tlsStreamLayer struct {
 
 var _ raft.StreamLayer = (*tlsStreamLayer)(nil)
 
-// newTLSStreamLayer listens on bindAddr (plain TCP, TLS on top) and starts
-// accepting. advertise is what Addr returns.
-func newTLSStreamLayer(bindAddr string, advertise net.Addr, peerTLS *tls.Config, log *zap.Logger) (*tlsStreamLayer, error) {
+// newTLSStreamLayer listens on bindAddr (plain TCP capped by limit, TLS on
+// top) and starts accepting. advertise is what Addr returns. An accepted
+// connection must complete its handshake within acceptHS (at most
+// handshakeTimeout); it is then marked established (peerlimit). count, if
+// not nil, counts failed dials ("dial") and refused handshakes either way
+// ("handshake").
+func newTLSStreamLayer(bindAddr string, advertise net.Addr, peerTLS *tls.Config, limit peerlimit.Config, acceptHS time.Duration, log *zap.Logger, count func(peer, kind string)) (*tlsStreamLayer, error) {
 	ln, err := net.Listen("tcp", bindAddr)
 	if err != nil {
 		return nil, err
 	}
+	if acceptHS <= 0 || acceptHS > handshakeTimeout {
+		acceptHS = handshakeTimeout
+	}
 	s := &tlsStreamLayer{
-		ln:        ln,
+		ln:        peerlimit.NewListener(ln, limit),
+		acceptHS:  acceptHS,
 		advertise: advertise,
 		server:    backends.PeerServerTLS(peerTLS),
 		client:    peerTLS,
 		log:       log,
+		count:     count,
 		conns:     make(chan net.Conn),
 		done:      make(chan struct{}),
 	}
@@ -97,7 +110,7 @@ func (s *tlsStreamLayer) acceptLoop() {
 func (s *tlsStreamLayer) handshake(c net.Conn) {
 	defer s.wg.Done()
 	tc := tls.Server(c, s.server)
-	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.acceptHS)
 	defer cancel()
 	go func() { // unblock the handshake on Close
 		select {
@@ -109,9 +122,11 @@ func (s *tlsStreamLayer) handshake(c net.Conn) {
 	if err := tc.HandshakeContext(ctx); err != nil {
 		s.log.Warn("refused peer connection: TLS handshake failed",
 			zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
+		s.report(c.RemoteAddr().String(), "handshake")
 		_ = c.Close()
 		return
 	}
+	peerlimit.MarkEstablished(c)
 	select {
 	case s.conns <- tc:
 	case <-s.done:
@@ -151,16 +166,26 @@ func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("hashicorp: dial %s: %w", address, err)
 	}
-	d := &tls.Dialer{
-		NetDialer: &net.Dialer{Timeout: timeout},
-		Config:    backends.PeerClientTLS(s.client, host),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, handshakeTimeout))
-	defer cancel()
-	c, err := d.DialContext(ctx, "tcp", string(address))
+	c, err := (&net.Dialer{Timeout: timeout}).Dial("tcp", string(address))
 	if err != nil {
-		s.log.Warn("peer TLS dial failed", zap.String("peer", string(address)), zap.Error(err))
+		s.log.Warn("peer dial failed", zap.String("peer", string(address)), zap.Error(err))
+		s.report(string(address), "dial")
 		return nil, fmt.Errorf("hashicorp: dial %s: %w", address, err)
 	}
-	return c, nil
+	tc := tls.Client(c, backends.PeerClientTLS(s.client, host))
+	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, handshakeTimeout))
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		s.log.Warn("peer TLS handshake failed", zap.String("peer", string(address)), zap.Error(err))
+		s.report(string(address), "handshake")
+		return nil, fmt.Errorf("hashicorp: dial %s: %w", address, err)
+	}
+	return tc, nil
+}
+
+func (s *tlsStreamLayer) report(peer, kind string) {
+	if s.count != nil {
+		s.count(peer, kind)
+	}
 }

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/internal/peerlimit"
 )
 
 // transportTimeout bounds each network I/O of the TCP transport (InstallSnapshot
@@ -19,10 +21,18 @@ const transportTimeout = 10 * time.Second
 const transportMaxPool = 3
 
 // newTransport listens on cfg.BindAddr and advertises cfg.RaftAddr to peers:
-// over plain TCP when cfg.PeerTLS is nil, over mutual TLS 1.3 (a
-// tlsStreamLayer) when it is set. When cfg.DropMessage is non-nil the
-// transport is wrapped by a dropTransport.
-func newTransport(cfg backends.Config, logger *zapHCLog) (raft.Transport, io.Closer, error) {
+// over plain TCP (a tcpStreamLayer) when cfg.PeerTLS is nil, over mutual TLS
+// 1.3 (a tlsStreamLayer) when it is set; either way at most
+// cfg.MaxPeerConns accepted connections are open (cfg.MaxPeerConnsPerIP per
+// remote IP, peerlimit), an accepted one idle for cfg.PeerIdleTimeout is
+// closed, and every connection reads at most cfg.MaxMessageBytes per
+// message (a boundedStreamLayer), and
+// failures are counted when cfg.Observer is a backends.PeerObserver. When
+// cfg.DropMessage is non-nil the transport is wrapped by a dropTransport.
+//
+// members tells the stream layer which ids are members, for the peer
+// certificate binding (boundedConn); it knows nothing until its raft is set.
+func newTransport(cfg backends.Config, logger *zapHCLog, members *peerMembers) (raft.Transport, io.Closer, error) {
 	adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("hashicorp: resolve raft address %q: %w", cfg.RaftAddr, err)
@@ -32,24 +42,55 @@ func newTransport(cfg backends.Config, logger *zapHCLog) (raft.Transport, io.Clo
 		MaxPool: transportMaxPool,
 		Timeout: transportTimeout,
 	}
-	var nt *raft.NetworkTransport
+	count := backends.PeerErrorCounter(cfg.Observer)
+	limit := peerlimit.Config{
+		MaxConns:      cfg.MaxPeerConns,
+		MaxConnsPerIP: cfg.MaxPeerConnsPerIP,
+		Log:           logger.z.Named("transport"),
+		Count:         count,
+	}
+	var sl raft.StreamLayer
 	if cfg.PeerTLS == nil {
-		nt, err = raft.NewTCPTransportWithConfig(cfg.BindAddr, adv, tc)
+		sl, err = newTCPStreamLayer(cfg.BindAddr, adv, limit, count)
 	} else {
-		var sl *tlsStreamLayer
-		sl, err = newTLSStreamLayer(cfg.BindAddr, adv, cfg.PeerTLS, logger.z.Named("transport"))
-		if err == nil {
-			tc.Stream = sl
-			nt = raft.NewNetworkTransportWithConfig(tc)
-		}
+		sl, err = newTLSStreamLayer(cfg.BindAddr, adv, cfg.PeerTLS, limit, cfg.PeerIdleTimeout, logger.z.Named("transport"), count)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("hashicorp: listen on %q: %w", cfg.BindAddr, err)
 	}
+	tc.Stream = newBoundedStreamLayer(sl, cfg.MaxMessageBytes, cfg.PeerIdleTimeout, members.isMember, logger.z.Named("transport"), count)
+	nt := raft.NewNetworkTransportWithConfig(tc)
 	if cfg.DropMessage == nil {
 		return nt, nt, nil
 	}
 	return &dropTransport{NetworkTransport: nt, from: cfg.ID, drop: cfg.DropMessage}, nt, nil
+}
+
+// peerMembers answers, for the transport's peer certificate binding,
+// whether an id is in the node's latest Raft configuration. Its raft is
+// set once New has created it; until then nothing is known. Safe for
+// concurrent use.
+type peerMembers struct {
+	r atomic.Pointer[raft.Raft]
+}
+
+// isMember reports whether membership is known yet and whether id is a
+// server of the latest configuration.
+func (m *peerMembers) isMember(id string) (known, isMember bool) {
+	r := m.r.Load()
+	if r == nil {
+		return false, false
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return false, false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return true, true
+		}
+	}
+	return true, false
 }
 
 // dropTransport is the fault-injecting wrapper behind backends.Config.DropMessage:

@@ -12,8 +12,9 @@ import (
 
 // openWatermark opens the node's watermark (package watermark), refuses a
 // log that ends before the index it records (issue 14, item 7), and has
-// store keep it up to date: after every durable append (one more synced
-// 20-byte write per batch) and before every suffix deletion. The mark also
+// store keep it up to date: after every durable append (a synced 20-byte
+// write in the background, overlapping the next append: watermark.File.Advance,
+// issue 21) and, synchronously, before every suffix deletion. The mark also
 // carries the applied index, which hashicorp/raft does not persist; the one
 // read here is Status().RecoveredCommitIndex of this run (issue 14, item 6).
 // Errors: a *watermark.GapError (errors.Is watermark.ErrLogShortened) for a

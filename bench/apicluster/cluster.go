@@ -41,6 +41,9 @@ type Config struct {
 	StartTimeout time.Duration
 	// Options are passed to every server.New (e.g. server.WithLogger).
 	Options []server.Option
+	// Tune, if set, adjusts each node's config.Config before server.New
+	// (Raft timing, snapshot threshold).
+	Tune func(*config.Config)
 }
 
 // Cluster is Size ticketd nodes started by Start. Its methods are safe for
@@ -101,6 +104,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		nc.Backend = cfg.Backend
 		nc.Bootstrap = peers
 		nc.Log.Level = "error"
+		if cfg.Tune != nil {
+			cfg.Tune(&nc)
+		}
 		node, err := server.New(nc, cfg.Options...)
 		if err != nil {
 			for _, ln := range apiLns[i:] {
@@ -194,4 +200,16 @@ func h2cClient() *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}
+
+// Term returns the Raft term the leader Start found reports through Status
+// (a follower's term once it no longer leads): with pre-vote on, the term
+// grows only by a real election, so the difference of two reads counts
+// elections. Errors: the Status call's.
+func (c *Cluster) Term(ctx context.Context) (uint64, error) {
+	st, err := ticketv1connect.NewClusterServiceClient(c.hc, c.leader).Status(ctx, &ticketv1.StatusRequest{})
+	if err != nil {
+		return 0, err
+	}
+	return st.GetTerm(), nil
 }

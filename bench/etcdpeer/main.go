@@ -24,7 +24,7 @@ func main() {
 		mode     = flag.String("mode", string(load.ModeClosed), "closed or open")
 		rate     = flag.Float64("rate", 0, "open loop: cycles per second")
 		dir      = flag.String("dir", "", "where to make the temporary data directory (default: system temp dir)")
-		workload = flag.String("workload", "lock", "lock (concurrency.Mutex Lock+Unlock) or keepalive (LeaseKeepAlive, one KeepAliveOnce)")
+		workload = flag.String("workload", "lock", "lock (concurrency.Mutex Lock+Unlock), keepalive (LeaseKeepAlive, one KeepAliveOnce) or handoff (N clients, one Mutex prefix: handoffs)")
 	)
 	flag.Parse()
 	if err := run(*workload, *levels, *duration, *warmup, load.Mode(*mode), *rate, *dir); err != nil {
@@ -43,6 +43,8 @@ func run(workload, levels string, duration, warmup time.Duration, mode load.Mode
 	case "lock":
 	case "keepalive":
 		system, measureFn = report.SystemEtcdKeepAlive, measureKeepAlive
+	case "handoff":
+		measureFn = measureHandoff
 	default:
 		return fmt.Errorf("-workload: unknown workload %q", workload)
 	}

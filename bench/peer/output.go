@@ -1,6 +1,8 @@
 package peer
 
 import (
+	"time"
+
 	"github.com/ticketd/ticketd/bench/load"
 )
 
@@ -13,6 +15,9 @@ type Output struct {
 	EtcdVersion string `json:"etcd_version"`
 	// Results holds one measurement per concurrency level, in the order asked.
 	Results []load.Result `json:"results"`
+	// CPU is the user+system CPU time the peer process used over its whole
+	// run, set by Run from the exited process (not part of the JSON).
+	CPU time.Duration `json:"-"`
 }
 
 // ProgressPrefix starts each line bench/etcdpeer writes on stderr when it

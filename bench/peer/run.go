@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ticketd/ticketd/bench/cputime"
 	"github.com/ticketd/ticketd/bench/load"
 )
 
@@ -91,6 +92,7 @@ func Run(ctx context.Context, bin string, cfg Config) (Output, error) {
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		return Output{}, fmt.Errorf("%w: decode output: %v", ErrRun, err)
 	}
+	out.CPU = cputime.Of(cmd.ProcessState)
 	if len(out.Results) != len(cfg.Concurrency) {
 		return Output{}, fmt.Errorf("%w: %d results for %d levels", ErrRun, len(out.Results), len(cfg.Concurrency))
 	}

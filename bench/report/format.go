@@ -8,7 +8,7 @@ import (
 // Label names a system as the reader knows it: a backend's lock figures are
 // ticketd's (through its API) running on that backend.
 func Label(workload, system string) string {
-	if (workload == WorkloadLock || workload == WorkloadRenew) && !IsPeer(system) {
+	if (workload == WorkloadLock || workload == WorkloadRenew || workload == WorkloadHandoff) && !IsPeer(system) {
 		return "ticketd/" + system
 	}
 	return system
@@ -23,6 +23,12 @@ func WorkloadTitle(workload string) string {
 		return "Lock (Acquire+Release cycle through the API)"
 	case WorkloadRenew:
 		return "Renew (one renewal of a held lock; etcd: LeaseKeepAlive)"
+	case WorkloadHandoff:
+		return "Contended handoff (N clients on one key, Acquire-wait then Release; latency = Release returned → next Acquire returned, may be negative)"
+	case WorkloadSnapshotsOn:
+		return "Commit with snapshots and compaction on (default threshold)"
+	case WorkloadSnapshotsOff:
+		return "Commit with snapshots off (threshold never reached)"
 	}
 	return workload
 }
@@ -36,10 +42,13 @@ func Clients(n int) string {
 }
 
 // FormatUS renders a latency in microseconds with a unit that keeps three
-// significant digits: "87µs", "312µs", "1.24ms", "15.2ms", "2.10s".
+// significant digits: "87µs", "312µs", "1.24ms", "15.2ms", "2.10s"; a
+// negative latency (a handoff) gets a minus sign: "−40µs"; zero is "-".
 func FormatUS(us float64) string {
 	switch {
-	case us <= 0 || math.IsNaN(us):
+	case us < 0:
+		return "−" + FormatUS(-us)
+	case us == 0 || math.IsNaN(us):
 		return "-"
 	case us < 1000:
 		return fmt.Sprintf("%.0fµs", us)

@@ -31,6 +31,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	ew.printf("Settings: %d round(s) of %gs windows after %gs warm-up, %s loop, clients %s, backends %s (order alternating by round), etcd peer %s.\n\n",
 		st.Rounds, st.DurationSec, st.WarmupSec, mode, joinInts(st.Concurrency), strings.Join(st.Backends, ", "), onOff(st.Peer))
+	if st.ElectionTimeoutMS > 0 || st.HeartbeatMS > 0 || st.FailoverBackoffMaxMS > 0 || len(st.FailoverArgs) > 0 {
+		ew.printf("Not the shipped defaults: Raft election timeout %d ms, heartbeat %d ms (0: default); failover SDK backoff cap %d ms (0: default); failover flags %q.\n\n",
+			st.ElectionTimeoutMS, st.HeartbeatMS, st.FailoverBackoffMaxMS, st.FailoverArgs)
+	}
 	ew.printf("Every figure is the median over the rounds given in its row; `ops` is summed over those rounds. Latencies come from HdrHistograms (3 significant digits).\n\n")
 
 	f := s.Floor
@@ -58,6 +62,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			unit = "cycles/s"
 		case WorkloadRenew:
 			unit = "renewals/s"
+		case WorkloadHandoff:
+			unit = "handoffs/s"
 		}
 		ew.printf("## %s\n\n", WorkloadTitle(wl))
 		ew.printf("| system | clients | %s | p50 | p90 | p99 | p99.9 | ops | rounds | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", unit)
@@ -91,7 +97,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fr := s.Ratios.Floor[i]
 			ew.printf("| %s | %d | %s | %s | %s |\n", fr.System, fr.Concurrency, FormatUS(fr.P50US), FormatRatio(fr.Ratio), FormatRatio(fr.BadgerRatio))
 		})
-	lockPeer, renewPeer := peerRatios(s.Ratios.Peer)
+	lockPeer, renewPeer, handoffPeer := peerRatios(s.Ratios.Peer)
 	ew.printf("### Lock throughput ÷ etcd Mutex\n\n")
 	ew.table(len(lockPeer), "Not measured (needs ticketd lock figures and the etcd peer).",
 		"| system | clients | cycles/s | etcd Mutex cycles/s | ratio |\n|---|---:|---:|---:|---:|\n", func(i int) {
@@ -104,6 +110,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			pr := renewPeer[i]
 			ew.printf("| %s | %d | %s | %s | %s |\n", Label(WorkloadRenew, pr.System), pr.Concurrency, FormatRate(pr.PerSec), FormatRate(pr.PeerPerSec), FormatRatio(pr.Ratio))
 		})
+
+	ew.printf("### Contended handoffs ÷ etcd Mutex\n\n")
+	ew.table(len(handoffPeer), "Not measured (needs ticketd handoff figures and the etcd peer).",
+		"| system | clients | handoffs/s | etcd Mutex handoffs/s | ratio |\n|---|---:|---:|---:|---:|\n", func(i int) {
+			pr := handoffPeer[i]
+			ew.printf("| %s | %d | %s | %s | %s |\n", Label(WorkloadHandoff, pr.System), pr.Concurrency, FormatRate(pr.PerSec), FormatRate(pr.PeerPerSec), FormatRatio(pr.Ratio))
+		})
+	r.writeClusterEvents(ew)
 
 	ew.printf("## Aims\n\n| aim | target | value | result | from |\n|---|---|---:|---|---|\n")
 	for _, a := range s.Aims {
@@ -150,15 +164,19 @@ func onOff(b bool) string {
 	return "off"
 }
 
-// peerRatios splits the peer comparisons into lock (etcd Mutex) and renew
-// (etcd LeaseKeepAlive) ones; a ratio without a workload is a lock one.
-func peerRatios(all []PeerRatio) (lock, renew []PeerRatio) {
+// peerRatios splits the peer comparisons into lock (etcd Mutex), renew
+// (etcd LeaseKeepAlive) and handoff (etcd Mutex, one prefix) ones; a ratio
+// without a workload is a lock one.
+func peerRatios(all []PeerRatio) (lock, renew, handoff []PeerRatio) {
 	for _, pr := range all {
-		if pr.Workload == WorkloadRenew {
+		switch pr.Workload {
+		case WorkloadRenew:
 			renew = append(renew, pr)
-		} else {
+		case WorkloadHandoff:
+			handoff = append(handoff, pr)
+		default:
 			lock = append(lock, pr)
 		}
 	}
-	return lock, renew
+	return lock, renew, handoff
 }

@@ -24,6 +24,19 @@ const (
 	// (clientv3 KeepAliveOnce on a lease of the worker's own,
 	// SystemEtcdKeepAlive), which etcd's leader answers without a log entry.
 	WorkloadRenew = "renew"
+	// WorkloadHandoff: the contended handoff workload (issue 21): N workers
+	// on ONE key, each Acquire-with-wait then Release in a loop (ticketd's
+	// API; peer: etcd's concurrency.Mutex on one shared prefix). Row.PerSec
+	// is handoffs/s and the latencies are handoff latencies (package
+	// bench/handoff): the next holder's Acquire returning minus the previous
+	// holder's Release returning, which may be negative.
+	WorkloadHandoff = "handoff"
+	// WorkloadSnapshotsOn and WorkloadSnapshotsOff: the commit workload at
+	// AimSnapshotConcurrency clients on a fresh cluster with the snapshot
+	// threshold at its default (snapshots and log compaction running) and
+	// with a threshold no run reaches (none), measured back to back.
+	WorkloadSnapshotsOn  = "snapshots-on"
+	WorkloadSnapshotsOff = "snapshots-off"
 )
 
 // Systems measured by ticketbench.
@@ -49,6 +62,8 @@ func PeerSystem(workload string) string {
 		return SystemEtcdMutex
 	case WorkloadRenew:
 		return SystemEtcdKeepAlive
+	case WorkloadHandoff:
+		return SystemEtcdMutex
 	}
 	return ""
 }
@@ -72,6 +87,13 @@ type Report struct {
 	Floors []Floor `json:"floors"`
 	// Measurements holds one entry per (round, workload, system, concurrency).
 	Measurements []Measurement `json:"measurements"`
+	// Elections holds the leader elections counted around each level of the
+	// API workloads (lock, renew, handoff), from the Raft term.
+	Elections []Elections `json:"elections,omitempty"`
+	// Failovers holds one entry per leader kill of the failover measurement.
+	Failovers []Failover `json:"failovers,omitempty"`
+	// CPU holds the CPU time each process used over a part of the run.
+	CPU []CPUShare `json:"cpu,omitempty"`
 	// Notes says what was skipped or failed and why (e.g. the peer could not
 	// be built); figures of a skipped part are absent.
 	Notes []string `json:"notes,omitempty"`
@@ -114,6 +136,15 @@ type Settings struct {
 	RatePerSec float64   `json:"rate_per_sec,omitempty"`
 	// Peer says whether the etcd Mutex peer was asked for.
 	Peer bool `json:"peer"`
+	// ElectionTimeoutMS and HeartbeatMS are the Raft timing the clusters
+	// ran with when it was not the shipped default (0: default), in
+	// milliseconds; FailoverBackoffMaxMS the SDK backoff cap of the
+	// failover clients when not the SDK's default; FailoverArgs extra
+	// `ticketd serve` flags of the failover cluster.
+	ElectionTimeoutMS    int64    `json:"election_timeout_ms,omitempty"`
+	HeartbeatMS          int64    `json:"heartbeat_ms,omitempty"`
+	FailoverBackoffMaxMS int64    `json:"failover_backoff_max_ms,omitempty"`
+	FailoverArgs         []string `json:"failover_args,omitempty"`
 }
 
 // Floor is one round's physical floor: a 100-byte append + fdatasync on the
@@ -149,8 +180,90 @@ type Summary struct {
 	Rows []Row `json:"rows"`
 	// Ratios compares Rows with each other and with Floor.
 	Ratios Ratios `json:"ratios"`
+	// Elections sums Report.Elections per system.
+	Elections []ElectionFigure `json:"elections,omitempty"`
+	// Failover summarizes Report.Failovers per backend.
+	Failover []FailoverFigure `json:"failover,omitempty"`
 	// Aims says which of the issue's targets this run met.
 	Aims []Aim `json:"aims"`
+}
+
+// Elections is how many leader elections happened on one cluster while one
+// level of a workload ran: the leader's Raft term after minus before (with
+// pre-vote on, a term only grows by a real election; Raft thesis §9.6).
+type Elections struct {
+	// Round, Workload, System and Concurrency say which level it was.
+	Round       int    `json:"round"`
+	Workload    string `json:"workload"`
+	System      string `json:"system"`
+	Concurrency int    `json:"concurrency"`
+	// TermBefore and TermAfter are the terms read through Status.
+	TermBefore uint64 `json:"term_before"`
+	TermAfter  uint64 `json:"term_after"`
+}
+
+// Count is TermAfter − TermBefore (0 if the term went backwards).
+func (e Elections) Count() uint64 {
+	if e.TermAfter < e.TermBefore {
+		return 0
+	}
+	return e.TermAfter - e.TermBefore
+}
+
+// ElectionFigure is the elections counted on one system's clusters.
+type ElectionFigure struct {
+	// System is the backend.
+	System string `json:"system"`
+	// Levels is how many levels were watched, AtMax how many of them ran at
+	// AimElectionsConcurrency clients.
+	Levels int `json:"levels"`
+	AtMax  int `json:"at_max"`
+	// Total is the elections over every watched level, AtMaxElections those
+	// during levels at AimElectionsConcurrency clients.
+	Total          uint64 `json:"total"`
+	AtMaxElections uint64 `json:"at_max_elections"`
+}
+
+// Failover is one kill -9 of the leader of a three-process cluster.
+type Failover struct {
+	// System is the backend, Kill the kill's number (from 1).
+	System string `json:"system"`
+	Kill   int    `json:"kill"`
+	// MS is the time from the kill to the first write acknowledged through a
+	// survivor (the SDK's Acquire of a fresh key, sent after the kill), in
+	// milliseconds; 0 when Err is set.
+	MS float64 `json:"ms"`
+	// Err says why this kill gave no figure.
+	Err string `json:"err,omitempty"`
+}
+
+// FailoverFigure summarizes the kills of one backend.
+type FailoverFigure struct {
+	// System is the backend; Kills counts the kills with a figure, Failed
+	// those without.
+	System string `json:"system"`
+	Kills  int    `json:"kills"`
+	Failed int    `json:"failed"`
+	// MedianMS, MinMS and MaxMS are over those figures, in milliseconds.
+	MedianMS float64 `json:"median_ms"`
+	MinMS    float64 `json:"min_ms"`
+	MaxMS    float64 `json:"max_ms"`
+}
+
+// CPUShare is the CPU time one process used during one part of the run
+// (/proc/<pid>/stat utime+stime): how the machine's CPUs were shared between
+// the clients and the nodes.
+type CPUShare struct {
+	// Part is what ran ("failover/hashicorp", "in-process workloads").
+	Part string `json:"part"`
+	// Process names the process ("ticketbench: load clients", "ticketd n1").
+	Process string `json:"process"`
+	// CPUSec is user+system CPU seconds, WallSec the part's wall time.
+	CPUSec  float64 `json:"cpu_sec"`
+	WallSec float64 `json:"wall_sec"`
+	// Share is CPUSec ÷ (WallSec × the machine's CPUs): the fraction of the
+	// whole machine the process had.
+	Share float64 `json:"share"`
 }
 
 // FloorFigure is the physical floor, each figure the median over rounds.

@@ -2,22 +2,7 @@ package report
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
-)
-
-// Aim thresholds (issue 7, "Must hold", on this project's 2-core machine).
-const (
-	// AimFloorFactor: commit p50 at one client within this many times the floor.
-	AimFloorFactor = 3.0
-	// AimCommitsPerSec: the faster backend commits more than this many
-	// entries per second at AimCommitsConcurrency clients.
-	AimCommitsPerSec = 20000.0
-	// AimCommitsConcurrency is the client count AimCommitsPerSec is judged at.
-	AimCommitsConcurrency = 64
-	// AimPeerFactor: lock throughput through ticketd's API at least this many
-	// times etcd Mutex's, at every concurrency measured.
-	AimPeerFactor = 2.0
 )
 
 // Summarize derives r.Summary from r.Floors and r.Measurements, replacing any
@@ -26,6 +11,8 @@ const (
 func (r *Report) Summarize() {
 	s := Summary{Floor: summarizeFloors(r.Floors), Rows: summarizeRows(r.Measurements)}
 	s.Ratios = ratios(s.Rows, s.Floor)
+	s.Elections = summarizeElections(r.Elections)
+	s.Failover = summarizeFailovers(r.Failovers)
 	s.Aims = aims(s)
 	r.Summary = s
 }
@@ -116,7 +103,7 @@ func compareRows(a, b Row) int {
 
 // Report order of workloads and of systems; others sort after these.
 var (
-	workloadOrder = []string{WorkloadCommit, WorkloadLock, WorkloadRenew}
+	workloadOrder = []string{WorkloadCommit, WorkloadLock, WorkloadRenew, WorkloadHandoff, WorkloadSnapshotsOn, WorkloadSnapshotsOff}
 	systemOrder   = []string{SystemHashicorp, SystemEtcd, SystemEtcdMutex, SystemEtcdKeepAlive}
 )
 
@@ -194,87 +181,6 @@ func ratios(rows []Row, floor FloorFigure) Ratios {
 				})
 			}
 		}
-	}
-	return out
-}
-
-// aims checks s against the issue's targets: one Aim per backend for the
-// floor factor, one for commits/s, one per concurrency for the peer factor;
-// an aim with nothing to check is listed as not measured.
-func aims(s Summary) []Aim {
-	var (
-		out         []Aim
-		floorTarget = fmt.Sprintf("≤ %.0f× (fsync p50 + RTT p50)", AimFloorFactor)
-		peerTarget  = fmt.Sprintf("≥ %.0f×", AimPeerFactor)
-	)
-	// Commit p50 at one client within AimFloorFactor × floor, per backend.
-	for _, fr := range s.Ratios.Floor {
-		if fr.Concurrency != 1 {
-			continue
-		}
-		out = append(out, Aim{
-			Name: fmt.Sprintf("commit p50 at 1 client vs floor (%s)", fr.System), Unit: UnitRatio,
-			Target:   floorTarget,
-			Measured: true, Held: fr.Ratio <= AimFloorFactor, Value: fr.Ratio,
-			Detail: fmt.Sprintf("p50 %.0f µs ÷ floor %.0f µs", fr.P50US, fr.FloorUS),
-		})
-	}
-	if len(out) == 0 {
-		out = append(out, Aim{
-			Name: "commit p50 at 1 client vs floor", Unit: UnitRatio,
-			Target: floorTarget,
-			Detail: "not measured (no commit figures at 1 client, or no floor)",
-		})
-	}
-
-	// Commits/s of the faster backend at AimCommitsConcurrency clients.
-	thr := Aim{
-		Name: fmt.Sprintf("commits/s at %d clients, faster backend", AimCommitsConcurrency), Unit: UnitPerSec,
-		Target: fmt.Sprintf("> %.0f", AimCommitsPerSec),
-		Detail: fmt.Sprintf("not measured (no commit figures at %d clients)", AimCommitsConcurrency),
-	}
-	for _, r := range s.Rows {
-		if r.Workload == WorkloadCommit && r.Concurrency == AimCommitsConcurrency && r.Rounds > 0 &&
-			(!thr.Measured || r.PerSec > thr.Value) {
-			thr.Measured, thr.Value = true, r.PerSec
-			thr.Held = r.PerSec > AimCommitsPerSec
-			thr.Detail = fmt.Sprintf("%s, median of %d rounds, %d commits", r.System, r.Rounds, r.Ops)
-		}
-	}
-	out = append(out, thr)
-
-	// Lock cycles/s through ticketd ≥ AimPeerFactor × etcd Mutex, per
-	// concurrency, with the faster backend.
-	best := map[int]PeerRatio{}
-	var levels []int
-	for _, pr := range s.Ratios.Peer {
-		if pr.Workload == WorkloadRenew {
-			continue // renewals are reported, not aimed at (issue 15)
-		}
-		b, ok := best[pr.Concurrency]
-		if !ok {
-			levels = append(levels, pr.Concurrency)
-		}
-		if !ok || pr.Ratio > b.Ratio {
-			best[pr.Concurrency] = pr
-		}
-	}
-	slices.Sort(levels)
-	for _, c := range levels {
-		pr := best[c]
-		out = append(out, Aim{
-			Name: "lock cycles/s vs etcd Mutex at " + Clients(c), Unit: UnitRatio,
-			Target:   peerTarget,
-			Measured: true, Held: pr.Ratio >= AimPeerFactor, Value: pr.Ratio,
-			Detail: fmt.Sprintf("ticketd (%s) %.0f/s ÷ etcd Mutex %.0f/s", pr.System, pr.PerSec, pr.PeerPerSec),
-		})
-	}
-	if len(levels) == 0 {
-		out = append(out, Aim{
-			Name: "lock cycles/s vs etcd Mutex", Unit: UnitRatio,
-			Target: peerTarget,
-			Detail: "not measured (no lock figures for both ticketd and the etcd peer)",
-		})
 	}
 	return out
 }

@@ -63,7 +63,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	if len(s.Ratios.Peer) > 0 {
-		ew.printf("\nthroughput ÷ etcd peer (lock: Mutex cycles/s; renew: LeaseKeepAlive/s):\n")
+		ew.printf("\nthroughput ÷ etcd peer (lock: Mutex cycles/s; renew: LeaseKeepAlive/s; handoff: Mutex handoffs/s on one prefix):\n")
 		for _, pr := range s.Ratios.Peer {
 			wl := cmp.Or(pr.Workload, WorkloadLock)
 			ew.printf("  %-6s %-18s %12s  %s\n", wl, Label(wl, pr.System), Clients(pr.Concurrency), FormatRatio(pr.Ratio))
@@ -86,6 +86,10 @@ func aimValue(a Aim) string {
 		return "-"
 	case a.Unit == UnitPerSec:
 		return FormatRate(a.Value) + "/s"
+	case a.Unit == UnitMS:
+		return fmt.Sprintf("%.0f ms", a.Value)
+	case a.Unit == UnitCount:
+		return fmt.Sprintf("%.0f", a.Value)
 	}
 	return FormatRatio(a.Value)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/bench/load"
 	"github.com/ticketd/ticketd/bench/peer"
 )
@@ -31,9 +32,33 @@ type Config struct {
 	Mode load.Mode
 	Rate float64
 	// Commit, Lock and Renew switch the commit, lock and renew workloads on;
-	// Peer adds the etcd peer to the lock workload (etcd Mutex) and to the
-	// renew workload (etcd LeaseKeepAlive).
+	// Peer adds the etcd peer to the lock workload (etcd Mutex), to the
+	// renew workload (etcd LeaseKeepAlive) and to the handoff workload (etcd
+	// Mutex on one prefix).
 	Commit, Lock, Renew, Peer bool
+	// Handoff switches the contended handoff workload on (issue 21), run at
+	// HandoffConcurrency (default 2, 8, 32) on every backend.
+	Handoff            bool
+	HandoffConcurrency []int
+	// Snapshots switches on the snapshots-on vs snapshots-off commit
+	// measurement at report.AimSnapshotConcurrency clients (issue 21).
+	Snapshots bool
+	// Failover switches on the failover measurement: FailoverKills kill -9s
+	// of the leader of a three-process cluster per backend (default 5), with
+	// ticketd built from RepoRoot (the repository root; default: found from
+	// the working directory).
+	Failover      bool
+	FailoverKills int
+	RepoRoot      string
+	// FailoverArgs are extra `ticketd serve` flags for the failover cluster
+	// (e.g. "--raft-election-timeout-ms=500"); FailoverBackoffMax, if not
+	// zero, caps the SDK's retry backoff there (sdk.WithBackoff). Both are
+	// for trying timing changes; the defaults measure what ships.
+	FailoverArgs       []string
+	FailoverBackoffMax time.Duration
+	// Timing overrides the Raft timing of every cluster of the run (commit,
+	// API and failover clusters); zero fields keep the shipped defaults.
+	Timing Timing
 	// DataDir is where the run's temporary data directory is made (every
 	// cluster's data and the fsync floor file); empty means os.TempDir().
 	DataDir string
@@ -51,7 +76,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: unknown backend %q (known: %v)", ErrInvalidConfig, b, known)
 		}
 	}
-	for _, n := range c.Concurrency {
+	for _, n := range append(slices.Clone(c.Concurrency), c.HandoffConcurrency...) {
 		if n < 1 {
 			return fmt.Errorf("%w: concurrency %d < 1", ErrInvalidConfig, n)
 		}
@@ -62,9 +87,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: no concurrency levels", ErrInvalidConfig)
 	case c.Rounds < 1:
 		return fmt.Errorf("%w: rounds %d < 1", ErrInvalidConfig, c.Rounds)
-	case !c.Commit && !c.Lock && !c.Renew && !c.Peer:
+	case !c.Commit && !c.Lock && !c.Renew && !c.Peer && !c.Handoff && !c.Snapshots && !c.Failover:
 		return fmt.Errorf("%w: nothing to measure", ErrInvalidConfig)
-	case (c.Commit || c.Lock || c.Renew) && len(c.Backends) == 0 && !c.Peer:
+	case (c.Commit || c.Lock || c.Renew || c.Handoff || c.Snapshots || c.Failover) && len(c.Backends) == 0 && !c.Peer:
 		return fmt.Errorf("%w: no backends", ErrInvalidConfig)
 	}
 	if err := lc.Validate(); err != nil {
@@ -86,13 +111,23 @@ func (c Config) steps() int {
 	if c.Renew {
 		perRound += len(c.Backends) * levels
 	}
-	if c.Peer {
+	if c.Peer && c.Lock {
 		perRound += levels
 	}
 	if c.Peer && c.Renew {
 		perRound += levels
 	}
-	return c.Rounds * perRound
+	if c.Handoff {
+		perRound += (len(c.Backends) + btoi(c.Peer)) * len(c.handoffLevels())
+	}
+	if c.Snapshots {
+		perRound += 2 * len(c.Backends)
+	}
+	steps := c.Rounds * perRound
+	if c.Failover {
+		steps += len(c.Backends)
+	}
+	return steps
 }
 
 // rotate returns xs rotated left by k: the order of round k+1.
@@ -102,4 +137,51 @@ func rotate[T any](xs []T, k int) []T {
 	}
 	k %= len(xs)
 	return append(append([]T(nil), xs[k:]...), xs[:k]...)
+}
+
+// handoffLevels is HandoffConcurrency or its default, 2, 8 and 32 clients.
+func (c Config) handoffLevels() []int {
+	if len(c.HandoffConcurrency) > 0 {
+		return c.HandoffConcurrency
+	}
+	return []int{2, 8, 32}
+}
+
+// btoi is 1 for true.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Timing is a Raft timing to try instead of the shipped defaults (issue 21:
+// failover within a second without leader changes under load).
+type Timing struct {
+	// ElectionTimeout is backends.Config.ElectionTimeout (ticketd's
+	// raft.election_timeout_ms); HeartbeatInterval its HeartbeatInterval
+	// (raft.heartbeat_ms). Zero means the default.
+	ElectionTimeout, HeartbeatInterval time.Duration
+}
+
+// args are the `ticketd serve` flags of t.
+func (t Timing) args() []string {
+	var out []string
+	if t.ElectionTimeout > 0 {
+		out = append(out, fmt.Sprintf("--raft-election-timeout-ms=%d", t.ElectionTimeout.Milliseconds()))
+	}
+	if t.HeartbeatInterval > 0 {
+		out = append(out, fmt.Sprintf("--raft-heartbeat-ms=%d", t.HeartbeatInterval.Milliseconds()))
+	}
+	return out
+}
+
+// tune applies t to a backend node's config.
+func (t Timing) tune(cfg *backends.Config) {
+	if t.ElectionTimeout > 0 {
+		cfg.ElectionTimeout = t.ElectionTimeout
+	}
+	if t.HeartbeatInterval > 0 {
+		cfg.HeartbeatInterval = t.HeartbeatInterval
+	}
 }

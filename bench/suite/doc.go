@@ -10,7 +10,17 @@
 //     every concurrency level on it in increasing order.
 //  3. The lock workload through ticketd's API on each backend
 //     (package apicluster and workload.Locks), and on the etcd peer
-//     (package peer) when asked for.
+//     (package peer) when asked for; on the same ticketd cluster, the
+//     contended handoff workload at 2, 8 and 32 clients (package handoff),
+//     and the etcd peer's handoff workload. Around every API level the
+//     leader's term is read, to count elections.
+//  4. The renew workload (ticketd Renew, etcd LeaseKeepAlive).
+//  5. The commit workload at 64 clients with snapshots on and off, each on
+//     a fresh cluster.
+//
+// After the rounds, the failover measurement (package failover) runs once
+// per backend on three ticketd processes, and the CPU each side used is
+// recorded (package cputime).
 //
 // Within steps 2 and 3 the order of the systems rotates by one each round
 // (round 1: hashicorp, etcd; round 2: etcd, hashicorp; ...), so drift of the

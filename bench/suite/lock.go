@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/config"
 
 	"github.com/ticketd/ticketd/bench/apicluster"
 )
@@ -12,13 +13,17 @@ import (
 type lockCluster interface {
 	// Client returns a LockService client of the leader.
 	Client() ticketv1connect.LockServiceClient
+	// Term returns the Raft term the cluster reports (elections counting).
+	Term(ctx context.Context) (uint64, error)
 	Close() error
 }
 
 // startLockCluster starts an in-process ticketd cluster on backend with its
-// data in dir.
-func startLockCluster(ctx context.Context, backend, dir string) (lockCluster, error) {
-	c, err := apicluster.Start(ctx, apicluster.Config{Backend: backend, Dir: dir})
+// data in dir and the Raft timing of t.
+func startLockCluster(ctx context.Context, backend, dir string, t Timing) (lockCluster, error) {
+	c, err := apicluster.Start(ctx, apicluster.Config{Backend: backend, Dir: dir, Tune: func(nc *config.Config) {
+		nc.Raft.ElectionTimeoutMS, nc.Raft.HeartbeatMS = t.ElectionTimeout.Milliseconds(), t.HeartbeatInterval.Milliseconds()
+	}})
 	if err != nil {
 		return nil, err
 	}

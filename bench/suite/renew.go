@@ -36,13 +36,15 @@ func (r *runner) renewRound(ctx context.Context, round int) error {
 // cluster of backend, at every concurrency level; each level first acquires
 // one lock per client (not timed).
 func (r *runner) renews(ctx context.Context, round int, backend string) error {
-	c, err := startLockCluster(ctx, backend, filepath.Join(r.dir, fmt.Sprintf("r%d-renew-%s", round, backend)))
+	c, err := startLockCluster(ctx, backend, filepath.Join(r.dir, fmt.Sprintf("r%d-renew-%s", round, backend)), r.cfg.Timing)
 	if err != nil {
 		r.progress.Skip(len(r.cfg.Concurrency))
 		return r.failed(ctx, r.label(round, "renew", backend, "start ticketd cluster"), err)
 	}
 	defer r.closeCluster(c, r.label(round, "renew", backend, "close ticketd cluster"))
 	var setupErr error
+	r.watch = c
+	defer func() { r.watch = nil }()
 	err = r.levels(ctx, round, report.WorkloadRenew, backend, func(n int, prefix string) load.Op {
 		op, err := workload.Renews(ctx, c.Client(), n, prefix)
 		if err != nil {

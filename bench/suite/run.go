@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ticketd/ticketd/bench/backendcluster"
+	"github.com/ticketd/ticketd/bench/cputime"
 	"github.com/ticketd/ticketd/bench/floor"
 	"github.com/ticketd/ticketd/bench/load"
 	"github.com/ticketd/ticketd/bench/peer"
@@ -51,6 +52,8 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			DurationSec: cfg.Duration.Seconds(), WarmupSec: cfg.Warmup.Seconds(),
 			Concurrency: cfg.Concurrency, Backends: cfg.Backends, Rounds: cfg.Rounds,
 			Mode: cfg.Mode, RatePerSec: cfg.Rate, Peer: cfg.Peer,
+			ElectionTimeoutMS: cfg.Timing.ElectionTimeout.Milliseconds(), HeartbeatMS: cfg.Timing.HeartbeatInterval.Milliseconds(),
+			FailoverBackoffMaxMS: cfg.FailoverBackoffMax.Milliseconds(), FailoverArgs: cfg.FailoverArgs,
 		},
 	}
 	r.rep.Machine.DataDir = base
@@ -72,6 +75,35 @@ type runner struct {
 	progress *progress.Line
 	rep      *report.Report
 	peerBin  string // "" when the peer is off or failed to build
+	// cpuDone is set once the rounds' CPU shares are recorded; peerCPU sums
+	// the peer processes' CPU time.
+	cpuDone bool
+	peerCPU time.Duration
+	// watch, when set, is the ticketd cluster whose elections levels counts.
+	watch lockCluster
+}
+
+// term reads c's Raft term; 0 when it cannot be read (then no elections are
+// recorded for the level, see elections).
+func (r *runner) term(ctx context.Context, c lockCluster) uint64 {
+	t, err := c.Term(ctx)
+	if err != nil {
+		return 0
+	}
+	return t
+}
+
+// elections records the elections on c during one level that began at term
+// before (unknown when before is 0).
+func (r *runner) elections(ctx context.Context, c lockCluster, round int, workload, system string, n int, before uint64) {
+	after := r.term(ctx, c)
+	if before == 0 || after == 0 {
+		r.note("%s: elections not counted (Status failed)", r.label(round, workload, system, report.Clients(n)))
+		return
+	}
+	r.rep.Elections = append(r.rep.Elections, report.Elections{
+		Round: round, Workload: workload, System: system, Concurrency: n, TermBefore: before, TermAfter: after,
+	})
 }
 
 func (r *runner) note(format string, args ...any) {
@@ -91,6 +123,11 @@ func (r *runner) buildPeer(ctx context.Context) {
 }
 
 func (r *runner) rounds(ctx context.Context) error {
+	startWall, startCPU, startMachine := time.Now(), cputime.Self(), cputime.Machine()
+	shares := func() {
+		r.cpuShares(time.Since(startWall), cputime.Self()-startCPU, cputime.Machine()-startMachine)
+	}
+	defer shares()
 	for round := 1; round <= r.cfg.Rounds; round++ {
 		if err := r.floor(ctx, round); err != nil {
 			return err
@@ -103,7 +140,7 @@ func (r *runner) rounds(ctx context.Context) error {
 			}
 		}
 		var lockSystems []string
-		if r.cfg.Lock {
+		if r.cfg.Lock || r.cfg.Handoff {
 			lockSystems = append(lockSystems, r.cfg.Backends...)
 		}
 		if r.cfg.Peer {
@@ -112,7 +149,12 @@ func (r *runner) rounds(ctx context.Context) error {
 		for _, s := range rotate(lockSystems, round-1) {
 			var err error
 			if s == report.SystemEtcdMutex {
-				err = r.peer(ctx, round)
+				if r.cfg.Lock {
+					err = r.peer(ctx, round)
+				}
+				if err == nil && r.cfg.Handoff {
+					err = r.peerHandoffs(ctx, round)
+				}
 			} else {
 				err = r.locks(ctx, round, s)
 			}
@@ -125,8 +167,37 @@ func (r *runner) rounds(ctx context.Context) error {
 				return err
 			}
 		}
+		if r.cfg.Snapshots {
+			for _, b := range rotate(r.cfg.Backends, round-1) {
+				if err := r.snapshots(ctx, round, b); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	shares()
+	if r.cfg.Failover {
+		return r.failovers(ctx)
 	}
 	return nil
+}
+
+// cpuShares records, once, the CPU this process (ticketd's in-process nodes
+// and the load clients together) and the etcd peer processes used over the
+// rounds (wall), and what the whole machine used (other work included).
+func (r *runner) cpuShares(wall, self, machine time.Duration) {
+	if r.cpuDone {
+		return
+	}
+	r.cpuDone = true
+	part := "rounds (in-process ticketd nodes and clients share one process)"
+	r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "ticketbench (nodes + clients; includes the floor)", CPUSec: self.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(self, wall)})
+	if r.peerCPU > 0 {
+		r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "etcd peer (3 embedded members + its clients)", CPUSec: r.peerCPU.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(r.peerCPU, wall)})
+	}
+	if machine > 0 {
+		r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "whole machine (/proc/stat: every process, other users' work included)", CPUSec: machine.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(machine, wall)})
+	}
 }
 
 func (r *runner) label(round int, parts ...any) string {
@@ -175,8 +246,9 @@ func (r *runner) floor(ctx context.Context, round int) error {
 // every concurrency level.
 func (r *runner) commits(ctx context.Context, round int, backend string) error {
 	c, err := backendcluster.Start(ctx, backendcluster.Config{
-		New: newBackend[backend],
-		Dir: filepath.Join(r.dir, fmt.Sprintf("r%d-commit-%s", round, backend)),
+		New:  newBackend[backend],
+		Dir:  filepath.Join(r.dir, fmt.Sprintf("r%d-commit-%s", round, backend)),
+		Tune: r.cfg.Timing.tune,
 	})
 	if err != nil {
 		r.progress.Skip(len(r.cfg.Concurrency))
@@ -189,17 +261,31 @@ func (r *runner) commits(ctx context.Context, round int, backend string) error {
 }
 
 // locks measures the lock workload through ticketd's API on a fresh
-// cluster of backend, at every concurrency level.
+// cluster of backend, at every concurrency level, counting the elections
+// around each level; then, on the same cluster, the handoff workload.
 func (r *runner) locks(ctx context.Context, round int, backend string) error {
-	c, err := startLockCluster(ctx, backend, filepath.Join(r.dir, fmt.Sprintf("r%d-lock-%s", round, backend)))
+	c, err := startLockCluster(ctx, backend, filepath.Join(r.dir, fmt.Sprintf("r%d-lock-%s", round, backend)), r.cfg.Timing)
 	if err != nil {
-		r.progress.Skip(len(r.cfg.Concurrency))
+		if r.cfg.Lock {
+			r.progress.Skip(len(r.cfg.Concurrency))
+		}
+		if r.cfg.Handoff {
+			r.progress.Skip(len(r.cfg.handoffLevels()))
+		}
 		return r.failed(ctx, r.label(round, "lock", backend, "start ticketd cluster"), err)
 	}
 	defer r.closeCluster(c, r.label(round, "lock", backend, "close ticketd cluster"))
-	return r.levels(ctx, round, report.WorkloadLock, backend, func(n int, prefix string) load.Op {
-		return workload.Locks(c.Client(), n, prefix)
-	})
+	if r.cfg.Lock {
+		r.watch = c
+		err = r.levels(ctx, round, report.WorkloadLock, backend, func(n int, prefix string) load.Op {
+			return workload.Locks(c.Client(), n, prefix)
+		})
+		r.watch = nil
+	}
+	if err != nil || !r.cfg.Handoff {
+		return err
+	}
+	return r.handoffs(ctx, round, backend, c)
 }
 
 // levels runs the op newOp makes at every concurrency level in increasing
@@ -212,7 +298,14 @@ func (r *runner) levels(ctx context.Context, round int, workload, system string,
 	for i, n := range levels {
 		what := r.label(round, workload, report.Label(workload, system), report.Clients(n))
 		r.progress.Step(what)
+		var before uint64
+		if r.watch != nil {
+			before = r.term(ctx, r.watch)
+		}
 		res, err := load.Run(ctx, r.loadConfig(n), newOp(n, fmt.Sprintf("r%dc%d", round, n)))
+		if r.watch != nil {
+			r.elections(ctx, r.watch, round, workload, system, n, before)
+		}
 		if err != nil {
 			r.progress.Skip(len(levels) - i - 1)
 			return r.failed(ctx, what, err)
@@ -236,7 +329,11 @@ func (r *runner) peer(ctx context.Context, round int) error {
 // peerWorkload runs the etcd peer's workload (its -workload flag) at every
 // concurrency level and adds the figures as workload.
 func (r *runner) peerWorkload(ctx context.Context, round int, workload, peerWorkload string) error {
-	levels := r.cfg.Concurrency
+	return r.peerWorkloadAt(ctx, round, workload, peerWorkload, r.cfg.Concurrency)
+}
+
+// peerWorkloadAt is peerWorkload at the given levels.
+func (r *runner) peerWorkloadAt(ctx context.Context, round int, workload, peerWorkload string, levels []int) error {
 	system := report.PeerSystem(workload)
 	if r.peerBin == "" {
 		r.progress.Skip(len(levels))
@@ -258,6 +355,7 @@ func (r *runner) peerWorkload(ctx context.Context, round int, workload, peerWork
 		}
 		return r.failed(ctx, r.label(round, workload, system), err)
 	}
+	r.peerCPU += out.CPU
 	for _, res := range out.Results {
 		r.add(round, workload, system, res)
 	}

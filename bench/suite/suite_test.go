@@ -26,6 +26,10 @@ func TestValidate(t *testing.T) {
 		{"zero_duration", func(c *Config) { c.Duration = 0 }},
 		{"nothing_to_measure", func(c *Config) { c.Commit, c.Lock, c.Peer = false, false, false }},
 		{"no_backends", func(c *Config) { c.Backends, c.Peer = nil, false }},
+		{"zero_handoff_level", func(c *Config) { c.HandoffConcurrency = []int{2, 0} }},
+		{"failover_only_without_backends", func(c *Config) {
+			c.Commit, c.Lock, c.Peer, c.Backends, c.Failover = false, false, false, nil, true
+		}},
 		{"open_without_rate", func(c *Config) { c.Mode = load.ModeOpen }},
 	}
 	for _, tc := range tests {
@@ -56,6 +60,14 @@ func TestSteps(t *testing.T) {
 	require.Equal(t, 2*(1+8+2), c.steps())
 	c.Lock, c.Peer = false, false
 	require.Equal(t, 2*(1+4), c.steps())
+
+	// Handoff: 3 default levels per backend and for the peer; snapshots: on
+	// and off per backend; failover: one step per backend, not per round.
+	c = valid()
+	c.Commit, c.Lock, c.Handoff, c.Snapshots, c.Failover = false, false, true, true, true
+	require.Equal(t, 2*(1+3*3+2*2)+2, c.steps())
+	c.HandoffConcurrency = []int{4}
+	require.Equal(t, 2*(1+3*1+2*2)+2, c.steps())
 }
 
 func TestLoadAvg(t *testing.T) {

@@ -7,6 +7,10 @@
 //   - Locks: each worker runs an Acquire (no waiting) then a Release of a key
 //     of its own through ticketd's Connect API, one cycle per operation: two
 //     commits, as an etcd concurrency.Mutex Lock+Unlock is (bench/etcdpeer).
+//   - Handoffs: the contended handoff workload (issue 21), a
+//     handoff.CycleFunc: every worker Acquires the one key with wait=true,
+//     notes the time and token, Releases and notes the time; package
+//     handoff pairs the cycles into handoffs.
 //
 // Both check every result (a Grant must be granted, a Release must release),
 // so a figure can never come from operations that silently did nothing.

@@ -153,3 +153,29 @@ func TestRenewsOneCommitEach(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, op(context.Background(), 0))
 }
+
+func TestHandoffsCycle(t *testing.T) {
+	a := &applier{sm: core.NewStateMachine()}
+	mux := http.NewServeMux()
+	mux.Handle(ticketv1connect.NewLockServiceHandler(&lockServer{a: a}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	client := ticketv1connect.NewLockServiceClient(srv.Client(), srv.URL)
+
+	cycle := workload.Handoffs(client, "t")
+	var tokens []uint64
+	for w := range 3 {
+		c, err := cycle(context.Background(), w)
+		require.NoError(t, err)
+		require.False(t, c.Released.Before(c.Acquired))
+		tokens = append(tokens, c.Token)
+	}
+	require.Equal(t, []uint64{1, 2, 3}, tokens, "every worker takes the one key in turn")
+	require.Zero(t, a.sm.Len(), "every cycle releases the key")
+
+	// The key held by someone else (a fake that does not wait) fails the cycle.
+	_, err := a.Propose(context.Background(), core.Grant("bench/t/handoff", 1000, "someone-else"))
+	require.NoError(t, err)
+	_, err = cycle(context.Background(), 0)
+	require.Error(t, err)
+}

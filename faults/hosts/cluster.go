@@ -605,8 +605,19 @@ func (c *Cluster) Move(ctx context.Context, i int) error {
 	if err := c.start(i); err != nil {
 		return err
 	}
-	if err := c.AddMember(ctx, i); err != nil {
-		return fmt.Errorf("hosts: move %s: %w", n.ID, err)
+	// The leader refuses an api address that does not answer yet (issue
+	// 12's safe membership): the restarted process may not be listening at
+	// once, so retry, as an operator would, until ctx ends.
+	for {
+		err := c.AddMember(ctx, i)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("hosts: move %s: %w", n.ID, err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	return c.waitMember(ctx, n, true)
 }

@@ -90,7 +90,10 @@ func (e *Executor) injectNet(ctx context.Context, f Fault) (heal func(context.Co
 		if e.killed[i] || e.paused[i] {
 			return nil, []int{i}, true, fmt.Errorf("nemesis: node %d is down; not moved", i)
 		}
-		mctx, cancel := context.WithTimeout(ctx, 3*leaderWait)
+		// Not cut short by the run's end: a node restarted on a new
+		// address that membership never learns is cut off for good, and
+		// the heal after the run could not bring it back.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*leaderWait)
 		defer cancel()
 		return nil, []int{i}, true, nt.Move(mctx, i)
 	}

@@ -140,7 +140,11 @@ type Limits struct {
 	// new connection is refused (0: no cap). Busy connections are never closed.
 	MaxConnections int `koanf:"max_connections"`
 	// MaxConcurrentStreams is the most concurrent HTTP/2 streams (requests)
-	// per client connection.
+	// per client connection (default 250, golang.org/x/net/http2's own
+	// default: each stream may hold a request body being read for up to
+	// BodyReadTimeoutMS, so this bounds what one connection can pin; SDK
+	// clients keep far fewer in flight, and a client that needs more opens
+	// another connection).
 	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
 	// ReadHeaderTimeoutMS bounds reading a request's headers, and a TLS
 	// handshake, in milliseconds.
@@ -197,7 +201,7 @@ func DefaultConfig() Config {
 		Backend:  BackendHashicorp,
 		Lease:    Lease{MinMS: 100, MaxMS: 600_000, MaxLockDelayMS: 60_000},
 		Limits: Limits{MaxLocks: 1_000_000, MaxWaitersPerKey: 1024,
-			MaxConnections: 4096, MaxConcurrentStreams: 1000,
+			MaxConnections: 4096, MaxConcurrentStreams: 250,
 			ReadHeaderTimeoutMS: 10_000, BodyReadTimeoutMS: 30_000, IdleTimeoutMS: 120_000,
 			MaxHeaderBytes:      64 << 10,
 			WatchHistoryEntries: 10_000, WatchHistoryBytes: 16 << 20, MaxWatchers: 10_000, WatchBufferEvents: 1024},

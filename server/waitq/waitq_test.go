@@ -2,6 +2,7 @@ package waitq_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -101,8 +102,9 @@ func TestBusyKeyWithoutWait(t *testing.T) {
 		turn  bool // a grant for "other" in flight
 	}{
 		{name: "held_by_other", state: waitq.KeyState{Held: true, Owner: "other"}},
-		{name: "grant_in_flight", turn: true},
+		{name: "held_with_grant_in_flight", state: waitq.KeyState{Held: true, Owner: "other"}, turn: true},
 		{name: "removing_other", state: waitq.KeyState{Held: true, Owner: "other", Removing: true}},
+		{name: "lock_delay", state: waitq.KeyState{Held: true, Removing: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,6 +195,14 @@ func TestCancelRacingTurn(t *testing.T) {
 		go cancel()
 		q.Kick("k")
 		first := recv(t, out)
+		if first.name == "w2" {
+			// w1 left before the kick, which served w2 directly.
+			require.NoError(t, first.err)
+			first.turn.Done()
+			require.ErrorIs(t, recv(t, out).err, context.Canceled)
+			require.Equal(t, 0, q.Inflight())
+			continue
+		}
 		if first.name == "w1" && first.err == nil {
 			first.turn.Done() // w1 won the race and gives up its grant
 		} else {
@@ -227,9 +237,13 @@ func TestCloseFailsWaiters(t *testing.T) {
 	turn, err := q.Enter(context.Background(), "free", "b", false)
 	require.NoError(t, err)
 	stale.Done() // from the old term: must not free "free"
-	_, err = q.Enter(context.Background(), "free", "c", false)
-	require.ErrorIs(t, err, waitq.ErrHeld)
-	turn.Done()
+	assert.Equal(t, 1, q.Inflight(), "b's grant is still in flight")
+	out = make(chan entered, 1)
+	enter(t, q, context.Background(), "free", "c", false, out) // waits (tentative) behind b's grant
+	turn.Done()                                                // b's grant failed
+	got := recv(t, out)
+	require.NoError(t, got.err)
+	got.turn.Done()
 }
 
 func TestWaiterLimit(t *testing.T) {
@@ -312,4 +326,37 @@ func TestHolderRetryDoesNotQueue(t *testing.T) {
 	require.NoError(t, err)
 	turn.Done()
 	none(t, out)
+}
+
+// TestManyKeysConcurrently runs waiting Acquires on many keys (spread over
+// the queue's shards) from many goroutines, each key handed on from grant to
+// grant by Kick, and checks that every waiter is served and nothing stays
+// in flight or waiting. Run it with -race.
+func TestManyKeysConcurrently(t *testing.T) {
+	q, tb := newQueue(t, 0)
+	const keys, perKey = 32, 8
+	var wg sync.WaitGroup
+	for k := range keys {
+		key := fmt.Sprintf("key-%d", k)
+		for w := range perKey {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				owner := fmt.Sprintf("w%d", w)
+				ctx, cancel := context.WithTimeout(context.Background(), safety)
+				defer cancel()
+				turn, err := q.Enter(ctx, key, owner, true)
+				if !assert.NoError(t, err) {
+					return
+				}
+				tb.set(key, waitq.KeyState{Held: true, Owner: owner}) // the grant applied
+				turn.Done()
+				tb.set(key, waitq.KeyState{}) // its Release applied
+				q.Kick(key)
+			}()
+		}
+	}
+	wg.Wait()
+	assert.Equal(t, 0, q.Inflight())
+	assert.Equal(t, 0, q.Waiting())
 }

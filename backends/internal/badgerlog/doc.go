@@ -21,7 +21,10 @@
 //  3. Write a batch of entries with Batch: one transaction (one fsync) unless
 //     badger's transaction size limit forces a split; every part is durable
 //     before Batch returns.
-//  4. Close the *badger.DB when the node stops.
+//  4. Delete a compacted prefix of the log with DeleteIndexes, at most
+//     CompactChunk indexes per call, oldest first, so that appends never
+//     queue behind one huge write and a crash leaves a contiguous log.
+//  5. Close the *badger.DB when the node stops.
 //
 // Example:
 //

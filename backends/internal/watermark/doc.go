@@ -19,6 +19,11 @@
 //     each append is durable, and lowered, durably, before a legitimate
 //     truncation of the log's suffix (a follower dropping conflicting
 //     entries), so a crash at any point leaves it at or below the log's end.
+//     The raise is written in the background (Advance): the watermark's own
+//     synced write overlaps the next append instead of adding to each
+//     append's latency (issue 21), at the price of trailing the log by the
+//     appends made during one watermark write; damage confined to those last
+//     entries goes unnoticed, anything deeper is still refused.
 //   - Applied, the highest index the node had applied (so committed) when the
 //     mark was written: the lower bound of the state it served, which a
 //     restarted node must reach again before it serves stale reads
@@ -35,8 +40,10 @@
 //  2. Check(mark, last): refuse to start when the log (or the latest
 //     snapshot) ends before mark.LastIndex; the error names the gap and the
 //     way to recover.
-//  3. After each durable append, Store a Mark with the new LastIndex; before
-//     deleting a suffix, Store one with LastIndex lowered to what remains.
+//  3. After each durable append, Advance(last, applied) (it does not wait for
+//     the disk); before deleting a suffix, Update the mark with LastIndex
+//     lowered to what remains (synchronous, and it absorbs a pending
+//     Advance, so a later background write cannot undo it).
 //  4. Close when the node stops.
 //
 // Example:
@@ -49,5 +56,5 @@
 //		return err // damaged log: replace the member
 //	}
 //	// after each synced append of entries up to last:
-//	err = wm.Store(watermark.Mark{LastIndex: last, Applied: applied})
+//	err = wm.Advance(last, applied)
 package watermark

@@ -75,11 +75,21 @@ func Check(m Mark, last uint64) error {
 
 // File is an open watermark file. Its methods are safe for concurrent use.
 type File struct {
+	// mu guards the file and every field below it up to pmu; it is held
+	// during each write.
 	mu     sync.Mutex
 	f      *os.File
 	mark   Mark
 	buf    [recordSize]byte
 	closed bool
+
+	// pmu guards the mark Advance asks for (see advance.go); it is never
+	// held during a write, so Advance never waits for the disk. Order: mu
+	// before pmu.
+	pmu  sync.Mutex
+	pend pending
+	// async is the background writer (Open starts it, Close stops it).
+	async asyncWriter
 }
 
 // Open opens the watermark file in dataDir (creating it, synced, with a zero
@@ -109,6 +119,7 @@ func Open(dataDir string) (*File, Mark, error) {
 			_ = f.Close()
 			return nil, Mark{}, err
 		}
+		w.startAsync()
 		return w, Mark{}, nil
 	}
 	var rec [recordSize]byte
@@ -122,6 +133,7 @@ func Open(dataDir string) (*File, Mark, error) {
 		return nil, Mark{}, fmt.Errorf("%s: %w", path, err)
 	}
 	w.mark = m
+	w.startAsync()
 	return w, m, nil
 }
 
@@ -143,31 +155,31 @@ func (w *File) Mark() Mark {
 }
 
 // Store durably records m (one synced 20-byte write) unless it equals the
-// mark already stored. Errors: ErrClosed, or the file system's; on error the
-// caller must stop the node, as the watermark may no longer be durable.
+// mark already stored; a mark Advance asked for and not yet written is
+// dropped. Errors: ErrClosed, the background writer's (see Advance), or the
+// file system's; on error the caller must stop the node, as the watermark
+// may no longer be durable.
 func (w *File) Store(m Mark) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return ErrClosed
-	}
-	if m == w.mark {
-		return nil
-	}
-	return w.write(m)
+	return w.Update(func(Mark) Mark { return m })
 }
 
 // Update durably records change(current mark) as one atomic read-modify-
 // write, so that writers from several goroutines (log appends, a periodic
-// record of the applied index) never undo each other's change. Errors are
-// Store's.
+// record of the applied index) never undo each other's change. The current
+// mark includes what Advance last asked for, written or not, so a
+// synchronous change (lowering LastIndex before a suffix is deleted) is
+// never undone by a later background write. Errors are Store's.
 func (w *File) Update(change func(Mark) Mark) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return ErrClosed
 	}
-	m := change(w.mark)
+	cur, err := w.takePending()
+	if err != nil {
+		return err
+	}
+	m := change(cur)
 	if m == w.mark {
 		return nil
 	}
@@ -195,15 +207,25 @@ func (w *File) write(m Mark) error {
 	return nil
 }
 
-// Close closes the file; later Stores fail with ErrClosed. Safe to call twice.
+// Close writes the mark Advance last asked for, if any, stops the
+// background writer and closes the file; later calls fail with ErrClosed.
+// Safe to call twice. Errors: the last write's or the file system's.
 func (w *File) Close() error {
+	w.async.stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil
 	}
+	m, err := w.takePending()
+	if err == nil && m != w.mark {
+		err = w.write(m)
+	}
+	w.pmu.Lock()
+	w.pend.err = ErrClosed // later Advances fail
+	w.pmu.Unlock()
 	w.closed = true
-	return w.f.Close()
+	return errors.Join(err, w.f.Close())
 }
 
 func syncDir(dir string) error {

@@ -46,11 +46,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("ticketbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		o         options
-		levels    = fs.String("concurrency", "1,16,64,256", "comma-separated client counts")
-		backends  = fs.String("backends", strings.Join(suite.Backends(), ","), "comma-separated ticketd backends")
-		workloads = fs.String("workloads", "commit,lock,renew", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API), renew (Renew of a held lock through the API; peer: etcd LeaseKeepAlive)")
-		mode      = fs.String("mode", string(load.ModeClosed), "closed (each client waits for its last operation) or open (fixed -rate, latency from the intended send time)")
+		o             options
+		levels        = fs.String("concurrency", "1,16,64,256", "comma-separated client counts")
+		backends      = fs.String("backends", strings.Join(suite.Backends(), ","), "comma-separated ticketd backends")
+		workloads     = fs.String("workloads", "commit,lock,renew,handoff,snapshots,failover", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API), renew (Renew of a held lock through the API; peer: etcd LeaseKeepAlive), handoff (N clients on one key, Acquire-wait+Release; peer: etcd Mutex), snapshots (commit p99 with snapshots on vs off), failover (kill -9 of the leader of three ticketd processes)")
+		handoffLevels = fs.String("handoff-concurrency", "2,8,32", "comma-separated client counts of the handoff workload")
+		quick         = fs.Bool("quick", false, "a run of a few minutes: 1 round of 500ms windows after 200ms warm-up (flags given explicitly win)")
+		mode          = fs.String("mode", string(load.ModeClosed), "closed (each client waits for its last operation) or open (fixed -rate, latency from the intended send time)")
 	)
 	fs.DurationVar(&o.cfg.Duration, "duration", time.Second, "measured window of each measurement")
 	fs.DurationVar(&o.cfg.Warmup, "warmup", 500*time.Millisecond, "unrecorded run before each window")
@@ -59,6 +61,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.cfg.Peer, "peer", true, "also measure etcd itself (three embedded members): concurrency.Mutex for lock, LeaseKeepAlive for renew")
 	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "where the clusters' data and the fsync floor file go (default: system temp dir)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clusters and clients share this process) to this file")
+	fs.IntVar(&o.cfg.FailoverKills, "kills", 5, "failover: kill -9s of the leader per backend")
+	failoverArgs := fs.String("failover-args", "", "failover: extra space-separated `ticketd serve` flags (e.g. --raft-election-timeout-ms=500); default: the shipped defaults")
+	fs.DurationVar(&o.cfg.Timing.ElectionTimeout, "election-timeout", 0, "Raft election timeout of every cluster (0: the shipped default)")
+	fs.DurationVar(&o.cfg.Timing.HeartbeatInterval, "heartbeat", 0, "Raft heartbeat interval of every cluster (0: the shipped default)")
+	fs.DurationVar(&o.cfg.FailoverBackoffMax, "failover-backoff-max", 0, "failover: cap of the SDK's retry backoff (0: the SDK default)")
 	fs.StringVar(&o.out, "out", "", "output directory (default bench/results/<time> from the repository root)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -66,9 +73,26 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	o.cfg.FailoverArgs = strings.Fields(*failoverArgs)
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["rounds"] {
+			o.cfg.Rounds = 1
+		}
+		if !set["duration"] {
+			o.cfg.Duration = 500 * time.Millisecond
+		}
+		if !set["warmup"] {
+			o.cfg.Warmup = 200 * time.Millisecond
+		}
+	}
 	var err error
 	if o.cfg.Concurrency, err = load.ParseLevels(*levels); err != nil {
 		return o, fmt.Errorf("-concurrency: %w", err)
+	}
+	if o.cfg.HandoffConcurrency, err = load.ParseLevels(*handoffLevels); err != nil {
+		return o, fmt.Errorf("-handoff-concurrency: %w", err)
 	}
 	o.cfg.Backends = splitList(*backends)
 	for _, w := range splitList(*workloads) {
@@ -79,6 +103,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.cfg.Lock = true
 		case report.WorkloadRenew:
 			o.cfg.Renew = true
+		case report.WorkloadHandoff:
+			o.cfg.Handoff = true
+		case "snapshots":
+			o.cfg.Snapshots = true
+		case "failover":
+			o.cfg.Failover = true
 		default:
 			return o, fmt.Errorf("-workloads: unknown workload %q", w)
 		}

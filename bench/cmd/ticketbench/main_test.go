@@ -31,6 +31,7 @@ func TestSmoke(t *testing.T) {
 	peer := os.Getenv(smokePeerEnv) == "1"
 	args := []string{
 		"-duration", "300ms", "-warmup", "100ms", "-rounds", "1", "-concurrency", "1,4",
+		"-workloads", "commit,lock,renew,handoff", "-handoff-concurrency", "2",
 		"-data-dir", t.TempDir(), "-out", out, fmt.Sprintf("-peer=%v", peer),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -69,9 +70,9 @@ func TestSmoke(t *testing.T) {
 	require.Positive(t, rep.Floors[0].RTT.Count)
 	require.Positive(t, rep.Floors[0].Badger.Count)
 	require.Positive(t, rep.Summary.Floor.FloorUS)
-	want := len(suite.Backends()) * 3 * len(levels) // commit, lock, renew
+	want := len(suite.Backends()) * (3*len(levels) + 1) // commit, lock, renew; handoff at 2
 	if peer {
-		want += 2 * len(levels) // etcd Mutex, etcd LeaseKeepAlive
+		want += 2*len(levels) + 1 // etcd Mutex, etcd LeaseKeepAlive, etcd Mutex handoff
 	}
 	require.Len(t, rep.Measurements, want)
 	seen := map[string]bool{}
@@ -86,7 +87,9 @@ func TestSmoke(t *testing.T) {
 		}
 		require.LessOrEqual(t, m.Errors*10, m.Ops, "%s: more than 10%% of operations failed: %s", name, m.FirstError)
 		require.Equal(t, m.Ops, m.Latency.Count, name)
-		require.Positive(t, m.Latency.P50US, name)
+		if m.Workload != report.WorkloadHandoff { // a handoff may be negative
+			require.Positive(t, m.Latency.P50US, name)
+		}
 		require.True(t, m.Latency.Ordered(), "%s: %+v", name, m.Latency)
 		require.InDelta(t, float64(m.Ops)/m.ElapsedSec, m.PerSec, 1e-6, name)
 	}
@@ -95,7 +98,9 @@ func TestSmoke(t *testing.T) {
 			require.True(t, seen[fmt.Sprintf("commit/%s/%d", b, c)], "commit/%s/%d", b, c)
 			require.True(t, seen[fmt.Sprintf("lock/%s/%d", b, c)], "lock/%s/%d", b, c)
 		}
+		require.True(t, seen["handoff/"+b+"/2"], "handoff/%s/2", b)
 	}
+	require.NotEmpty(t, rep.Elections, "elections counted around the API levels")
 	for _, row := range rep.Summary.Rows {
 		require.Equal(t, 1, row.Rounds)
 		require.LessOrEqual(t, row.P50US, row.P99US)
@@ -124,7 +129,15 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, []string{"hashicorp", "etcd"}, o.cfg.Backends)
 	require.True(t, o.cfg.Commit && o.cfg.Lock && o.cfg.Peer)
 	require.Equal(t, 3, o.cfg.Rounds)
+	require.True(t, o.cfg.Handoff && o.cfg.Snapshots && o.cfg.Failover, "issue 21's measurements are on by default")
+	require.Equal(t, []int{2, 8, 32}, o.cfg.HandoffConcurrency)
 	require.True(t, strings.Contains(o.out, "results"), o.out)
+
+	o, err = parseFlags([]string{"-quick", "-rounds", "2"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, 2, o.cfg.Rounds, "an explicit flag wins over -quick")
+	require.Equal(t, 500*time.Millisecond, o.cfg.Duration)
+	require.Equal(t, 200*time.Millisecond, o.cfg.Warmup)
 
 	for _, bad := range [][]string{
 		{"-workloads", "reads"}, {"-concurrency", "a"}, {"-backends", "zk"}, {"-mode", "open"}, {"extra"},

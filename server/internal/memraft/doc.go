@@ -12,8 +12,8 @@
 // (HoldProposals, HoldReads; then Commit, Apply, Confirm) lets a script hold
 // proposals in the log and reads unanswered, and move them on one at a time,
 // as the server's interaction tests do; SetApplyHook observes every applied
-// entry, and it implements core.TermConfirmer. It is never used by ticketd
-// itself. Like hashicorp raft's InmemTransport, it is a real implementation of
+// entry, and it implements core.TermConfirmer and core.Submitter. It is
+// never used by ticketd itself. Like hashicorp raft's InmemTransport, it is a real implementation of
 // the interfaces, not a mock: the state machine, the encoding and the hooks
 // are the production ones.
 //

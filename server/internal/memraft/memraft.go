@@ -167,16 +167,29 @@ func (n *Node) leaderCheck() error {
 	return nil
 }
 
-// Propose applies cmd at once when this node leads. Errors: *core.NotLeaderError,
-// core.ErrStopped, core.ErrInvalidArgument (unencodable), ctx.Err() (checked
-// before the command is applied; like a real backend, a command whose caller
-// gave up during the propose hook is still applied).
+// Propose applies cmd at once when this node leads: Submit followed by its
+// wait. Errors: *core.NotLeaderError, core.ErrStopped,
+// core.ErrInvalidArgument (unencodable), ctx.Err() (checked before the
+// command is applied; like a real backend, a command whose caller gave up
+// during the propose hook is still applied).
 func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, error) {
-	if err := n.leaderCheck(); err != nil {
+	wait, err := n.Submit(ctx, cmd)
+	if err != nil {
 		return core.Result{}, err
 	}
+	return wait(ctx)
+}
+
+// Submit implements core.Submitter: after the propose hook, cmd is appended
+// to the held log (step-by-step mode) or applied at once, both in call order,
+// before Submit returns; wait returns its answer. Errors are Propose's; an
+// unencodable command's error comes from wait.
+func (n *Node) Submit(ctx context.Context, cmd core.Command) (func(context.Context) (core.Result, error), error) {
+	if err := n.leaderCheck(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
-		return core.Result{}, err
+		return nil, err
 	}
 	n.mu.Lock()
 	hook := n.hook
@@ -185,19 +198,21 @@ func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, erro
 		hook(cmd)
 	}
 	if err := n.leaderCheck(); err != nil {
-		return core.Result{}, err
+		return nil, err
 	}
 	if e, held := n.append(cmd); held {
-		return e.wait(ctx)
+		return e.wait, nil
 	}
 	res, err := n.apply(cmd)
-	if err != nil {
-		return res, err
-	}
-	if err := ctx.Err(); err != nil {
-		return core.Result{}, err
-	}
-	return res, nil
+	return func(ctx context.Context) (core.Result, error) {
+		if err != nil {
+			return res, err
+		}
+		if err := ctx.Err(); err != nil {
+			return core.Result{}, err
+		}
+		return res, nil
+	}, nil
 }
 
 // ReadIndex returns nil when this node leads and everything committed is
@@ -310,4 +325,5 @@ var (
 	_ core.Consensus     = (*Node)(nil)
 	_ core.Membership    = (*Node)(nil)
 	_ core.TermConfirmer = (*Node)(nil)
+	_ core.Submitter     = (*Node)(nil)
 )

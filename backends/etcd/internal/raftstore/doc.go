@@ -24,8 +24,10 @@
 //
 // The compaction point (the last entry dropped from the log, raft's "dummy
 // entry") is stored with the snapshot because the two always change together.
-// Entries at or below it are garbage left by an interrupted compaction and are
-// deleted at Open.
+// Entries at or below it are garbage: CreateSnapshot moves the point first
+// and deletes them afterwards in the background, badgerlog.CompactChunk per
+// write (so no append waits behind thousands of deletions); whatever a crash
+// or Close leaves of them is deleted at Open.
 //
 // # Usage
 //

@@ -59,6 +59,9 @@ type Store struct {
 	ents                  []*pb.Entry
 	// peers is the caller's address book record (see SavePeers).
 	peers []byte
+
+	// compact deletes compacted entries in the background (compact.go).
+	compact compactor
 }
 
 var _ raft.Storage = (*Store)(nil)
@@ -440,12 +443,18 @@ func (s *Store) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) erro
 // compactTo (capped at the snapshot's index; nothing is compacted when it is
 // at or below the current compaction point), keeping the entries after it for
 // followers that lag slightly. One synced batch writes the snapshot, the new
-// compaction point and the HardState; the compacted entries are deleted after
-// it. Errors: raft.ErrSnapOutOfDate for a snapshot not newer than the stored
-// one, raft.ErrUnavailable for one past the log, or badger's.
+// compaction point and the HardState; the compacted entries are deleted
+// after it in the background, badgerlog.CompactChunk per write, so that
+// neither this call nor the Saves after it wait behind thousands of
+// deletions (issue 21). Errors: raft.ErrSnapOutOfDate for a snapshot not
+// newer than the stored one, raft.ErrUnavailable for one past the log, a
+// failure of an earlier background deletion, or badger's.
 func (s *Store) CreateSnapshot(snap *pb.Snapshot, compactTo uint64) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if err := s.compact.failed(); err != nil {
+		return err
+	}
 	si := snap.GetMetadata().GetIndex()
 	if si <= s.snap.GetMetadata().GetIndex() {
 		return fmt.Errorf("raftstore: create snapshot %d over %d: %w", si, s.snap.GetMetadata().GetIndex(), raft.ErrSnapOutOfDate)
@@ -475,13 +484,13 @@ func (s *Store) CreateSnapshot(snap *pb.Snapshot, compactTo uint64) error {
 		}
 		ops = append(ops, func(txn *badger.Txn) error { return txn.Set(keyHardState, hsRec) })
 	}
-	for i := s.truncIndex + 1; i <= truncIndex; i++ {
-		key := badgerlog.IndexKey(prefixEntry, i)
-		ops = append(ops, func(txn *badger.Txn) error { return txn.Delete(key) })
-	}
 	if err := badgerlog.Batch(s.db, len(ops), func(txn *badger.Txn, i int) error { return ops[i](txn) }); err != nil {
 		return fmt.Errorf("raftstore: create snapshot %d: %w", si, err)
 	}
+	// The compacted entries go in the background, in bounded chunks: the
+	// record above already makes them garbage (Open drops what a crash
+	// leaves of them).
+	s.compact.add(s, s.truncIndex, truncIndex)
 	// Copy the kept tail so the compacted entries can be garbage collected.
 	kept := make([]*pb.Entry, len(s.ents)-int(truncIndex-s.truncIndex))
 	copy(kept, s.ents[truncIndex-s.truncIndex:])
@@ -492,9 +501,11 @@ func (s *Store) CreateSnapshot(snap *pb.Snapshot, compactTo uint64) error {
 	return nil
 }
 
-// Close writes a HardState whose commit index Save kept in memory. It does not
-// close the database.
+// Close stops the background deletion of compacted entries (Open drops
+// what it leaves) and writes a HardState whose commit index Save kept in
+// memory. It does not close the database.
 func (s *Store) Close() error {
+	s.compact.stop()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if !s.hsDirty {

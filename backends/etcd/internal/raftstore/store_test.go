@@ -429,3 +429,26 @@ func TestPeersRoundTrip(t *testing.T) {
 	require.Equal(t, []byte("book-2"), st.Peers())
 	require.NoError(t, st.Close())
 }
+
+// TestCompactionDeletesInBackground: CreateSnapshot returns with the
+// compaction point moved, and the compacted entries (more than one chunk of
+// them) are then deleted from badger in the background, in order, leaving
+// none behind.
+func TestCompactionDeletesInBackground(t *testing.T) {
+	_, st, db := newStore(t)
+	defer db.Close()
+	const n, compactTo = 3 * badgerlog.CompactChunk, 2*badgerlog.CompactChunk + 7
+	require.NoError(t, st.Save(hardState(1, 0, n), ents(1, n, 1), nil))
+	require.NoError(t, st.CreateSnapshot(snapshot(n-1, 1, 1), compactTo))
+	first, _ := lastFirst(t, st)
+	require.Equal(t, uint64(compactTo+1), first)
+	require.NoError(t, st.waitCompacted())
+	require.NoError(t, db.View(func(txn *badger.Txn) error {
+		got, ok, err := badgerlog.FirstIndex(txn, prefixEntry, 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, uint64(compactTo+1), got, "first entry left in badger")
+		return nil
+	}))
+	require.NoError(t, st.Close())
+}

@@ -11,9 +11,19 @@
 // ErrTooLarge); below the bound, memory grows with the bytes that arrive,
 // not with the length declared.
 //
+// Every message being read takes its buffer from one budget shared by all
+// inbound streams (Config.MaxBufferedBytes; ErrBudget past it). The server
+// admits at most Config.MaxConns connections (Config.MaxConnsPerIP per
+// remote IP; package backends/internal/peerlimit), at most
+// MaxConcurrentStreams streams on each, and closes a connection with no
+// stream, or ends a stream with no byte, after Config.IdleTimeout; senders
+// write an empty keepalive frame every IdleTimeout/4 on an open stream.
+//
 // The sender headers are an unverified claim: the receiver hands them to
 // Deliver, but a node must never take a member's address from them (the etcd
-// backend keeps its address book from replicated membership only).
+// backend keeps its address book from replicated membership only). Over
+// TLS, a certificate naming a member (Config.PeerBinding) may only carry
+// messages from that member's raft id (ErrForgedSender).
 //
 // Each peer has one ordered, bounded send queue drained by one goroutine
 // into one long-lived stream: a POST to /raft/v1/stream whose request body

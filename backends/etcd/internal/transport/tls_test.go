@@ -128,7 +128,8 @@ func TestReadMessageBoundsDeclaredLength(t *testing.T) {
 			wire := protowire.AppendVarint(nil, tc.declared)
 			wire = append(wire, "only a few bytes"...)
 			before := totalAlloc()
-			_, err := readMessage(bufio.NewReader(bytes.NewReader(wire)), DefaultMaxMessageBytes)
+			tr := &Transport{cfg: Config{MaxMessageBytes: DefaultMaxMessageBytes, MaxBufferedBytes: 2 * DefaultMaxMessageBytes}}
+			_, err := tr.readMessage(bufio.NewReader(bytes.NewReader(wire)))
 			allocated := totalAlloc() - before
 			require.ErrorIs(t, err, tc.want)
 			require.Less(t, allocated, uint64(1<<20), "bytes allocated for a %d-byte declaration", tc.declared)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/internal/peerlimit"
 )
 
 // Sentinel errors of package transport. Compare with errors.Is.
@@ -35,6 +36,14 @@ var (
 	// ErrMisdirected: the receiver is not the node the request was addressed
 	// to (the sender holds a stale address).
 	ErrMisdirected = errors.New("transport: misdirected request")
+	// ErrBudget: the messages being read from all peers at once would hold
+	// more than Config.MaxBufferedBytes; the stream or request that would
+	// exceed it is ended.
+	ErrBudget = errors.New("transport: receive buffer budget exhausted")
+	// ErrForgedSender: a peer with a certificate sent a message whose From
+	// is not the raft id of the member its certificate names
+	// (Config.PeerRaftID); the stream or request is ended.
+	ErrForgedSender = errors.New("transport: message from another member than the peer certificate names")
 	// ErrTooLarge: a peer declared a message (or sent a batch) larger than
 	// Config.MaxMessageBytes; it is refused before anything is allocated
 	// for it, and the stream or request is ended.
@@ -70,13 +79,20 @@ const (
 	// length a peer declares.
 	readChunk     = 64 << 10
 	redialBackoff = 50 * time.Millisecond
+	// DefaultIdleTimeout is Config.IdleTimeout when zero.
+	DefaultIdleTimeout = 10 * time.Second
+	// MaxConcurrentStreams is how many HTTP/2 streams one peer connection
+	// may have open at once: a peer's transport uses one long-lived
+	// message stream and, while it sends a snapshot, one POST (etcd
+	// raft sends a follower one snapshot at a time); 4 leaves room for a
+	// stream being replaced.
+	MaxConcurrentStreams = 4
 )
 
 // Sender names the node a batch came from, as its request headers say: an
-// unverified claim. The receiver must never take a member's address from it
-// (addresses come from replicated membership); only a node in no
-// configuration yet uses it to answer a leader it does not know (see the
-// etcd backend's joinRoute).
+// unverified claim, for logs only. The receiver never takes an address from
+// it: addresses come from replicated membership (a joining node learns them
+// from its join answer, backends.PeerLearner).
 type Sender struct {
 	// ID is the sender's member id; Addr its advertised raft address.
 	ID   string
@@ -130,6 +146,42 @@ type Config struct {
 	// refused with ErrTooLarge before any allocation. Default
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// CountError, if set, counts one peer transport failure (issue 19's
+	// backends.PeerObserver.PeerTransportError): peer is the peer's raft
+	// address for a connection this transport dialled, the remote address
+	// for one it accepted (the sender is not identified yet); kind is
+	// "dial", "handshake" (TLS refused, either way), "read", "write" or
+	// "oversize". Called from the transport's goroutines: it must not block.
+	CountError func(peer, kind string)
+	// MaxConns and MaxConnsPerIP cap the accepted peer connections, in
+	// total and per remote IP (package backends/internal/peerlimit;
+	// backends.Config.MaxPeerConns); refusals are counted as "refused".
+	// Zero or negative: no cap.
+	MaxConns      int
+	MaxConnsPerIP int
+	// IdleTimeout closes an accepted connection with no open stream, and
+	// ends a message stream on which no byte arrived, after that long; it
+	// also bounds a connection's TLS handshake and request headers. The
+	// sender keeps its streams alive with an empty frame every
+	// IdleTimeout/4. Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// MaxBufferedBytes bounds the bytes of partly received messages held
+	// at once across every inbound stream and request; a read that would
+	// go past it ends that stream (ErrBudget, counted as "oversize").
+	// Default 2 × MaxMessageBytes + 4 MiB: one message of the maximum from
+	// two peers at once, plus their small ones.
+	MaxBufferedBytes int64
+	// PeerBinding, if set, tells whether a peer certificate's common name
+	// names a member (its member id, as ticketctl cert create-node --id
+	// writes it) and that member's raft id. Over TLS, with a certificate
+	// naming a member, every received message's From must be that raft
+	// id: a message from another is refused (ErrForgedSender, logged,
+	// counted as "identity"), and the stream ended or the batch answered
+	// 403, so a node's certificate cannot speak as another member. A
+	// certificate naming no member (one shared by all nodes), a connection
+	// without TLS, or a nil PeerBinding: no check. Called once per stream
+	// or batch, from the HTTP handler's goroutine.
+	PeerBinding func(commonName string) (raftID uint64, bound bool)
 }
 
 // Transport sends and receives raft messages. Send, SetPeer and RemovePeer
@@ -142,6 +194,7 @@ type Transport struct {
 	ln     net.Listener
 	srv    *http.Server
 	client *http.Client
+	budget atomic.Int64 // bytes of partly received messages (MaxBufferedBytes)
 
 	peers   map[uint64]*peer
 	reports chan Report
@@ -176,10 +229,22 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxBufferedBytes <= 0 {
+		cfg.MaxBufferedBytes = 2*int64(cfg.MaxMessageBytes) + 4<<20
+	}
 	ln, err := net.Listen("tcp", cfg.BindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("transport: listen %s: %w", cfg.BindAddr, err)
 	}
+	ln = peerlimit.NewListener(ln, peerlimit.Config{
+		MaxConns:      cfg.MaxConns,
+		MaxConnsPerIP: cfg.MaxConnsPerIP,
+		Log:           cfg.Logger.Named("transport"),
+		Count:         cfg.CountError,
+	})
 	var protocols http.Protocols
 	var clientProtocols http.Protocols
 	var serverTLS, clientTLS *tls.Config
@@ -218,20 +283,49 @@ func New(cfg Config) (*Transport, error) {
 		Handler:           mux,
 		Protocols:         &protocols,
 		TLSConfig:         serverTLS,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, cfg.IdleTimeout),
+		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    16 << 10,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxConcurrentStreams},
 		// Refused handshakes ("http: TLS handshake error from ...") are
 		// logged at Warn: someone without a peer certificate knocked.
-		ErrorLog: errorLog,
+		ErrorLog:  errorLog,
+		ConnState: t.connState,
 	}
 	if cfg.TLS != nil {
 		t.scheme = "https://"
 	}
-	t.client = &http.Client{Transport: &http.Transport{
+	dialer := &net.Dialer{Timeout: cfg.SendTimeout, KeepAlive: 30 * time.Second}
+	rt := &http.Transport{
 		Protocols:       &clientProtocols,
 		TLSClientConfig: clientTLS,
-		DialContext:     (&net.Dialer{Timeout: cfg.SendTimeout, KeepAlive: 30 * time.Second}).DialContext,
-	}}
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				t.countError(addr, "dial")
+			}
+			return c, err
+		},
+	}
+	if clientTLS != nil {
+		// Dial and handshake here rather than in http.Transport, so that a
+		// refused handshake is told apart from a failed dial.
+		rt.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := rt.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			host, _, _ := net.SplitHostPort(addr)
+			tc := tls.Client(c, backends.PeerClientTLS(clientTLS, host))
+			if err := tc.HandshakeContext(ctx); err != nil {
+				_ = c.Close()
+				t.countError(addr, "handshake")
+				return nil, err
+			}
+			return tc, nil
+		}
+	}
+	t.client = &http.Client{Transport: rt}
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -240,6 +334,31 @@ func New(cfg Config) (*Transport, error) {
 		}
 	}()
 	return t, nil
+}
+
+// countError passes one failure to Config.CountError, if set.
+func (t *Transport) countError(peer, kind string) {
+	if t.cfg.CountError != nil {
+		t.cfg.CountError(peer, kind)
+	}
+}
+
+// connState counts an accepted TLS connection that closes without a
+// completed handshake (no certificate, one from another CA, plaintext, or a
+// peer that connected and said nothing) as a refused "handshake".
+//
+// A connection whose first request has arrived (StateActive) is marked
+// established for the connection cap (peerlimit.MarkEstablished).
+func (t *Transport) connState(c net.Conn, state http.ConnState) {
+	if state == http.StateActive {
+		peerlimit.MarkEstablished(c)
+	}
+	if state != http.StateClosed {
+		return
+	}
+	if tc, ok := c.(*tls.Conn); ok && !tc.ConnectionState().HandshakeComplete {
+		t.countError(c.RemoteAddr().String(), "handshake")
+	}
 }
 
 // Addr returns the address the transport listens on.
@@ -387,6 +506,28 @@ func (t *Transport) report(r Report) {
 	}
 }
 
+// sender returns the raft id r's peer certificate binds its messages to,
+// and whether there is one (Config.PeerBinding).
+func (t *Transport) sender(r *http.Request) (uint64, bool) {
+	if t.cfg.PeerBinding == nil || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return 0, false
+	}
+	return t.cfg.PeerBinding(r.TLS.PeerCertificates[0].Subject.CommonName)
+}
+
+// checkSender fails with ErrForgedSender, logging and counting it, when m
+// is not from want.
+func (t *Transport) checkSender(r *http.Request, want uint64, m *pb.Message) error {
+	if m.GetFrom() == want {
+		return nil
+	}
+	cn := r.TLS.PeerCertificates[0].Subject.CommonName
+	err := fmt.Errorf("%w: from %d, certificate %q is %d", ErrForgedSender, m.GetFrom(), cn, want)
+	t.log.Warn("refused peer message: sender is not the member its certificate names", zap.String("remote", r.RemoteAddr), zap.Error(err))
+	t.countError(r.RemoteAddr, "identity")
+	return err
+}
+
 // serveBatch receives one POSTed batch.
 func (t *Transport) serveBatch(w http.ResponseWriter, r *http.Request) {
 	if to, err := strconv.ParseUint(r.Header.Get(headerTo), 10, 64); err != nil || to != t.cfg.NodeID {
@@ -394,6 +535,7 @@ func (t *Transport) serveBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ContentLength > int64(t.cfg.MaxMessageBytes) {
+		t.countError(r.RemoteAddr, "oversize")
 		http.Error(w, fmt.Sprintf("%v: batch of %d bytes", ErrTooLarge, r.ContentLength), http.StatusRequestEntityTooLarge)
 		return
 	}
@@ -401,19 +543,29 @@ func (t *Transport) serveBatch(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
+			t.countError(r.RemoteAddr, "oversize")
 			http.Error(w, ErrTooLarge.Error(), http.StatusRequestEntityTooLarge)
 			return
 		}
+		t.countError(r.RemoteAddr, "read")
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	msgs, err := DecodeBatch(body)
 	if err != nil {
+		t.countError(r.RemoteAddr, "read")
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	want, bound := t.sender(r)
 	kept := msgs[:0]
 	for _, m := range msgs {
+		if bound {
+			if err := t.checkSender(r, want, m); err != nil {
+				http.Error(w, err.Error(), http.StatusForbidden)
+				return
+			}
+		}
 		if m.GetTo() == t.cfg.NodeID {
 			kept = append(kept, m)
 		}
@@ -442,24 +594,38 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	from := Sender{ID: r.Header.Get(headerFromID), Addr: r.Header.Get(headerFromAddr)}
-	br := bufio.NewReaderSize(r.Body, 64<<10)
+	want, bound := t.sender(r)
+	// A stream on which nothing arrives for IdleTimeout is ended: the
+	// sender's keepalive frames arrive four times as often.
+	idle := time.AfterFunc(t.cfg.IdleTimeout, func() { _ = r.Body.Close() })
+	defer idle.Stop()
+	br := bufio.NewReaderSize(&progressReader{r: r.Body, idle: idle, d: t.cfg.IdleTimeout}, 64<<10)
 	var msgs []*pb.Message
 	for {
 		msgs = msgs[:0]
 		for len(msgs) == 0 || (br.Buffered() > 0 && len(msgs) < 1024) {
-			m, err := readMessage(br, t.cfg.MaxMessageBytes)
+			m, err := t.readMessage(br)
 			if err != nil {
 				switch {
-				case errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBadBatch):
+				case errors.Is(err, ErrTooLarge), errors.Is(err, ErrBudget):
 					t.log.Warn("refused peer stream", zap.String("remote", r.RemoteAddr), zap.Error(err))
+					t.countError(r.RemoteAddr, "oversize")
+				case errors.Is(err, ErrBadBatch):
+					t.log.Warn("refused peer stream", zap.String("remote", r.RemoteAddr), zap.Error(err))
+					t.countError(r.RemoteAddr, "read")
 				case !errors.Is(err, io.EOF) && r.Context().Err() == nil:
 					t.log.Debug("read stream", zap.String("from", from.ID), zap.Error(err))
+					t.countError(r.RemoteAddr, "read")
 				}
 				return
 			}
-			if m.GetTo() == t.cfg.NodeID {
-				msgs = append(msgs, m)
+			if m.GetTo() != t.cfg.NodeID {
+				continue // a keepalive frame, or a message for another node
 			}
+			if bound && t.checkSender(r, want, m) != nil {
+				return
+			}
+			msgs = append(msgs, m)
 		}
 		if len(msgs) == 0 {
 			continue
@@ -470,19 +636,47 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// progressReader resets idle to d each time bytes arrive.
+type progressReader struct {
+	r    io.Reader
+	idle *time.Timer
+	d    time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.idle.Reset(p.d)
+	}
+	return n, err
+}
+
 // readMessage reads one uvarint-length-prefixed message from br. A declared
-// length above limit (bytes) fails with ErrTooLarge before anything is
-// allocated; below it, the buffer grows by readChunk as bytes arrive, so a
-// peer that declares a large message and sends little costs little.
-func readMessage(br *bufio.Reader, limit int) (*pb.Message, error) {
+// length above Config.MaxMessageBytes fails with ErrTooLarge before
+// anything is allocated; below it, the buffer grows by readChunk as bytes
+// arrive, so a peer that declares a large message and sends little costs
+// little, and each growth is taken from the budget shared by every inbound
+// stream (Config.MaxBufferedBytes; ErrBudget past it), given back once the
+// message is decoded. A zero length is a keepalive frame: an empty message
+// addressed to nobody, which the caller drops.
+func (t *Transport) readMessage(br *bufio.Reader) (*pb.Message, error) {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
 		return nil, err
 	}
-	if n > uint64(limit) {
-		return nil, fmt.Errorf("%w: declared %d bytes, limit %d", ErrTooLarge, n, limit)
+	if n > uint64(t.cfg.MaxMessageBytes) {
+		return nil, fmt.Errorf("%w: declared %d bytes, limit %d", ErrTooLarge, n, t.cfg.MaxMessageBytes)
 	}
-	b, err := readN(br, int(n))
+	var held int64
+	defer func() { t.budget.Add(-held) }()
+	b, err := readN(br, int(n), func(grow int) error {
+		if t.budget.Add(int64(grow)) > t.cfg.MaxBufferedBytes {
+			t.budget.Add(-int64(grow))
+			return fmt.Errorf("%w: %d bytes buffered, limit %d", ErrBudget, t.budget.Load(), t.cfg.MaxBufferedBytes)
+		}
+		held += int64(grow)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -493,13 +687,23 @@ func readMessage(br *bufio.Reader, limit int) (*pb.Message, error) {
 	return m, nil
 }
 
-// readN reads exactly n bytes from r into a buffer grown readChunk at a time.
-// A short read is io.ErrUnexpectedEOF.
-func readN(r io.Reader, n int) ([]byte, error) {
-	b := make([]byte, 0, min(n, readChunk))
+// readN reads exactly n bytes from r into a buffer grown readChunk at a time
+// (doubling past it); take is asked for each growth, in bytes, before it
+// is allocated, and its error ends the read. A short read is
+// io.ErrUnexpectedEOF.
+func readN(r io.Reader, n int, take func(grow int) error) ([]byte, error) {
+	first := min(n, readChunk)
+	if err := take(first); err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, first)
 	for len(b) < n {
 		if len(b) == cap(b) {
-			b = slices.Grow(b, min(n-len(b), max(len(b), readChunk)))
+			grow := min(n-len(b), max(len(b), readChunk))
+			if err := take(grow); err != nil {
+				return nil, err
+			}
+			b = slices.Grow(b, grow)
 		}
 		m, err := r.Read(b[len(b):min(cap(b), n)])
 		b = b[:len(b)+m]
@@ -569,10 +773,21 @@ func (p *peer) run() {
 		}
 	}()
 	var batch [][]byte
+	keepalive := time.NewTicker(p.t.cfg.IdleTimeout / 4)
+	defer keepalive.Stop()
 	for {
 		var first []byte
 		select {
 		case first = <-p.queue:
+		case <-keepalive.C:
+			// An empty frame, so the receiver's idle timeout never ends
+			// a stream that is merely quiet (a follower's stream to
+			// another follower between elections).
+			if st != nil && st.write(keepaliveFrame) != nil {
+				st.close()
+				st = nil
+			}
+			continue
 		case <-p.stop:
 			return
 		case <-p.t.stop:
@@ -597,6 +812,9 @@ func (p *peer) run() {
 		if err == nil {
 			err = st.write(encodeBatch(batch))
 			p.writes.Add(1)
+			if err != nil {
+				p.t.countError(*p.addr.Load(), "write")
+			}
 		}
 		clear(batch)
 		if err == nil {
@@ -628,6 +846,10 @@ func (p *peer) run() {
 		}
 	}
 }
+
+// keepaliveFrame is a zero-length message: it decodes to an empty
+// raftpb.Message addressed to no node, which every receiver drops.
+var keepaliveFrame = []byte{0}
 
 // stream is one open message stream to a peer.
 type stream struct {

@@ -1,0 +1,153 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/ticketd/ticketd/core"
+)
+
+// submitter returns p's node as a core.Submitter, failing the test when the
+// backend does not offer it.
+func submitter(t *testing.T, p *Peer) core.Submitter {
+	t.Helper()
+	s, ok := p.Node().(core.Submitter)
+	if !ok {
+		t.Fatalf("%s: node does not implement core.Submitter", p.ID)
+	}
+	return s
+}
+
+// Submit forwards to the node's core.Submitter, checking the errors of
+// Submit and of its wait; a node without one fails with an error IsCoreError
+// refuses.
+func (n *checkedNode) Submit(ctx context.Context, cmd core.Command) (func(context.Context) (core.Result, error), error) {
+	s, ok := n.Node.(core.Submitter)
+	if !ok {
+		return nil, n.check.check(ctx, n.id, "Submit", errors.New("backendtest: node has no Submit"))
+	}
+	wait, err := s.Submit(ctx, cmd)
+	if err != nil {
+		return nil, n.check.check(ctx, n.id, "Submit", err)
+	}
+	return func(ctx context.Context) (core.Result, error) {
+		res, err := wait(ctx)
+		return res, n.check.check(ctx, n.id, "Submit.wait", err)
+	}, nil
+}
+
+// submitRounds is how many handoffs testSubmitOrder makes.
+const submitRounds = 100
+
+// testSubmitOrder (issue 21, pipelined handoff): a command submitted before
+// another is given to the leader commits ahead of it, whether the second
+// comes from a Submit on the same goroutine or a Propose on another one
+// started after Submit returned, while other goroutines propose concurrently.
+// Each round submits the holder's Release and then the next holder's Grant
+// of one key: every Grant must find the key free (Granted, never
+// GrantRejected), and the leader's apply log must alternate Release and
+// Grant of that key in index order. On a follower Submit fails with a
+// not-leader error naming the leader, and with an ended ctx it fails with
+// that ctx's error.
+func testSubmitOrder(t *testing.T, open Factory) {
+	ctx := testContext(t)
+	c := NewCluster(t, open)
+	c.Start(3)
+	l := c.WaitLeader()
+	n := l.Node()
+	sub := submitter(t, l)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := n.Propose(ctx, grant(fmt.Sprintf("load%d-%d", w, i))); err != nil {
+					t.Errorf("concurrent propose: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+
+	const key = "handoff"
+	tok := mustGrant(ctx, t, n, key)
+	for i := 0; i < submitRounds; i++ {
+		waitRelease, err := sub.Submit(ctx, core.Release(key, tok))
+		if err != nil {
+			t.Fatalf("round %d: submit release: %v", i, err)
+		}
+		next := core.Grant(key, leaseMS, fmt.Sprintf("holder-%d", i))
+		var res core.Result
+		if i%2 == 0 {
+			waitGrant, err := sub.Submit(ctx, next)
+			if err != nil {
+				t.Fatalf("round %d: submit grant: %v", i, err)
+			}
+			res, err = waitGrant(ctx)
+			if err != nil {
+				t.Fatalf("round %d: grant: %v", i, err)
+			}
+		} else {
+			type outcome struct {
+				res core.Result
+				err error
+			}
+			out := make(chan outcome, 1)
+			go func() {
+				res, err := n.Propose(ctx, next)
+				out <- outcome{res, err}
+			}()
+			o := <-out
+			if o.err != nil {
+				t.Fatalf("round %d: grant: %v", i, o.err)
+			}
+			res = o.res
+		}
+		if res.Outcome != core.OutcomeGranted {
+			t.Fatalf("round %d: grant behind the release: %+v, want granted (the grant entered the log first)", i, res)
+		}
+		rel, err := waitRelease(ctx)
+		if err != nil || rel.Outcome != core.OutcomeReleased {
+			t.Fatalf("round %d: release: %+v, %v; want released", i, rel, err)
+		}
+		tok = res.Token
+	}
+
+	applied := l.StateMachine().AppliedIndex()
+	var ops []core.Op
+	for _, r := range upTo(l.Applies().Records(), applied) {
+		if r.Cmd.Key == key {
+			ops = append(ops, r.Cmd.Op)
+		}
+	}
+	if len(ops) != 2*submitRounds+1 {
+		t.Fatalf("leader applied %d commands on %q, want %d", len(ops), key, 2*submitRounds+1)
+	}
+	for i, op := range ops {
+		if want := []core.Op{core.OpGrant, core.OpRelease}[i%2]; op != want {
+			t.Fatalf("command %d on %q is %v, want %v (ops %v)", i, key, op, want, ops)
+		}
+	}
+
+	f := follower(c, l)
+	_, err := submitter(t, f).Submit(ctx, grant("on-follower"))
+	requireNotLeader(t, err, l)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := sub.Submit(done, grant("cancelled")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("submit with an ended ctx: %v, want context.Canceled", err)
+	}
+	c.EnsureSame()
+}

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"context"
+
+	"github.com/ticketd/ticketd/core"
+)
+
+// This file is the pipelined handoff (issue 21, lever 4): a client's Release
+// of a key that has waiters hands the turn to the head waiter as the Release
+// is proposed, so that the waiter's Grant follows the Release in the log and
+// both commit together: a handoff costs one commit instead of two (the
+// Release applying, then the Grant proposed). The state machine decides: a
+// Grant that applies while the key is still held is GrantRejected, nothing
+// changes, and the waiter goes back to the head of the queue
+// (waitq.Turn.Requeue); a Grant whose waiter left meanwhile is a ghost and is
+// released as any other (grant.go).
+//
+// Both backends and memraft implement core.Submitter, whose Submit returns
+// once the Release is queued for the log ahead of every later proposal: the
+// turn is handed out only then, so the Grant can enter the log only behind
+// the Release. A leadership change may drop the Release and still let the
+// Grant commit in a later term; the Grant is then rejected and its waiter
+// requeued. A backend without core.Submitter gets the handoff right after it
+// starts the Release, which usually, not always, enters the log first.
+
+// proposeRelease proposes Release{lk.Key, lk.Token} for a client (or an
+// admin's force) and, when the key has waiters, hands the turn to the head
+// waiter as the Release is proposed (waitq.Queue.Handoff). Not when the lock
+// asked for a lock-delay: an Expire of it that applies before the Release
+// would hold the key back, and the Grant behind would apply during the delay.
+// Errors: core.Consensus.Propose's.
+func (n *Node) proposeRelease(ctx context.Context, lk core.Lock) (core.Result, error) {
+	cmd := core.Release(lk.Key, lk.Token)
+	if lk.LockDelayMS != 0 {
+		return n.raft.Propose(ctx, cmd)
+	}
+	if sub, ok := n.raft.(core.Submitter); ok {
+		wait, err := sub.Submit(ctx, cmd)
+		if err != nil {
+			return core.Result{}, err
+		}
+		n.handoff(lk.Key)
+		return wait(ctx)
+	}
+	n.handoff(lk.Key)
+	return n.raft.Propose(ctx, cmd)
+}
+
+// handoff hands key's turn to its head waiter (waitq.Queue.Handoff) and
+// counts a turn handed out.
+func (n *Node) handoff(key string) {
+	if n.queue.Handoff(key) {
+		n.met.handoffsPipelined.Inc()
+	}
+}
