@@ -87,13 +87,15 @@ func newClusterMetrics(n *Node) (*clusterMetrics, []prometheus.Collector) {
 		Buckets: latency,
 	})
 	var peers []string
+	ids := map[string]string{}
 	for _, m := range n.cfg.Members() {
 		if m.ID != n.cfg.ID {
 			peers = append(peers, m.ID)
+			ids[m.RaftAddr] = m.ID
 		}
 	}
 	cm := &clusterMetrics{
-		peers:    newPeerMetrics(n.isPromoted, peers),
+		peers:    newPeerMetrics(n.isPromoted, peers, ids),
 		proposal: proposal,
 		apply:    apply,
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net"
 	"sync"
 	"time"
 
@@ -37,6 +38,10 @@ type peerMetrics struct {
 	lagDesc, contactDesc *prometheus.Desc
 	errors               *prometheus.CounterVec
 
+	// ids maps a configured member's raft address to its id: the
+	// transports name a peer by address, and an alert wants the member.
+	ids map[string]string
+
 	mu        sync.Mutex
 	followers map[string]*followerState
 	errPeers  map[string]bool // peer label values in use by errors
@@ -53,21 +58,23 @@ type followerState struct {
 var _ backends.PeerObserver = (*clusterMetrics)(nil)
 
 // newPeerMetrics returns the peer metrics; peers are the configured members
-// other than this node (their error children are created at 0).
-func newPeerMetrics(isLeader func() bool, peers []string) *peerMetrics {
+// other than this node, by id (their error children are created at 0), and
+// ids maps their raft addresses to those ids.
+func newPeerMetrics(isLeader func() bool, peers []string, ids map[string]string) *peerMetrics {
 	pm := &peerMetrics{
 		isLeader: isLeader,
 		now:      time.Now,
 		lagDesc: prometheus.NewDesc("ticketd_raft_follower_lag_entries",
-			"On the leader only: log entries each follower is behind the leader's last index, as of the backend's last report (about once a second).",
+			"On the leader only: log entries each follower is behind the leader's last index, as of the backend's last report (every 200 ms).",
 			[]string{"peer"}, nil),
 		contactDesc: prometheus.NewDesc("ticketd_raft_follower_last_contact_seconds",
 			"On the leader only: seconds since the leader last had a response from each follower (since it became leader when none yet), computed at scrape.",
 			[]string{"peer"}, nil),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "ticketd", Name: "peer_transport_errors_total",
-			Help: "Failures of the Raft peer transport, by peer (member ID, remote address when not yet identified, \"other\" past 64 distinct values) and kind (dial, handshake, read, write, oversize, refused, identity).",
+			Help: "Failures of the Raft peer transport, by peer (the member ID of a configured member's raft address, else the remote IP without its port; \"other\" past 64 distinct values) and kind (dial, handshake, read, write, oversize, refused, identity).",
 		}, []string{"peer", "kind"}),
+		ids:       ids,
 		followers: map[string]*followerState{},
 		errPeers:  map[string]bool{},
 	}
@@ -93,8 +100,23 @@ func (pm *peerMetrics) followerProgress(peer string, lag uint64, contact time.Ti
 	f.lag, f.contact, f.reported = lag, contact, now
 }
 
+// peerLabel is the peer label of a transport's peer name: the member ID for
+// a configured member's raft address (or an ID as given), else the host
+// without its port, so that connections from one stranger's ephemeral
+// ports count under one series an alert can see.
+func (pm *peerMetrics) peerLabel(peer string) string {
+	if id, ok := pm.ids[peer]; ok {
+		return id
+	}
+	if host, _, err := net.SplitHostPort(peer); err == nil {
+		return host
+	}
+	return peer
+}
+
 // transportError counts one peer transport failure.
 func (pm *peerMetrics) transportError(peer, kind string) {
+	peer = pm.peerLabel(peer)
 	pm.mu.Lock()
 	if !pm.errPeers[peer] {
 		if len(pm.errPeers) >= maxPeerLabels {

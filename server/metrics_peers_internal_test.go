@@ -16,7 +16,11 @@ func (c *fakeClock) now() time.Time { return c.t }
 
 func newTestPeerMetrics(leader *bool, peers ...string) (*peerMetrics, *fakeClock, *prometheus.Registry) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
-	pm := newPeerMetrics(func() bool { return *leader }, peers)
+	ids := map[string]string{}
+	for i, p := range peers {
+		ids[fmt.Sprintf("192.0.2.%d:7101", i+1)] = p
+	}
+	pm := newPeerMetrics(func() bool { return *leader }, peers, ids)
 	pm.now = clk.now
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(pm, pm.errors)
@@ -137,4 +141,20 @@ func errorCount(t *testing.T, reg *prometheus.Registry, peer, kind string) float
 	}
 	t.Fatalf("no series peer=%s kind=%s", peer, kind)
 	return 0
+}
+
+// TestPeerMetricsLabelByMember checks that the transports' addresses become
+// member IDs, and that a stranger's connections from many ephemeral ports
+// count under its IP alone, where an alert sees them (found by a new user:
+// a refused certificate reconnecting from new ports was one series each).
+func TestPeerMetricsLabelByMember(t *testing.T) {
+	leader := true
+	pm, _, reg := newTestPeerMetrics(&leader, "n2", "n3")
+	pm.transportError("192.0.2.1:7101", "dial") // n2's raft address
+	require.Equal(t, 1.0, errorCount(t, reg, "n2", "dial"))
+	for port := range 100 {
+		pm.transportError(fmt.Sprintf("198.51.100.7:%d", 40000+port), "handshake")
+	}
+	require.Equal(t, 100.0, errorCount(t, reg, "198.51.100.7", "handshake"))
+	require.Len(t, pm.errPeers, 3, "one label per stranger, not per port")
 }

@@ -11,8 +11,10 @@ import (
 )
 
 // progressInterval is how often a leader reports each follower's lag and
-// last contact to a backends.PeerObserver.
-const progressInterval = time.Second
+// last contact to a backends.PeerObserver: 200 ms, half the default election
+// timeout, so the last-contact age a scrape computes is never more than
+// that stale (a report is one map write).
+const progressInterval = 200 * time.Millisecond
 
 // peerProgress is what the leader last heard from one follower.
 type peerProgress struct {

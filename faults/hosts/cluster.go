@@ -94,6 +94,7 @@ type Node struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	paused bool
+	exit   exitState // exits.go
 }
 
 // APIAddr returns the node's client API host:port on its current address.
@@ -275,10 +276,10 @@ func (c *Cluster) start(i int) error {
 		return fmt.Errorf("hosts: start %s: %w", n.ID, err)
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
 	n.mu.Lock()
-	n.cmd, n.exited, n.paused = cmd, exited, false
+	n.cmd, n.exited, n.paused, n.exit.killing = cmd, exited, false, false
 	n.mu.Unlock()
+	go n.watchExit(cmd, logf, exited)
 	return nil
 }
 
@@ -425,6 +426,9 @@ func (c *Cluster) signal(i int, sig syscall.Signal) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.cmd != nil && !isClosed(n.exited) {
+		if sig == syscall.SIGKILL {
+			n.expectKill()
+		}
 		_ = n.cmd.Process.Signal(sig)
 	}
 }
@@ -630,6 +634,11 @@ func (c *Cluster) Close() {
 		c.wait(i, 10*time.Second)
 	}
 	c.http.CloseIdleConnections()
+	for i := range c.Len() {
+		if msg := c.Node(i).UnexpectedExit(); msg != "" {
+			c.t.Logf("hosts: %s (see the \"process exited\" line of its log)", msg)
+		}
+	}
 	if c.t.Failed() {
 		for i := range c.Len() {
 			n := c.Node(i)
