@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -27,7 +28,9 @@ type Options struct {
 	// Backend is the consensus backend name ("hashicorp", "etcd"); default "hashicorp".
 	Backend string
 	// Args are extra `ticketd serve` flags given to every node, such as
-	// "--lease-min-ms=10" or "--raft-election-timeout-ms=500".
+	// "--lease-min-ms=10" or "--raft-election-timeout-ms=500". Unless they
+	// set --raft-election-timeout-ms or --raft-heartbeat-ms, the nodes run
+	// with 1000 ms / 100 ms (see Start), not the shipped 400 ms / 40 ms.
 	Args []string
 	// Env are extra environment variables (KEY=VALUE) for every node.
 	Env []string
@@ -119,20 +122,52 @@ func FreeAddr(t testing.TB) string {
 
 // FreeAddrs returns n distinct loopback host:ports that were free a moment
 // ago: all n are held open while they are chosen, so the kernel cannot hand
-// out one port twice.
+// out one port twice, and none is one FreeAddrs returned before in this
+// process.
+//
+// The ports come from below the kernel's ephemeral range (Linux's default
+// ip_local_port_range starts at 32768): a port from listen(":0") is an
+// ephemeral one, which any outgoing connection of any process may take as
+// its source port between the pick and the node's own bind, and on a busy
+// machine running several test clusters one did ("bind: address already in
+// use" at a node's start). Ports below the range are never handed out that
+// way; a random start spreads concurrent test processes apart.
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
+	pickMu.Lock()
+	defer pickMu.Unlock()
 	out := make([]string, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 20000 {
+			t.Fatalf("ticketdtest: no free port below the ephemeral range")
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", lowPortMin+rand.IntN(lowPortMax-lowPortMin))
+		if pickedPorts[addr] {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Fatalf("ticketdtest: free port: %v", err)
+			continue // in use
 		}
 		defer ln.Close()
-		out = append(out, ln.Addr().String())
+		pickedPorts[addr] = true
+		out = append(out, addr)
 	}
 	return out
 }
+
+// The range FreeAddrs picks from: [lowPortMin, lowPortMax), below Linux's
+// default ephemeral range (32768-60999) and above most services' ports.
+const (
+	lowPortMin = 20000
+	lowPortMax = 32768
+)
+
+// pickMu guards pickedPorts, every address FreeAddrs returned in this process.
+var (
+	pickMu      sync.Mutex
+	pickedPorts = map[string]bool{}
+)
 
 // Start starts a cluster of opts.Nodes ticketd processes bootstrapped
 // together, waits until they agree on a leader, and registers Close with
@@ -173,6 +208,15 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.lock = append(c.lock, ticketv1connect.NewLockServiceClient(c.http, c.scheme+"://"+n.APIAddr, copts...))
 		c.cluster = append(c.cluster, ticketv1connect.NewClusterServiceClient(c.http, c.scheme+"://"+n.APIAddr, copts...))
 	}
+	args := opts.Args
+	if !hasFlag(args, "--raft-election-timeout-ms") && !hasFlag(args, "--raft-heartbeat-ms") {
+		// etcd's own 1 s / 100 ms, not the shipped 400 ms / 40 ms: test
+		// processes share a loaded CI machine, where a starved leader
+		// would lose a 400 ms election timeout in the middle of a test
+		// about something else. The shipped timing is what `make run`
+		// and ticketbench's failover measurement use.
+		args = append([]string{"--raft-election-timeout-ms=1000", "--raft-heartbeat-ms=100"}, args...)
+	}
 	for _, n := range c.nodes {
 		n.args = append([]string{"serve",
 			"--id", n.ID,
@@ -181,7 +225,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--data-dir", n.DataDir,
 			"--backend", opts.Backend,
 			"--bootstrap", strings.Join(peers, ","),
-		}, opts.Args...)
+		}, args...)
 		if opts.TLS != nil {
 			n.args = append(n.args, opts.TLS.flags(n.ID)...)
 		}
@@ -426,4 +470,14 @@ func tail(path string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// hasFlag reports whether args set flag (as "--flag=v" or "--flag v").
+func hasFlag(args []string, flag string) bool {
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
 }
