@@ -66,9 +66,13 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 }
 
 // refusedCredentials reports whether a server refused the client's
-// credentials or their permissions (Unauthenticated, PermissionDenied):
-// another node or a retry gets the same answer, so it is final.
+// credentials or their permissions (Unauthenticated, PermissionDenied), or
+// a TLS handshake failed on a certificate (tlsRefused): another node or a
+// retry gets the same answer, so it is final.
 func refusedCredentials(err error) bool {
+	if tlsRefused(err) {
+		return true // a certificate one side will not accept
+	}
 	switch connect.CodeOf(err) {
 	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
 		return connect.IsWireError(err)
