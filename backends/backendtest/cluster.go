@@ -209,6 +209,17 @@ func (c *Cluster) Peers() []*Peer {
 	return slices.Clone(c.peers)
 }
 
+// Followers returns the running peers other than l, in start order.
+func (c *Cluster) Followers(l *Peer) []*Peer {
+	var out []*Peer
+	for _, p := range c.Live() {
+		if p != l {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Live returns the peers whose node is running.
 func (c *Cluster) Live() []*Peer {
 	var out []*Peer

@@ -150,13 +150,7 @@ func RunPeerFlood(t *testing.T, open Factory, hello []byte) {
 				t.Fatalf("propose before the flood: %v", err)
 			}
 			term := l.Node().Status().Term
-			var victim *Peer
-			for _, p := range c.Live() {
-				if p != l {
-					victim = p
-					break
-				}
-			}
+			victim := c.Followers(l)[0]
 
 			var h []byte
 			if !tc.tls {

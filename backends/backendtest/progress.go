@@ -70,12 +70,7 @@ func RunFollowerProgress(t *testing.T, open Factory) {
 	c.Start(3)
 	l := c.WaitLeader()
 	mustGrant(ctx, t, l.Node(), "progress")
-	var followers []*Peer
-	for _, p := range c.Peers() {
-		if p != l {
-			followers = append(followers, p)
-		}
-	}
+	followers := c.Followers(l)
 	c.waitFor("the leader to report both followers caught up and heard from", func() bool {
 		_, last := obs[l.ID].snapshot()
 		for _, f := range followers {

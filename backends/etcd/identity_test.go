@@ -23,16 +23,8 @@ func TestPeerCertificateBindsSender(t *testing.T) {
 	c.Start(3)
 	l := c.WaitLeader()
 	term := l.Node().Status().Term
-	var f, other *backendtest.Peer
-	for _, p := range c.Live() {
-		switch {
-		case p == l:
-		case f == nil:
-			f = p
-		default:
-			other = p
-		}
-	}
+	fs := c.Followers(l)
+	f, other := fs[0], fs[1]
 	atk := pki.PeerTLS(t, l.ID) // a real node certificate, for the leader's id
 	forged := &pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), From: new(nodeID(other.ID)), To: new(nodeID(f.ID)), Term: new(term + 10)}
 	if status, err := forgeWith(t, atk, f.Addr, f.ID, other.ID, other.Addr, forged); err != nil || status != http.StatusForbidden {

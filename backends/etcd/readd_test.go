@@ -33,16 +33,8 @@ func TestRemoveReaddThenLoseOne(t *testing.T) {
 			c.Tune = func(cfg *backends.Config) { cfg.SnapshotThreshold, cfg.TrailingLogs = 8, 2 }
 			c.Start(3)
 			l := c.WaitLeader()
-			var readded, other *backendtest.Peer
-			for _, p := range c.Live() {
-				switch {
-				case p == l:
-				case readded == nil:
-					readded = p
-				default:
-					other = p
-				}
-			}
+			fs := c.Followers(l)
+			readded, other := fs[0], fs[1]
 			require.NoError(t, l.Node().RemoveServer(ctx, readded.ID))
 			_, err := l.Node().Propose(ctx, core.Grant("while-removed", 1000, "o"))
 			require.NoError(t, err)

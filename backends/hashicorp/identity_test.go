@@ -29,16 +29,8 @@ func TestPeerCertificateBindsSender(t *testing.T) {
 	c.Start(3)
 	l := c.WaitLeader()
 	term := l.Node().Status().Term
-	var f, other *backendtest.Peer
-	for _, p := range c.Live() {
-		switch {
-		case p == l:
-		case f == nil:
-			f = p
-		default:
-			other = p
-		}
-	}
+	fs := c.Followers(l)
+	f, other := fs[0], fs[1]
 	cfg := pki.PeerTLS(t, l.ID) // a real node certificate, for the leader's id
 	cfg.ServerName = "127.0.0.1"
 	var voteWith func(t *testing.T, cfg *tls.Config, id, addr string, term uint64) (int, error)
