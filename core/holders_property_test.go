@@ -467,9 +467,16 @@ func TestPropHoldersMatchModel(t *testing.T) {
 					t.Fatalf("step %d: delay %q is %+v (%t), want %+v (%t)", i, k, d, ok, md, mok)
 				}
 			}
+			byPrincipal := map[string]int{"": 0}
 			for id, s := range m.sessions {
 				if got, ok := sm.Session(id); !ok || got != s {
 					t.Fatalf("step %d: session %d is %+v (%t), want %+v", i, id, got, ok, s)
+				}
+				byPrincipal[s.Principal]++
+			}
+			for p, n := range byPrincipal {
+				if got := sm.PrincipalSessions(p); got != n {
+					t.Fatalf("step %d: principal %q has %d sessions, want %d", i, p, got, n)
 				}
 			}
 		}

@@ -102,6 +102,7 @@ func sessionLockLess(a, b sessionLock) bool {
 // createSession applies a CreateSession at index: the session's id is index.
 func (s *StateMachine) createSession(index uint64, cmd Command) Result {
 	s.sessions.ReplaceOrInsert(Session{ID: index, TTLMS: cmd.LeaseMS, ModIndex: index, Principal: cmd.Principal})
+	s.byPrincipal[cmd.Principal]++
 	return Result{Outcome: OutcomeSessionCreated, Session: index, LeaseMS: cmd.LeaseMS}
 }
 
@@ -125,6 +126,9 @@ func (s *StateMachine) endSession(index, id, seenIndex uint64) (*SessionEnd, boo
 		return nil, false
 	}
 	s.sessions.Delete(sess)
+	if s.byPrincipal[sess.Principal]--; s.byPrincipal[sess.Principal] <= 0 {
+		delete(s.byPrincipal, sess.Principal)
+	}
 	var refs []sessionLock
 	s.sessLocks.AscendGreaterOrEqual(sessionLock{session: id}, func(r sessionLock) bool {
 		if r.session != id {
@@ -191,6 +195,18 @@ func (s *StateMachine) SessionLen() int {
 	return s.sessions.Len()
 }
 
+// PrincipalSessions returns the number of open sessions opened by
+// principal ("" counts those opened with authorization off): the per-principal
+// cap (limits.max_sessions_per_principal) is checked against it. It is
+// derived state, kept on every create and end and rebuilt by Restore, so it
+// is the same on every node at the same applied index. Safe concurrently
+// with Apply.
+func (s *StateMachine) PrincipalSessions(principal string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.byPrincipal[principal]
+}
+
 // AscendSessions calls fn for every open session in ascending id order until
 // fn returns false: for a node's lessor that has restored a snapshot and must
 // start timing the sessions it holds. It holds a read lock on the table: fn
@@ -199,6 +215,25 @@ func (s *StateMachine) AscendSessions(fn func(Session) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	s.sessions.Ascend(fn)
+}
+
+// SessionLockLen returns the number of holders under session id (0 for an
+// unknown or ended id): what the server counts against
+// limits.max_locks_per_session before it proposes a Grant under id. It walks
+// the session index, so it costs time linear in that number. Safe
+// concurrently with Apply.
+func (s *StateMachine) SessionLockLen(id uint64) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	s.sessLocks.AscendGreaterOrEqual(sessionLock{session: id}, func(r sessionLock) bool {
+		if r.session != id {
+			return false
+		}
+		n++
+		return true
+	})
+	return n
 }
 
 // SessionLocks returns the holders under session id, in ascending key and

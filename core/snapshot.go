@@ -215,6 +215,7 @@ func (s *StateMachine) Restore(r io.Reader) error {
 	defer s.mu.Unlock()
 	s.locks, s.delays, s.members, s.lastToken, s.applied = st.locks, st.delays, st.members, st.lastToken, st.applied
 	s.sessions, s.sessLocks, s.keys, s.extended = st.sessions, st.sessLocks, st.keys, st.extended
+	s.byPrincipal = st.byPrincipal
 	return nil
 }
 
@@ -257,11 +258,13 @@ type decodedSnapshot struct {
 	delays    *btree.BTreeG[LockDelay]
 	sessions  *btree.BTreeG[Session]
 	sessLocks *btree.BTreeG[sessionLock]
-	members   map[string]string
-	keys      int
-	extended  int
-	lastToken uint64
-	applied   uint64
+	// byPrincipal counts the sessions by principal (derived, as sessLocks).
+	byPrincipal map[string]int
+	members     map[string]string
+	keys        int
+	extended    int
+	lastToken   uint64
+	applied     uint64
 }
 
 func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
@@ -289,12 +292,13 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 		return nil, fmt.Errorf("%w: version %d snapshot with session records", ErrDecode, version)
 	}
 	st := &decodedSnapshot{
-		locks:     btree.NewG(btreeDegree, lockLess),
-		delays:    btree.NewG(btreeDegree, delayLess),
-		sessions:  btree.NewG(btreeDegree, sessionLess),
-		sessLocks: btree.NewG(btreeDegree, sessionLockLess),
-		lastToken: hdr.GetLastToken(),
-		applied:   hdr.GetAppliedIndex(),
+		locks:       btree.NewG(btreeDegree, lockLess),
+		delays:      btree.NewG(btreeDegree, delayLess),
+		sessions:    btree.NewG(btreeDegree, sessionLess),
+		sessLocks:   btree.NewG(btreeDegree, sessionLockLess),
+		byPrincipal: map[string]int{},
+		lastToken:   hdr.GetLastToken(),
+		applied:     hdr.GetAppliedIndex(),
 	}
 	if err := st.readLocks(sr, &hdr, version); err != nil {
 		return nil, err
@@ -435,6 +439,7 @@ func (st *decodedSnapshot) readSessions(sr *snapshotReader, hdr *corepb.Snapshot
 		}
 		prev = se.ID
 		st.sessions.ReplaceOrInsert(se)
+		st.byPrincipal[se.Principal]++
 	}
 	var err error
 	st.sessLocks.Ascend(func(r sessionLock) bool {

@@ -32,11 +32,16 @@ type StateMachine struct {
 	delays    *btree.BTreeG[LockDelay]   // ordered by Key; a key is never both held and delayed
 	sessions  *btree.BTreeG[Session]     // ordered by ID
 	sessLocks *btree.BTreeG[sessionLock] // derived: holders by session, ordered by (Session, Key, Token)
-	members   map[string]string          // member id -> client API address
-	keys      int                        // keys with at least one holder
-	extended  int                        // holders that need snapshot version 3 (see needsV3)
-	lastToken uint64
-	applied   uint64
+	// byPrincipal is derived: open sessions per principal ("" when
+	// authorization is off), maintained on a session's create and end,
+	// rebuilt on Restore, never in a snapshot. Only counted, never ranged
+	// over, so map order reaches no output.
+	byPrincipal map[string]int
+	members     map[string]string // member id -> client API address
+	keys        int               // keys with at least one holder
+	extended    int               // holders that need snapshot version 3 (see needsV3)
+	lastToken   uint64
+	applied     uint64
 
 	// Apply-goroutine scratch for holdersOf, so that a grant does not allocate.
 	scanKey string
@@ -69,11 +74,12 @@ func plain(l Lock) bool { return l.Mode == ModeExclusive && l.Limit == 0 }
 // LastToken 0, AppliedIndex 0.
 func NewStateMachine() *StateMachine {
 	s := &StateMachine{
-		locks:     btree.NewG(btreeDegree, lockLess),
-		delays:    btree.NewG(btreeDegree, delayLess),
-		sessions:  btree.NewG(btreeDegree, sessionLess),
-		sessLocks: btree.NewG(btreeDegree, sessionLockLess),
-		members:   map[string]string{},
+		locks:       btree.NewG(btreeDegree, lockLess),
+		delays:      btree.NewG(btreeDegree, delayLess),
+		sessions:    btree.NewG(btreeDegree, sessionLess),
+		sessLocks:   btree.NewG(btreeDegree, sessionLockLess),
+		byPrincipal: map[string]int{},
+		members:     map[string]string{},
 	}
 	s.collect = s.collectHolder
 	return s

@@ -2,6 +2,8 @@ package core
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -14,7 +16,8 @@ import (
 // errors.Is(err, ErrInvalidArgument) is true for it.
 type FieldError struct {
 	// Field is the API field at fault: "key", "owner", "principal",
-	// "lease_ms", "lock_delay_ms", "token", "mode", "limit" or "session".
+	// "lease_ms", "lock_delay_ms", "token", "mode", "limit", "session" or
+	// "ttl_ms".
 	Field string
 	// Msg is the sentence describing the fault; it names the field.
 	Msg string
@@ -84,6 +87,11 @@ func validateText(field, s string, maxBytes int) error {
 			return invalid(field, "%s has control character %U at byte %d", field, r, i)
 		case unicode.Is(unicode.Bidi_Control, r) || invisible(r):
 			return invalid(field, "%s has invisible formatting character %U at byte %d", field, r, i)
+		case unicode.In(r, unicode.Zl, unicode.Zp):
+			// U+2028 and U+2029 end a line in JavaScript, JSON viewers and
+			// some terminals: a key holding one could forge a line of
+			// `lock list` output or of a log read by such a tool.
+			return invalid(field, "%s has line or paragraph separator %U at byte %d", field, r, i)
 		}
 	}
 	return nil
@@ -118,15 +126,37 @@ func ValidateLockDelay(lockDelayMS, maxMS int64) error {
 // Errors are *FieldError (ErrInvalidArgument), e.g. "lease 50ms is outside the
 // allowed range 100ms to 10m0s".
 func ValidateLease(leaseMS, minMS, maxMS int64) error {
-	if leaseMS <= 0 || leaseMS < minMS || leaseMS > maxMS {
-		return invalid("lease_ms", "lease %v is outside the allowed range %v to %v", ms(leaseMS), ms(max(minMS, 1)), ms(maxMS))
+	return validateLeaseField("lease_ms", "lease", leaseMS, minMS, maxMS)
+}
+
+// ValidateTTL checks a session's ttl_ms (issue 17) against the same bounds
+// as ValidateLease: minMS ≤ ttlMS ≤ maxMS (milliseconds) and ttlMS > 0.
+// Errors are *FieldError (ErrInvalidArgument) naming "ttl_ms", e.g. "session
+// ttl 50ms is outside the allowed range 100ms to 10m0s".
+func ValidateTTL(ttlMS, minMS, maxMS int64) error {
+	return validateLeaseField("ttl_ms", "session ttl", ttlMS, minMS, maxMS)
+}
+
+// validateLeaseField is ValidateLease for a field of that name, whose value
+// the message calls what.
+func validateLeaseField(field, what string, v, minMS, maxMS int64) error {
+	if v <= 0 || v < minMS || v > maxMS {
+		return invalid(field, "%s %s is outside the allowed range %s to %s", what, ms(v), ms(max(minMS, 1)), ms(maxMS))
 	}
 	return nil
 }
 
 // ms renders a millisecond count as a duration ("1.5s"), the way users
-// write --ttl, for messages.
-func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+// write --ttl, for messages. A count a time.Duration cannot hold (beyond
+// about 292 years either way) is printed as given ("9223372036854775807ms"):
+// multiplying it would wrap around into a wrong, even negative, duration.
+func ms(v int64) string {
+	const perMS = int64(time.Millisecond)
+	if v > math.MaxInt64/perMS || v < math.MinInt64/perMS {
+		return strconv.FormatInt(v, 10) + "ms"
+	}
+	return (time.Duration(v) * time.Millisecond).String()
+}
 
 // ValidateToken checks that token is not 0 (tokens start at 1). Errors are *FieldError
 // (ErrInvalidArgument).

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -40,6 +41,9 @@ func TestValidateKey(t *testing.T) {
 		{"zero_width_space", "orders\u200B/1", true},
 		{"byte_order_mark", "\uFEFForders", true},
 		{"zero_width_joiner_is_fine", "a\u200Db", false},
+		{"line_separator", "orders\u2028/1", true},
+		{"paragraph_separator", "a\u2029b", true},
+		{"no_break_space_is_fine", "a\u00A0b", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,6 +234,23 @@ func TestValidateMessages(t *testing.T) {
 		{"lease_below_min", core.ValidateLease(50, 100, 600000), "lease_ms", "lease 50ms is outside the allowed range 100ms to 10m0s"},
 		{"lease_zero", core.ValidateLease(0, 0, 1000), "lease_ms", "lease 0s is outside the allowed range 1ms to 1s"},
 		{"lock_delay", core.ValidateLockDelay(5000, 1000), "lock_delay_ms", "lock-delay 5s is outside the allowed range 0s to 1s"},
+		{"ttl_below_min", core.ValidateTTL(50, 100, 600000), "ttl_ms", "session ttl 50ms is outside the allowed range 100ms to 10m0s"},
+		// Counts a time.Duration cannot hold are printed as given, not wrapped
+		// ("-1ms is outside..." was the message for the largest int64).
+		{"lease_max_int64", core.ValidateLease(math.MaxInt64, 100, 600000), "lease_ms",
+			"lease 9223372036854775807ms is outside the allowed range 100ms to 10m0s"},
+		{"lease_min_int64", core.ValidateLease(math.MinInt64, 100, 600000), "lease_ms",
+			"lease -9223372036854775808ms is outside the allowed range 100ms to 10m0s"},
+		{"ttl_max_int64", core.ValidateTTL(math.MaxInt64, 100, 600000), "ttl_ms",
+			"session ttl 9223372036854775807ms is outside the allowed range 100ms to 10m0s"},
+		{"ttl_just_past_duration", core.ValidateTTL(math.MaxInt64/1_000_000+1, 100, 600000), "ttl_ms",
+			"session ttl 9223372036855ms is outside the allowed range 100ms to 10m0s"},
+		{"ttl_largest_duration", core.ValidateTTL(math.MaxInt64/1_000_000, 100, 600000), "ttl_ms",
+			"session ttl 2562047h47m16.854s is outside the allowed range 100ms to 10m0s"},
+		{"lock_delay_max_int64", core.ValidateLockDelay(math.MaxInt64, 1000), "lock_delay_ms",
+			"lock-delay 9223372036854775807ms is outside the allowed range 0s to 1s"},
+		{"bound_max_int64", core.ValidateLease(0, 1, math.MaxInt64), "lease_ms",
+			"lease 0s is outside the allowed range 1ms to 9223372036854775807ms"},
 		{"token_zero", core.ValidateToken(0), "token", "token 0 is never granted (tokens start at 1)"},
 		{"empty_key", core.ValidateKey(""), "key", "key is empty"},
 	}

@@ -45,6 +45,15 @@ type Client struct {
 	urls       bool            // New was given URLs ("https://h:p"), not bare host:port
 	configured map[string]bool // host:port of the configured endpoints
 
+	sessMu     sync.Mutex // guards sess and sessClosed; held while the default session is created
+	sess       *Session   // the default session (session.go), nil until first used
+	sessClosed bool       // Close has closed the default session: no new one
+	// sessStop is cancelled when Close begins: it cuts short the creation
+	// of a default session, which holds sessMu, so that Close never waits
+	// for it.
+	sessStop   context.Context
+	sessCancel context.CancelFunc
+
 	mu     sync.Mutex
 	nodes  map[string]*node // by base URL
 	leader string           // base URL of the believed leader, "" if unknown
@@ -104,16 +113,23 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	}
 	c.ownerBase = ownerBase(cfg.ownerPrefix)
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
+	c.sessStop, c.sessCancel = context.WithCancel(context.Background())
 	return c, nil
 }
 
-// Close stops every lease's renewals, closing their Done channels (Err then
-// wraps ErrClosed), cancels the client's other background work (best-effort
-// releases after ambiguous acquisitions) and waits for it to end, and closes
-// idle connections. Leases are not released: the server ends them
-// when their TTL runs out. Calls made after Close fail with ErrClosed.
+// Close first closes the client's default session, if one was opened,
+// which releases every lock held under it in one committed entry (their
+// Leases' Err is then ErrReleased; at most the request timeout is spent on
+// it). It then stops every other lease's renewals and every other
+// session's keep-alives, closing their Done channels (Err then wraps
+// ErrClosed), cancels the client's other background work (best-effort
+// releases after ambiguous acquisitions) and waits for it to end, and
+// closes idle connections. Leases of their own (Lock with a ttl, WithLease)
+// and sessions made with CreateSession are not released: the servers end
+// them when their TTL runs out. Calls made after Close fail with ErrClosed.
 // Close is idempotent and returns nil.
 func (c *Client) Close() error {
+	c.closeDefaultSession()
 	c.mu.Lock()
 	c.cancel(ErrClosed) // under mu: goBackground never Adds after Wait began
 	c.mu.Unlock()

@@ -17,6 +17,18 @@
 //   - Unlocks are never stale. Unlock releases by (key, token): a lock that
 //     has been granted to someone else since is left alone.
 //
+// Beyond exclusive locks (issue 17): RLock takes a key shared (the read
+// side of a readers-writer lock, Curator InterProcessReadWriteLock; waiters
+// are served first in, first out across modes, so a waiting Lock holds back
+// later RLocks and writers never starve); Client.Semaphore(key, n) lets up
+// to n holders in at once (Curator InterProcessSemaphoreV2). Every holder
+// gets a fencing token of its own. A Session (etcd concurrency.Session,
+// Consul sessions) is one lease for many locks: one KeepAlive renews them
+// all, and when it ends they are all released in one committed entry. The
+// client opens one default session on first use (WithSessionTTL) for RLock,
+// Semaphore.Acquire and Lock with ttl 0, and Close closes it; a ttl > 0
+// (or WithLease) gives a lock a lease of its own, renewed one by one.
+//
 // The client finds the leader (Status, and the LeaderHint detail that
 // non-leaders attach to Unavailable errors), talks to it directly, fails over
 // between endpoints and retries Unavailable with exponential backoff and
@@ -28,7 +40,8 @@
 // The caller's duties:
 //
 //  1. Create one Client per process with New and the cluster's API
-//     endpoints; Close it on exit (held leases are not released by Close).
+//     endpoints; Close it on exit (it releases the locks held under its
+//     default session; leases of their own are left to their TTL).
 //  2. Take a lock with Lock (wait in the key's FIFO queue) or TryLock (fail
 //     with ErrLocked at once), with a TTL long enough to ride out a leader
 //     election (a few seconds); the Lease renews itself every TTL/3.

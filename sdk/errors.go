@@ -60,7 +60,53 @@ var (
 	ErrUnauthenticated = errors.New("ticketd: unauthenticated")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("ticketd: client closed")
+	// ErrSessionNotFound: the session is unknown to the servers, has ended
+	// (its lease ran out, or it was closed) or belongs to another principal:
+	// every lock that was held under it is gone. Server code NotFound on
+	// Acquire (with a session), KeepAlive and CloseSession (etcd's
+	// ErrLeaseNotFound, Consul's "invalid session").
+	ErrSessionNotFound = errors.New("ticketd: session not found")
+	// ErrLimitMismatch: an Acquire gave a limit other than the one every
+	// holder and waiter of the key gave (a semaphore's slot count, or 0 for
+	// a lock). The error is a *LimitMismatchError carrying the key's limit.
+	// Nothing changed. Server code FailedPrecondition.
+	ErrLimitMismatch = errors.New("ticketd: limit mismatch")
 )
+
+// LimitMismatchError is the refusal of an Acquire whose limit differs from
+// the key's current one (issue 17: every acquirer of a key gives the same
+// limit while it has holders or waiters). errors.Is(err, ErrLimitMismatch)
+// is true for it; get it with errors.As to read the key's limit.
+type LimitMismatchError struct {
+	// Limit is the key's current limit: its semaphore's slots, or 0 when
+	// the key is held as a lock (exclusive or shared).
+	Limit uint32
+}
+
+// Error implements error.
+func (e *LimitMismatchError) Error() string {
+	return fmt.Sprintf("ticketd: limit mismatch: the key's limit is %d", e.Limit)
+}
+
+// Is reports whether target is ErrLimitMismatch.
+func (e *LimitMismatchError) Is(target error) bool { return target == ErrLimitMismatch }
+
+// limitMismatchOf returns the *LimitMismatchError of a FailedPrecondition
+// answer carrying a LimitMismatch detail, or nil.
+func limitMismatchOf(err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeFailedPrecondition {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if m, ok := v.(*ticketv1.LimitMismatch); ok {
+				return &LimitMismatchError{Limit: m.GetLimit()}
+			}
+		}
+	}
+	return nil
+}
 
 // InvalidFieldHeader is the response header (a trailer in gRPC) in which a
 // server's InvalidArgument error names the request field at fault: "key",
@@ -192,8 +238,16 @@ func wrapErr(op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &opError{msg: opKey(op, key) + ": " + err.Error(), errs: causes(sentinelOf(err), err)}
+	sentinel := sentinelOf(err)
+	if sentinel == ErrNotHeld && sessionOps[op] {
+		sentinel = ErrSessionNotFound
+	}
+	return &opError{msg: opKey(op, key) + ": " + err.Error(), errs: causes(sentinel, limitMismatchOf(err), err)}
 }
+
+// sessionOps are the operations whose NotFound answer means the session
+// is gone (Acquire is NotFound only for its session).
+var sessionOps = map[string]bool{"acquire": true, "keepalive": true, "close session": true}
 
 // opKey names an operation in error messages: `acquire "k"` or `status`.
 func opKey(op, key string) string {

@@ -140,3 +140,80 @@ func ExampleAmbiguousError() {
 	}
 	fmt.Println("token", g.Token)
 }
+
+func ExampleClient_RLock() {
+	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close() // also closes the client's session, releasing its locks
+
+	ctx := context.Background()
+	// Many readers at once; held under the client's default session, which
+	// one KeepAlive per TTL/3 keeps alive for all of them.
+	read, err := c.RLock(ctx, "datasets/daily")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("reading with token", read.Token(), "shared:", read.Shared())
+	_ = read.Unlock(ctx)
+
+	// One writer, once every reader is gone; readers that arrive while it
+	// waits queue behind it (writer preference).
+	write, err := c.Lock(ctx, "datasets/daily", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer write.Unlock(ctx)
+	fmt.Println("writing with token", write.Token())
+}
+
+func ExampleClient_Semaphore() {
+	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	// At most 3 workers on the GPU pool, cluster-wide.
+	sem := c.Semaphore("pools/gpu", 3)
+	slot, err := sem.Acquire(context.Background())
+	var lm *sdk.LimitMismatchError
+	if errors.As(err, &lm) {
+		log.Fatalf("pools/gpu is used with %d slots, not 3", lm.Limit)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer slot.Unlock(context.Background())
+	select {
+	case <-slot.Done():
+		log.Fatalf("slot lost: %v", slot.Err())
+	default:
+		fmt.Println("working in a slot with token", slot.Token())
+	}
+}
+
+func ExampleClient_CreateSession() {
+	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	// One lease for many locks: one KeepAlive renews them all, and Close
+	// (or the lease running out) releases them all in one entry.
+	s, err := c.CreateSession(ctx, 15*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, shard := range []string{"shards/1", "shards/2", "shards/3"} {
+		if _, err := c.Lock(ctx, shard, 0, sdk.WithSession(s)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	<-s.Done() // lost (or closed): every lock above is gone with it
+	fmt.Println("session ended:", s.Err())
+}

@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
@@ -20,15 +22,20 @@ import (
 // loopback that implement the generated handler interfaces on one shared
 // in-memory lock table. Node leader serves; the others answer Unavailable
 // with a LeaderHint (they do not forward). Leases never expire by
-// themselves; tests call expire. Hooks inject failures.
+// themselves; tests call expire and expireSession. Hooks inject failures.
+// A key holds a set of holders (shared locks, semaphores, issue 17); the
+// fake grants whatever fits and wakes every waiter on each change, without
+// the server's FIFO order or writer preference.
 type fakeCluster struct {
 	t     *testing.T
 	nodes []*fakeNode
 
 	mu        sync.Mutex
 	leader    int
-	locks     map[string]*ticketv1.Lock
+	locks     map[string]*ticketv1.Lock // every holder in Holders; the singular fields for an exclusive lock
 	lastToken uint64
+	sessions  map[uint64]int64 // live session id → ttl_ms
+	lastSess  uint64
 	changed   chan struct{} // closed and replaced whenever a lock goes away
 	calls     []fakeCall
 	// hook, when set, runs on the leader after a request was handled and
@@ -43,6 +50,7 @@ type fakeCall struct {
 	method string
 	owner  string // Acquire only
 	token  uint64 // Renew, Release
+	sess   uint64 // Acquire, KeepAlive, CloseSession
 }
 
 type fakeNode struct {
@@ -53,7 +61,7 @@ type fakeNode struct {
 
 func newFakeCluster(t *testing.T, n int) *fakeCluster {
 	t.Helper()
-	c := &fakeCluster{t: t, locks: map[string]*ticketv1.Lock{}, changed: make(chan struct{})}
+	c := &fakeCluster{t: t, locks: map[string]*ticketv1.Lock{}, sessions: map[uint64]int64{}, lastSess: 1000, changed: make(chan struct{})}
 	for i := range n {
 		fn := &fakeNode{c: c, idx: i}
 		mux := http.NewServeMux()
@@ -112,14 +120,81 @@ func (c *fakeCluster) expire(key string) {
 
 func (c *fakeCluster) removeLocked(key string) {
 	delete(c.locks, key)
+	c.changedLocked()
+}
+
+// changedLocked wakes every waiter.
+func (c *fakeCluster) changedLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
 
+// removeHolderLocked removes the holder of key with token; it reports
+// whether there was one.
+func (c *fakeCluster) removeHolderLocked(key string, token uint64) bool {
+	l := c.locks[key]
+	if l == nil {
+		return false
+	}
+	for i, h := range l.Holders {
+		if h.GetToken() == token {
+			l.Holders = append(l.Holders[:i], l.Holders[i+1:]...)
+			if len(l.Holders) == 0 {
+				delete(c.locks, key)
+			}
+			c.changedLocked()
+			return true
+		}
+	}
+	return false
+}
+
+// expireSession ends session id as the leader's lessor would when its
+// lease runs out: every lock under it goes in one step.
+func (c *fakeCluster) expireSession(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.endSessionLocked(id)
+}
+
+func (c *fakeCluster) endSessionLocked(id uint64) {
+	delete(c.sessions, id)
+	for key, l := range c.locks {
+		for _, h := range append([]*ticketv1.Holder(nil), l.Holders...) {
+			if h.GetSession() == id {
+				c.removeHolderLocked(key, h.GetToken())
+			}
+		}
+	}
+	c.changedLocked()
+}
+
+// liveSessions returns the number of live sessions.
+func (c *fakeCluster) liveSessions() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sessions)
+}
+
+// holders returns a copy of key's holders.
+func (c *fakeCluster) holders(key string) []*ticketv1.Holder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.locks[key]
+	if l == nil {
+		return nil
+	}
+	return append([]*ticketv1.Holder(nil), l.Holders...)
+}
+
+// holder returns a copy of key's lock (nil when free).
 func (c *fakeCluster) holder(key string) *ticketv1.Lock {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.locks[key]
+	if l := c.locks[key]; l != nil {
+		return proto.Clone(l).(*ticketv1.Lock)
+	}
+	return nil
 }
 
 func (c *fakeCluster) tokens() uint64 {
@@ -173,30 +248,63 @@ func (n *fakeNode) leave(ctx context.Context, method string, req any) error {
 }
 
 func (n *fakeNode) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*ticketv1.AcquireResponse, error) {
-	if err := n.enter("Acquire", fakeCall{owner: req.GetOwner()}); err != nil {
+	if err := n.enter("Acquire", fakeCall{owner: req.GetOwner(), sess: req.GetSession()}); err != nil {
 		return nil, err
 	}
-	if req.GetKey() == "" || req.GetLeaseMs() <= 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("bad key or lease"))
+	if req.GetKey() == "" || (req.GetLeaseMs() <= 0 && req.GetSession() == 0) ||
+		(req.GetMode() == ticketv1.Mode_MODE_SHARED && req.GetLimit() > 0) {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("bad key, lease or mode"))
 	}
 	c := n.c
 	for {
 		c.mu.Lock()
+		leaseMS := req.GetLeaseMs()
+		if s := req.GetSession(); s != 0 {
+			ttl, ok := c.sessions[s]
+			if !ok {
+				c.mu.Unlock()
+				return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("session %d not found", s))
+			}
+			leaseMS = ttl
+		}
 		l := c.locks[req.GetKey()]
-		switch {
-		case l == nil:
-			c.lastToken++
-			l = &ticketv1.Lock{Key: req.GetKey(), Token: c.lastToken, LeaseMs: req.GetLeaseMs(), Owner: req.GetOwner()}
-			c.locks[req.GetKey()] = l
-			fallthrough
-		case l.GetOwner() == req.GetOwner():
-			res := &ticketv1.AcquireResponse{Token: l.GetToken(), LeaseMs: l.GetLeaseMs()}
+		if l != nil && l.GetLimit() != req.GetLimit() {
+			c.mu.Unlock()
+			err := connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("key %q has limit %d", req.GetKey(), l.GetLimit()))
+			d, derr := connect.NewErrorDetail(&ticketv1.LimitMismatch{Limit: l.GetLimit()})
+			if derr != nil {
+				return nil, derr
+			}
+			err.AddDetail(d)
+			return nil, err
+		}
+		if h := fakeHolderOf(l, req.GetOwner()); h != nil {
+			res := &ticketv1.AcquireResponse{Token: h.GetToken(), LeaseMs: h.GetLeaseMs(), Session: h.GetSession()}
 			c.mu.Unlock()
 			if err := n.leave(ctx, "Acquire", req); err != nil {
 				return nil, err
 			}
 			return res, nil
-		case !req.GetWait():
+		}
+		if fakeFits(l, req) {
+			c.lastToken++
+			h := &ticketv1.Holder{Token: c.lastToken, Owner: req.GetOwner(), LeaseMs: leaseMS, RemainingMs: leaseMS, Session: req.GetSession()}
+			if l == nil {
+				l = &ticketv1.Lock{Key: req.GetKey(), Mode: req.GetMode(), Limit: req.GetLimit()}
+				c.locks[req.GetKey()] = l
+			}
+			l.Holders = append(l.Holders, h)
+			if l.GetMode() == ticketv1.Mode_MODE_EXCLUSIVE && l.GetLimit() == 0 {
+				l.Token, l.LeaseMs, l.RemainingMs, l.Owner = h.GetToken(), h.GetLeaseMs(), h.GetRemainingMs(), h.GetOwner()
+			}
+			res := &ticketv1.AcquireResponse{Token: h.GetToken(), LeaseMs: leaseMS, Session: req.GetSession()}
+			c.mu.Unlock()
+			if err := n.leave(ctx, "Acquire", req); err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
+		if !req.GetWait() {
 			c.mu.Unlock()
 			return nil, connect.NewError(connect.CodeAlreadyExists, errors.New("held"))
 		}
@@ -210,18 +318,37 @@ func (n *fakeNode) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*
 	}
 }
 
+// fakeHolderOf returns the holder of l whose request carried owner, or nil.
+func fakeHolderOf(l *ticketv1.Lock, owner string) *ticketv1.Holder {
+	for _, h := range l.GetHolders() {
+		if h.GetOwner() == owner {
+			return h
+		}
+	}
+	return nil
+}
+
+// fakeFits reports whether req can be granted beside l's holders.
+func fakeFits(l *ticketv1.Lock, req *ticketv1.AcquireRequest) bool {
+	switch {
+	case len(l.GetHolders()) == 0:
+		return true
+	case req.GetLimit() > 0:
+		return len(l.GetHolders()) < int(req.GetLimit())
+	}
+	return req.GetMode() == ticketv1.Mode_MODE_SHARED && l.GetMode() == ticketv1.Mode_MODE_SHARED
+}
+
 func (n *fakeNode) Release(ctx context.Context, req *ticketv1.ReleaseRequest) (*ticketv1.ReleaseResponse, error) {
 	if err := n.enter("Release", fakeCall{token: req.GetToken()}); err != nil {
 		return nil, err
 	}
 	c := n.c
 	c.mu.Lock()
-	l := c.locks[req.GetKey()]
-	if l == nil || l.GetToken() != req.GetToken() {
+	if !c.removeHolderLocked(req.GetKey(), req.GetToken()) {
 		c.mu.Unlock()
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("no such lock"))
 	}
-	c.removeLocked(req.GetKey())
 	c.mu.Unlock()
 	if err := n.leave(ctx, "Release", req); err != nil {
 		return nil, err
@@ -239,11 +366,16 @@ func (n *fakeNode) Renew(ctx context.Context, req *ticketv1.RenewRequest) (*tick
 	c := n.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l := c.locks[req.GetKey()]
-	if l == nil || l.GetToken() != req.GetToken() {
-		return nil, connect.NewError(connect.CodeNotFound, errors.New("no such lock"))
+	for _, h := range c.locks[req.GetKey()].GetHolders() {
+		if h.GetToken() != req.GetToken() {
+			continue
+		}
+		if h.GetSession() != 0 {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("held under session %d: keep the session alive", h.GetSession()))
+		}
+		return &ticketv1.RenewResponse{LeaseMs: h.GetLeaseMs()}, nil
 	}
-	return &ticketv1.RenewResponse{LeaseMs: l.GetLeaseMs()}, nil
+	return nil, connect.NewError(connect.CodeNotFound, errors.New("no such lock"))
 }
 
 func (n *fakeNode) GetLock(ctx context.Context, req *ticketv1.GetLockRequest) (*ticketv1.GetLockResponse, error) {
@@ -256,7 +388,8 @@ func (n *fakeNode) GetLock(ctx context.Context, req *ticketv1.GetLockRequest) (*
 	if l == nil {
 		return &ticketv1.GetLockResponse{}, nil
 	}
-	return &ticketv1.GetLockResponse{Held: true, Token: l.GetToken(), LeaseMs: l.GetLeaseMs(), RemainingMs: l.GetLeaseMs(), Owner: l.GetOwner()}, nil
+	return &ticketv1.GetLockResponse{Held: true, Token: l.GetToken(), LeaseMs: l.GetLeaseMs(), RemainingMs: l.GetRemainingMs(), Owner: l.GetOwner(),
+		Holders: l.GetHolders(), Mode: l.GetMode(), Limit: l.GetLimit()}, nil
 }
 
 // ListLocks serves pages of at most two locks, so that paging is exercised.
@@ -280,7 +413,7 @@ func (n *fakeNode) ListLocks(ctx context.Context, req *ticketv1.ListLocksRequest
 			res.NextPageToken = keys[1]
 			break
 		}
-		res.Locks = append(res.Locks, c.locks[k])
+		res.Locks = append(res.Locks, proto.Clone(c.locks[k]).(*ticketv1.Lock))
 	}
 	return res, nil
 }
@@ -293,7 +426,66 @@ func (n *fakeNode) CheckToken(ctx context.Context, req *ticketv1.CheckTokenReque
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("token 0"))
 	}
 	l := n.c.holder(req.GetKey())
-	return &ticketv1.CheckTokenResponse{Valid: l != nil && l.GetToken() == req.GetToken(), CurrentToken: l.GetToken()}, nil
+	res := &ticketv1.CheckTokenResponse{Mode: l.GetMode(), Limit: l.GetLimit()}
+	for _, h := range l.GetHolders() {
+		res.Valid = res.Valid || h.GetToken() == req.GetToken()
+		res.CurrentToken = max(res.CurrentToken, h.GetToken())
+	}
+	return res, nil
+}
+
+func (n *fakeNode) CreateSession(ctx context.Context, req *ticketv1.CreateSessionRequest) (*ticketv1.CreateSessionResponse, error) {
+	if err := n.enter("CreateSession", fakeCall{}); err != nil {
+		return nil, err
+	}
+	if req.GetTtlMs() <= 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("bad ttl"))
+	}
+	c := n.c
+	c.mu.Lock()
+	c.lastSess++
+	id := c.lastSess
+	c.sessions[id] = req.GetTtlMs()
+	c.mu.Unlock()
+	if err := n.leave(ctx, "CreateSession", req); err != nil {
+		return nil, err
+	}
+	return &ticketv1.CreateSessionResponse{Session: id, TtlMs: req.GetTtlMs()}, nil
+}
+
+func (n *fakeNode) KeepAlive(ctx context.Context, req *ticketv1.KeepAliveRequest) (*ticketv1.KeepAliveResponse, error) {
+	if err := n.enter("KeepAlive", fakeCall{sess: req.GetSession()}); err != nil {
+		return nil, err
+	}
+	if err := n.leave(ctx, "KeepAlive", req); err != nil {
+		return nil, err
+	}
+	c := n.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ttl, ok := c.sessions[req.GetSession()]
+	if !ok {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("session %d not found", req.GetSession()))
+	}
+	return &ticketv1.KeepAliveResponse{TtlMs: ttl}, nil
+}
+
+func (n *fakeNode) CloseSession(ctx context.Context, req *ticketv1.CloseSessionRequest) (*ticketv1.CloseSessionResponse, error) {
+	if err := n.enter("CloseSession", fakeCall{sess: req.GetSession()}); err != nil {
+		return nil, err
+	}
+	c := n.c
+	c.mu.Lock()
+	if _, ok := c.sessions[req.GetSession()]; !ok {
+		c.mu.Unlock()
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("session %d not found", req.GetSession()))
+	}
+	c.endSessionLocked(req.GetSession())
+	c.mu.Unlock()
+	if err := n.leave(ctx, "CloseSession", req); err != nil {
+		return nil, err
+	}
+	return &ticketv1.CloseSessionResponse{}, nil
 }
 
 func (n *fakeNode) Status(ctx context.Context, req *ticketv1.StatusRequest) (*ticketv1.StatusResponse, error) {

@@ -8,18 +8,19 @@ import (
 	"time"
 )
 
-// errUnlocking stops a renewer because Unlock takes over.
-var errUnlocking = errors.New("ticketd: unlocking")
-
 // Lease is a held lock: its key, its fencing token, and a signal that closes
-// when the lease may have ended. It renews itself in the background every
-// TTL/3 (measured from the send time of the last acknowledged grant or
-// renewal, the period etcd clientv3's lease KeepAlive uses), retrying through
-// leader changes, until Unlock, a refused renewal, the local deadline, or
-// Client.Close.
+// when the lease may have ended. A lease of its own (Lock or TryLock with a
+// ttl, WithLease) renews itself in the background every TTL/3 (measured
+// from the send time of the last acknowledged grant or renewal, the period
+// etcd clientv3's lease KeepAlive uses), retrying through leader changes,
+// until Unlock, a refused renewal, the local deadline, or Client.Close. A
+// lease under a session (RLock, Semaphore.Acquire and Lock with ttl 0 by
+// default, or WithSession) is kept alive by its session's KeepAlive and ends
+// when the session does (etcd concurrency.Mutex over a Session).
 //
 // The local deadline is sent + TTL − margin, where sent is the local send
-// time of the last acknowledged grant or renewal and margin =
+// time of the last acknowledged grant or renewal (for a lease under a
+// session: its session's last acknowledged KeepAlive) and margin =
 // max(TTL·DefaultDriftRate, DefaultMinMargin) (see WithSafetyMargin). Every
 // server measures the same lease from its own apply of that grant or
 // renewal (a replicated command), which is later than sent, and no server
@@ -35,51 +36,60 @@ var errUnlocking = errors.New("ticketd: unlocking")
 // OSDI 2006, §2.8): a conservative approximation of the server's, from the
 // request's send time and an allowance for clock rate.
 //
+// A lease under a session does not notice by itself that an administrator
+// force-released its lock while the session lives on: the session's
+// KeepAlive renews the session, not each lock. Fencing tokens still stop
+// its writes.
+//
 // Methods are safe for concurrent use.
 type Lease struct {
-	c     *Client
-	key   string
-	owner string
-	token uint64
-
-	done    chan struct{}
-	stop    context.CancelCauseFunc // stops the renewer
-	stopped chan struct{}           // closed when the renewer has returned
+	keeper
+	key     string
+	owner   string
+	token   uint64
+	shared  bool
+	limit   uint32
+	session *Session // nil: a lease of its own
 
 	unlockMu sync.Mutex // serialises Unlock calls
-
-	mu       sync.Mutex
-	ttl      time.Duration
-	sent     time.Time // send time of the last acknowledged grant or renewal
-	deadline time.Time
-	timer    *time.Timer
-	err      error // set once, when done is closed
-	released bool
+	released bool       // under keeper.mu
 }
 
-// margin is the safety margin kept back from a lease of ttl.
-func (c *Client) margin(ttl time.Duration) time.Duration {
-	return max(time.Duration(float64(ttl)*c.cfg.driftRate), c.cfg.minMargin)
-}
-
-// newLease starts the renewer and deadline timer for grant g.
-func (c *Client) newLease(g Grant) (*Lease, error) {
-	l := &Lease{
-		c: c, key: g.Key, owner: g.Owner, token: g.Token,
-		done: make(chan struct{}), stopped: make(chan struct{}),
-		ttl: g.TTL, sent: g.Sent, deadline: g.Sent.Add(g.TTL - c.margin(g.TTL)),
+// newLease starts the renewer and deadline timer for grant g, or, for a
+// grant under session s, follows s.
+func (c *Client) newLease(g Grant, ac acquireConfig, s *Session) (*Lease, error) {
+	l := &Lease{key: g.Key, owner: g.Owner, token: g.Token, shared: ac.shared, limit: ac.limit, session: s}
+	l.name = fmt.Sprintf("key %q token %d", g.Key, g.Token)
+	if s == nil {
+		l.renew = func(ctx context.Context, ttl time.Duration) (time.Duration, time.Time, error) {
+			return c.renew(ctx, l.key, l.token, ttl)
+		}
+		if err := l.start(c, g.Sent, g.TTL, l.renewLoop); err != nil {
+			return nil, fmt.Errorf("lock %q: %w", g.Key, ErrClosed)
+		}
+		return l, nil
 	}
-	ctx, stop := context.WithCancelCause(c.ctx)
-	l.stop = stop
-	l.mu.Lock()
-	l.timer = time.AfterFunc(time.Until(l.deadline), l.onTimer)
-	l.mu.Unlock()
-	if !c.goBackground(func(context.Context) { l.renewLoop(ctx) }) {
-		close(l.stopped)
-		l.finish(fmt.Errorf("%w: %w", ErrLeaseLost, ErrClosed))
+	if err := l.start(c, g.Sent, g.TTL, l.followSession); err != nil {
 		return nil, fmt.Errorf("lock %q: %w", g.Key, ErrClosed)
 	}
 	return l, nil
+}
+
+// followSession ends a lease under a session when its session ends (or
+// when ctx is cancelled: Unlock, Client.Close).
+func (l *Lease) followSession(ctx context.Context) {
+	defer close(l.stopped)
+	select {
+	case <-ctx.Done():
+		l.onStop(ctx)
+	case <-l.session.Done():
+		serr := l.session.Err()
+		if errors.Is(serr, ErrReleased) {
+			l.finish(fmt.Errorf("%w: %s: its session %d was closed", ErrReleased, l.name, l.session.ID()))
+			return
+		}
+		l.finish(fmt.Errorf("%s: session %d ended: %w", l.name, l.session.ID(), serr))
+	}
 }
 
 // Key returns the lock key.
@@ -88,46 +98,60 @@ func (l *Lease) Key() string { return l.key }
 // Token returns the fencing token of the grant (Chubby §2.4 sequencer):
 // pass it with every write to the resource the lock guards, so that the
 // resource can refuse writes from a holder whose lease has passed on.
+// Every holder of a shared key or a semaphore has a token of its own.
 func (l *Lease) Token() uint64 { return l.token }
 
 // Owner returns the owner id the grant was requested with.
 func (l *Lease) Owner() string { return l.owner }
 
-// TTL returns the lease length the server last granted or renewed.
+// Shared reports whether the lease is a shared hold (RLock, WithShared).
+func (l *Lease) Shared() bool { return l.shared }
+
+// Limit returns the semaphore's slot count the lease was acquired with
+// (Semaphore, WithLimit), or 0 for a lock.
+func (l *Lease) Limit() uint32 { return l.limit }
+
+// Session returns the session the lease is held under, or nil for a lease
+// of its own.
+func (l *Lease) Session() *Session { return l.session }
+
+// TTL returns the lease length the server last granted or renewed (for a
+// lease under a session: the session's TTL).
 func (l *Lease) TTL() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl
+	if l.session != nil {
+		return l.session.TTL()
+	}
+	return l.ttlNow()
 }
 
 // Deadline returns the current local deadline: Done closes at this time
-// unless a renewal is acknowledged first. It moves forward with every
-// acknowledged renewal. Work guarded by the lease should end before it.
+// unless a renewal (or, under a session, a KeepAlive) is acknowledged
+// first. It moves forward with every acknowledgement. Work guarded by the
+// lease should end before it.
 func (l *Lease) Deadline() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
+	if l.session != nil {
+		return l.session.Deadline()
+	}
+	return l.deadlineNow()
 }
 
 // Done returns a channel that is closed when the lease may have ended: its
 // local deadline passed without an acknowledged renewal, the server refused
-// a renewal, Unlock was called, or the client was closed. Once closed it
-// stays closed and Err is non-nil.
+// a renewal, its session ended, Unlock was called, or the client was
+// closed. Once closed it stays closed and Err is non-nil.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while Done is open. After it closes: ErrReleased after a
-// successful Unlock; otherwise an error wrapping ErrLeaseLost, and also
-// ErrNotHeld when the server refused a renewal or ErrClosed when the client
-// was closed. The value does not change once set.
-func (l *Lease) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
+// successful Unlock or Session.Close of its session; otherwise an error
+// wrapping ErrLeaseLost, and also ErrNotHeld when the server refused a
+// renewal, ErrSessionNotFound when it refused its session's KeepAlive, or
+// ErrClosed when the client was closed. The value does not change once set.
+func (l *Lease) Err() error { return l.errNow() }
 
 // Unlock stops the renewals and releases the lock on the server, with the
 // lease's token so that a lock granted to someone else since is never
-// released. Done is closed when Unlock returns. Calling Unlock again after
+// released. A lease under a session is released on its own; the session
+// lives on. Done is closed when Unlock returns. Calling Unlock again after
 // it succeeded returns nil at once; after a failure it tries again.
 //
 // Errors: ErrNotHeld (the server no longer held the lock with this token:
@@ -158,99 +182,4 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		l.finish(fmt.Errorf("%w: renewals stopped by Unlock, release failed: %w", ErrLeaseLost, err))
 	}
 	return err
-}
-
-// finish closes Done with err unless it is closed already, and stops the
-// timer and the renewer.
-func (l *Lease) finish(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.finishLocked(err)
-}
-
-func (l *Lease) finishLocked(err error) {
-	if l.err != nil {
-		return
-	}
-	l.err = err
-	l.timer.Stop()
-	close(l.done)
-	l.stop(err)
-}
-
-// onTimer runs at the local deadline: it closes Done unless a renewal has
-// moved the deadline in the meantime.
-func (l *Lease) onTimer() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
-		return
-	}
-	if d := time.Until(l.deadline); d > 0 {
-		l.timer.Reset(d)
-		return
-	}
-	l.finishLocked(fmt.Errorf("%w: key %q token %d: no renewal acknowledged before the local deadline", ErrLeaseLost, l.key, l.token))
-}
-
-// extend records an acknowledged renewal sent at sent that granted ttl.
-func (l *Lease) extend(sent time.Time, ttl time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil || ttl <= 0 {
-		return
-	}
-	l.ttl, l.sent = ttl, sent
-	if d := sent.Add(ttl - l.c.margin(ttl)); d.After(l.deadline) {
-		l.deadline = d
-		l.timer.Reset(time.Until(d))
-	}
-}
-
-// renewLoop renews the lease every TTL/3 until it ends or ctx is cancelled.
-func (l *Lease) renewLoop(ctx context.Context) {
-	defer close(l.stopped)
-	for {
-		l.mu.Lock()
-		next, deadline, ttl := l.sent.Add(l.ttl/3), l.deadline, l.ttl
-		l.mu.Unlock()
-		t := time.NewTimer(time.Until(next))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			l.onStop(ctx)
-			return
-		case <-t.C:
-		}
-		rctx, cancel := context.WithDeadline(ctx, deadline)
-		rttl, sent, err := l.c.renew(rctx, l.key, l.token, ttl)
-		cancel()
-		switch {
-		case err == nil:
-			l.extend(sent, rttl)
-		case ctx.Err() != nil:
-			l.onStop(ctx)
-			return
-		case errors.Is(err, ErrNotHeld):
-			l.finish(fmt.Errorf("%w: renewal refused: %w", ErrLeaseLost, err))
-			return
-		default:
-			l.finish(fmt.Errorf("%w: key %q token %d: renewal failed: %w", ErrLeaseLost, l.key, l.token, err))
-			return
-		}
-	}
-}
-
-// onStop handles the renewer's ctx ending: Unlock takes over, any other
-// cause (Close, or the lease already finished) ends the lease.
-func (l *Lease) onStop(ctx context.Context) {
-	cause := context.Cause(ctx)
-	if errors.Is(cause, errUnlocking) {
-		return
-	}
-	if errors.Is(cause, ErrClosed) {
-		l.finish(fmt.Errorf("%w: %w", ErrLeaseLost, ErrClosed))
-		return
-	}
-	l.finish(fmt.Errorf("%w: %w", ErrLeaseLost, cause))
 }

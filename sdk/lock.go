@@ -21,6 +21,8 @@ type Grant struct {
 	TTL time.Duration
 	// Owner is the owner id the request carried.
 	Owner string
+	// Session is the session the lock is held under (0: a lease of its own).
+	Session uint64
 	// Sent is the local time the request was sent; when retries were needed,
 	// the send time of the earliest attempt that may have produced the
 	// grant. The server keeps the lock at least until Sent+TTL unless it is
@@ -29,13 +31,59 @@ type Grant struct {
 	Sent time.Time
 }
 
-// LockInfo describes the holder of a key, as GetLock and ListLocks report it.
+// Mode is how a key is held (AcquireRequest.mode).
+type Mode int
+
+const (
+	// ModeExclusive: one holder at a time, or up to limit holders of a
+	// semaphore. The default.
+	ModeExclusive Mode = iota
+	// ModeShared: any number of shared holders at once, never beside an
+	// exclusive one (RLock; Chubby shared locks).
+	ModeShared
+)
+
+// String returns "exclusive" or "shared".
+func (m Mode) String() string {
+	if m == ModeShared {
+		return "shared"
+	}
+	return "exclusive"
+}
+
+// modeOf converts the API's mode.
+func modeOf(m ticketv1.Mode) Mode {
+	if m == ticketv1.Mode_MODE_SHARED {
+		return ModeShared
+	}
+	return ModeExclusive
+}
+
+// Holder is one holder of a key: an exclusive lock has one, a shared key or
+// a semaphore may have several, each with its own fencing token.
+type Holder struct {
+	// Token is the holder's fencing token.
+	Token uint64
+	// Owner is the owner id of the holder's Acquire request.
+	Owner string
+	// TTL is the holder's lease (its session's TTL when Session is set).
+	TTL time.Duration
+	// Remaining is the lease time left as the answering node measures it;
+	// negative when unknown (a stale read).
+	Remaining time.Duration
+	// Session is the session the holder is under (0: a lease of its own).
+	Session uint64
+}
+
+// LockInfo describes who holds a key, as GetLock and ListLocks report it.
 type LockInfo struct {
 	// Key is the lock key.
 	Key string
 	// Held is false when nobody holds the key (then the other fields are zero).
 	Held bool
-	// Token is the holder's fencing token.
+	// Token is the holder's fencing token. Token, TTL, Remaining and Owner
+	// describe the holder of an exclusive lock (Mode exclusive, Limit 0);
+	// for a shared key or a semaphore they are zero: read Holders.
 	Token uint64
 	// TTL is the lease length of the holder (lease_ms).
 	TTL time.Duration
@@ -45,6 +93,22 @@ type LockInfo struct {
 	Remaining time.Duration
 	// Owner is the owner id of the holder's Acquire request.
 	Owner string
+	// Mode is how the key is held.
+	Mode Mode
+	// Limit is the key's semaphore slot count, 0 for a lock.
+	Limit uint32
+	// Holders lists every holder in token order (one for an exclusive lock).
+	Holders []Holder
+}
+
+// HolderOf returns the holder whose Acquire carried owner.
+func (l LockInfo) HolderOf(owner string) (Holder, bool) {
+	for _, h := range l.Holders {
+		if h.Owner == owner {
+			return h, true
+		}
+	}
+	return Holder{}, false
 }
 
 // ms turns an API field in milliseconds (lease_ms, remaining_ms) into a Duration.
@@ -57,19 +121,35 @@ type heldLock interface {
 	GetLeaseMs() int64
 	GetRemainingMs() int64
 	GetOwner() string
+	GetHolders() []*ticketv1.Holder
+	GetMode() ticketv1.Mode
+	GetLimit() uint32
 }
 
-// lockInfoOf converts the holder of key as the API reports it.
+// lockInfoOf converts the holders of key as the API reports them. A server
+// that predates holders (issue 17) sends only the singular fields: they
+// become the one holder.
 func lockInfoOf(key string, l heldLock) LockInfo {
-	return LockInfo{
+	info := LockInfo{
 		Key: key, Held: true, Token: l.GetToken(), TTL: ms(l.GetLeaseMs()),
-		Remaining: ms(l.GetRemainingMs()), Owner: l.GetOwner(),
+		Remaining: ms(l.GetRemainingMs()), Owner: l.GetOwner(), Mode: modeOf(l.GetMode()), Limit: l.GetLimit(),
 	}
+	for _, h := range l.GetHolders() {
+		info.Holders = append(info.Holders, Holder{Token: h.GetToken(), Owner: h.GetOwner(), TTL: ms(h.GetLeaseMs()),
+			Remaining: ms(h.GetRemainingMs()), Session: h.GetSession()})
+	}
+	if len(info.Holders) == 0 && info.Token != 0 {
+		info.Holders = []Holder{{Token: info.Token, Owner: info.Owner, TTL: info.TTL, Remaining: info.Remaining}}
+	}
+	return info
 }
 
 // Acquire asks for key for a lease of ttl (sent in whole milliseconds) and
 // returns the grant. It is the building block of Lock and TryLock: it does
-// not renew the lease and returns no Lease; most callers want Lock or TryLock.
+// not renew the lease and returns no Lease; most callers want Lock, TryLock,
+// RLock or Semaphore. WithShared, WithLimit, WithSession and WithSessionID
+// ask for a shared hold, a semaphore slot, or a lock under a session (then
+// ttl may be 0: the session's TTL is the lease).
 //
 // Every attempt of one call carries the same owner id (a fresh client-made
 // one unless WithOwner is given), so a retry after an ambiguous failure gets
@@ -78,7 +158,8 @@ func lockInfoOf(key string, l heldLock) LockInfo {
 // granted or ctx ends.
 //
 // Errors: ErrLocked (held by another owner, without WithWait),
-// ErrInvalidArgument, ErrResourceExhausted, *AmbiguousError (ErrAmbiguous:
+// ErrInvalidArgument, ErrResourceExhausted, *LimitMismatchError
+// (ErrLimitMismatch), ErrSessionNotFound, *AmbiguousError (ErrAmbiguous:
 // ctx ended while an attempt may have been granted), or the ctx error
 // wrapping the last failure (often ErrUnavailable).
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (Grant, error) {
@@ -115,7 +196,20 @@ func (c *Client) acquireConfigOf(opts []AcquireOption) (ac acquireConfig, made b
 // grant be released in the background without taking it from a caller that
 // retries with the same owner.
 func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, ac acquireConfig, made bool) (Grant, error) {
-	req := &ticketv1.AcquireRequest{Key: key, LeaseMs: ttl.Milliseconds(), Wait: ac.wait, Owner: ac.owner, LockDelayMs: ac.lockDelay.Milliseconds()}
+	req := &ticketv1.AcquireRequest{Key: key, LeaseMs: ttl.Milliseconds(), Wait: ac.wait, Owner: ac.owner, LockDelayMs: ac.lockDelay.Milliseconds(),
+		Limit: ac.limit, Session: ac.sessionID}
+	if ac.shared {
+		req.Mode = ticketv1.Mode_MODE_SHARED
+	}
+	if ac.session != nil {
+		req.Session = ac.session.ID()
+	}
+	if ttl <= 0 && req.Session != 0 {
+		ttl = c.cfg.sessionTTL // bounds the clean-up of an ambiguous grant
+		if ac.session != nil {
+			ttl = ac.session.TTL()
+		}
+	}
 	spec := callSpec{op: "acquire", key: key, owner: ac.owner, toLeader: true, mutates: true}
 	if !ac.wait {
 		spec.timeout = c.cfg.requestTimeout
@@ -129,7 +223,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, ac 
 		}
 		return Grant{}, err
 	}
-	g := Grant{Key: key, Token: res.GetToken(), TTL: ms(res.GetLeaseMs()), Owner: ac.owner, Sent: out.firstMaybe}
+	g := Grant{Key: key, Token: res.GetToken(), TTL: ms(res.GetLeaseMs()), Owner: ac.owner, Session: res.GetSession(), Sent: out.firstMaybe}
 	if g.TTL <= 0 {
 		g.TTL = ttl
 	}
@@ -144,10 +238,12 @@ func (c *Client) releaseOwned(key, owner string, ttl time.Duration) {
 		ctx, cancel := context.WithTimeout(ctx, ttl)
 		defer cancel()
 		info, err := c.GetLock(ctx, key)
-		if err != nil || !info.Held || info.Owner != owner {
+		if err != nil {
 			return
 		}
-		_ = c.Release(ctx, key, info.Token)
+		if h, ok := info.HolderOf(owner); ok {
+			_ = c.Release(ctx, key, h.Token)
+		}
 	})
 }
 
@@ -254,64 +350,152 @@ func (c *Client) ListLocks(ctx context.Context, prefix string, opts ...ReadOptio
 	}
 }
 
-// Check tells whether token is still the current holder of key
-// (CheckToken, Chubby's CheckSequencer), and returns the current holder's
-// token (0 when the key is free). The answer is linearizable. A resource
-// guarded by the lock can call it before accepting a write; cheaper is to
-// remember the highest token seen and refuse lower ones (see
-// examples/fenced-counter).
+// Check tells whether token is still a current holder of key
+// (CheckToken, Chubby's CheckSequencer), and returns the newest holder's
+// token (0 when the key is free; for an exclusive lock, its holder's). The
+// answer is linearizable. A resource guarded by the lock can call it before
+// accepting a write; cheaper is to remember the highest token seen and
+// refuse lower ones (see examples/fenced-counter). CheckToken also says how
+// the key is held.
 //
 // Errors: ErrInvalidArgument (token 0), or the ctx error wrapping the last
 // failure.
 func (c *Client) Check(ctx context.Context, key string, token uint64) (valid bool, current uint64, err error) {
+	tc, err := c.CheckToken(ctx, key, token)
+	return tc.Valid, tc.Current, err
+}
+
+// TokenCheck is CheckToken's answer.
+type TokenCheck struct {
+	// Valid is true when the token is one of key's current holders and its
+	// lease has not run out (issue 17: any holder of a shared key or a
+	// semaphore, not only the newest).
+	Valid bool
+	// Current is the newest (highest) token holding key, 0 when it is free.
+	Current uint64
+	// Mode and Limit are the key's while it is held.
+	Mode  Mode
+	Limit uint32
+}
+
+// CheckToken is Check with the key's mode and limit: a linearizable "is
+// token a current holder of key?" for a downstream resource that guards
+// writes with fencing tokens (Chubby's CheckSequencer).
+//
+// Errors: ErrInvalidArgument (token 0), or the ctx error wrapping the last
+// failure.
+func (c *Client) CheckToken(ctx context.Context, key string, token uint64) (TokenCheck, error) {
 	req := &ticketv1.CheckTokenRequest{Key: key, Token: token}
 	spec := callSpec{op: "check", key: key, toLeader: true, timeout: c.cfg.requestTimeout}
 	res, _, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.CheckTokenResponse, error) {
 		return n.lock.CheckToken(ctx, req)
 	})
 	if err != nil {
-		return false, 0, err
+		return TokenCheck{}, err
 	}
-	return res.GetValid(), res.GetCurrentToken(), nil
+	return TokenCheck{Valid: res.GetValid(), Current: res.GetCurrentToken(), Mode: modeOf(res.GetMode()), Limit: res.GetLimit()}, nil
 }
 
-// Lock waits in the key's FIFO queue on the leader until key is granted for
-// a lease of ttl (sent in whole milliseconds, within the server's
-// --lease-min-ms and --lease-max-ms), or ctx ends, and returns the Lease,
-// which renews itself in the background until Unlock. Waiters displaced by a leader change are
-// queued again on the new leader (their place in line is not kept).
+// Lock waits in the key's FIFO queue on the leader until key is granted
+// exclusively, or ctx ends, and returns the Lease. With ttl > 0 the lock has
+// a lease of its own of ttl (sent in whole milliseconds, within the
+// server's --lease-min-ms and --lease-max-ms), which the Lease renews in the
+// background until Unlock. With ttl 0 it is held under the client's default
+// session (WithSessionTTL) and kept alive by that session's KeepAlive;
+// WithSession holds it under another session, whatever ttl says. Waiters displaced by a leader change are queued
+// again on the new leader (their place in line is not kept).
 //
-// Errors: ErrInvalidArgument, ErrResourceExhausted, *AmbiguousError
-// (ErrAmbiguous, also wrapping the ctx error: ctx ended while the request
-// may have been granted; the client releases such a grant in the
-// background), or the ctx error wrapping the last failure.
+// Errors: ErrInvalidArgument, ErrResourceExhausted, *LimitMismatchError
+// (the key is a semaphore), *AmbiguousError (ErrAmbiguous, also wrapping
+// the ctx error: ctx ended while the request may have been granted; the
+// client releases such a grant in the background), or the ctx error
+// wrapping the last failure.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
 	return c.lock(ctx, key, ttl, true, opts)
 }
 
-// TryLock takes key for a lease of ttl (whole milliseconds, as for Lock) if
-// nobody holds it, and returns the Lease, which renews itself in the background until Unlock. It does not
-// wait: a key held by another owner fails at once with ErrLocked.
+// TryLock takes key exclusively if nobody holds it, and returns the Lease,
+// with a lease of its own of ttl or, for ttl 0, under a session, as for
+// Lock. It does not wait: a held key fails at once with ErrLocked.
 //
 // Errors: ErrLocked, ErrInvalidArgument, ErrResourceExhausted,
-// *AmbiguousError, or the ctx error wrapping the last failure.
+// *LimitMismatchError, *AmbiguousError, or the ctx error wrapping the last
+// failure.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
 	return c.lock(ctx, key, ttl, false, opts)
 }
 
-// lock is Lock (wait) and TryLock: it acquires key and returns the Lease,
-// first renewing a grant that arrived so late that its send time no longer
-// bounds the lease well.
+// RLock waits in the key's FIFO queue until key is granted shared (the
+// read side of a readers-writer lock: Curator InterProcessReadWriteLock,
+// Chubby shared locks), and returns the Lease. Shared holders coexist; an
+// exclusive Lock waits until none holds the key, and a waiting exclusive
+// request holds back every RLock that arrives after it (writer
+// preference: writers never starve). Each shared holder gets a fencing
+// token of its own. The lock is held under the client's default session
+// unless WithLease gives it a lease of its own or WithSession another
+// session.
+//
+// Errors: as Lock's.
+func (c *Client) RLock(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
+	return c.lock(ctx, key, 0, true, append(opts, WithShared()))
+}
+
+// TryRLock is RLock without waiting: a key held exclusively, or with an
+// exclusive request waiting, fails at once with ErrLocked.
+//
+// Errors: as TryLock's.
+func (c *Client) TryRLock(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
+	return c.lock(ctx, key, 0, false, append(opts, WithShared()))
+}
+
+// maxSessionRetries bounds how often one lock call opens a new default
+// session after finding the last one gone.
+const maxSessionRetries = 3
+
+// lock is Lock, TryLock, RLock, TryRLock and Semaphore's Acquire and
+// TryAcquire: it acquires key and returns the Lease. A lease of its own
+// whose grant arrived so late that its send time no longer bounds the lease
+// well is renewed first; a lock under a session is timed by its session.
 func (c *Client) lock(ctx context.Context, key string, ttl time.Duration, wait bool, opts []AcquireOption) (*Lease, error) {
 	ac, made := c.acquireConfigOf(opts)
 	ac.wait = wait
-	for {
+	if ac.sessionID != 0 {
+		return nil, fmt.Errorf("lock %q: %w: WithSessionID is for Acquire; use WithSession", key, ErrInvalidArgument)
+	}
+	if ttl <= 0 {
+		ttl = ac.lease
+	}
+	useDefault := ttl <= 0 && ac.session == nil
+	for retries := 0; ; {
+		s := ac.session
+		if useDefault {
+			var err error
+			if s, err = c.defaultSession(ctx); err != nil {
+				return nil, fmt.Errorf("lock %q: default session: %w", key, err)
+			}
+		}
+		if s != nil {
+			sac := ac
+			sac.session = s
+			g, err := c.acquire(ctx, key, 0, sac, made)
+			if err != nil {
+				if errors.Is(err, ErrSessionNotFound) {
+					s.finish(fmt.Errorf("%w: %w", ErrLeaseLost, err)) // the servers ended it
+					if useDefault && retries < maxSessionRetries {
+						retries++
+						continue
+					}
+				}
+				return nil, err
+			}
+			return c.newLease(g, sac, s)
+		}
 		g, err := c.acquire(ctx, key, ttl, ac, made)
 		if err != nil {
 			return nil, err
 		}
 		if time.Since(g.Sent) <= g.TTL/3 {
-			return c.newLease(g)
+			return c.newLease(g, ac, nil)
 		}
 		// The grant came long after the request was sent (a wait in the
 		// queue, or retries): measure the lease afresh with a renewal
@@ -320,11 +504,11 @@ func (c *Client) lock(ctx context.Context, key string, ttl time.Duration, wait b
 		switch {
 		case err == nil:
 			g.TTL, g.Sent = rttl, sent
-			return c.newLease(g)
+			return c.newLease(g, ac, nil)
 		case errors.Is(err, ErrNotHeld):
 			continue // the grant lapsed before it could be used: ask again
 		case time.Now().Before(g.Sent.Add(g.TTL - c.margin(g.TTL))):
-			return c.newLease(g) // still valid; its renewer keeps trying
+			return c.newLease(g, ac, nil) // still valid; its renewer keeps trying
 		default:
 			c.goBackground(func(ctx context.Context) {
 				ctx, cancel := context.WithTimeout(ctx, g.TTL)

@@ -37,6 +37,11 @@ const (
 	// same time (a stopped or partitioned process) has its connection closed,
 	// which fails the calls waiting on it so they move to another node.
 	DefaultKeepAlive = 2 * time.Second
+	// DefaultSessionTTL is the lease of the client's default session (see
+	// WithSessionTTL): etcd clientv3/concurrency.NewSession's default of
+	// 60 s is long for a lock service whose users expect a dead client's
+	// locks back within seconds; Consul's session default is 15 s.
+	DefaultSessionTTL = 10 * time.Second
 )
 
 // Option changes a rarely-set knob of New, in the style of connect-go's
@@ -56,6 +61,7 @@ type config struct {
 	ownerPrefix    string
 	tls            *tls.Config
 	bearerToken    string
+	sessionTTL     time.Duration
 }
 
 func defaultConfig() config {
@@ -66,6 +72,7 @@ func defaultConfig() config {
 		driftRate:      DefaultDriftRate,
 		minMargin:      DefaultMinMargin,
 		keepAlive:      DefaultKeepAlive,
+		sessionTTL:     DefaultSessionTTL,
 	}
 }
 
@@ -159,13 +166,77 @@ func WithOwnerPrefix(prefix string) Option {
 	return func(c *config) { c.ownerPrefix = prefix }
 }
 
-// AcquireOption changes one Acquire, Lock or TryLock call.
+// WithSessionTTL sets the lease of the client's default session (whole
+// milliseconds, within the servers' lease bounds; DefaultSessionTTL): the
+// session that RLock, Semaphore.Acquire and Lock with ttl 0 hold their
+// locks under, kept alive every ttl/3. A client that dies loses those locks
+// about ttl after its last acknowledged KeepAlive. d ≤ 0 is ignored. A
+// session holds at most the servers' limits.max_locks_per_session locks
+// (default 1000; past it Acquire fails with ResourceExhausted): a client
+// that holds more at once gives the others their own lease (WithLease) or
+// sessions of their own (CreateSession, WithSession).
+func WithSessionTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.sessionTTL = d
+		}
+	}
+}
+
+// AcquireOption changes one Acquire, Lock, TryLock, RLock, TryRLock or
+// Semaphore.Acquire call.
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
 	owner     string
 	wait      bool
 	lockDelay time.Duration // see WithLockDelay (lock.go)
+	shared    bool          // WithShared
+	limit     uint32        // WithLimit
+	session   *Session      // WithSession
+	sessionID uint64        // WithSessionID
+	lease     time.Duration // WithLease: an own lease instead of the default session
+}
+
+// WithShared asks for a shared hold (AcquireRequest.mode MODE_SHARED): any
+// number of shared holders coexist, never beside an exclusive one (the read
+// side of a readers-writer lock; Curator InterProcessReadWriteLock, Chubby
+// shared locks). RLock sets it.
+func WithShared() AcquireOption {
+	return func(c *acquireConfig) { c.shared = true }
+}
+
+// WithLimit makes the key a counting semaphore of n slots
+// (AcquireRequest.limit; Curator InterProcessSemaphoreV2): up to n holders
+// at once. Every acquirer of the key must give the same n while it has
+// holders or waiters (else *LimitMismatchError). Semaphore sets it.
+func WithLimit(n uint32) AcquireOption {
+	return func(c *acquireConfig) { c.limit = n }
+}
+
+// WithSession acquires under session s (AcquireRequest.session): the lock
+// takes the session's TTL as its lease, is renewed by the session's
+// KeepAlive (not by Renew) and is released when the session ends. The
+// Lease's Done closes when s is lost or closed.
+func WithSession(s *Session) AcquireOption {
+	return func(c *acquireConfig) { c.session = s }
+}
+
+// WithSessionID acquires under the session with this id, kept alive by
+// someone else (ticketctl session keepalive, another process). It is for
+// Acquire only, which returns a Grant: Lock, RLock and Semaphore refuse it
+// with ErrInvalidArgument, since their Lease could not tell when that
+// session is lost (use WithSession).
+func WithSessionID(id uint64) AcquireOption {
+	return func(c *acquireConfig) { c.sessionID = id }
+}
+
+// WithLease gives RLock or Semaphore.Acquire a lease of its own of ttl
+// (whole milliseconds within the servers' bounds), renewed by the Lease
+// every ttl/3, instead of holding the lock under the client's default
+// session. Lock's ttl argument does the same for Lock.
+func WithLease(ttl time.Duration) AcquireOption {
+	return func(c *acquireConfig) { c.lease = ttl }
 }
 
 // WithOwner sets the owner id of the request instead of a fresh client-made

@@ -70,6 +70,13 @@ type Event struct {
 	// Existing is true for the held locks sent at the start of a watch
 	// (WithExisting) or after an EventReset, rather than a change.
 	Existing bool
+	// Mode and Limit are the key's (EventGranted).
+	Mode  Mode
+	Limit uint32
+	// Session is the session the holder is under (0: none). A session's end
+	// yields one EventReleased (closed) or EventExpired (lease ran out) per
+	// holder it held, all with the Index of the one entry that ended it.
+	Session uint64
 }
 
 // WatchOption configures Watch.
@@ -101,8 +108,11 @@ func WithStaleWatch() WatchOption { return func(c *watchConfig) { c.stale = true
 //
 // The watch survives node failures: when a stream ends (node down, node
 // shutting down, the client too slow for the server's buffer) it resumes on
-// the next endpoint from the index after the last event yielded, with
-// backoff and jitter, and yields nothing twice and skips nothing. When the
+// the next endpoint, with backoff and jitter, and yields nothing twice and
+// skips nothing: from the index after the last event yielded when the server
+// ended the stream (it ends streams between entries), else from that index
+// itself, skipping the events of it already yielded (one entry, a session's
+// end, makes several events, and a cut stream may end among them). When the
 // resume point is no longer in the node's retained history it yields an
 // EventReset followed by the current locks (see EventReset).
 //
@@ -143,7 +153,7 @@ func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) 
 				if !yield(Event{Type: EventReset}, nil) {
 					return
 				}
-				st.req.StartIndex, st.req.IncludeExisting, st.sentExisting = 0, true, false
+				st.reset()
 				continue
 			case watchFinal(err):
 				yield(Event{}, wrapErr("watch", prefix, err))
@@ -159,14 +169,73 @@ func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) 
 }
 
 // watchState is where a watch stands between streams.
+//
+// One entry may make several events, all with its index (a session's end:
+// one per holder), and a stream cut by the network or a node's death may end
+// between two of them. So the next stream starts at the index of the last
+// change yielded (req.StartIndex = at) and skips the first seen events with
+// that index, which it yielded already: a node sends the events of one index
+// in the same order as every other node (the order the entry applied them,
+// docs/api.md, Watch). A stream the server ended itself (a wire error: too
+// slow, shutting down, credentials reloaded) ended between entries, since a
+// node's hub hands a watcher all of an entry's events or none: the next one
+// starts after at (see entryDone), so that it does not need entry at to be
+// still retained.
 type watchState struct {
-	// req is the request of the next stream: StartIndex moves past every
-	// change yielded; IncludeExisting stays set until the first change after
-	// the snapshot arrives, so a stream cut during the snapshot sends it again.
+	// req is the request of the next stream: StartIndex is at, or at + 1
+	// once that entry is known complete; IncludeExisting stays set until the
+	// first change after the snapshot arrives, so a stream cut during the
+	// snapshot sends it again.
 	req *ticketv1.WatchRequest
 	// sentExisting: some locks of an unfinished snapshot were yielded; a
 	// snapshot sent again is preceded by an EventReset.
 	sentExisting bool
+	// at is the index of the last change yielded (0: none yet), and seen
+	// the number of changes with that index yielded.
+	at   uint64
+	seen int
+}
+
+// skip returns how many changes a stream started now repeats before its
+// first new one: the seen changes at st.at when it starts there.
+func (st *watchState) skip() int {
+	if st.at != 0 && st.req.StartIndex == st.at {
+		return st.seen
+	}
+	return 0
+}
+
+// changed records that ev, a change (not an existing lock), arrived on a
+// stream that still repeats *skip changes at st.at already yielded. It
+// reports whether ev is new, to be yielded, and moves st past it.
+func (st *watchState) changed(ev Event, skip *int) bool {
+	if ev.Index == st.at && *skip > 0 {
+		*skip--
+		return false
+	}
+	if ev.Index == st.at {
+		st.seen++
+	} else {
+		st.at, st.seen = ev.Index, 1
+	}
+	st.req.IncludeExisting, st.sentExisting = false, false
+	st.req.StartIndex = st.at
+	return true
+}
+
+// entryDone records that the entry at st.at was received whole (the
+// server itself ended a stream that sent changes up to st.at): the next
+// stream starts after it.
+func (st *watchState) entryDone() {
+	if st.at != 0 && st.req.StartIndex == st.at {
+		st.req.StartIndex, st.seen = st.at+1, 0
+	}
+}
+
+// reset forgets where the watch stands: the next stream re-lists.
+func (st *watchState) reset() {
+	st.req.StartIndex, st.req.IncludeExisting, st.sentExisting = 0, true, false
+	st.at, st.seen = 0, 0
 }
 
 // watchOnce runs one Watch stream on n, yielding its events and moving st
@@ -180,12 +249,14 @@ func (c *Client) watchOnce(ctx context.Context, n *node, st *watchState, yield f
 		return false, true, err
 	}
 	defer func() { _ = stream.Close() }()
-	first := true // no existing lock received on this stream yet
+	first := true     // no existing lock received on this stream yet
+	skip := st.skip() // changes at st.at this stream repeats (see watchState)
+	changes := false  // this stream sent a change (so st.at is its last one's index)
 	for stream.Receive() {
 		m := stream.Msg()
 		ev := Event{
 			Type: EventType(m.GetType()), Key: m.GetKey(), Token: m.GetToken(), Owner: m.GetOwner(),
-			TTL: ms(m.GetLeaseMs()), Index: m.GetIndex(),
+			TTL: ms(m.GetLeaseMs()), Index: m.GetIndex(), Mode: modeOf(m.GetMode()), Limit: m.GetLimit(), Session: m.GetSession(),
 		}
 		if m.GetExisting() {
 			if first && st.sentExisting && !yield(Event{Type: EventReset, Index: ev.Index}, nil) {
@@ -193,8 +264,10 @@ func (c *Client) watchOnce(ctx context.Context, n *node, st *watchState, yield f
 			}
 			first, ev.Existing, st.sentExisting = false, true, true
 		} else {
-			st.req.IncludeExisting, st.sentExisting = false, false
-			st.req.StartIndex = ev.Index + 1
+			changes = true
+			if !st.changed(ev, &skip) {
+				continue
+			}
 		}
 		got = true
 		if !yield(ev, nil) {
@@ -204,6 +277,8 @@ func (c *Client) watchOnce(ctx context.Context, n *node, st *watchState, yield f
 	err = stream.Err()
 	if err == nil {
 		err = connect.NewError(connect.CodeUnavailable, errors.New("watch stream ended"))
+	} else if changes && connect.IsWireError(err) {
+		st.entryDone() // the server ended the stream after whole entries
 	}
 	return got, true, err
 }

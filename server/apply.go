@@ -23,11 +23,17 @@ import (
 //   - a Grant that created a lock, an idempotent retry Grant (which restarts
 //     the lease in the replicated state) and a Renew restart the lock's
 //     deadline at now + lease_ms, with this entry's index as the seen index
-//     a later Expire carries;
+//     a later Expire carries; a Grant under a session (issue 17) instead
+//     attaches the holder to its session, which times it;
+//   - a CreateSession and a KeepAliveSession restart the session's deadline
+//     at now + ttl the same way;
 //   - a Release, and an Expire that removed its lock, untrack it; an Expire
 //     that did not (Existed false: the lock was renewed after the leader
 //     decided) leaves the renewed lock alone;
-//   - an Expire that removed a lock with a lock-delay starts the delay now.
+//   - an Expire that removed a lock with a lock-delay starts the delay now;
+//   - a session's end (CloseSession, or an ExpireSession that ended it)
+//     untracks the session and every holder under it, wakes their keys'
+//     waiters and starts the lock-delays it recorded.
 //
 // A gap in the indexes (configuration entries, or a snapshot restored by a
 // backend that did not call OnRestore) makes the lessor reconcile with the
@@ -39,7 +45,11 @@ func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
 	}
 	switch cmd.Op {
 	case core.OpGrant:
-		if res.Outcome == core.OutcomeGranted {
+		switch {
+		case res.Outcome != core.OutcomeGranted:
+		case res.Session != 0:
+			n.lessor.TrackUnder(cmd.Key, res.Token, res.Session)
+		default:
 			n.lessor.Track(cmd.Key, res.Token, res.LeaseMS, index)
 		}
 	case core.OpRenew:
@@ -55,12 +65,35 @@ func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
 		if cmd.Op == core.OpExpire {
 			n.lessor.Delay(cmd.Key, res.LockDelayMS)
 		}
-		n.ghostMu.Lock()
-		if t, ok := n.ghosts[cmd.Key]; ok && t == cmd.Token {
-			delete(n.ghosts, cmd.Key)
-		}
-		n.ghostMu.Unlock()
+		n.clearGhost(cmd.Key, cmd.Token)
 		n.queue.Kick(cmd.Key)
+	case core.OpCreateSession, core.OpKeepAliveSession:
+		if res.Outcome == core.OutcomeSessionCreated || res.Outcome == core.OutcomeRenewed {
+			n.lessor.TrackSession(res.Session, res.LeaseMS, index)
+		}
+	case core.OpCloseSession, core.OpExpireSession:
+		if res.Ended != nil {
+			n.sessionEnded(res.Session, res.Ended)
+		}
+	}
+}
+
+// sessionEnded keeps the node-local state in step with the end of session id
+// (one entry removed every holder in end): the lessor forgets the session
+// and its holders, ghosts among them are cleared, the lock-delays the end
+// recorded start now, and every key it touched wakes its waiters (once per
+// key; end.Locks come in key order).
+func (n *Node) sessionEnded(id uint64, end *core.SessionEnd) {
+	n.lessor.SessionEnded(id)
+	for _, d := range end.Delays {
+		n.lessor.Delay(d.Key, d.LockDelayMS)
+	}
+	for i, lk := range end.Locks {
+		n.lessor.Removed(lk.Key, lk.Token)
+		n.clearGhost(lk.Key, lk.Token)
+		if i+1 == len(end.Locks) || end.Locks[i+1].Key != lk.Key {
+			n.queue.Kick(lk.Key)
+		}
 	}
 }
 
@@ -90,6 +123,22 @@ func (n *Node) proposeExpire(ctx context.Context, key string, token, seen uint64
 	if err == nil && res.Existed {
 		n.met.expired.Inc()
 		n.log.Debug("lease expired", zap.String("key", key), zap.Uint64("token", token))
+	}
+	return err
+}
+
+// proposeExpireSession is the lessor's ExpireSession proposal:
+// core.ExpireSession with the index of the session's CreateSession or last
+// KeepAliveSession the lessor applied (issue 17).
+func (n *Node) proposeExpireSession(ctx context.Context, id, seen uint64) error {
+	b := n.backend()
+	if b == nil {
+		return core.ErrStopped
+	}
+	res, err := b.Propose(ctx, core.ExpireSession(id, seen))
+	if err == nil && res.Existed {
+		n.met.expired.Inc()
+		n.log.Debug("session expired", zap.Uint64("session", id), zap.Int("locks", len(res.Ended.Locks)))
 	}
 	return err
 }

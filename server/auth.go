@@ -61,11 +61,11 @@ func (n *Node) grantPrincipal(ctx context.Context) string {
 }
 
 // mayTouch refuses, with security.ErrPermissionDenied, a Renew or Release by
-// a principal other than the one that acquired the lock (admins excepted).
-// It is checked on the leader before anything is proposed.
+// a principal other than the one that acquired the holder (key, token)
+// (admins excepted). It is checked on the leader before anything is proposed.
 func (n *Node) mayTouch(ctx context.Context, key string, token uint64) error {
-	lk, ok := n.sm.Get(key)
-	if !ok || lk.Token != token {
+	lk, ok := n.sm.Holder(key, token)
+	if !ok {
 		return nil
 	}
 	return n.mayTouchLock(ctx, lk)

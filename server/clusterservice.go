@@ -40,6 +40,7 @@ func (s *clusterService) Status(context.Context, *ticketv1.StatusRequest) (*tick
 		Replaying:         st.AppliedIndex < st.RecoveredCommitIndex,
 		ReplayTargetIndex: st.RecoveredCommitIndex,
 		LeasesTracked:     int64(n.lessor.Len()),
+		SessionsOpen:      int64(n.sm.SessionLen()),
 	}
 	if st.Leader.ID != "" {
 		out.LeaderAddr, _ = n.sm.MemberAPIAddr(st.Leader.ID)

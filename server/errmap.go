@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -44,11 +45,44 @@ var (
 	// its table is older than what it served before (issue 14, item 6).
 	// Unavailable: retry, at the leader or later.
 	ErrReplaying = errors.New("this node is replaying its log after a restart")
+	// ErrSessionNotFound: a request named a session that does not exist:
+	// never opened, ended (closed or expired), or opened by another principal
+	// (core.OutcomeSessionNotFound). Returned as a *SessionNotFoundError
+	// naming it. NotFound: open a new session.
+	ErrSessionNotFound = errors.New("session not found")
+	// ErrHeldUnderSession: a Renew named a lock held under a session, whose
+	// lease is its session's (issue 17). FailedPrecondition: keep the session
+	// alive (KeepAlive) instead.
+	ErrHeldUnderSession = errors.New("the lock is held under a session: keep the session alive")
+	// ErrTooManySessions: limits.max_sessions sessions are open.
+	// ResourceExhausted: close sessions, or retry later.
+	ErrTooManySessions = errors.New("too many open sessions")
+	// ErrSessionFull: an Acquire under a session that already holds (or is
+	// acquiring) limits.max_locks_per_session locks; refused before anything
+	// is proposed. ResourceExhausted: release locks of the session, or use
+	// another session.
+	ErrSessionFull = errors.New("the session holds too many locks")
 )
+
+// SessionNotFoundError is the ErrSessionNotFound of session Session.
+// errors.Is(err, ErrSessionNotFound) is true for it.
+type SessionNotFoundError struct {
+	// Session is the session id the request gave.
+	Session uint64
+}
+
+// Error implements error.
+func (e *SessionNotFoundError) Error() string {
+	return fmt.Sprintf("session %d not found (ended, expired, or another principal's)", e.Session)
+}
+
+// Is reports whether target is ErrSessionNotFound.
+func (e *SessionNotFoundError) Is(target error) bool { return target == ErrSessionNotFound }
 
 // InvalidFieldHeader is the response header (a trailer in gRPC) in which an
 // InvalidArgument error names the request field at fault, when one is:
-// "key", "owner", "lease_ms", "lock_delay_ms" or "token" (core.FieldError).
+// "key", "owner", "lease_ms", "lock_delay_ms", "token", "mode", "limit",
+// "session" or "ttl_ms" (core.FieldError).
 // Clients use it to speak in their own terms (ticketctl says --ttl for
 // lease_ms); the SDK reads it with sdk.InvalidField. docs/api.md lists it.
 const InvalidFieldHeader = "Ticketd-Invalid-Field"
@@ -65,7 +99,9 @@ const InvalidFieldHeader = "Ticketd-Invalid-Field"
 //   - AlreadyExists: the key is held and the request did not wait. Retry
 //     later or wait.
 //   - NotFound: no lock is held on the key with that token (never granted,
-//     released, or its lease ran out). Not retryable: the lock is lost.
+//     released, or its lease ran out). Not retryable: the lock is lost. Also
+//     an Acquire under a session that is unknown, ended or another
+//     principal's (ErrSessionNotFound): open a new session.
 //   - Unavailable: not the leader, no leader yet, or shutting down; retry,
 //     at the leader named in the LeaderHint detail when there is one. Also an
 //     internal proposal timeout (ErrOutcomeUnknown: retry with the same
@@ -73,7 +109,9 @@ const InvalidFieldHeader = "Ticketd-Invalid-Field"
 //     on a node still replaying its log (ErrReplaying). Retryable.
 //   - DeadlineExceeded: the request's deadline passed (waiting ran out).
 //     Retryable with the same owner.
-//   - ResourceExhausted: the lock table or the key's wait queue is full; a
+//   - ResourceExhausted: the lock table or the key's wait queue is full,
+//     limits.max_sessions sessions are open (ErrTooManySessions), the
+//     session holds limits.max_locks_per_session locks (ErrSessionFull); a
 //     watcher too slow to keep up, or too many watchers. Retryable after a
 //     back-off (a Watch resumes from its last index).
 //   - OutOfRange: a Watch start_index older than the node's retained
@@ -85,7 +123,12 @@ const InvalidFieldHeader = "Ticketd-Invalid-Field"
 //   - FailedPrecondition: a membership change that would leave the cluster
 //     without a reachable quorum, or names an API address that does not
 //     answer as that member (ErrUnsafeMembership); nothing changed. Not
-//     retryable as is: bring members up, or fix the address.
+//     retryable as is: bring members up, or fix the address. Also an
+//     Acquire whose limit differs from the key's while it has holders or
+//     waiters (waitq.ErrLimitMismatch), with a ticket.v1.LimitMismatch
+//     detail carrying the key's current limit: retry with that limit. Also
+//     a Renew of a lock held under a session (ErrHeldUnderSession): keep
+//     the session alive instead.
 //   - Unauthenticated: authorization is on and the request has no valid
 //     identity (no client certificate or bearer token, an unknown token, a
 //     principal header from a non-member). Not retryable without credentials.
@@ -103,7 +146,8 @@ func codeOf(err error) connect.Code {
 		return connect.CodeUnavailable
 	case errors.Is(err, waitq.ErrHeld):
 		return connect.CodeAlreadyExists
-	case errors.Is(err, ErrNotFound), errors.Is(err, lessor.ErrNotHeld), errors.Is(err, lessor.ErrExpired):
+	case errors.Is(err, ErrNotFound), errors.Is(err, lessor.ErrNotHeld), errors.Is(err, lessor.ErrExpired),
+		errors.Is(err, ErrSessionNotFound):
 		return connect.CodeNotFound
 	case errors.Is(err, core.ErrNotLeader), errors.Is(err, core.ErrStopped),
 		errors.Is(err, waitq.ErrClosed), errors.Is(err, lessor.ErrNotPrimary), errors.Is(err, lessor.ErrClosed):
@@ -112,14 +156,14 @@ func codeOf(err error) connect.Code {
 		return connect.CodeDeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		return connect.CodeCanceled
-	case errors.Is(err, waitq.ErrFull), errors.Is(err, ErrTooManyLocks),
+	case errors.Is(err, waitq.ErrFull), errors.Is(err, ErrTooManyLocks), errors.Is(err, ErrTooManySessions), errors.Is(err, ErrSessionFull),
 		errors.Is(err, watch.ErrSlow), errors.Is(err, watch.ErrTooManyWatchers):
 		return connect.CodeResourceExhausted
 	case errors.Is(err, watch.ErrCompacted):
 		return connect.CodeOutOfRange
 	case errors.Is(err, watch.ErrClosed), errors.Is(err, watch.ErrCredentialsChanged):
 		return connect.CodeUnavailable
-	case errors.Is(err, ErrUnsafeMembership):
+	case errors.Is(err, ErrUnsafeMembership), errors.Is(err, waitq.ErrLimitMismatch), errors.Is(err, ErrHeldUnderSession):
 		return connect.CodeFailedPrecondition
 	}
 	return connect.CodeInternal
@@ -146,6 +190,12 @@ func (n *Node) toConnect(err error) error {
 	var compacted *watch.CompactedError
 	if code == connect.CodeOutOfRange && errors.As(err, &compacted) {
 		if d, derr := connect.NewErrorDetail(&ticketv1.WatchOutOfRange{OldestIndex: compacted.OldestIndex}); derr == nil {
+			out.AddDetail(d)
+		}
+	}
+	var mismatch *waitq.LimitMismatchError
+	if code == connect.CodeFailedPrecondition && errors.As(err, &mismatch) {
+		if d, derr := connect.NewErrorDetail(&ticketv1.LimitMismatch{Limit: mismatch.Limit}); derr == nil {
 			out.AddDetail(d)
 		}
 	}

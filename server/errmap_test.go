@@ -41,6 +41,8 @@ func TestCodeOf(t *testing.T) {
 		{"stale_read_replaying", fmt.Errorf("%w: applied 3", ErrReplaying), connect.CodeUnavailable},
 		{"queue_full", waitq.ErrFull, connect.CodeResourceExhausted},
 		{"table_full", ErrTooManyLocks, connect.CodeResourceExhausted},
+		{"limit_mismatch", &waitq.LimitMismatchError{Key: "k", Limit: 2}, connect.CodeFailedPrecondition},
+		{"session_not_found", &SessionNotFoundError{Session: 7}, connect.CodeNotFound},
 		{"unknown", errors.New("disk on fire"), connect.CodeInternal},
 	}
 	for _, tc := range tests {

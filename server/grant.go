@@ -31,6 +31,22 @@ func (n *Node) newOwner() string {
 // that lock's removal, so more than one is already rare.
 const maxRegrantRounds = 4
 
+// acquireRequest is one Acquire as the leader's grant path takes it, after
+// validation (acquire.go).
+type acquireRequest struct {
+	key     string
+	leaseMS int64 // milliseconds; ignored by the state machine under a session
+	owner   string
+	wait    bool
+	// lockDelayMS is the Grant's lock-delay in milliseconds (issue 15; 0: none).
+	lockDelayMS int64
+	// mode, limit and session are the Grant's (issue 17): a shared lock, a
+	// semaphore of limit holders, the session to hold the lock under (0: none).
+	mode    core.Mode
+	limit   uint32
+	session uint64
+}
+
 // acquire serves Acquire on the promoted leader: the wait queue gives the turn
 // to propose, then the grant is proposed (group-committed with others). A
 // retry whose grant returned its owner's existing lock while an Expire of
@@ -41,26 +57,50 @@ const maxRegrantRounds = 4
 // fresh grant with a new token.
 //
 // Without wait, the queue refuses (waitq.ErrHeld) only when this node's
-// applied table shows key held by another owner or under a lock-delay; a
-// grant in flight or queued waiters alone make the request wait until that
-// grant applies or its turn comes (waitq.Queue.Enter; hashicorp seed 67).
-// The refusal is answered only after a ReadIndex confirmed the leadership
-// during the call, so the table it was read from is the committed one.
+// applied table shows key held incompatibly with the request by another
+// owner, or under a lock-delay; grants in flight or queued waiters alone
+// make the request wait until the table shows that or its turn comes
+// (waitq.Queue.Enter; hashicorp seed 67). The refusal is answered only after
+// a ReadIndex confirmed the leadership during the call, so the table it was
+// read from is the committed one.
 //
-// lockDelayMS is the Grant's lock-delay in milliseconds (issue 15; 0: none).
+// Shared locks and semaphores (issue 17) go through the same path: the
+// queue decides when a grant fits beside the key's holders and grants in
+// flight, first in first out across modes. A limit that differs from the
+// key's is a *waitq.LimitMismatchError, from the queue or, as a backstop,
+// from the state machine (core.OutcomeLimitMismatch); a session the state
+// machine does not know for this principal is a *SessionNotFoundError.
+//
 // A free key still under a lock-delay counts as held until the delay has
-// passed (keyState), so waiters stay queued.
-func (n *Node) acquire(ctx context.Context, key string, leaseMS int64, owner string, wait bool, lockDelayMS int64) (core.Result, error) {
+// passed (keyState), so waiters stay queued. limits.max_locks counts holders:
+// the table's (core.StateMachine.HolderLen) and the grants in flight.
+func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, error) {
 	confirmed := false
 	rounds := 0
 	principal := n.grantPrincipal(ctx) // issue 13: the lock is bound to it
+	id := holderID(r.owner, principal)
+	req := waitq.Request{Key: r.key, Owner: id, Mode: r.mode, Limit: r.limit, Wait: r.wait}
+	cmd := core.Grant(r.key, r.leaseMS, r.owner).WithPrincipal(principal).WithLockDelay(r.lockDelayMS).
+		WithMode(r.mode).WithLimit(r.limit).WithSession(r.session)
+	// A session this leader's table does not show as the caller's is refused
+	// before the request queues or anything is proposed (core would refuse it
+	// too, but only after a log entry). A session that ends while the request
+	// waits is still refused by core when the Grant applies.
+	if err := n.mayUseSession(ctx, r.session); err != nil {
+		return core.Result{}, err
+	}
+	// limits.max_locks_per_session, also before anything queues or is
+	// proposed (sessioncap.go); this request counts until it returns.
+	release, err := n.reserveSessionLock(r, id)
+	if err != nil {
+		return core.Result{}, err
+	}
+	defer release()
 	for {
-		if lim := n.cfg.Limits.MaxLocks; lim > 0 {
-			if _, held := n.sm.Get(key); !held && n.sm.Len()+n.queue.Inflight() >= lim {
-				return core.Result{}, fmt.Errorf("%w: %d locks", ErrTooManyLocks, lim)
-			}
+		if lim := n.cfg.Limits.MaxLocks; lim > 0 && n.sm.HolderLen()+n.queue.Inflight() >= lim && n.addsHolder(r, id) {
+			return core.Result{}, fmt.Errorf("%w: %d locks", ErrTooManyLocks, lim)
 		}
-		turn, err := n.queue.Enter(ctx, key, holderID(owner, principal), wait)
+		turn, err := n.queue.Enter(ctx, req)
 		if errors.Is(err, waitq.ErrHeld) && !confirmed {
 			// "Held" was read from this node's table, which is stale on a
 			// deposed leader (paused or cut off while its successor released
@@ -75,7 +115,6 @@ func (n *Node) acquire(ctx context.Context, key string, leaseMS int64, owner str
 		if err != nil {
 			return core.Result{}, err
 		}
-		cmd := core.Grant(key, leaseMS, owner).WithPrincipal(principal).WithLockDelay(lockDelayMS)
 		res, err := n.grant(ctx, turn, cmd)
 		// A pipelined turn's grant (handoff.go) rejected: the Release it
 		// followed did not free the key first. The turn was requeued at the
@@ -94,12 +133,33 @@ func (n *Node) acquire(ctx context.Context, key string, leaseMS int64, owner str
 		if err != nil || res.Outcome == core.OutcomeGranted {
 			return res, err
 		}
+		switch res.Outcome {
+		case core.OutcomeLimitMismatch:
+			return core.Result{}, &waitq.LimitMismatchError{Key: r.key, Limit: res.Limit}
+		case core.OutcomeSessionNotFound:
+			return core.Result{}, &SessionNotFoundError{Session: r.session}
+		}
 		// GrantRejected: the table held key after all (a grant proposed in an
 		// earlier term committed late). Defensive; wait again or refuse.
-		if !wait {
-			return core.Result{}, fmt.Errorf("%w: %q", waitq.ErrHeld, key)
+		if !r.wait {
+			return core.Result{}, fmt.Errorf("%w: %q", waitq.ErrHeld, r.key)
 		}
 	}
+}
+
+// addsHolder reports whether r, by holder id (holderID), counts as a new
+// holder against limits.max_locks: not an idempotent retry of a holder of
+// its key, and, for an exclusive lock (limit 0), only when the key is free
+// (one that waits for a held key replaces a holder, as before issue 17); a
+// shared or semaphore request may be granted beside the holders.
+func (n *Node) addsHolder(r acquireRequest, id string) bool {
+	holders := n.sm.Holders(r.key)
+	for _, lk := range holders {
+		if holderID(lk.Owner, lk.Principal) == id {
+			return false
+		}
+	}
+	return len(holders) == 0 || r.mode == core.ModeShared || r.limit > 0
 }
 
 // Claim states of one grant proposal: the client takes the result, or the
@@ -151,9 +211,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command) (c
 		}
 		switch {
 		case granted && res.Created && !claim.CompareAndSwap(claimPending, claimDelivered):
-			n.ghostMu.Lock()
-			n.ghosts[cmd.Key] = res.Token
-			n.ghostMu.Unlock()
+			n.addGhost(cmd.Key, res.Token)
 			turn.Done()
 			n.met.ghosts.Inc()
 			n.log.Debug("ghost lock: client gone before its grant applied", zap.String("key", cmd.Key), zap.Uint64("token", res.Token))
@@ -199,30 +257,62 @@ func (n *Node) releaseGhost(key string, token uint64) {
 	}
 }
 
-// keyState is the wait queue's view of key: its holder in the lock table, and
-// whether that holder is being removed (an Expire or ghost Release in flight).
+// keyState is the wait queue's view of key: its mode, limit and holders in
+// the lock table, each with whether it is being removed (n.ending: an
+// Expire or ghost Release in flight).
 //
-// A free key under a lock-delay (issue 15) is reported held by no owner and
-// being removed: no Acquire may have it (without wait: AlreadyExists), and
-// waiters stay queued until the lessor's OnDelayEnd kicks the queue.
+// A free key under a lock-delay (issue 15) is reported Delayed: no Acquire
+// may have it (without wait: AlreadyExists), and waiters stay queued until
+// the lessor's OnDelayEnd kicks the queue.
 func (n *Node) keyState(key string) waitq.KeyState {
-	lk, ok := n.sm.Get(key)
-	if !ok {
-		if n.lessor.Delayed(key) > 0 {
-			return waitq.KeyState{Held: true, Removing: true}
-		}
-		return waitq.KeyState{}
+	holders := n.sm.Holders(key)
+	if len(holders) == 0 {
+		return waitq.KeyState{Delayed: n.lessor.Delayed(key) > 0}
 	}
-	return waitq.KeyState{
-		Held:     true,
-		Owner:    holderID(lk.Owner, lk.Principal),
-		Removing: n.lessor.Expiring(key, lk.Token) || n.isGhost(key, lk.Token),
+	ks := waitq.KeyState{Mode: holders[0].Mode, Limit: holders[0].Limit, Holders: make([]waitq.Holder, len(holders))}
+	for i, lk := range holders {
+		ks.Holders[i] = waitq.Holder{Owner: holderID(lk.Owner, lk.Principal), Removing: n.ending(lk), LockDelay: lk.LockDelayMS > 0}
 	}
+	return ks
 }
 
+// ending reports whether holder lk is being removed: an Expire of it, or a
+// ghost Release, is decided or in flight, or, for a holder under a session
+// (issue 17), its session's lease ran out or its ExpireSession is decided or
+// in flight. Such a holder is no longer valid (CheckToken) and never handed
+// out again, not even to its owner.
+func (n *Node) ending(lk core.Lock) bool {
+	if lk.Session != 0 && n.lessor.SessionExpiring(lk.Session) {
+		return true
+	}
+	return n.lessor.Expiring(lk.Key, lk.Token) || n.isGhost(lk.Key, lk.Token)
+}
+
+// ghostID names one ghost holder.
+type ghostID struct {
+	key   string
+	token uint64
+}
+
+// addGhost records that the holder (key, token) is a ghost whose Release is
+// being proposed (leader-local).
+func (n *Node) addGhost(key string, token uint64) {
+	n.ghostMu.Lock()
+	n.ghosts[ghostID{key, token}] = struct{}{}
+	n.ghostMu.Unlock()
+}
+
+// clearGhost forgets the ghost (key, token), if any: its holder was removed.
+func (n *Node) clearGhost(key string, token uint64) {
+	n.ghostMu.Lock()
+	delete(n.ghosts, ghostID{key, token})
+	n.ghostMu.Unlock()
+}
+
+// isGhost reports whether (key, token) is a ghost whose Release is in flight.
 func (n *Node) isGhost(key string, token uint64) bool {
 	n.ghostMu.Lock()
 	defer n.ghostMu.Unlock()
-	t, ok := n.ghosts[key]
-	return ok && t == token
+	_, ok := n.ghosts[ghostID{key, token}]
+	return ok
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // This file is the pipelined handoff (issue 21, lever 4): a client's Release
-// of a key that has waiters hands the turn to the head waiter as the Release
-// is proposed, so that the waiter's Grant follows the Release in the log and
+// of an exclusive lock (core.ModeExclusive, limit 0) that has waiters hands
+// the turn to the head waiter as the Release is proposed, so that the waiter's Grant follows the Release in the log and
 // both commit together: a handoff costs one commit instead of two (the
 // Release applying, then the Grant proposed). The state machine decides: a
 // Grant that applies while the key is still held is GrantRejected, nothing
@@ -23,16 +23,24 @@ import (
 // Grant commit in a later term; the Grant is then rejected and its waiter
 // requeued. A backend without core.Submitter gets the handoff right after it
 // starts the Release, which usually, not always, enters the log first.
+//
+// Shared keys and semaphores (issue 17) keep the two-step handoff: the
+// Release applies, then the apply hook's Kick serves every waiter whose
+// grant fits beside the holders left (several shared waiters together).
 
 // proposeRelease proposes Release{lk.Key, lk.Token} for a client (or an
 // admin's force) and, when the key has waiters, hands the turn to the head
 // waiter as the Release is proposed (waitq.Queue.Handoff). Not when the lock
 // asked for a lock-delay: an Expire of it that applies before the Release
 // would hold the key back, and the Grant behind would apply during the delay.
+// Only for an exclusive lock (core.ModeExclusive, limit 0): a Release of a
+// shared or semaphore holder is two-step (it applies, then the apply hook's
+// Kick serves every waiter whose grant then fits, several shared ones at
+// once), since which waiters fit depends on the holders the Release leaves.
 // Errors: core.Consensus.Propose's.
 func (n *Node) proposeRelease(ctx context.Context, lk core.Lock) (core.Result, error) {
 	cmd := core.Release(lk.Key, lk.Token)
-	if lk.LockDelayMS != 0 {
+	if lk.LockDelayMS != 0 || lk.Mode != core.ModeExclusive || lk.Limit != 0 {
 		return n.raft.Propose(ctx, cmd)
 	}
 	if sub, ok := n.raft.(core.Submitter); ok {

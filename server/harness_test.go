@@ -45,6 +45,7 @@ type harness struct {
 	released map[lockID]int // client Release calls in flight per lock
 
 	grantFirst bool // the next Submit lets a handed-off Grant go first (orderedMem)
+	gate       grantGate
 
 	observe atomic.Bool // record applies (set once the node leads)
 }
@@ -70,6 +71,13 @@ type clientOp struct {
 	owner      string
 	leaseMS    int64
 	wait       bool // an Acquire that may wait
+	// mode and limit are an Acquire's (issue 17: shared locks, semaphores).
+	mode  core.Mode
+	limit uint32
+	// lostPlace: a grant of this Acquire's owner on its key was rejected
+	// by the table (the defensive path: it enters the queue again at the
+	// tail), so it no longer holds its FIFO place (I9).
+	lostPlace bool
 	// sawHeld: the applied table showed the key held by another owner (or
 	// under a lock-delay) at some moment since the call was sent (I7).
 	sawHeld bool
@@ -169,6 +177,7 @@ func (m orderedMem) Submit(ctx context.Context, cmd core.Command) (func(context.
 		return func(context.Context) (core.Result, error) {
 			// Handoff ran between Submit and this call.
 			for len(m.Log()) <= before && m.h.n.queue.Inflight() > inflight {
+				m.h.gate.passKey(cmd.Key)
 				runtime.Gosched()
 			}
 			propose()
@@ -236,20 +245,47 @@ func (h *harness) onApply(index uint64, cmd core.Command, res core.Result) {
 		return
 	}
 	h.check.applied(h.clock.Now(), cmd, res)
+	if cmd.Op == core.OpGrant || cmd.Op == core.OpRelease || cmd.Op == core.OpExpire {
+		h.check.table(cmd.Key, h.n.sm.Holders(cmd.Key))
+	}
+	if cmd.Op == core.OpGrant && res.Outcome == core.OutcomeGrantRejected {
+		h.lostPlace(cmd)
+	}
 	delayed := cmd.Op == core.OpExpire && res.Existed && res.LockDelayMS > 0 // the lessor learns it after this hook
 	h.observeHeld(cmd.Key, delayed)
 	h.event("apply %d %s -> %s", index, cmdString(cmd), resString(res))
 }
 
-// heldFor reports whether the applied table shows key held by another owner
-// than owner, or under a lock-delay: what lets an Acquire without wait be
-// refused (docs/semantics.md). Called from the apply hook (the table is the
-// one just applied) and when a call is sent.
-func (h *harness) heldFor(key, owner string) bool {
-	if lk, ok := h.n.sm.Get(key); ok {
-		return holderID(lk.Owner, lk.Principal) != owner
+// heldFor reports whether the applied table shows op's key held
+// incompatibly with op by another owner (an exclusive holder; any holder,
+// for an exclusive request; a full semaphore), or under a lock-delay: what
+// lets an Acquire without wait be refused (docs/semantics.md). Called from
+// the apply hook (the table is the one just applied) and when a call is sent.
+// It reads the table on its own, as the oracle of the queue's refusals.
+func (h *harness) heldFor(op *clientOp) bool {
+	holders := h.n.sm.Holders(op.id.key)
+	if len(holders) == 0 {
+		return h.n.lessor.Delayed(op.id.key) > 0
 	}
-	return h.n.lessor.Delayed(key) > 0
+	for _, lk := range holders {
+		if holderID(lk.Owner, lk.Principal) == op.owner {
+			return false
+		}
+	}
+	if op.limit > 0 {
+		return len(holders) >= int(op.limit)
+	}
+	return op.mode != core.ModeShared || holders[0].Mode != core.ModeShared || holders[0].Limit > 0
+}
+
+// lostPlace marks the Acquire calls in flight whose grant cmd was rejected
+// by the table (I9). h.mu held.
+func (h *harness) lostPlace(cmd core.Command) {
+	for _, name := range h.opOrder {
+		if op := h.ops[name]; !op.done && op.kind == "acquire" && op.id.key == cmd.Key && op.owner == cmd.Owner {
+			op.lostPlace = true
+		}
+	}
 }
 
 // observeHeld records, for every Acquire without wait in flight on key, that
@@ -261,7 +297,7 @@ func (h *harness) observeHeld(key string, delayed bool) {
 		if op.done || op.kind != "acquire" || op.wait || op.id.key != key || op.sawHeld {
 			continue
 		}
-		op.sawHeld = delayed || h.heldFor(key, op.owner)
+		op.sawHeld = delayed || h.heldFor(op)
 	}
 }
 
@@ -281,6 +317,9 @@ func (h *harness) settle() {
 		}
 		if time.Now().After(deadline) {
 			h.t.Fatalf("harness: goroutines did not settle:\n%s", buf[:n])
+		}
+		if quiet == 2 && h.gate.passFirst(h.sendOrder) {
+			quiet = 0 // a Grant let through: settle again
 		}
 	}
 	h.collect()
@@ -362,7 +401,7 @@ func (h *harness) run(op *clientOp, call func(ctx context.Context) opResult) err
 	op.cancel, op.out, op.sent = cancel, make(chan opResult, 1), h.clock.Now()
 	h.mu.Lock()
 	if op.kind == "acquire" && !op.wait {
-		op.sawHeld = h.heldFor(op.id.key, op.owner)
+		op.sawHeld = h.heldFor(op)
 	}
 	h.ops[op.name] = op
 	h.opOrder = append(h.opOrder, op.name)
@@ -399,9 +438,15 @@ func (h *harness) acquire(name, key, owner string, leaseMS int64, wait bool) err
 
 // acquireDelay starts Acquire(key, leaseMS, owner, wait, lock_delay_ms) as client name.
 func (h *harness) acquireDelay(name, key, owner string, leaseMS int64, wait bool, lockDelayMS int64) error {
-	op := &clientOp{name: name, kind: "acquire", id: lockID{key: key}, owner: owner, leaseMS: leaseMS, wait: wait}
+	return h.acquireReq(name, acquireRequest{key: key, leaseMS: leaseMS, owner: owner, wait: wait, lockDelayMS: lockDelayMS})
+}
+
+// acquireReq starts Acquire r as client name (any mode and limit).
+func (h *harness) acquireReq(name string, r acquireRequest) error {
+	op := &clientOp{name: name, kind: "acquire", id: lockID{key: r.key}, owner: r.owner, leaseMS: r.leaseMS, wait: r.wait,
+		mode: r.mode, limit: r.limit}
 	return h.startOp(op, func(ctx context.Context) (core.Result, error) {
-		return h.n.acquire(ctx, key, leaseMS, owner, wait, lockDelayMS)
+		return h.n.acquire(ctx, r)
 	})
 }
 
@@ -421,7 +466,14 @@ func (h *harness) replicate(cmd core.Command) error {
 		if cmd.Op == core.OpGrant {
 			token = res.Token
 		}
-		h.check.ack(lockID{cmd.Key, token}, h.clock.Now().Add(ms(res.LeaseMS)))
+		id := lockID{cmd.Key, token}
+		if lk, ok := h.n.sm.Holder(id.key, id.token); ok {
+			// The acknowledged lease may be of a holder no client was told
+			// of here (its Acquire's answer was lost to the demotion): I4
+			// needs its mode and limit all the same.
+			h.check.kind[id] = lockKind{lk.Mode, lk.Limit}
+		}
+		h.check.ack(id, h.clock.Now().Add(ms(res.LeaseMS)))
 	}
 	return nil
 }
@@ -534,6 +586,12 @@ func (h *harness) locksString() string {
 	var b strings.Builder
 	h.n.sm.Ascend(func(lk core.Lock) bool {
 		fmt.Fprintf(&b, "lock %s token=%d owner=%s", lk.Key, lk.Token, lk.Owner)
+		if lk.Mode == core.ModeShared {
+			b.WriteString(" shared")
+		}
+		if lk.Limit > 0 {
+			fmt.Fprintf(&b, " limit=%d", lk.Limit)
+		}
 		if d, ok := h.n.lessor.Remaining(lk.Key, lk.Token); ok {
 			fmt.Fprintf(&b, " remaining=%s", d)
 		}
@@ -590,10 +648,17 @@ func (h *harness) stateString() string {
 func cmdString(c core.Command) string {
 	switch c.Op {
 	case core.OpGrant:
+		out := fmt.Sprintf("grant %s owner=%s lease=%dms", c.Key, c.Owner, c.LeaseMS)
 		if c.LockDelayMS != 0 {
-			return fmt.Sprintf("grant %s owner=%s lease=%dms lock_delay=%dms", c.Key, c.Owner, c.LeaseMS, c.LockDelayMS)
+			out += fmt.Sprintf(" lock_delay=%dms", c.LockDelayMS)
 		}
-		return fmt.Sprintf("grant %s owner=%s lease=%dms", c.Key, c.Owner, c.LeaseMS)
+		if c.Mode == core.ModeShared {
+			out += " shared"
+		}
+		if c.Limit > 0 {
+			out += fmt.Sprintf(" limit=%d", c.Limit)
+		}
+		return out
 	case core.OpExpire:
 		return fmt.Sprintf("expire %s token=%d seen=%d", c.Key, c.Token, c.SeenIndex)
 	case core.OpRelease, core.OpRenew:
@@ -615,6 +680,8 @@ func resString(r core.Result) string {
 		return fmt.Sprintf("expired existed=%t", r.Existed)
 	case core.OutcomeRenewed:
 		return fmt.Sprintf("renewed lease=%dms", r.LeaseMS)
+	case core.OutcomeLimitMismatch:
+		return fmt.Sprintf("limit-mismatch limit=%d", r.Limit)
 	}
 	return strings.ToLower(r.Outcome.String())
 }
@@ -645,7 +712,8 @@ func connectErr(err error) error { return connect.NewError(codeOf(err), err) }
 type checker struct {
 	ackEnd     map[lockID]time.Time // latest lease end acknowledged to a client (send time + lease)
 	delivered  map[lockID]bool      // tokens handed to a client by Acquire
-	lastToken  map[string]uint64    // highest token granted per key
+	lastToken  uint64               // highest token granted, cluster-wide
+	kind       map[lockID]lockKind  // mode and limit of each token handed to a client
 	delayEnd   map[string]time.Time // end of each key's lock-delay (from the Expire's apply)
 	violations []string
 }
@@ -653,7 +721,7 @@ type checker struct {
 func (c *checker) init() {
 	c.ackEnd = map[lockID]time.Time{}
 	c.delivered = map[lockID]bool{}
-	c.lastToken = map[string]uint64{}
+	c.kind = map[lockID]lockKind{}
 	c.delayEnd = map[string]time.Time{}
 }
 
@@ -667,10 +735,10 @@ func (c *checker) applied(now time.Time, cmd core.Command, res core.Result) {
 	id := lockID{cmd.Key, res.Token}
 	switch {
 	case cmd.Op == core.OpGrant && res.Outcome == core.OutcomeGranted && res.Created:
-		if res.Token <= c.lastToken[cmd.Key] {
-			c.violate("I4", "token %d granted on %s after token %d", res.Token, cmd.Key, c.lastToken[cmd.Key])
+		if res.Token <= c.lastToken {
+			c.violate("I4", "token %d granted on %s after token %d", res.Token, cmd.Key, c.lastToken)
 		}
-		c.lastToken[cmd.Key] = res.Token
+		c.lastToken = res.Token
 		if end, ok := c.delayEnd[cmd.Key]; ok && now.Before(end) {
 			c.violate("I6", "%s granted token %d %s before its lock-delay ends", cmd.Key, res.Token, end.Sub(now))
 		}
@@ -704,20 +772,99 @@ func (c *checker) answered(h *harness, op *clientOp) {
 	switch op.kind {
 	case "acquire":
 		id := lockID{op.id.key, op.res.res.Token}
-		if lk, ok := h.n.sm.Get(id.key); !ok || lk.Token != id.token {
+		lk, ok := h.n.sm.Holder(id.key, id.token)
+		if !ok {
 			c.violate("I1", "%s got %s/%d, which is not held", op.name, id.key, id.token)
 		}
 		c.delivered[id] = true
+		c.kind[id] = lockKind{lk.Mode, lk.Limit}       // the holder's: a retry may have asked another mode
 		c.ack(id, op.sent.Add(ms(op.res.res.LeaseMS))) // the lease the reply states
-		for other, end := range c.ackEnd {
-			if other.key == id.key && other.token != id.token && h.clock.Now().Before(end) {
-				c.violate("I4", "%s got %s/%d while %s/%d is acknowledged until %s later", op.name, id.key, id.token, other.key, other.token, end.Sub(h.clock.Now()))
-			}
+		c.acknowledged(h.clock.Now(), op.name, id)
+		if op.mode == core.ModeShared && op.res.res.Created {
+			c.fifo(h, op)
 		}
 	case "renew":
 		c.ack(op.id, op.sent.Add(ms(op.res.res.LeaseMS)))
 	case "release":
 		delete(c.ackEnd, op.id)
+	}
+}
+
+// lockKind is the mode and limit a lock was acquired with.
+type lockKind struct {
+	mode  core.Mode
+	limit uint32
+}
+
+// exclusive reports whether the lock excludes every other holder.
+func (k lockKind) exclusive() bool { return k.mode != core.ModeShared && k.limit == 0 }
+
+// acknowledged checks I4 for id just handed to client name: among the
+// leases acknowledged to clients and not yet over on id's key, none is
+// exclusive beside another, and a semaphore has at most its limit.
+func (c *checker) acknowledged(now time.Time, name string, id lockID) {
+	live := 0
+	var excl []lockID
+	for other, end := range c.ackEnd {
+		if other.key != id.key || !now.Before(end) {
+			continue
+		}
+		live++
+		if c.kind[other].exclusive() {
+			excl = append(excl, other)
+		}
+	}
+	k := c.kind[id]
+	switch {
+	case len(excl) > 0 && live > 1:
+		c.violate("I4", "%s got %s/%d while %d leases on %s are acknowledged, exclusive %v among them", name, id.key, id.token, live, id.key, excl)
+	case k.limit > 0 && live > int(k.limit):
+		c.violate("I4", "%s got %s/%d: %d leases acknowledged on a semaphore of limit %d", name, id.key, id.token, live, k.limit)
+	}
+}
+
+// table checks I8 on key's holders after an apply: at most limit holders on
+// a semaphore, and no exclusive holder beside another.
+func (c *checker) table(key string, holders []core.Lock) {
+	if len(holders) < 2 {
+		return
+	}
+	first := holders[0]
+	switch {
+	case first.Limit > 0 && len(holders) > int(first.Limit):
+		c.violate("I8", "%s has %d holders, limit %d", key, len(holders), first.Limit)
+	case first.Limit == 0:
+		for _, lk := range holders {
+			if lk.Mode != core.ModeShared {
+				c.violate("I8", "%s has an exclusive holder (token %d) beside %d others", key, lk.Token, len(holders)-1)
+				break
+			}
+		}
+	}
+}
+
+// fifo checks I9 for op, a shared Acquire just granted a new holder: no
+// exclusive Acquire with wait on the same key sent before op is still
+// waiting (FIFO across modes, writer preference), unless that request lost
+// its place (its own grant was rejected: the defensive path re-queues it),
+// or op's owner sent an Acquire of the key before it: the server takes op
+// for a retry of that request (owner ids name requests), which keeps the
+// earlier request's place. h.mu held.
+func (c *checker) fifo(h *harness, op *clientOp) {
+	retryOfEarlier := false
+	for _, name := range h.opOrder {
+		if name == op.name {
+			return
+		}
+		w := h.ops[name]
+		if w.kind == "acquire" && w.id.key == op.id.key && w.owner == op.owner {
+			retryOfEarlier = true
+		}
+		if !retryOfEarlier && w.kind == "acquire" && w.wait && !w.done && !w.gone && !w.lostPlace && w.id.key == op.id.key &&
+			w.mode != core.ModeShared && w.limit == 0 {
+			c.violate("I9", "%s (shared) was granted %s/%d while %s (exclusive, sent before it) still waits",
+				op.name, op.id.key, op.res.res.Token, w.name)
+		}
 	}
 }
 

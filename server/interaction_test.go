@@ -22,7 +22,7 @@ import (
 //
 // Verbs:
 //
-//	acquire name=c1 key=a owner=o1 [lease=1000] [wait] [lock_delay=0]
+//	acquire name=c1 key=a owner=o1 [lease=1000] [wait] [lock_delay=0] [mode=shared] [limit=2]
 //	                                                     client c1 sends Acquire
 //	renew name=r1 key=a token=1                          client r1 sends Renew
 //	release name=x1 key=a token=1                        client x1 sends Release
@@ -42,6 +42,7 @@ import (
 func TestInteraction(t *testing.T) {
 	datadriven.Walk(t, "testdata/interaction", func(t *testing.T, path string) {
 		h := newHarness(t, t.TempDir())
+		h.gate.enable() // concurrent Grants in send order (harness_gate_test.go)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			if err := step(h, d); err != nil {
 				return "error: " + err.Error() + "\n"
@@ -97,7 +98,20 @@ func step(h *harness, d *datadriven.TestData) error {
 		if err != nil {
 			return err
 		}
-		return h.acquireDelay(arg("name"), arg("key"), arg("owner"), lease, d.HasArg("wait"), delay)
+		limit, err := num("limit", 0)
+		if err != nil {
+			return err
+		}
+		r := acquireRequest{key: arg("key"), leaseMS: lease, owner: arg("owner"), wait: d.HasArg("wait"),
+			lockDelayMS: delay, limit: uint32(limit)}
+		switch arg("mode") {
+		case "", "exclusive":
+		case "shared":
+			r.mode = core.ModeShared
+		default:
+			return fmt.Errorf("acquire: unknown mode %q", arg("mode"))
+		}
+		return h.acquireReq(arg("name"), r)
 	case "replicate":
 		if len(d.CmdArgs) == 0 {
 			return fmt.Errorf("replicate takes a command")

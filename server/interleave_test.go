@@ -21,16 +21,31 @@ import (
 //	I2 no lock is removed by expiry before its lease measured from the last
 //	   acknowledged renewal (or grant);
 //	I3 a ghost release only ever releases the token its own grant created;
-//	I4 tokens per key strictly increase, and a key has at most one holder;
+//	I4 tokens strictly increase cluster-wide, and among the leases
+//	   acknowledged to clients on a key none is exclusive beside another and
+//	   a semaphore has at most its limit (issue 17);
 //	I5 no Expire is proposed from an epoch that has ended;
 //	I6 no key is granted during the lock-delay of its expired lock (issue 15);
 //	I7 an Acquire without wait is refused with already_exists only if the
 //	   applied table showed the key held by another owner (or under a
 //	   lock-delay) at some moment during the call, as recorded when the call
 //	   was sent and at every apply (hashicorp seed 67: a refusal while the
-//	   other owner's grant was only in flight was not linearizable).
+//	   other owner's grant was only in flight was not linearizable); since
+//	   issue 17, "held by another owner" means held incompatibly with the
+//	   request (an exclusive holder; any holder, for an exclusive request; a
+//	   full semaphore);
+//	I8 the lock table never holds more than a semaphore's limit, nor an
+//	   exclusive holder beside another (checked after every apply);
+//	I9 FIFO across modes with writer preference: no shared Acquire is granted
+//	   a new holder while an exclusive Acquire with wait on the same key, sent
+//	   before it, still waits (unless that request's own grant was rejected
+//	   by the table: the defensive path re-queues it at the tail).
 //
-// Every client Release of a key with waiters is a pipelined handoff (issue
+// Key "a" takes exclusive and shared requests, "b" exclusive ones, and "s"
+// is a semaphore of limit 2 (now and then asked with limit 3: a limit
+// mismatch while it has holders or waiters).
+//
+// Every client Release of an exclusive lock with waiters is a pipelined handoff (issue
 // 21): the head waiter's Grant is proposed right behind the Release, or, after
 // grant_first, right before it (rejected, the waiter requeued), and the
 // interleavings cover the Release failing or its term ending and the waiter
@@ -63,9 +78,9 @@ func TestInterleavings(t *testing.T) {
 				rt.Fatalf("%s\nafter steps:\n  %s", strings.Join(v, "\n"), strings.Join(steps, "\n  "))
 			}
 		}
-		keys := rapid.SampledFrom([]string{"a", "b"})
+		keys := rapid.SampledFrom([]string{"a", "b", "s"})
 		owners := rapid.SampledFrom([]string{"o1", "o2", "o3"})
-		token := rapid.Uint64Range(1, 6)
+		token := rapid.Uint64Range(1, 8)
 		count := 0
 		name := func(prefix string) string { count++; return fmt.Sprintf("%s%d", prefix, count) }
 		rt.Repeat(map[string]func(*rapid.T){
@@ -74,8 +89,18 @@ func TestInterleavings(t *testing.T) {
 				lease := rapid.SampledFrom([]int64{300, 1000}).Draw(rt, "lease")
 				wait := rapid.Bool().Draw(rt, "wait")
 				delay := rapid.SampledFrom([]int64{0, 0, 400}).Draw(rt, "lock_delay")
-				steps = append(steps, fmt.Sprintf("acquire name=%s key=%s owner=%s lease=%d wait=%t lock_delay=%d", n, k, o, lease, wait, delay))
-				_ = h.acquireDelay(n, k, o, lease, wait, delay)
+				r := acquireRequest{key: k, leaseMS: lease, owner: o, wait: wait, lockDelayMS: delay}
+				switch k {
+				case "a":
+					if rapid.Bool().Draw(rt, "shared") {
+						r.mode = core.ModeShared
+					}
+				case "s":
+					r.limit = rapid.SampledFrom([]uint32{2, 2, 2, 3}).Draw(rt, "limit")
+				}
+				steps = append(steps, fmt.Sprintf("acquire name=%s key=%s owner=%s lease=%d wait=%t lock_delay=%d mode=%s limit=%d",
+					n, k, o, lease, wait, delay, r.mode, r.limit))
+				_ = h.acquireReq(n, r)
 			},
 			"renew": func(rt *rapid.T) {
 				n, k, tk := name("r"), keys.Draw(rt, "key"), token.Draw(rt, "token")
@@ -107,6 +132,13 @@ func TestInterleavings(t *testing.T) {
 			},
 			"commit": func(rt *rapid.T) { steps = append(steps, "commit n=1"); h.commit(1) },
 			"apply":  func(rt *rapid.T) { steps = append(steps, "apply n=1"); h.apply(1) },
+			// Everything proposed commits and applies: reaches states with
+			// several holders (shared keys, semaphores) in fewer steps.
+			"commit_apply": func(rt *rapid.T) {
+				steps = append(steps, "commit", "apply")
+				h.commit(-1)
+				h.apply(-1)
+			},
 			"confirm": func(rt *rapid.T) {
 				steps = append(steps, "confirm")
 				h.confirm()

@@ -30,7 +30,7 @@ func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 	n.roleMu.Unlock()
 
 	n.ghostMu.Lock()
-	n.ghosts = map[string]uint64{}
+	n.ghosts = map[ghostID]struct{}{}
 	n.ghostMu.Unlock()
 	if ev.IsLeader && !closing {
 		n.lessor.Promote(n.sm, ev.Term)

@@ -41,8 +41,53 @@ func BenchmarkAcquireReleaseMem(b *testing.B) {
 	benchCycles(b, in)
 }
 
+// BenchmarkAcquireShared is BenchmarkAcquireRelease with every client on
+// ONE key in MODE_SHARED (issue 17): shared holders coexist, so the cycles
+// of 1, 16 and 64 clients never wait for each other, and the figures read
+// beside BenchmarkAcquireRelease's (each client on keys of its own) give
+// the cost of sharing one key. The "exclusive" sub-benchmarks run the same
+// one-key loop exclusively with wait=true, on the same cluster: the ratio
+// of the two at one client count is shared ÷ exclusive on one key.
+func BenchmarkAcquireShared(b *testing.B) {
+	c := nodetest.Start(b, 3)
+	benchShared(b, c.Leader(b))
+}
+
+// BenchmarkAcquireSharedEtcd is BenchmarkAcquireShared on the etcd raft
+// backend.
+func BenchmarkAcquireSharedEtcd(b *testing.B) {
+	c := nodetest.Start(b, 3, nodetest.WithBackend(config.BackendEtcd))
+	benchShared(b, c.Leader(b))
+}
+
+func benchShared(b *testing.B, leader *nodetest.Instance) {
+	for _, mode := range []ticketv1.Mode{ticketv1.Mode_MODE_SHARED, ticketv1.Mode_MODE_EXCLUSIVE} {
+		name := "shared"
+		if mode == ticketv1.Mode_MODE_EXCLUSIVE {
+			name = "exclusive"
+		}
+		b.Run(name, func(b *testing.B) {
+			benchCyclesOf(b, leader, []int{1, 16, 64}, func(w int, i int64) *ticketv1.AcquireRequest {
+				return &ticketv1.AcquireRequest{
+					Key: "bench/one-key/" + name, LeaseMs: 30_000, Owner: fmt.Sprintf("bench/%s/%d/%d", name, w, i),
+					Mode: mode, Wait: true,
+				}
+			})
+		})
+	}
+}
+
 func benchCycles(b *testing.B, leader *nodetest.Instance) {
-	for _, clients := range []int{1, 64} {
+	benchCyclesOf(b, leader, []int{1, 64}, func(w int, i int64) *ticketv1.AcquireRequest {
+		key := fmt.Sprintf("bench/%d/%d", w, i)
+		return &ticketv1.AcquireRequest{Key: key, LeaseMs: 30_000, Owner: key}
+	})
+}
+
+// benchCyclesOf runs b.N Acquire+Release cycles from each number of
+// clients in levels, cycle i of client w acquiring request(w, i).
+func benchCyclesOf(b *testing.B, leader *nodetest.Instance, levels []int, request func(w int, i int64) *ticketv1.AcquireRequest) {
+	for _, clients := range levels {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			ctx := context.Background()
 			var next atomic.Int64
@@ -66,15 +111,15 @@ func benchCycles(b *testing.B, leader *nodetest.Instance) {
 						if i > int64(b.N) {
 							return
 						}
-						key := fmt.Sprintf("bench/%d/%d", w, i)
+						req := request(w, i)
 						t0 := time.Now()
-						res, err := lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: 30_000, Owner: key})
+						res, err := lock.Acquire(ctx, req)
 						lat[w] = append(lat[w], time.Since(t0))
 						if err != nil {
 							failed.Add(1)
 							continue
 						}
-						if _, err := lock.Release(ctx, &ticketv1.ReleaseRequest{Key: key, Token: res.GetToken()}); err != nil {
+						if _, err := lock.Release(ctx, &ticketv1.ReleaseRequest{Key: req.GetKey(), Token: res.GetToken()}); err != nil {
 							failed.Add(1)
 						}
 					}

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -29,32 +31,9 @@ type lockService struct {
 
 var _ ticketv1connect.LockServiceHandler = (*lockService)(nil)
 
-// Acquire takes key for lease_ms milliseconds and returns its fencing token.
-func (s *lockService) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*ticketv1.AcquireResponse, error) {
-	n := s.n
-	invalid := errors.Join(core.ValidateKey(req.GetKey()), n.validateLease(req.GetLeaseMs()), core.ValidateOwner(req.GetOwner()),
-		core.ValidateLockDelay(req.GetLockDelayMs(), n.cfg.Lease.MaxLockDelayMS))
-	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.Acquire,
-		func(ctx context.Context) (*ticketv1.AcquireResponse, error) {
-			owner := req.GetOwner()
-			if owner == "" {
-				owner = n.newOwner()
-			}
-			res, err := n.acquire(ctx, req.GetKey(), req.GetLeaseMs(), owner, req.GetWait(), req.GetLockDelayMs())
-			if err != nil {
-				return nil, err
-			}
-			return &ticketv1.AcquireResponse{Token: res.Token, LeaseMs: res.LeaseMS}, nil
-		})
-}
-
-// validateLease checks lease_ms against the configured bounds.
-func (n *Node) validateLease(leaseMS int64) error {
-	return core.ValidateLease(leaseMS, n.cfg.Lease.MinMS, n.cfg.Lease.MaxMS)
-}
-
-// Release ends the lock held with token; with force (admin), whatever lock
-// key holds.
+// Release ends the holder of key with token (one holder of a shared key or
+// semaphore; a holder under a session may be released on its own); with
+// force (admin), every holder of key.
 func (s *lockService) Release(ctx context.Context, req *ticketv1.ReleaseRequest) (*ticketv1.ReleaseResponse, error) {
 	n := s.n
 	invalid := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken()))
@@ -83,12 +62,12 @@ func (s *lockService) Release(ctx context.Context, req *ticketv1.ReleaseRequest)
 // leader's stale table never refuses a release its successor would accept.
 func (n *Node) release(ctx context.Context, key string, token uint64) error {
 	notFound := func() error { return fmt.Errorf("no lock on %q with token %d: %w", key, token, ErrNotFound) }
-	lk, ok := n.sm.Get(key)
-	if !ok || lk.Token != token {
+	lk, ok := n.sm.Holder(key, token)
+	if !ok {
 		if err := n.raft.ReadIndex(ctx); err != nil {
 			return err
 		}
-		if lk, ok = n.sm.Get(key); !ok || lk.Token != token {
+		if lk, ok = n.sm.Holder(key, token); !ok {
 			return notFound()
 		}
 	}
@@ -106,27 +85,56 @@ func (n *Node) release(ctx context.Context, key string, token uint64) error {
 }
 
 // forceRelease serves an admin's Release{force} on the promoted leader: it
-// releases whatever lock key holds, read after a ReadIndex, whoever holds
-// it, and writes the audit log. The interceptor has checked the admin
-// permission (security.PermAdmin) when authorization is on.
+// releases every holder key has, read after a ReadIndex, whoever holds
+// them, and writes the audit log (one line per holder). The Releases of
+// several holders are proposed together (group-committed). It fails with
+// ErrNotFound only when no holder was released (the key was free, or every
+// holder went first). The interceptor has checked the admin permission
+// (security.PermAdmin) when authorization is on.
 func (n *Node) forceRelease(ctx context.Context, key string) error {
 	if err := n.raft.ReadIndex(ctx); err != nil {
 		return err
 	}
-	lk, ok := n.sm.Get(key)
-	if !ok {
+	holders := n.sm.Holders(key)
+	if len(holders) == 0 {
 		return fmt.Errorf("no lock on %q: %w", key, ErrNotFound)
 	}
-	n.audit().Info("force-release requested", principalField(ctx), callerField(ctx),
-		zap.String("key", key), zap.Uint64("token", lk.Token), zap.String("owner", lk.Owner), zap.String("lock_principal", lk.Principal))
-	res, err := n.proposeRelease(ctx, lk)
-	if err != nil {
-		return err
+	for _, lk := range holders {
+		n.audit().Info("force-release requested", principalField(ctx), callerField(ctx),
+			zap.String("key", key), zap.Uint64("token", lk.Token), zap.String("owner", lk.Owner), zap.String("lock_principal", lk.Principal))
 	}
-	if res.Outcome != core.OutcomeReleased {
-		return fmt.Errorf("no lock on %q with token %d: %w", key, lk.Token, ErrNotFound)
+	type outcome struct {
+		released bool
+		err      error
 	}
-	n.audit().Info("lock force-released", principalField(ctx), zap.String("key", key), zap.Uint64("token", lk.Token))
+	outs := make([]outcome, len(holders))
+	var wg sync.WaitGroup
+	for i, lk := range holders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := n.proposeRelease(ctx, lk)
+			outs[i] = outcome{err == nil && res.Outcome == core.OutcomeReleased, err}
+		}()
+	}
+	wg.Wait()
+	released := 0
+	var errs []error
+	for i, o := range outs {
+		if o.released {
+			released++
+			n.audit().Info("lock force-released", principalField(ctx), zap.String("key", key), zap.Uint64("token", holders[i].Token))
+		}
+		if o.err != nil {
+			errs = append(errs, o.err)
+		}
+	}
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	if released == 0 {
+		return fmt.Errorf("no lock on %q: %w", key, ErrNotFound)
+	}
 	return nil
 }
 
@@ -159,34 +167,65 @@ func (s *lockService) GetLock(ctx context.Context, req *ticketv1.GetLockRequest)
 	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.GetLock, afterReadIndex(n, read))
 }
 
-// lockInfo describes key's holder in this node's table.
+// lockInfo describes key's holders in this node's table: every holder in
+// token order, the key's mode and limit, and, for an exclusive lock only
+// (mode exclusive, limit 0), its one holder in the singular fields, as
+// before issue 17.
 func (n *Node) lockInfo(key string) *ticketv1.GetLockResponse {
-	lk, ok := n.sm.Get(key)
-	if !ok {
+	holders := n.sm.Holders(key)
+	if len(holders) == 0 {
 		return &ticketv1.GetLockResponse{}
 	}
-	return &ticketv1.GetLockResponse{
-		Held:        true,
-		Token:       lk.Token,
-		LeaseMs:     lk.LeaseMS,
-		RemainingMs: n.remainingMS(lk),
-		Owner:       lk.Owner,
+	first := holders[0]
+	out := &ticketv1.GetLockResponse{
+		Held:    true,
+		Holders: n.holdersToProto(holders),
+		Mode:    ticketv1.Mode(first.Mode),
+		Limit:   first.Limit,
 	}
+	if exclusiveLock(first) {
+		h := out.Holders[0]
+		out.Token, out.LeaseMs, out.RemainingMs, out.Owner = h.Token, h.LeaseMs, h.RemainingMs, h.Owner
+	}
+	return out
+}
+
+// exclusiveLock reports whether lk's key is an exclusive lock (mode
+// exclusive, no semaphore limit): the one-holder case whose holder the
+// singular API fields describe.
+func exclusiveLock(lk core.Lock) bool { return lk.Mode == core.ModeExclusive && lk.Limit == 0 }
+
+// holdersToProto is holders (one key's, in token order) on the wire.
+func (n *Node) holdersToProto(holders []core.Lock) []*ticketv1.Holder {
+	out := make([]*ticketv1.Holder, len(holders))
+	for i, lk := range holders {
+		out[i] = &ticketv1.Holder{
+			Token: lk.Token, Owner: lk.Owner, LeaseMs: lk.LeaseMS, RemainingMs: n.remainingMS(lk), Session: lk.Session,
+		}
+	}
+	return out
 }
 
 // remainingMS is the lease time left of lk in milliseconds by this node's
 // own measure (every node tracks every lease from its own apply of the
-// lock's last Grant or Renew; issue 15); -1 when this node does not track it.
+// lock's last Grant or Renew; issue 15), or of its session's lease for a
+// holder under one (issue 17); -1 when this node does not track it.
 func (n *Node) remainingMS(lk core.Lock) int64 {
-	d, ok := n.lessor.Remaining(lk.Key, lk.Token)
+	var d time.Duration
+	var ok bool
+	if lk.Session != 0 {
+		d, ok = n.lessor.SessionRemaining(lk.Session)
+	} else {
+		d, ok = n.lessor.Remaining(lk.Key, lk.Token)
+	}
 	if !ok {
 		return -1
 	}
 	return d.Milliseconds()
 }
 
-// ListLocks lists held locks whose key starts with prefix, in key order, a
-// page at a time.
+// ListLocks lists held keys whose key starts with prefix, in key order, a
+// page at a time: one Lock per key with all its holders.
 func (s *lockService) ListLocks(ctx context.Context, req *ticketv1.ListLocksRequest) (*ticketv1.ListLocksResponse, error) {
 	n := s.n
 	size, after, invalid := listPage(req)
@@ -222,37 +261,61 @@ func listPage(req *ticketv1.ListLocksRequest) (size int, after string, err error
 	return size, after, nil
 }
 
-// listLocks returns up to size locks of this node's table whose key starts
-// with prefix and sorts after after, and the token of the next page.
+// listLocks returns up to size held keys of this node's table whose key
+// starts with prefix and sorts after after (each with all its holders, like
+// lockInfo), and the token of the next page.
 func (n *Node) listLocks(prefix, after string, size int) *ticketv1.ListLocksResponse {
 	locks, readIndex := n.rangeAt(prefix, after, size+1)
 	out := &ticketv1.ListLocksResponse{ReadIndex: readIndex}
-	if len(locks) > size {
-		locks = locks[:size]
-		out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(locks[size-1].Key))
-	}
-	for _, lk := range locks {
-		out.Locks = append(out.Locks, &ticketv1.Lock{
-			Key: lk.Key, Token: lk.Token, LeaseMs: lk.LeaseMS, RemainingMs: n.remainingMS(lk), Owner: lk.Owner,
-		})
+	for len(locks) > 0 {
+		end := 1
+		for end < len(locks) && locks[end].Key == locks[0].Key {
+			end++
+		}
+		if len(out.Locks) == size {
+			out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(out.Locks[size-1].Key))
+			break
+		}
+		holders, first := locks[:end], locks[0]
+		m := &ticketv1.Lock{
+			Key: first.Key, Holders: n.holdersToProto(holders), Mode: ticketv1.Mode(first.Mode), Limit: first.Limit,
+		}
+		if exclusiveLock(first) {
+			h := m.Holders[0]
+			m.Token, m.LeaseMs, m.RemainingMs, m.Owner = h.Token, h.LeaseMs, h.RemainingMs, h.Owner
+		}
+		out.Locks = append(out.Locks, m)
+		locks = locks[end:]
 	}
 	return out
 }
 
 // CheckToken tells a downstream resource whether token still holds key
-// (Chubby's CheckSequencer): linearizable, on the leader. A lock whose lease
-// ran out but whose Expire has not applied yet is already invalid.
+// (Chubby's CheckSequencer): linearizable, on the leader. Valid when token is
+// one of key's current holders (any mode) that is not ending: a holder whose
+// lease (or whose session's lease) ran out but whose Expire has not applied
+// yet is already invalid. current_token is the newest (highest) holder's
+// token, mode and limit the key's.
 func (s *lockService) CheckToken(ctx context.Context, req *ticketv1.CheckTokenRequest) (*ticketv1.CheckTokenResponse, error) {
 	n := s.n
 	invalid := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken()))
 	return onLeader(ctx, n, req, invalid, n.fwd.Lock, ticketv1connect.LockServiceClient.CheckToken,
 		afterReadIndex(n, func() (*ticketv1.CheckTokenResponse, error) {
-			lk, ok := n.sm.Get(req.GetKey())
-			if !ok {
+			holders := n.sm.Holders(req.GetKey())
+			if len(holders) == 0 {
 				return &ticketv1.CheckTokenResponse{}, nil
 			}
-			valid := lk.Token == req.GetToken() && !n.lessor.Expiring(lk.Key, lk.Token) && !n.isGhost(lk.Key, lk.Token)
-			return &ticketv1.CheckTokenResponse{Valid: valid, CurrentToken: lk.Token}, nil
+			out := &ticketv1.CheckTokenResponse{
+				CurrentToken: holders[len(holders)-1].Token,
+				Mode:         ticketv1.Mode(holders[0].Mode),
+				Limit:        holders[0].Limit,
+			}
+			for _, lk := range holders {
+				if lk.Token == req.GetToken() {
+					out.Valid = !n.ending(lk)
+				}
+			}
+			return out, nil
 		}))
 }
 

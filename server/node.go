@@ -124,9 +124,21 @@ type Node struct {
 	serving  atomic.Bool // promoted && !closing, stored under roleMu (setRoleLocked) for route's hot path
 
 	lastApplied atomic.Uint64 // index of the last OnApply (a gap: the lessor reconciles)
+	// sessionCreates counts CreateSession proposals in flight, in total and
+	// per principal, so that concurrent creates cannot overshoot
+	// limits.max_sessions or limits.max_sessions_per_principal
+	// (sessionlimit.go).
+	sessionCreates createsInFlight
+	// keepAlives merges concurrent KeepAlives of one session into one
+	// entry in flight at a time (keepalive.go).
+	keepAlives keepAliveBatches
+	// sessSlots counts Acquire requests under each session in progress, so
+	// that concurrent ones cannot overshoot limits.max_locks_per_session
+	// (sessioncap.go).
+	sessSlots sessionSlots
 
 	ghostMu sync.Mutex
-	ghosts  map[string]uint64 // key -> token of a ghost Release in flight (leader-local)
+	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
 
 	server    *http.Server
 	closeOnce sync.Once
@@ -171,15 +183,17 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		leaderWait:     o.leaderWait,
 		proposeTimeout: proposeTimeout,
 		changed:        make(chan struct{}),
-		ghosts:         map[string]uint64{},
+		ghosts:         map[ghostID]struct{}{},
 	}
 	var err error
 	n.lessor, err = lessor.New(lessor.Config{
-		Clock:      o.clock,
-		Confirm:    n.confirmTerm,
-		Expire:     n.proposeExpire,
-		OnDelayEnd: n.onDelayEnd,
-		Logger:     n.log.Named("lessor"),
+		Clock:   o.clock,
+		Confirm: n.confirmTerm,
+		Expire:  n.proposeExpire,
+		// issue 17: a session's lease running out ends it in one entry
+		ExpireSession: n.proposeExpireSession,
+		OnDelayEnd:    n.onDelayEnd,
+		Logger:        n.log.Named("lessor"),
 	})
 	if err != nil {
 		stop()

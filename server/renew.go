@@ -24,10 +24,14 @@ import (
 // leader's table is stale.
 //
 // Errors: a PermissionDenied connect error (the lock was acquired by another
-// principal, authorization on), ErrNotFound (no lock with that token, or the Renew applied as
+// principal, authorization on), ErrHeldUnderSession (the lock is held under
+// a session, which its KeepAlive renews; issue 17), ErrNotFound (no lock with that token, or the Renew applied as
 // NotFound: it was removed first), lessor.ErrExpired (its lease ran out),
 // lessor.ErrNotPrimary, and the backend's Propose/ReadIndex errors.
 func (n *Node) renew(ctx context.Context, key string, token uint64) (int64, error) {
+	if err := n.heldUnderSession(ctx, key, token); err != nil {
+		return 0, err
+	}
 	err := n.lessor.Renewable(key, token)
 	if errors.Is(err, lessor.ErrNotHeld) || errors.Is(err, lessor.ErrExpired) {
 		if err := n.raft.ReadIndex(ctx); err != nil {
@@ -46,6 +50,9 @@ func (n *Node) renew(ctx context.Context, key string, token uint64) (int64, erro
 	if err := n.mayTouch(ctx, key, token); err != nil {
 		return 0, err
 	}
+	if err := n.heldUnderSession(ctx, key, token); err != nil {
+		return 0, err // appeared with the ReadIndex
+	}
 	res, err := n.raft.Propose(ctx, core.Renew(key, token))
 	if err != nil {
 		return 0, err
@@ -54,4 +61,20 @@ func (n *Node) renew(ctx context.Context, key string, token uint64) (int64, erro
 		return 0, fmt.Errorf("no lock on %q with token %d: %w", key, token, ErrNotFound)
 	}
 	return res.LeaseMS, nil
+}
+
+// heldUnderSession refuses, with ErrHeldUnderSession, a Renew of the holder
+// (key, token) when it is held under a session: its lease is its session's
+// (issue 17). The caller's permission is checked first, so another
+// principal learns nothing more than PermissionDenied. A holder's session
+// never changes, so no ReadIndex is needed before this refusal.
+func (n *Node) heldUnderSession(ctx context.Context, key string, token uint64) error {
+	lk, ok := n.sm.Holder(key, token)
+	if !ok || lk.Session == 0 {
+		return nil
+	}
+	if err := n.mayTouchLock(ctx, lk); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w (session %d; lock on %q, token %d)", ErrHeldUnderSession, lk.Session, key, token)
 }

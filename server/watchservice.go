@@ -77,7 +77,10 @@ func (n *Node) serveWatch(ctx context.Context, req *ticketv1.WatchRequest, send 
 		return nil
 	}
 	for _, lk := range existing {
-		m := eventToProto(watch.Event{Type: watch.Granted, Key: lk.Key, Token: lk.Token, Owner: lk.Owner, LeaseMS: lk.LeaseMS, Index: readAt})
+		m := eventToProto(watch.Event{
+			Type: watch.Granted, Key: lk.Key, Token: lk.Token, Owner: lk.Owner, LeaseMS: lk.LeaseMS,
+			Mode: lk.Mode, Limit: lk.Limit, Session: lk.Session, Index: readAt,
+		})
 		m.Existing = true
 		if err := send(m); err != nil {
 			return err
@@ -117,6 +120,7 @@ func eventToProto(ev watch.Event) *ticketv1.WatchEvent {
 	return &ticketv1.WatchEvent{
 		Type: ticketv1.WatchEvent_Type(ev.Type), Key: ev.Key, Token: ev.Token,
 		Owner: ev.Owner, LeaseMs: ev.LeaseMS, Index: ev.Index,
+		Mode: ticketv1.Mode(ev.Mode), Limit: ev.Limit, Session: ev.Session,
 	}
 }
 

@@ -4,7 +4,7 @@ package report
 func (r *Report) writeClusterEvents(ew *errWriter) {
 	s := r.Summary
 	ew.printf("## Elections during the API workloads\n\n")
-	ew.printf("Leader term after minus before each level of the lock, renew and handoff workloads, read through Status (pre-vote on: the term grows only by a real election).\n\n")
+	ew.printf("Leader term after minus before each level of the API workloads (lock, renew, handoff and the shared-locks cases), read through Status (pre-vote on: the term grows only by a real election).\n\n")
 	ew.table(len(s.Elections), "Not measured.",
 		"| backend | levels watched | elections | levels at 256 clients | elections at 256 clients |\n|---|---:|---:|---:|---:|\n", func(i int) {
 			e := s.Elections[i]

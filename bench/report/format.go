@@ -8,7 +8,7 @@ import (
 // Label names a system as the reader knows it: a backend's lock figures are
 // ticketd's (through its API) running on that backend.
 func Label(workload, system string) string {
-	if (workload == WorkloadLock || workload == WorkloadRenew || workload == WorkloadHandoff) && !IsPeer(system) {
+	if (workload == WorkloadLock || workload == WorkloadRenew || workload == WorkloadHandoff || IsHolding(workload)) && !IsPeer(system) {
 		return "ticketd/" + system
 	}
 	return system
@@ -25,12 +25,31 @@ func WorkloadTitle(workload string) string {
 		return "Renew (one renewal of a held lock; etcd: LeaseKeepAlive)"
 	case WorkloadHandoff:
 		return "Contended handoff (N clients on one key, Acquire-wait then Release; latency = Release returned → next Acquire returned, may be negative)"
+	case WorkloadSharedKey:
+		return "Shared lock (N clients on one key in MODE_SHARED, Acquire-wait+Release cycle)"
+	case WorkloadExclusiveKey:
+		return "Exclusive lock on one key (N clients, Acquire-wait+Release cycle)"
+	case WorkloadSemaphoreKey:
+		return "Semaphore of limit 8 (N clients on one key, Acquire-wait+Release cycle)"
+	case WorkloadDistinctKeys:
+		return "Exclusive locks on distinct keys (each client its own key, Acquire-wait+Release cycle; the baseline)"
 	case WorkloadSnapshotsOn:
 		return "Commit with snapshots and compaction on (default threshold)"
 	case WorkloadSnapshotsOff:
 		return "Commit with snapshots off (threshold never reached)"
 	}
 	return workload
+}
+
+// IsHolding reports whether workload is one of the shared-locks
+// benchmark's (issue 17): WorkloadSharedKey, WorkloadExclusiveKey,
+// WorkloadSemaphoreKey or WorkloadDistinctKeys.
+func IsHolding(workload string) bool {
+	switch workload {
+	case WorkloadSharedKey, WorkloadExclusiveKey, WorkloadSemaphoreKey, WorkloadDistinctKeys:
+		return true
+	}
+	return false
 }
 
 // Clients renders a client count with its noun: "1 client", "16 clients".

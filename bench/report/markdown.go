@@ -56,13 +56,16 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 
 	for _, wl := range workloadOrder {
+		if IsHolding(wl) && !s.measured(wl) {
+			continue // the shared-locks benchmark is optional; no empty tables
+		}
 		unit := "commits/s"
-		switch wl {
-		case WorkloadLock:
+		switch {
+		case wl == WorkloadLock || IsHolding(wl):
 			unit = "cycles/s"
-		case WorkloadRenew:
+		case wl == WorkloadRenew:
 			unit = "renewals/s"
-		case WorkloadHandoff:
+		case wl == WorkloadHandoff:
 			unit = "handoffs/s"
 		}
 		ew.printf("## %s\n\n", WorkloadTitle(wl))
@@ -117,6 +120,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			pr := handoffPeer[i]
 			ew.printf("| %s | %d | %s | %s | %s |\n", Label(WorkloadHandoff, pr.System), pr.Concurrency, FormatRate(pr.PerSec), FormatRate(pr.PeerPerSec), FormatRatio(pr.Ratio))
 		})
+	if len(s.Ratios.Holding) > 0 {
+		ew.printf("### Shared locks and semaphores ÷ exclusive\n\nCycles/s of one case ÷ another's on the same backend and clients; above 1× in latency, the first case's cycles take longer.\n\n")
+		ew.table(len(s.Ratios.Holding), "", "| system | clients | workload | ÷ workload | cycles/s | ÷ cycles/s | throughput | p50 | p99 |\n|---|---:|---|---|---:|---:|---:|---:|---:|\n", func(i int) {
+			h := s.Ratios.Holding[i]
+			ew.printf("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", Label(h.Workload, h.System), h.Concurrency, h.Workload, h.Over,
+				FormatRate(h.PerSec), FormatRate(h.OverPerSec), FormatRatio(h.Ratio), FormatRatio(h.P50), FormatRatio(h.P99))
+		})
+	}
 	r.writeClusterEvents(ew)
 
 	ew.printf("## Aims\n\n| aim | target | value | result | from |\n|---|---|---:|---|---|\n")
@@ -179,4 +190,14 @@ func peerRatios(all []PeerRatio) (lock, renew, handoff []PeerRatio) {
 		}
 	}
 	return lock, renew, handoff
+}
+
+// measured reports whether s has a row of workload with a measured round.
+func (s Summary) measured(workload string) bool {
+	for _, r := range s.Rows {
+		if r.Workload == workload && r.Rounds > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -37,6 +37,17 @@ const (
 	// with a threshold no run reaches (none), measured back to back.
 	WorkloadSnapshotsOn  = "snapshots-on"
 	WorkloadSnapshotsOff = "snapshots-off"
+	// WorkloadSharedKey, WorkloadExclusiveKey, WorkloadSemaphoreKey and
+	// WorkloadDistinctKeys: the shared-locks benchmark (issue 17), one
+	// Acquire (wait=true) + Release cycle per operation through ticketd's
+	// API, every worker on the one key in MODE_SHARED, on the one key
+	// exclusively, on a slot of the one key as a semaphore of limit 8, or
+	// each on a key of its own exclusively (the baseline without
+	// contention). Row.PerSec is cycles/s; latency is the whole cycle.
+	WorkloadSharedKey    = "shared-key"
+	WorkloadExclusiveKey = "exclusive-key"
+	WorkloadSemaphoreKey = "semaphore-key"
+	WorkloadDistinctKeys = "distinct-keys"
 )
 
 // Systems measured by ticketbench.
@@ -323,6 +334,40 @@ type Ratios struct {
 	// Peer divides ticketd's lock throughput by etcd Mutex's, and its renew
 	// throughput by etcd LeaseKeepAlive's (PeerRatio.Workload says which).
 	Peer []PeerRatio `json:"peer"`
+	// Holding compares the shared-locks benchmark's cases with each other
+	// on one backend (HoldingPairs): shared and semaphore cycles/s on one
+	// key ÷ exclusive ones on one key, and shared ÷ distinct keys.
+	Holding []HoldingRatio `json:"holding,omitempty"`
+}
+
+// HoldingPairs are the (numerator, denominator) workloads of
+// Ratios.Holding, in report order.
+var HoldingPairs = [][2]string{
+	{WorkloadSharedKey, WorkloadExclusiveKey},
+	{WorkloadSemaphoreKey, WorkloadExclusiveKey},
+	{WorkloadSharedKey, WorkloadDistinctKeys},
+}
+
+// HoldingRatio is Workload's figures ÷ Over's on one ticketd backend at one
+// concurrency, both medians over rounds (issue 17: shared-acquire
+// throughput beside exclusive). Above 1× in PerSec, Workload cycles faster;
+// above 1× in P50 or P99, its cycles take longer.
+type HoldingRatio struct {
+	// Workload is the numerator's workload, Over the denominator's (one of
+	// HoldingPairs).
+	Workload string `json:"workload"`
+	Over     string `json:"over"`
+	// System is the ticketd backend, Concurrency the number of clients.
+	System      string `json:"system"`
+	Concurrency int    `json:"concurrency"`
+	// PerSec and OverPerSec are the two rows' cycles/s; Ratio is
+	// PerSec ÷ OverPerSec.
+	PerSec     float64 `json:"per_sec"`
+	OverPerSec float64 `json:"over_per_sec"`
+	Ratio      float64 `json:"ratio"`
+	// P50 and P99 divide the rows' cycle latency percentiles.
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
 }
 
 // BackendRatio is etcd ÷ hashicorp for one workload at one concurrency

@@ -103,8 +103,9 @@ func compareRows(a, b Row) int {
 
 // Report order of workloads and of systems; others sort after these.
 var (
-	workloadOrder = []string{WorkloadCommit, WorkloadLock, WorkloadRenew, WorkloadHandoff, WorkloadSnapshotsOn, WorkloadSnapshotsOff}
-	systemOrder   = []string{SystemHashicorp, SystemEtcd, SystemEtcdMutex, SystemEtcdKeepAlive}
+	workloadOrder = []string{WorkloadCommit, WorkloadLock, WorkloadRenew, WorkloadHandoff, WorkloadSnapshotsOn, WorkloadSnapshotsOff,
+		WorkloadSharedKey, WorkloadExclusiveKey, WorkloadSemaphoreKey, WorkloadDistinctKeys}
+	systemOrder = []string{SystemHashicorp, SystemEtcd, SystemEtcdMutex, SystemEtcdKeepAlive}
 )
 
 // CompareSystems orders system names as the report does: hashicorp, etcd,
@@ -172,6 +173,18 @@ func ratios(rows []Row, floor FloorFigure) Ratios {
 				fr.BadgerFloorUS, fr.BadgerRatio = floor.BadgerFloorUS, r.P50US/floor.BadgerFloorUS
 			}
 			out.Floor = append(out.Floor, fr)
+		}
+		for _, pair := range HoldingPairs {
+			if r.Workload != pair[0] {
+				continue
+			}
+			if o, ok := s.Find(pair[1], r.System, r.Concurrency); ok {
+				out.Holding = append(out.Holding, HoldingRatio{
+					Workload: pair[0], Over: pair[1], System: r.System, Concurrency: r.Concurrency,
+					PerSec: r.PerSec, OverPerSec: o.PerSec, Ratio: r.PerSec / o.PerSec,
+					P50: r.P50US / o.P50US, P99: r.P99US / o.P99US,
+				})
+			}
 		}
 		if ps := PeerSystem(r.Workload); ps != "" {
 			if p, ok := s.Find(r.Workload, ps, r.Concurrency); ok {

@@ -69,6 +69,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 			ew.printf("  %-6s %-18s %12s  %s\n", wl, Label(wl, pr.System), Clients(pr.Concurrency), FormatRatio(pr.Ratio))
 		}
 	}
+	if len(s.Ratios.Holding) > 0 {
+		ew.printf("\nshared locks and semaphores (cycles/s ÷ cycles/s, same backend and clients):\n")
+		for _, h := range s.Ratios.Holding {
+			ew.printf("  %-18s %12s  %-13s ÷ %-13s %s  (p50 %s, p99 %s)\n", h.System, Clients(h.Concurrency), h.Workload, h.Over,
+				FormatRatio(h.Ratio), FormatRatio(h.P50), FormatRatio(h.P99))
+		}
+	}
 	ew.printf("\naims:\n")
 	for _, a := range s.Aims {
 		ew.printf("  [%s] %s: %s (target %s; %s)\n", heldWord(a), a.Name, aimValue(a), a.Target, a.Detail)

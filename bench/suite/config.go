@@ -40,6 +40,12 @@ type Config struct {
 	// HandoffConcurrency (default 2, 8, 32) on every backend.
 	Handoff            bool
 	HandoffConcurrency []int
+	// Shared switches the shared-locks benchmark on (issue 17): on every
+	// backend, Acquire-wait+Release cycles on one key shared, on one key
+	// exclusive, on one key as a semaphore of limit 8, and on distinct keys
+	// exclusive (workload.Holding), at SharedConcurrency (default 1, 16, 64).
+	Shared            bool
+	SharedConcurrency []int
 	// Snapshots switches on the snapshots-on vs snapshots-off commit
 	// measurement at report.AimSnapshotConcurrency clients (issue 21).
 	Snapshots bool
@@ -76,7 +82,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: unknown backend %q (known: %v)", ErrInvalidConfig, b, known)
 		}
 	}
-	for _, n := range append(slices.Clone(c.Concurrency), c.HandoffConcurrency...) {
+	for _, n := range slices.Concat(c.Concurrency, c.HandoffConcurrency, c.SharedConcurrency) {
 		if n < 1 {
 			return fmt.Errorf("%w: concurrency %d < 1", ErrInvalidConfig, n)
 		}
@@ -87,9 +93,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: no concurrency levels", ErrInvalidConfig)
 	case c.Rounds < 1:
 		return fmt.Errorf("%w: rounds %d < 1", ErrInvalidConfig, c.Rounds)
-	case !c.Commit && !c.Lock && !c.Renew && !c.Peer && !c.Handoff && !c.Snapshots && !c.Failover:
+	case !c.Commit && !c.Lock && !c.Renew && !c.Peer && !c.Handoff && !c.Shared && !c.Snapshots && !c.Failover:
 		return fmt.Errorf("%w: nothing to measure", ErrInvalidConfig)
-	case (c.Commit || c.Lock || c.Renew || c.Handoff || c.Snapshots || c.Failover) && len(c.Backends) == 0 && !c.Peer:
+	case (c.Commit || c.Lock || c.Renew || c.Handoff || c.Shared || c.Snapshots || c.Failover) && len(c.Backends) == 0 && !c.Peer:
 		return fmt.Errorf("%w: no backends", ErrInvalidConfig)
 	}
 	if err := lc.Validate(); err != nil {
@@ -120,6 +126,9 @@ func (c Config) steps() int {
 	if c.Handoff {
 		perRound += (len(c.Backends) + btoi(c.Peer)) * len(c.handoffLevels())
 	}
+	if c.Shared {
+		perRound += len(c.Backends) * len(holdings) * len(c.sharedLevels())
+	}
 	if c.Snapshots {
 		perRound += 2 * len(c.Backends)
 	}
@@ -145,6 +154,14 @@ func (c Config) handoffLevels() []int {
 		return c.HandoffConcurrency
 	}
 	return []int{2, 8, 32}
+}
+
+// sharedLevels is SharedConcurrency or its default, 1, 16 and 64 clients.
+func (c Config) sharedLevels() []int {
+	if len(c.SharedConcurrency) > 0 {
+		return c.SharedConcurrency
+	}
+	return []int{1, 16, 64}
 }
 
 // btoi is 1 for true.

@@ -12,8 +12,11 @@
 //     (package apicluster and workload.Locks), and on the etcd peer
 //     (package peer) when asked for; on the same ticketd cluster, the
 //     contended handoff workload at 2, 8 and 32 clients (package handoff),
-//     and the etcd peer's handoff workload. Around every API level the
-//     leader's term is read, to count elections.
+//     and the etcd peer's handoff workload; then, when asked for, the
+//     shared-locks benchmark (issue 17: one key shared, one key exclusive,
+//     a semaphore of limit 8, distinct keys; each level's four cases back
+//     to back). Around every API level the leader's term is read, to count
+//     elections.
 //  4. The renew workload (ticketd Renew, etcd LeaseKeepAlive).
 //  5. The commit workload at 64 clients with snapshots on and off, each on
 //     a fresh cluster.

@@ -140,7 +140,7 @@ func (r *runner) rounds(ctx context.Context) error {
 			}
 		}
 		var lockSystems []string
-		if r.cfg.Lock || r.cfg.Handoff {
+		if r.cfg.Lock || r.cfg.Handoff || r.cfg.Shared {
 			lockSystems = append(lockSystems, r.cfg.Backends...)
 		}
 		if r.cfg.Peer {
@@ -262,7 +262,8 @@ func (r *runner) commits(ctx context.Context, round int, backend string) error {
 
 // locks measures the lock workload through ticketd's API on a fresh
 // cluster of backend, at every concurrency level, counting the elections
-// around each level; then, on the same cluster, the handoff workload.
+// around each level; then, on the same cluster, the handoff workload and
+// the shared-locks benchmark.
 func (r *runner) locks(ctx context.Context, round int, backend string) error {
 	c, err := startLockCluster(ctx, backend, filepath.Join(r.dir, fmt.Sprintf("r%d-lock-%s", round, backend)), r.cfg.Timing)
 	if err != nil {
@@ -271,6 +272,9 @@ func (r *runner) locks(ctx context.Context, round int, backend string) error {
 		}
 		if r.cfg.Handoff {
 			r.progress.Skip(len(r.cfg.handoffLevels()))
+		}
+		if r.cfg.Shared {
+			r.progress.Skip(len(holdings) * len(r.cfg.sharedLevels()))
 		}
 		return r.failed(ctx, r.label(round, "lock", backend, "start ticketd cluster"), err)
 	}
@@ -282,10 +286,13 @@ func (r *runner) locks(ctx context.Context, round int, backend string) error {
 		})
 		r.watch = nil
 	}
-	if err != nil || !r.cfg.Handoff {
-		return err
+	if err == nil && r.cfg.Handoff {
+		err = r.handoffs(ctx, round, backend, c)
 	}
-	return r.handoffs(ctx, round, backend, c)
+	if err == nil && r.cfg.Shared {
+		err = r.shared(ctx, round, backend, c)
+	}
+	return err
 }
 
 // levels runs the op newOp makes at every concurrency level in increasing

@@ -27,6 +27,7 @@ func TestValidate(t *testing.T) {
 		{"nothing_to_measure", func(c *Config) { c.Commit, c.Lock, c.Peer = false, false, false }},
 		{"no_backends", func(c *Config) { c.Backends, c.Peer = nil, false }},
 		{"zero_handoff_level", func(c *Config) { c.HandoffConcurrency = []int{2, 0} }},
+		{"zero_shared_level", func(c *Config) { c.SharedConcurrency = []int{0} }},
 		{"failover_only_without_backends", func(c *Config) {
 			c.Commit, c.Lock, c.Peer, c.Backends, c.Failover = false, false, false, nil, true
 		}},
@@ -68,6 +69,13 @@ func TestSteps(t *testing.T) {
 	require.Equal(t, 2*(1+3*3+2*2)+2, c.steps())
 	c.HandoffConcurrency = []int{4}
 	require.Equal(t, 2*(1+3*1+2*2)+2, c.steps())
+
+	// Shared: four cases per backend at 3 default levels.
+	c = valid()
+	c.Commit, c.Lock, c.Peer, c.Shared = false, false, false, true
+	require.Equal(t, 2*(1+2*4*3), c.steps())
+	c.SharedConcurrency = []int{2}
+	require.Equal(t, 2*(1+2*4*1), c.steps())
 }
 
 func TestLoadAvg(t *testing.T) {

@@ -11,6 +11,11 @@
 //     handoff.CycleFunc: every worker Acquires the one key with wait=true,
 //     notes the time and token, Releases and notes the time; package
 //     handoff pairs the cycles into handoffs.
+//   - Holders: the shared-locks benchmark (issue 17): each worker runs an
+//     Acquire (wait=true) then a Release per operation, all workers on one
+//     key in MODE_SHARED, on one key exclusively, on a slot of one key as a
+//     semaphore of limit SemaphoreLimit, or each on a key of its own
+//     (Holding says which).
 //
 // Both check every result (a Grant must be granted, a Release must release),
 // so a figure can never come from operations that silently did nothing.

@@ -9,7 +9,11 @@
 // InvalidArgument and changes nothing; a request within bounds is never
 // refused with InvalidArgument; no request, however malformed its bytes,
 // makes the server answer Internal or Unknown (a handler panic) or stop
-// serving. The core engineer's targets cover the command decoder and
+// serving. Issue 17's fields and RPCs are covered the same way: an Acquire's
+// mode (no such mode), limit (above 4096, or with the shared mode) and
+// session, and CreateSession (ttl_ms outside the lease bounds),
+// KeepAlive and CloseSession (session 0) are refused with InvalidArgument
+// and change nothing; an unknown session is NotFound, never Internal. The core engineer's targets cover the command decoder and
 // snapshot restore.
 //
 // # Usage

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"connectrpc.com/connect"
@@ -29,6 +30,8 @@ const (
 	maxLeaseMS    = 600_000
 	maxKeyBytes   = 1024
 	maxOwnerBytes = 128
+	// maxLimit is the largest semaphore limit (server.MaxLimit, restated).
+	maxLimit = 4096
 )
 
 // node is one in-process ticketd shared by every input of this process.
@@ -146,10 +149,52 @@ func (nd *node) state(t *testing.T) tableState {
 	return tableState{st.GetLastToken(), st.GetLocksHeld(), st.GetAppliedIndex()}
 }
 
-func validKey(k string) bool     { return len(k) >= 1 && len(k) <= maxKeyBytes && utf8.ValidString(k) }
-func validOwner(o string) bool   { return len(o) <= maxOwnerBytes && utf8.ValidString(o) }
+func validKey(k string) bool   { return len(k) >= 1 && validText(k, maxKeyBytes) }
+func validOwner(o string) bool { return validText(o, maxOwnerBytes) }
+
+// validText restates docs/api.md's rules for keys and owners: at most
+// maxBytes of UTF-8 without control characters or line and paragraph
+// separators. Invisible formatting characters (Unicode Cf) are refused or
+// not one by one (zero-width space no, joiner yes): judgedText leaves
+// inputs with any of them unjudged.
+func validText(s string, maxBytes int) bool {
+	if len(s) > maxBytes || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) {
+			return false
+		}
+	}
+	return true
+}
+
+// judgedText reports whether validText's verdict on s is the whole rule.
+func judgedText(s string) bool {
+	for _, r := range s {
+		if unicode.Is(unicode.Cf, r) {
+			return false
+		}
+	}
+	return true
+}
 func validLease(ms int64) bool   { return ms >= minLeaseMS && ms <= maxLeaseMS }
 func validToken(tok uint64) bool { return tok != 0 }
+
+// holderFields spreads the fuzzer's token over an issue-17 Acquire's new
+// fields: mode (its low 2 bits: 0 exclusive, 1 shared, 2 and 3 no such
+// mode), limit (the next 13 bits, up to 8191: above 4096 is refused) and
+// session (the bits above, mostly 0 or unknown).
+func holderFields(token uint64) (ticketv1.Mode, uint32, uint64) {
+	return ticketv1.Mode(token & 3), uint32(token>>2) & 0x1fff, token >> 15
+}
+
+// validMode restates docs/api.md: a known mode, a limit of at most
+// maxLimit, and no limit with the shared mode.
+func validMode(m ticketv1.Mode, limit uint32) bool {
+	return (m == ticketv1.Mode_MODE_EXCLUSIVE || m == ticketv1.Mode_MODE_SHARED) && limit <= maxLimit &&
+		!(m == ticketv1.Mode_MODE_SHARED && limit > 0)
+}
 
 // Operations of FuzzLockRequests.
 const (
@@ -159,6 +204,12 @@ const (
 	opGet
 	opCheckToken
 	opList
+	// Issue 17: an Acquire with mode, limit and session (holderFields of
+	// the token), and the session calls (n is the TTL, token the session).
+	opAcquireHolder
+	opCreateSession
+	opKeepAlive
+	opCloseSession
 	numOps
 )
 
@@ -182,6 +233,19 @@ func FuzzLockRequests(f *testing.F) {
 	f.Add(uint8(opCheckToken), "k", int64(0), "", uint64(1<<63))
 	f.Add(uint8(opList), "p", int64(-1), "tok", uint64(0))
 	f.Add(uint8(opList), string(bytes.Repeat([]byte("p"), 1025)), int64(10), "", uint64(0))
+	f.Add(uint8(opAcquireHolder), "rw", int64(1000), "o", uint64(1))        // shared
+	f.Add(uint8(opAcquireHolder), "sem", int64(1000), "o", uint64(3<<2))    // a semaphore of 3
+	f.Add(uint8(opAcquireHolder), "sem", int64(1000), "o", uint64(3<<2|1))  // shared with a limit
+	f.Add(uint8(opAcquireHolder), "sem", int64(1000), "o", uint64(4097<<2)) // a limit too large
+	f.Add(uint8(opAcquireHolder), "k", int64(1000), "o", uint64(2))         // no such mode
+	f.Add(uint8(opAcquireHolder), "k", int64(0), "o", uint64(12345)<<15)    // an unknown session
+	f.Add(uint8(opCreateSession), "", int64(1000), "", uint64(0))
+	f.Add(uint8(opCreateSession), "", int64(99), "", uint64(0))
+	f.Add(uint8(opCreateSession), "", int64(600_001), "", uint64(0))
+	f.Add(uint8(opKeepAlive), "", int64(0), "", uint64(0))
+	f.Add(uint8(opKeepAlive), "", int64(0), "", uint64(1<<40))
+	f.Add(uint8(opCloseSession), "", int64(0), "", uint64(0))
+	f.Add(uint8(opCloseSession), "", int64(0), "", uint64(77))
 	f.Fuzz(func(t *testing.T, op uint8, key string, n int64, owner string, token uint64) {
 		if !utf8.ValidString(key) || !utf8.ValidString(owner) {
 			t.Skip("the generated client cannot marshal invalid UTF-8; FuzzRawRequests covers it")
@@ -223,8 +287,40 @@ func FuzzLockRequests(f *testing.F) {
 			_, err = nd.lock.ListLocks(ctx, &ticketv1.ListLocksRequest{Prefix: key, PageSize: size, PageToken: owner})
 			valid = size >= 0 && len(key) <= maxKeyBytes
 			judge = owner == ""
+		case opAcquireHolder:
+			mode, limit, session := holderFields(token)
+			valid = validKey(key) && validOwner(owner) && validMode(mode, limit) && (validLease(n) || session != 0)
+			// Under a session lease_ms is ignored: whether a bad one is
+			// refused first is not promised.
+			judge = validLease(n) || session == 0
+			var res *ticketv1.AcquireResponse
+			res, err = nd.lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: n, Owner: owner, Mode: mode, Limit: limit, Session: session})
+			if err == nil {
+				if _, rerr := nd.lock.Release(ctx, &ticketv1.ReleaseRequest{Key: key, Token: res.GetToken()}); rerr != nil {
+					t.Fatalf("release of a fresh grant: %v", rerr)
+				}
+			}
+		case opCreateSession:
+			valid = validLease(n)
+			var res *ticketv1.CreateSessionResponse
+			res, err = nd.lock.CreateSession(ctx, &ticketv1.CreateSessionRequest{TtlMs: n})
+			if err == nil {
+				if _, cerr := nd.lock.CloseSession(ctx, &ticketv1.CloseSessionRequest{Session: res.GetSession()}); cerr != nil {
+					t.Fatalf("close of a fresh session: %v", cerr)
+				}
+			}
+		case opKeepAlive:
+			valid = token != 0
+			_, err = nd.lock.KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: token})
+		case opCloseSession:
+			valid = token != 0
+			_, err = nd.lock.CloseSession(ctx, &ticketv1.CloseSessionRequest{Session: token})
 		}
+		judge = judge && judgedText(key) && judgedText(owner)
 		code := connect.CodeOf(err)
+		if code == connect.CodeUnimplemented && op%numOps >= opAcquireHolder {
+			t.Skip("this server does not serve sessions yet")
+		}
 		if err != nil && (code == connect.CodeInternal || code == connect.CodeUnknown) {
 			t.Fatalf("op %d key %q n %d owner %q token %d: %v", op%numOps, key, n, owner, token, err)
 		}
@@ -254,6 +350,9 @@ var procedures = []string{
 	ticketv1connect.LockServiceGetLockProcedure,
 	ticketv1connect.LockServiceListLocksProcedure,
 	ticketv1connect.LockServiceCheckTokenProcedure,
+	ticketv1connect.LockServiceCreateSessionProcedure,
+	ticketv1connect.LockServiceKeepAliveProcedure,
+	ticketv1connect.LockServiceCloseSessionProcedure,
 }
 
 // FuzzRawRequests posts arbitrary bytes as the body of a unary Connect call
@@ -272,6 +371,13 @@ func FuzzRawRequests(f *testing.F) {
 	f.Add(uint8(0), false, []byte{0x0a, 0x80, 0x80, 0x80, 0x80, 0x10})
 	f.Add(uint8(0), false, []byte{0x0a, 0x02, 0xff, 0xfe, 0x10, 0xe8, 0x07})                  // key is not UTF-8
 	f.Add(uint8(0), false, []byte{0x0a, 0x01, 'k', 0x10, 0xe8, 0x07, 0x22, 0x02, 0xc3, 0x28}) // owner is not UTF-8
+	f.Add(uint8(0), true, []byte(`{"key":"k","leaseMs":"1000","owner":"o","mode":"MODE_SHARED","limit":3}`))
+	f.Add(uint8(0), true, []byte(`{"key":"k","leaseMs":"1000","owner":"o","mode":7,"limit":4294967295}`))
+	f.Add(uint8(0), true, []byte(`{"key":"k","owner":"o","session":"18446744073709551615"}`))
+	f.Add(uint8(6), true, []byte(`{"ttlMs":"-1"}`))
+	f.Add(uint8(6), false, []byte{0x08, 0xe8, 0x07})
+	f.Add(uint8(7), true, []byte(`{"session":"0"}`))
+	f.Add(uint8(8), true, []byte(`{"session":"12"}`))
 	f.Fuzz(func(t *testing.T, proc uint8, asJSON bool, body []byte) {
 		nd := getNode(t)
 		ct := "application/proto"
@@ -314,8 +420,8 @@ func FuzzRawRequests(f *testing.F) {
 	})
 }
 
-// cleanup releases every held lock, so that a later waiting Acquire of the
-// same key does not wait for a lease a raw Acquire was granted.
+// cleanup releases every holder of every held key, so that a later waiting
+// Acquire of the same key does not wait for a lease a raw Acquire was granted.
 func cleanup(t *testing.T, nd *node) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -325,9 +431,18 @@ func cleanup(t *testing.T, nd *node) {
 		t.Fatalf("list locks: %v", err)
 	}
 	for _, lk := range res.GetLocks() {
-		_, err := nd.lock.Release(ctx, &ticketv1.ReleaseRequest{Key: lk.GetKey(), Token: lk.GetToken()})
-		if err != nil && connect.CodeOf(err) != connect.CodeNotFound {
-			t.Fatalf("release %q: %v", lk.GetKey(), err)
+		tokens := []uint64{lk.GetToken()}
+		if len(lk.GetHolders()) > 0 {
+			tokens = tokens[:0]
+			for _, h := range lk.GetHolders() {
+				tokens = append(tokens, h.GetToken())
+			}
+		}
+		for _, tok := range tokens {
+			_, err := nd.lock.Release(ctx, &ticketv1.ReleaseRequest{Key: lk.GetKey(), Token: tok})
+			if err != nil && connect.CodeOf(err) != connect.CodeNotFound {
+				t.Fatalf("release %q token %d: %v", lk.GetKey(), tok, err)
+			}
 		}
 	}
 }

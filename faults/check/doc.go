@@ -6,7 +6,8 @@
 //   - fencing (Fencing): a token is never granted twice, and tokens strictly
 //     increase in real-time order (Chubby §2.4 sequencers);
 //   - lease safety (LeaseSafety): no key is granted to another holder while an
-//     earlier lock of it must still be held;
+//     earlier lock of it must still be held (where either is exclusive), and
+//     no semaphore to more holders than its limit (issue 17);
 //   - durability (Durability): acknowledged grants and releases survive
 //     restarts, and the token counter never goes back;
 //   - liveness (Liveness): a dead holder's key is free again within lease_ms
@@ -65,6 +66,56 @@
 // Everything the model allows beyond a precise server (an unobserved ghost
 // token, an Unknown Acquire's ghost firing more than once) makes it more
 // permissive, never stricter: a violation it reports is a real one.
+//
+// # Shared locks, semaphores and sessions (issue 17)
+//
+// A key that any operation of the history uses with a mode, a limit or a
+// session is checked against the holders model (holdersState); every other
+// key against the exclusive model above, exactly as before. A key holds a
+// set of holders, each (owner, token, mode, limit, session, lease):
+//
+//   - Acquire OK: a retry (the owner holds the key) returns that holder's
+//     token; otherwise the request must be admitted beside the holders — a
+//     shared one if none is exclusive, an exclusive one if there is none,
+//     a semaphore's if fewer than limit hold it, and only with the limit
+//     the holders have — with a token above every earlier grant of the key.
+//     AlreadyExists: the request is not admitted at its linearisation point
+//     (with the same limit). FailedPrecondition (LimitMismatch): the holders
+//     have another limit — or the key is free: the leader also compares
+//     with its waiters, which no client sees, so a free key allows it
+//     (leaving such refusals out would drop the check that a key whose
+//     holders have the request's limit never refuses it).
+//   - Release, Renew and CheckToken act on one (key, token); CheckToken is
+//     valid iff the token is a holder (invalid for one whose lease ran out
+//     or a ghost), and current_token is the newest holder's token.
+//   - Get lists every holder; the list must be exactly the model's.
+//   - A holder under a session is timed by its session: it may expire only
+//     after the largest Call + ttl of the session's acknowledged
+//     CreateSession and KeepAlives; it may end from the Call of any
+//     CloseSession of it on, and has ended before any operation called
+//     after an acknowledged CloseSession returned. The session calls carry
+//     no key and are not operations of the porcupine history.
+//
+// Unknown Acquires are not fired ahead: a grant of one is added as a ghost
+// holder when an operation sees it (a Get lists it, its owner's retry
+// returns it), its token not bound below by later grants; a refusal or a
+// current_token that only such an unseen grant could explain is allowed.
+// Holders may end on their own as above, and the model ends them only when
+// an operation calls for it (a Get that does not list them, a grant they
+// would block, an older current_token), right before it: ending a holder
+// later than it could have ended never rules out more than ending it
+// earlier, and porcupine's sets of states stay small (ending every subset
+// of a dozen expired shared holders before each operation did not finish
+// in five minutes on a 20 s run's history; this takes milliseconds).
+// Unknown Acquires and the lazy ends make the model more permissive than
+// the server, never stricter.
+//
+// The checkers hold beside the model: LeaseSafety reports an exclusive
+// holder certainly alive beside another holder (PropLease) and more
+// certainly-alive holders of a semaphore than its limit (PropLimit);
+// Fencing's checks (no token granted twice, tokens increase in real-time
+// order) cover every holder, so tokens strictly increase in grant order on
+// every key.
 //
 // # Usage
 //

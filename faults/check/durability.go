@@ -47,7 +47,7 @@ func Durability(ops []history.Op, finalLastToken uint64) []Violation {
 			if g.Acked > op.Call || op.Call >= g.endsNoEarlier() {
 				continue // not yet certainly granted, or allowed to have ended
 			}
-			if !op.Held || op.HolderToken != g.Token {
+			if !holds(op, g.Token) {
 				got := "free"
 				if op.Held {
 					got = fmt.Sprintf("token %d (owner %q)", op.HolderToken, op.HolderOwner)
@@ -59,8 +59,8 @@ func Durability(ops []history.Op, finalLastToken uint64) []Violation {
 				})
 			}
 		}
-		if op.Held {
-			if g := released[tokenKey{op.Key, op.HolderToken}]; g != nil && g.ReleasedOK < op.Call {
+		for _, tok := range heldTokens(op) {
+			if g := released[tokenKey{op.Key, tok}]; g != nil && g.ReleasedOK < op.Call {
 				out = append(out, Violation{
 					Property: PropDurability, Key: op.Key, OpIDs: []int{g.ReleaseOp, op.ID},
 					Detail: fmt.Sprintf("lost acknowledged release: token %d was released at %v but the final read saw it held",
@@ -77,4 +77,30 @@ func Durability(ops []history.Op, finalLastToken uint64) []Violation {
 		})
 	}
 	return out
+}
+
+// heldTokens lists the tokens an OK Get saw holding its key: every listed
+// holder (issue 17), or the singular holder of a history without holders.
+func heldTokens(op history.Op) []uint64 {
+	if !op.Held {
+		return nil
+	}
+	if len(op.Holders) == 0 {
+		return []uint64{op.HolderToken}
+	}
+	out := make([]uint64, 0, len(op.Holders))
+	for _, h := range op.Holders {
+		out = append(out, h.Token)
+	}
+	return out
+}
+
+// holds reports whether an OK Get saw token holding its key.
+func holds(op history.Op, token uint64) bool {
+	for _, t := range heldTokens(op) {
+		if t == token {
+			return true
+		}
+	}
+	return false
 }

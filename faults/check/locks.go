@@ -35,7 +35,18 @@ type grant struct {
 	ReleaseOp int
 	// LeaseMS is the lease of the first acknowledging Acquire, in milliseconds.
 	LeaseMS int64
+	// Shared, Limit and Session are the first acknowledging Acquire's mode,
+	// limit and session (issue 17). A holder under a session is protected
+	// by its session (its acknowledged CreateSession and KeepAlives), not by
+	// its own Acquire, and ends with it.
+	Shared  bool
+	Limit   uint32
+	Session uint64
 }
+
+// exclusive reports whether g is an exclusive lock: neither shared nor a
+// semaphore's slot.
+func (g *grant) exclusive() bool { return !g.Shared && g.Limit == 0 }
 
 // endsNoEarlier is the time before which the lock must still be held.
 func (g *grant) endsNoEarlier() int64 { return min(g.Protected, g.ReleaseCall) }
@@ -46,8 +57,46 @@ type tokenKey struct {
 	token uint64
 }
 
+// sessionBounds are what a history says about its sessions' lives.
+type sessionBounds struct {
+	// protected: the largest Call + ttl of the session's acknowledged
+	// CreateSession and KeepAlives.
+	protected map[uint64]int64
+	// protectedOp: the op that set protected.
+	protectedOp map[uint64]int
+	// closeCall: the first Call of any CloseSession of the session.
+	closeCall map[uint64]int64
+	// closedOK, closeOp: the first Return of an OK CloseSession, and its op.
+	closedOK map[uint64]int64
+	closeOp  map[uint64]int
+}
+
+func sessions(ops []history.Op) sessionBounds {
+	b := sessionBounds{protected: map[uint64]int64{}, protectedOp: map[uint64]int{}, closeCall: map[uint64]int64{},
+		closedOK: map[uint64]int64{}, closeOp: map[uint64]int{}}
+	for _, op := range ops {
+		switch op.Kind {
+		case history.CreateSession, history.KeepAlive:
+			if op.Outcome == history.OK && op.Session > 0 {
+				if p := op.Call + op.Lease()*nsPerMS; p > b.protected[op.Session] {
+					b.protected[op.Session], b.protectedOp[op.Session] = p, op.ID
+				}
+			}
+		case history.CloseSession:
+			if c, ok := b.closeCall[op.Session]; !ok || op.Call < c {
+				b.closeCall[op.Session] = op.Call
+			}
+			if r, ok := b.closedOK[op.Session]; op.Outcome == history.OK && (!ok || op.Return < r) {
+				b.closedOK[op.Session], b.closeOp[op.Session] = op.Return, op.ID
+			}
+		}
+	}
+	return b
+}
+
 // grants derives every acknowledged lock of ops, sorted by key then token.
 func grants(ops []history.Op) []*grant {
+	sb := sessions(ops)
 	firstCall := map[ownerKey]int64{}
 	for _, op := range ops {
 		if op.Kind != history.Acquire {
@@ -76,6 +125,16 @@ func grants(ops []history.Op) []*grant {
 				Acked:    history.Infinity, Protected: -1,
 				ReleaseCall: history.Infinity, ReleasedOK: history.Infinity, ReleaseOp: -1,
 				LeaseMS: op.Lease(),
+				Shared:  op.Shared, Limit: op.Limit, Session: op.Session,
+			}
+			if g.Session > 0 {
+				g.Protected, g.ProtectedOp = sb.protected[g.Session], sb.protectedOp[g.Session]
+				if c, ok := sb.closeCall[g.Session]; ok {
+					g.ReleaseCall = c
+				}
+				if r, ok := sb.closedOK[g.Session]; ok {
+					g.ReleasedOK, g.ReleaseOp = r, sb.closeOp[g.Session]
+				}
 			}
 			byToken[k] = g
 			out = append(out, g)
@@ -83,7 +142,7 @@ func grants(ops []history.Op) []*grant {
 		if op.Return < g.Acked {
 			g.Acked, g.AckedOp = op.Return, op.ID
 		}
-		if p := op.Call + op.Lease()*nsPerMS; p > g.Protected {
+		if p := op.Call + op.Lease()*nsPerMS; p > g.Protected && g.Session == 0 {
 			g.Protected, g.ProtectedOp = p, op.ID
 		}
 	}
@@ -94,7 +153,7 @@ func grants(ops []history.Op) []*grant {
 		}
 		switch op.Kind {
 		case history.Renew:
-			if op.Outcome == history.OK {
+			if op.Outcome == history.OK && g.Session == 0 {
 				lease := op.ResLeaseMS
 				if lease <= 0 {
 					lease = g.LeaseMS

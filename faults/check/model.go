@@ -101,26 +101,68 @@ type pending struct {
 	releases map[uint64]int64
 	// firstAcquire is the earliest Call in acquirers.
 	firstAcquire int64
+	// requests maps the owner of an Unknown Acquire to its earliest one
+	// (its mode, limit and session, for the holders model).
+	requests map[string]*history.Op
 }
 
 // model is the lock-table model for one history.
-type model struct{ pending map[string]*pending }
+type model struct {
+	pending map[string]*pending
+	// holderKeys are the keys used with modes, limits or sessions (issue
+	// 17): their partitions use holdersState; every other key keeps
+	// lockState, the exclusive model, exactly as before.
+	holderKeys map[string]bool
+	// sessionProtected is, per session, the largest Call + ttl of its
+	// acknowledged CreateSession and KeepAlives: a session's holders do not
+	// expire before it.
+	sessionProtected map[uint64]int64
+	// closeCall is, per session, the earliest Call of a CloseSession
+	// whatever its outcome: its holders may end from then on.
+	closeCall map[uint64]int64
+	// closedBy is, per session, the earliest Return of an OK CloseSession:
+	// its holders have ended before any operation called after it.
+	closedBy map[uint64]int64
+}
 
 func newModelFor(ops []history.Op) *model {
-	m := &model{pending: map[string]*pending{}}
-	for _, op := range ops {
+	m := &model{pending: map[string]*pending{}, holderKeys: map[string]bool{},
+		sessionProtected: map[uint64]int64{}, closeCall: map[uint64]int64{}, closedBy: map[uint64]int64{}}
+	for i := range ops {
+		op := &ops[i]
+		switch op.Kind {
+		case history.CreateSession, history.KeepAlive:
+			if op.Outcome == history.OK && op.Session > 0 {
+				ttl := op.Lease()
+				m.sessionProtected[op.Session] = max(m.sessionProtected[op.Session], op.Call+ttl*nsPerMS)
+			}
+			continue
+		case history.CloseSession:
+			if c, ok := m.closeCall[op.Session]; !ok || op.Call < c {
+				m.closeCall[op.Session] = op.Call
+			}
+			if r, ok := m.closedBy[op.Session]; op.Outcome == history.OK && (!ok || op.Return < r) {
+				m.closedBy[op.Session] = op.Return
+			}
+			continue
+		}
+		if !op.Plain() {
+			m.holderKeys[op.Key] = true
+		}
 		if op.Outcome != history.Unknown || (op.Kind != history.Acquire && op.Kind != history.Release) {
 			continue
 		}
 		p := m.pending[op.Key]
 		if p == nil {
-			p = &pending{acquirers: map[string]int64{}, releases: map[uint64]int64{}, firstAcquire: history.Infinity}
+			p = &pending{acquirers: map[string]int64{}, releases: map[uint64]int64{}, firstAcquire: history.Infinity,
+				requests: map[string]*history.Op{}}
 			m.pending[op.Key] = p
 		}
 		switch op.Kind {
 		case history.Acquire:
 			if c, ok := p.acquirers[op.Owner]; !ok || op.Call < c {
 				p.acquirers[op.Owner] = op.Call
+				p.requests[op.Owner] = op
 			}
 			p.firstAcquire = min(p.firstAcquire, op.Call)
 		case history.Release:
@@ -140,14 +182,24 @@ func newModelFor(ops []history.Op) *model {
 // not happen never rejects a correct history); and failed calls whose error
 // says nothing about the lock table (InvalidArgument, ResourceExhausted, a
 // refused connection): only AlreadyExists from Acquire and NotFound from
-// Release and Renew are kept.
+// Release and Renew are kept, and FailedPrecondition (LimitMismatch) from an
+// Acquire with a mode, limit or session. The session calls
+// (CreateSession, KeepAlive, CloseSession) have no key: the model knows
+// them as bounds on their holders' lives (see model).
 func modelled(op *history.Op) bool {
+	switch op.Kind {
+	case history.CreateSession, history.KeepAlive, history.CloseSession:
+		return false
+	}
 	switch op.Outcome {
 	case history.OK:
 		return true
 	case history.Fail:
 		switch op.Kind {
 		case history.Acquire:
+			if op.Code == connect.CodeFailedPrecondition.String() {
+				return !op.Plain()
+			}
 			return op.Code == connect.CodeAlreadyExists.String()
 		case history.Release, history.Renew:
 			return op.Code == connect.CodeNotFound.String()
@@ -346,6 +398,9 @@ func (m *model) apply(pre lockState, op *history.Op, p *pending) []lockState {
 }
 
 func hashState(v any) uint64 {
+	if hs, ok := v.(holdersState); ok {
+		return hashHolders(hs)
+	}
 	s := v.(lockState)
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%v|%s|%d|%d|%v|%d|%d|%d", s.Held, s.Owner, s.Token, s.LeaseMS, s.Ghost, s.NotBefore, s.MinToken, s.Floor)
@@ -373,7 +428,10 @@ func partitionByKey(ops []porcupine.Operation) [][]porcupine.Operation {
 }
 
 // NewModel returns the porcupine model of the lock table for ops,
-// partitioned by key (the package documentation states its rules). The
+// partitioned by key (the package documentation states its rules). A key
+// used with modes, limits or sessions (issue 17) is checked against the
+// holders model (stepHolders); every other key against the exclusive
+// model, exactly as before issue 17. The
 // model knows ops' Unknown Acquires and Releases; check the operations that
 // Operations(ops) returns with it. The input and the output of each
 // operation are both the *history.Op.
@@ -383,7 +441,21 @@ func NewModel(ops []history.Op) porcupine.Model {
 		Partition: partitionByKey,
 		Init:      func() []any { return []any{lockState{MinToken: 1}} },
 		Step: func(state, input, _ any) []any {
-			next := m.step(state.(lockState), input.(*history.Op))
+			op := input.(*history.Op)
+			if m.holderKeys[op.Key] {
+				hs, ok := state.(holdersState)
+				if !ok { // the initial state, the same for every partition
+					ls := state.(lockState)
+					hs = holdersState{MinToken: ls.MinToken, Floor: ls.Floor}
+				}
+				next := m.stepHolders(hs, op)
+				out := make([]any, len(next))
+				for i, s := range next {
+					out[i] = s
+				}
+				return out
+			}
+			next := m.step(state.(lockState), op)
 			out := make([]any, len(next))
 			for i, s := range next {
 				out[i] = s
@@ -394,7 +466,7 @@ func NewModel(ops []history.Op) porcupine.Model {
 		DescribeOperation: func(input, _ any) string {
 			return input.(*history.Op).String()
 		},
-		DescribeState: func(state any) string { return state.(lockState).String() },
+		DescribeState: func(state any) string { return fmt.Sprint(state) },
 	}
 	return nm.ToModel()
 }

@@ -18,6 +18,9 @@ const (
 	// PropLease: no key is granted to another holder before the previous
 	// holder's last acknowledged Acquire or Renew call started + lease_ms.
 	PropLease Property = "lease-safety"
+	// PropLimit: more holders of a semaphore than its limit, or holders of
+	// two limits, were alive at once (issue 17).
+	PropLimit Property = "holder-limit"
 	// PropDurability: acknowledged grants and releases survive restarts.
 	PropDurability Property = "durability"
 	// PropLiveness: a dead holder's key is free again within lease_ms + the failover bound.

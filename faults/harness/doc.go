@@ -11,6 +11,15 @@
 // check): linearizability with porcupine, fencing, lease safety,
 // durability and liveness.
 //
+// Beside the hot keys, three workloads of issue 17 run (Config.RWWorkers,
+// SemWorkers, SessionWorkers; -holders=false leaves them out): readers-
+// writer clients take rw/0 and rw/1 shared or exclusive and check their
+// token while holding; semaphore clients compete for sem/0 (limit 2) and
+// sem/1 (limit 3), more clients than slots; session clients open a
+// session, acquire two or three of sess/0..sess/3 under it, keep it alive,
+// and close it or let it expire. Their histories record mode, limit and
+// session, and the same checks cover them (package check).
+//
 // It is behind the build tag `faults` because it builds and runs real
 // processes for a minute or more. `make faults DURATION=30m` runs the long
 // version; the short one (about a minute per backend) runs in `make test`.

@@ -23,6 +23,8 @@ var (
 	netMode  = flag.String("net", "", `where the nodes run: "" (loopback processes) or "hosts" (one network namespace per node, real network faults)`)
 	auth     = flag.Bool("auth", false, "run with authorization on (a policy and a bearer token for the workload; harness.Config.Auth)")
 	tlsFor   = flag.String("tls", "etcd", `backends whose run uses client TLS, client-certificate auth and peer mutual TLS: "all", "none", or a comma-separated list (default: etcd, so the short run covers both modes)`)
+	histOut  = flag.String("history", "", "write every run's history to this path (with the backend's name appended)")
+	holders  = flag.Bool("holders", true, "run issue 17's readers-writer, semaphore and session workloads beside the exclusive one")
 	disk     = flag.Bool("disk", false, "add the disk faults (nemesis.DiskKinds: a damaged log file, a full disk on tmpfs; needs root) to the default kinds")
 )
 
@@ -89,7 +91,14 @@ func TestFaults(t *testing.T) {
 	}
 	for _, b := range backends() {
 		t.Run(b, func(t *testing.T) {
-			res := harness.Run(t, harness.Config{Backend: b, Nodes: *nodes, Seed: s, Duration: *duration, Out: *out, Kinds: ks, Start: start, Auth: *auth, TLS: usesTLS(b)})
+			cfg := harness.Config{Backend: b, Nodes: *nodes, Seed: s, Duration: *duration, Out: *out, Kinds: ks, Start: start, Auth: *auth, TLS: usesTLS(b)}
+			if *histOut != "" {
+				cfg.HistoryFile = *histOut + "." + b + ".jsonl"
+			}
+			if !*holders {
+				cfg.RWWorkers, cfg.SemWorkers, cfg.SessionWorkers = -1, -1, -1
+			}
+			res := harness.Run(t, cfg)
 			t.Logf("summary: %s", res)
 		})
 	}

@@ -42,6 +42,19 @@ type Config struct {
 	Workers int
 	// Keys is the number of hot keys; default 3.
 	Keys int
+	// RWWorkers is the number of readers-writer clients (issue 17): they
+	// take the keys rw/0 and rw/1 shared (70%) or exclusive; default 3,
+	// -1 for none.
+	RWWorkers int
+	// SemWorkers is the number of semaphore clients: sem/0 (limit 2) and
+	// sem/1 (limit 3), more clients than slots; one request in twenty gives
+	// a limit one higher (refused with LimitMismatch while the key is held
+	// or waited for); default 4, -1 for none.
+	SemWorkers int
+	// SessionWorkers is the number of session clients: each opens sessions
+	// of LeaseMS and holds two or three of sess/0..sess/3 under them;
+	// default 2, -1 for none.
+	SessionWorkers int
 	// LeaseMS is the workers' lease in milliseconds; default 1500.
 	LeaseMS int64
 	// ElectionTimeout is the cluster's election timeout; default 500ms
@@ -68,6 +81,9 @@ type Config struct {
 	// authenticated by a bearer token (loopback, no TLS; forwarded requests
 	// carry the token). Ignored when Start is set.
 	Auth bool
+	// HistoryFile, when set, is where every run's history is written
+	// (history.Write), failing or not.
+	HistoryFile string
 	// TLS runs the cluster with client TLS, client-certificate authentication
 	// and mutual TLS between peers (issue 12); the workload presents a client
 	// certificate.
@@ -89,6 +105,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Keys == 0 {
 		c.Keys = 3
+	}
+	if c.RWWorkers == 0 {
+		c.RWWorkers = 3
+	}
+	if c.SemWorkers == 0 {
+		c.SemWorkers = 4
+	}
+	if c.SessionWorkers == 0 {
+		c.SessionWorkers = 2
 	}
 	if c.LeaseMS == 0 {
 		c.LeaseMS = 1500
@@ -166,8 +191,17 @@ func RemoveBinary() {
 	}
 }
 
-// binary builds ticketd with -tags faults once per test process.
+// prebuiltEnv names an environment variable that, when set, is the path of
+// a ticketd already built with -tags faults: a run of many seeds then tests
+// one binary, whatever happens to the tree meanwhile.
+const prebuiltEnv = "TICKETD_FAULTS_BIN"
+
+// binary builds ticketd with -tags faults once per test process (or
+// returns $TICKETD_FAULTS_BIN).
 func binary() (string, error) {
+	if p := os.Getenv(prebuiltEnv); p != "" {
+		return p, nil
+	}
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "ticketd-faults-bin-")
 		if err != nil {
@@ -273,6 +307,11 @@ func Run(t *testing.T, cfg Config) Result {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); newClient(cfg.Workers, "probe").prober(ctx, probeKeys, probeLeaseMS) }()
+	// Issue 17's workloads, with client ids after the liveness and final
+	// clients' (Workers+1, Workers+2).
+	extra := startHolderWorkloads(ctx, &wg, cfg, func(id int) *client { return newClient(cfg.Workers+3+id, "") },
+		func() uint64 { return maxToken.Load() })
+	allKeys := append(append([]string(nil), keys...), extra...)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -311,7 +350,7 @@ func Run(t *testing.T, cfg Config) Result {
 	healed := rec.Now()
 	window := &check.LivenessWindow{Stopped: stopped, Healed: healed, LeaseMS: cfg.LeaseMS, FailoverBound: FailoverBound(et)}
 	poll := newClient(cfg.Workers+1, check.TagLiveness)
-	for _, key := range keys {
+	for _, key := range allKeys {
 		for rec.Now() < window.Deadline()+int64(3*time.Second) {
 			if op := poll.get(key); op.Outcome == history.OK && !op.Held {
 				break
@@ -329,7 +368,7 @@ func Run(t *testing.T, cfg Config) Result {
 	}
 	lcancel()
 	final := newClient(cfg.Workers+2, check.TagFinal)
-	for _, key := range append(append([]string(nil), keys...), probeKeys...) {
+	for _, key := range append(append([]string(nil), allKeys...), probeKeys...) {
 		for attempt := 0; attempt < 20; attempt++ {
 			if op := final.get(key); op.Outcome == history.OK {
 				break
@@ -368,6 +407,11 @@ func Run(t *testing.T, cfg Config) Result {
 		}
 	}
 	res.Codes = codes
+	if cfg.HistoryFile != "" {
+		if err := writeHistory(cfg.HistoryFile, ops); err != nil {
+			t.Errorf("writing the history: %v", err)
+		}
+	}
 	res.Report = check.Run(check.Input{Ops: ops, FinalLastToken: lastToken, Liveness: window, Timeout: cfg.CheckTimeout})
 	t.Log(res.String())
 	res.Recovery = Recovery(ex.Events(), ops)
@@ -465,4 +509,17 @@ func formatCounts(m map[string]int) string {
 		fmt.Fprintf(&b, "    %6d %s\n", m[k], k)
 	}
 	return b.String()
+}
+
+// writeHistory stores ops in path (history.Write).
+func writeHistory(path string, ops []history.Op) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := history.Write(f, ops); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

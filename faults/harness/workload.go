@@ -4,9 +4,12 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"time"
+
+	"connectrpc.com/connect"
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 
@@ -41,18 +44,58 @@ func (cl *client) call(op history.Op, timeout time.Duration, fn func(ctx context
 }
 
 func (cl *client) acquire(key, owner string, leaseMS int64, wait bool) history.Op {
+	return cl.acquireAs(lockSpec{key: key}, owner, leaseMS, wait)
+}
+
+// lockSpec is what an Acquire asks for (issue 17): a key, its mode, its
+// semaphore limit (0: a lock) and the session to hold it under (0: none).
+type lockSpec struct {
+	key     string
+	shared  bool
+	limit   uint32
+	session uint64
+}
+
+// acquireAs records an Acquire of spec. A LimitMismatch refusal records
+// the key's limit (its detail) in KeyLimit.
+func (cl *client) acquireAs(spec lockSpec, owner string, leaseMS int64, wait bool) history.Op {
 	timeout := cl.timeout
 	if wait {
 		timeout = max(timeout, 2*time.Duration(leaseMS)*time.Millisecond)
 	}
-	op := history.Op{Kind: history.Acquire, Key: key, Owner: owner, LeaseMS: leaseMS, Wait: wait}
+	op := history.Op{Kind: history.Acquire, Key: spec.key, Owner: owner, LeaseMS: leaseMS, Wait: wait,
+		Shared: spec.shared, Limit: spec.limit, Session: spec.session}
+	mode := ticketv1.Mode_MODE_EXCLUSIVE
+	if spec.shared {
+		mode = ticketv1.Mode_MODE_SHARED
+	}
 	return cl.call(op, timeout, func(ctx context.Context, node int, op *history.Op) error {
-		res, err := cl.c.Lock(node).Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: leaseMS, Wait: wait, Owner: owner})
+		res, err := cl.c.Lock(node).Acquire(ctx, &ticketv1.AcquireRequest{Key: spec.key, LeaseMs: leaseMS, Wait: wait, Owner: owner,
+			Mode: mode, Limit: spec.limit, Session: spec.session})
 		if err == nil {
 			op.Token, op.ResLeaseMS = res.GetToken(), res.GetLeaseMs()
 		}
+		if lm := limitMismatch(err); lm != nil {
+			op.KeyLimit = lm.GetLimit()
+		}
 		return err
 	})
+}
+
+// limitMismatch returns the LimitMismatch detail of err, if it has one.
+func limitMismatch(err error) *ticketv1.LimitMismatch {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if lm, ok := v.(*ticketv1.LimitMismatch); ok {
+				return lm
+			}
+		}
+	}
+	return nil
 }
 
 func (cl *client) release(key string, token uint64) history.Op {
@@ -80,6 +123,10 @@ func (cl *client) get(key string) history.Op {
 		res, err := cl.c.Lock(node).GetLock(ctx, &ticketv1.GetLockRequest{Key: key})
 		if err == nil {
 			op.Held, op.HolderToken, op.HolderOwner = res.GetHeld(), res.GetToken(), res.GetOwner()
+			op.KeyShared, op.KeyLimit = res.GetMode() == ticketv1.Mode_MODE_SHARED, res.GetLimit()
+			for _, h := range res.GetHolders() {
+				op.Holders = append(op.Holders, history.Holder{Token: h.GetToken(), Owner: h.GetOwner(), Session: h.GetSession()})
+			}
 		}
 		return err
 	})
@@ -91,6 +138,7 @@ func (cl *client) checkToken(key string, token uint64) history.Op {
 		res, err := cl.c.Lock(node).CheckToken(ctx, &ticketv1.CheckTokenRequest{Key: key, Token: token})
 		if err == nil {
 			op.Valid, op.HolderToken = res.GetValid(), res.GetCurrentToken()
+			op.KeyShared, op.KeyLimit = res.GetMode() == ticketv1.Mode_MODE_SHARED, res.GetLimit()
 		}
 		return err
 	})
@@ -124,12 +172,19 @@ type held struct {
 // acquisition; an Acquire with an unknown outcome is retried with the same
 // owner, as the API asks, at most twice.
 func (cl *client) worker(ctx context.Context, keys []string, leaseMS int64, lastToken func() uint64) {
+	cl.lockWorker(ctx, func() lockSpec { return lockSpec{key: keys[cl.rng.Intn(len(keys))]} }, leaseMS, lastToken)
+}
+
+// lockWorker is worker over the keys and modes pick chooses (issue 17:
+// readers-writer keys, semaphores).
+func (cl *client) lockWorker(ctx context.Context, pick func() lockSpec, leaseMS int64, lastToken func() uint64) {
 	lease := time.Duration(leaseMS) * time.Millisecond
 	var h *held
 	seq := 0
 	for ctx.Err() == nil {
 		if h == nil {
-			key := keys[cl.rng.Intn(len(keys))]
+			spec := pick()
+			key := spec.key
 			switch r := cl.rng.Float64(); {
 			case r < 0.1:
 				cl.get(key)
@@ -141,7 +196,7 @@ func (cl *client) worker(ctx context.Context, keys []string, leaseMS int64, last
 				wait := cl.rng.Float64() < 0.25
 				for attempt := 0; attempt < 3 && ctx.Err() == nil; attempt++ {
 					start := time.Now()
-					op := cl.acquire(key, owner, leaseMS, wait)
+					op := cl.acquireAs(spec, owner, leaseMS, wait)
 					if op.Outcome == history.OK {
 						h = &held{key: key, token: op.Token, renewed: start}
 					}

@@ -16,6 +16,13 @@ import (
 // when leadership is lost), Internal, Unknown — is Unknown: the call may
 // have taken effect, now or later.
 //
+// Issue 17 adds: FailedPrecondition for Acquire (a LimitMismatch: another
+// limit than the key's) and Renew (a lock held under a session), NotFound for
+// KeepAlive and CloseSession (an unknown or ended session), and
+// ResourceExhausted for CreateSession (too many sessions): each is decided
+// before anything changes. (An Acquire's NotFound, an unknown session, stays
+// Unknown: Classify does not see whether the request named a session.)
+//
 // A refused connection (ECONNREFUSED: the node is down) is Fail: the request
 // was never sent.
 func Classify(k Kind, err error) (Outcome, string) {
@@ -36,6 +43,12 @@ func Classify(k Kind, err error) (Outcome, string) {
 	case k == Acquire && (code == connect.CodeAlreadyExists || code == connect.CodeResourceExhausted):
 		return Fail, code.String()
 	case (k == Release || k == Renew) && code == connect.CodeNotFound:
+		return Fail, code.String()
+	case (k == Acquire || k == Renew) && code == connect.CodeFailedPrecondition:
+		return Fail, code.String()
+	case (k == KeepAlive || k == CloseSession) && code == connect.CodeNotFound:
+		return Fail, code.String()
+	case k == CreateSession && code == connect.CodeResourceExhausted:
 		return Fail, code.String()
 	}
 	return Unknown, code.String()

@@ -27,9 +27,17 @@ const (
 	Get
 	// CheckToken: CheckTokenRequest{Key, Token}; on OK, Valid and HolderToken (current_token) are the response.
 	CheckToken
+	// CreateSession: CreateSessionRequest{ttl_ms: LeaseMS}; on OK, Session and
+	// ResLeaseMS (ttl_ms) are the response. Key is empty (issue 17).
+	CreateSession
+	// KeepAlive: KeepAliveRequest{Session}; on OK, ResLeaseMS (ttl_ms) is the response.
+	KeepAlive
+	// CloseSession: CloseSessionRequest{Session}.
+	CloseSession
 )
 
-var kindNames = [...]string{Acquire: "acquire", Release: "release", Renew: "renew", Get: "get", CheckToken: "check-token"}
+var kindNames = [...]string{Acquire: "acquire", Release: "release", Renew: "renew", Get: "get", CheckToken: "check-token",
+	CreateSession: "create-session", KeepAlive: "keep-alive", CloseSession: "close-session"}
 
 // String returns the lower-case name of k ("acquire", "check-token", ...).
 func (k Kind) String() string {
@@ -117,6 +125,13 @@ type Op struct {
 	// Token is the fencing token: an input for Release, Renew and CheckToken,
 	// the granted token for an OK Acquire.
 	Token uint64 `json:"token,omitempty"`
+	// Shared is AcquireRequest.mode == MODE_SHARED (issue 17).
+	Shared bool `json:"shared,omitempty"`
+	// Limit is AcquireRequest.limit: a semaphore of Limit slots; 0 for a lock.
+	Limit uint32 `json:"limit,omitempty"`
+	// Session is AcquireRequest.session (0: none), the session of a
+	// KeepAlive or CloseSession, and the id an OK CreateSession returned.
+	Session uint64 `json:"session,omitempty"`
 
 	// Outcome says whether the call took effect (see Classify).
 	Outcome Outcome `json:"outcome"`
@@ -131,6 +146,14 @@ type Op struct {
 	HolderOwner string `json:"holder_owner,omitempty"`
 	// Valid is an OK CheckToken's response.
 	Valid bool `json:"valid,omitempty"`
+	// Holders is an OK Get's holders: every holder of the key in token order
+	// (one for an exclusive lock), as GetLockResponse.holders lists them.
+	Holders []Holder `json:"holders,omitempty"`
+	// KeyShared and KeyLimit are the key's mode and limit as an OK Get or
+	// CheckToken reported them; KeyLimit is also the limit of the
+	// LimitMismatch detail of a FailedPrecondition Acquire.
+	KeyShared bool   `json:"key_shared,omitempty"`
+	KeyLimit  uint32 `json:"key_limit,omitempty"`
 
 	// Call is when the request was sent and Return when its outcome was known,
 	// in nanoseconds since the Recorder started.
@@ -139,6 +162,24 @@ type Op struct {
 	// Tag marks ops of a phase of the run ("final" reads after the last
 	// restart, "probe" durability locks); empty for the ordinary workload.
 	Tag string `json:"tag,omitempty"`
+}
+
+// Holder is one holder of a key as GetLock reported it (ticket.v1.Holder).
+type Holder struct {
+	Token   uint64 `json:"token"`
+	Owner   string `json:"owner,omitempty"`
+	Session uint64 `json:"session,omitempty"`
+}
+
+// Plain reports whether o is a request of the original exclusive API: an
+// Acquire with neither mode shared, nor a limit, nor a session; every other
+// Kind is plain too except the session calls.
+func (o Op) Plain() bool {
+	switch o.Kind {
+	case CreateSession, KeepAlive, CloseSession:
+		return false
+	}
+	return !o.Shared && o.Limit == 0 && o.Session == 0
 }
 
 // Mutates reports whether o can change the lock table (Acquire, Release).
@@ -173,8 +214,21 @@ func (o Op) String() string {
 	switch o.Kind {
 	case Acquire:
 		in = fmt.Sprintf(" owner=%s lease=%d wait=%v", o.Owner, o.LeaseMS, o.Wait)
+		if o.Shared {
+			in += " shared"
+		}
+		if o.Limit > 0 {
+			in += fmt.Sprintf(" limit=%d", o.Limit)
+		}
+		if o.Session > 0 {
+			in += fmt.Sprintf(" session=%d", o.Session)
+		}
 	case Release, Renew, CheckToken:
 		in = fmt.Sprintf(" token=%d", o.Token)
+	case CreateSession:
+		in = fmt.Sprintf(" ttl=%d", o.LeaseMS)
+	case KeepAlive, CloseSession:
+		in = fmt.Sprintf(" session=%d", o.Session)
 	}
 	out := o.Outcome.String()
 	if o.Outcome == OK {
@@ -182,11 +236,29 @@ func (o Op) String() string {
 		case Acquire:
 			out += fmt.Sprintf(" token=%d", o.Token)
 		case Get:
-			if o.Held {
-				out += fmt.Sprintf(" held token=%d owner=%s", o.HolderToken, o.HolderOwner)
-			} else {
+			switch {
+			case !o.Held:
 				out += " free"
+			case len(o.Holders) > 1 || o.KeyShared || o.KeyLimit > 0:
+				out += " held"
+				if o.KeyShared {
+					out += " shared"
+				}
+				if o.KeyLimit > 0 {
+					out += fmt.Sprintf(" limit=%d", o.KeyLimit)
+				}
+				for _, h := range o.Holders {
+					out += fmt.Sprintf(" [%d %s", h.Token, h.Owner)
+					if h.Session > 0 {
+						out += fmt.Sprintf(" s%d", h.Session)
+					}
+					out += "]"
+				}
+			default:
+				out += fmt.Sprintf(" held token=%d owner=%s", o.HolderToken, o.HolderOwner)
 			}
+		case CreateSession:
+			out += fmt.Sprintf(" session=%d ttl=%d", o.Session, o.ResLeaseMS)
 		case CheckToken:
 			out += fmt.Sprintf(" valid=%v current=%d", o.Valid, o.HolderToken)
 		}

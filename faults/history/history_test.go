@@ -36,6 +36,13 @@ func TestClassify(t *testing.T) {
 		{"release_internal_is_unknown", history.Release, connect.NewError(connect.CodeInternal, errors.New("bug")), history.Unknown},
 		{"get_unavailable_is_unknown", history.Get, connect.NewError(connect.CodeUnavailable, errors.New("x")), history.Unknown},
 		{"transport_error_is_unknown", history.Acquire, errors.New("connection reset by peer"), history.Unknown},
+		{"acquire_limit_mismatch", history.Acquire, connect.NewError(connect.CodeFailedPrecondition, errors.New("limit")), history.Fail},
+		{"renew_under_session", history.Renew, connect.NewError(connect.CodeFailedPrecondition, errors.New("session")), history.Fail},
+		{"keep_alive_not_found", history.KeepAlive, connect.NewError(connect.CodeNotFound, errors.New("ended")), history.Fail},
+		{"close_session_not_found", history.CloseSession, connect.NewError(connect.CodeNotFound, errors.New("ended")), history.Fail},
+		{"create_session_exhausted", history.CreateSession, connect.NewError(connect.CodeResourceExhausted, errors.New("full")), history.Fail},
+		{"keep_alive_unavailable_is_unknown", history.KeepAlive, connect.NewError(connect.CodeUnavailable, errors.New("x")), history.Unknown},
+		{"release_failed_precondition_is_unknown", history.Release, connect.NewError(connect.CodeFailedPrecondition, errors.New("?")), history.Unknown},
 		{"refused_connection_is_fail", history.Acquire, connect.NewError(connect.CodeUnavailable, refused), history.Fail},
 	}
 	for _, tc := range cases {

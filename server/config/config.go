@@ -134,6 +134,28 @@ type Limits struct {
 	MaxLocks int `koanf:"max_locks"`
 	// MaxWaitersPerKey is the most Acquire requests waiting on one key.
 	MaxWaitersPerKey int `koanf:"max_waiters_per_key"`
+	// MaxSessions is the most sessions open at once (issue 17; key
+	// "limits.max_sessions", default 100000): CreateSession beyond it is
+	// ResourceExhausted. Sessions are replicated state, like locks.
+	MaxSessions int `koanf:"max_sessions"`
+	// MaxLocksPerSession is the most locks held under one session, grants
+	// in flight under it included (issue 17; key
+	// "limits.max_locks_per_session", default 1000): an Acquire under a
+	// session that holds that many is ResourceExhausted, refused before
+	// anything is proposed. It bounds the one entry that ends a session
+	// (its apply, and the one watch event per holder it makes), which
+	// otherwise stalls the cluster and every watcher for a session of very
+	// many locks. WatchBufferEvents must be at least this, so that a
+	// session's end fits a watcher's buffer. 0: no cap (and no such check).
+	MaxLocksPerSession int `koanf:"max_locks_per_session"`
+	// MaxSessionsPerPrincipal is the most sessions one principal may have
+	// open at once, creates in flight included (issue 17; key
+	// "limits.max_sessions_per_principal", default 1000): CreateSession
+	// beyond it is ResourceExhausted, so that one principal cannot fill
+	// MaxSessions for everyone. It applies only with authorization on
+	// (auth_policy_file); with it off every client is one anonymous
+	// principal and only MaxSessions applies. 0: no per-principal cap.
+	MaxSessionsPerPrincipal int `koanf:"max_sessions_per_principal"`
 	// MaxConnections is the most client API connections open at once; a new
 	// connection beyond it makes the oldest idle one (no request in flight),
 	// or one still silent after a grace period, close; when there is none, the
@@ -200,8 +222,8 @@ func DefaultConfig() Config {
 		DataDir:  "data/n1",
 		Backend:  BackendHashicorp,
 		Lease:    Lease{MinMS: 100, MaxMS: 600_000, MaxLockDelayMS: 60_000},
-		Limits: Limits{MaxLocks: 1_000_000, MaxWaitersPerKey: 1024,
-			MaxConnections: 4096, MaxConcurrentStreams: 250,
+		Limits: Limits{MaxLocks: 1_000_000, MaxWaitersPerKey: 1024, MaxSessions: 100_000, MaxLocksPerSession: 1000,
+			MaxSessionsPerPrincipal: 1000, MaxConnections: 4096, MaxConcurrentStreams: 250,
 			ReadHeaderTimeoutMS: 10_000, BodyReadTimeoutMS: 30_000, IdleTimeoutMS: 120_000,
 			MaxHeaderBytes:      64 << 10,
 			WatchHistoryEntries: 10_000, WatchHistoryBytes: 16 << 20, MaxWatchers: 10_000, WatchBufferEvents: 1024},
@@ -229,6 +251,9 @@ var keys = []struct {
 	{"lease.max_lock_delay_ms", "largest lock_delay_ms accepted, in milliseconds (0: lock-delay off)", func(c *Config) any { return c.Lease.MaxLockDelayMS }},
 	{"limits.max_locks", "most locks held at once (0: no limit)", func(c *Config) any { return c.Limits.MaxLocks }},
 	{"limits.max_waiters_per_key", "most Acquire requests waiting on one key (0: no limit)", func(c *Config) any { return c.Limits.MaxWaitersPerKey }},
+	{"limits.max_sessions", "most sessions open at once (0: no limit)", func(c *Config) any { return c.Limits.MaxSessions }},
+	{"limits.max_locks_per_session", "most locks held under one session, at most limits.watch_buffer_events (0: no limit)", func(c *Config) any { return c.Limits.MaxLocksPerSession }},
+	{"limits.max_sessions_per_principal", "most sessions one principal may have open at once, with authorization on (0: no limit)", func(c *Config) any { return c.Limits.MaxSessionsPerPrincipal }},
 	{"raft.snapshot_threshold", "applied entries between snapshots", func(c *Config) any { return c.Raft.SnapshotThreshold }},
 	{"raft.heartbeat_ms", "leader heartbeat period in milliseconds (0: backend default)", func(c *Config) any { return c.Raft.HeartbeatMS }},
 	{"raft.election_timeout_ms", "election timeout in milliseconds (0: backend default)", func(c *Config) any { return c.Raft.ElectionTimeoutMS }},
@@ -465,7 +490,8 @@ func (c Config) Validate() error {
 	if c.Lease.MaxLockDelayMS < 0 {
 		return bad("lease.max_lock_delay_ms %d is negative", c.Lease.MaxLockDelayMS)
 	}
-	if c.Limits.MaxLocks < 0 || c.Limits.MaxWaitersPerKey < 0 {
+	if c.Limits.MaxLocks < 0 || c.Limits.MaxWaitersPerKey < 0 || c.Limits.MaxSessions < 0 || c.Limits.MaxLocksPerSession < 0 ||
+		c.Limits.MaxSessionsPerPrincipal < 0 {
 		return bad("negative limit")
 	}
 	if c.Limits.MaxConnections < 0 || c.Limits.MaxConcurrentStreams < 0 || c.Limits.ReadHeaderTimeoutMS < 0 ||
@@ -474,6 +500,10 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.WatchHistoryEntries < 1 || c.Limits.WatchHistoryBytes < 1 || c.Limits.WatchBufferEvents < 1 || c.Limits.MaxWatchers < 0 {
 		return bad("watch limits: history entries, history bytes and buffer events must be at least 1, max_watchers at least 0")
+	}
+	if c.Limits.MaxLocksPerSession > c.Limits.WatchBufferEvents {
+		return bad("limits.watch_buffer_events %d is below limits.max_locks_per_session %d: a session's end makes one watch event per lock in one entry, "+
+			"which must fit a watcher's buffer (raise the buffer or lower the per-session cap)", c.Limits.WatchBufferEvents, c.Limits.MaxLocksPerSession)
 	}
 	if err := c.validateTLS(); err != nil {
 		return err

@@ -55,6 +55,7 @@ log:
 	assert.Equal(t, int64(9000), c.Lease.MaxMS)      // env over file
 	assert.Equal(t, 30, c.Limits.MaxLocks)           // flag over env over file
 	assert.Equal(t, 1024, c.Limits.MaxWaitersPerKey) // default
+	assert.Equal(t, 100_000, c.Limits.MaxSessions)   // default (issue 17)
 	assert.Equal(t, "console", c.Log.Format)         // flag
 	assert.Equal(t, "debug", c.Log.Level)            // file
 	assert.Equal(t, "127.0.0.1:8001", c.Bootstrap[0].APIAddr)
@@ -120,6 +121,8 @@ func TestValidate(t *testing.T) {
 		{name: "lease_max_below_min", edit: func(c *config.Config) { c.Lease.MaxMS = 50 }},
 		{name: "lock_delay_max_negative", edit: func(c *config.Config) { c.Lease.MaxLockDelayMS = -1 }},
 		{name: "negative_limit", edit: func(c *config.Config) { c.Limits.MaxLocks = -1 }},
+		{name: "negative_max_sessions", edit: func(c *config.Config) { c.Limits.MaxSessions = -1 }},
+		{name: "negative_max_sessions_per_principal", edit: func(c *config.Config) { c.Limits.MaxSessionsPerPrincipal = -1 }},
 		{name: "negative_heartbeat", edit: func(c *config.Config) { c.Raft.HeartbeatMS = -1 }},
 		{name: "election_below_twice_heartbeat", edit: func(c *config.Config) { c.Raft.HeartbeatMS = 100; c.Raft.ElectionTimeoutMS = 150 }},
 		{name: "bad_log_level", edit: func(c *config.Config) { c.Log.Level = "loud" }},
@@ -147,4 +150,26 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, "TICKETD_LEASE_MIN_MS", config.EnvName("lease.min_ms"))
 	assert.Equal(t, "lease-min-ms", config.FlagName("lease.min_ms"))
 	assert.Contains(t, config.Keys(), "limits.max_waiters_per_key")
+	assert.Contains(t, config.Keys(), "limits.max_sessions")
+}
+
+// TestMaxSessionsPerPrincipal: limits.max_sessions_per_principal defaults to
+// 1000 and is set by its environment variable and, over it, its flag.
+func TestMaxSessionsPerPrincipal(t *testing.T) {
+	c, err := config.Load("", []string{}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1000, c.Limits.MaxSessionsPerPrincipal)
+
+	env := []string{config.EnvName("limits.max_sessions_per_principal") + "=5"}
+	c, err = config.Load("", env, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 5, c.Limits.MaxSessionsPerPrincipal)
+
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	config.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--limits-max-sessions-per-principal=7"}))
+	c, err = config.Load("", env, fs)
+	require.NoError(t, err)
+	assert.Equal(t, 7, c.Limits.MaxSessionsPerPrincipal)
+	require.NoError(t, c.Validate())
 }

@@ -24,24 +24,36 @@
 // the leader grants the key again only once Delayed reports 0, and
 // Config.OnDelayEnd says when that happens.
 //
+// Sessions (issue 17; etcd leases, Consul sessions) are leases of their own,
+// timed the same way from every node's apply of their CreateSession or last
+// KeepAliveSession and ended on the leader by one core.ExpireSession
+// proposal; a holder granted under a session has no deadline of its own and
+// is answered for by its session.
+//
 // # Usage
 //
 // The server owns one Lessor per node and must, as the caller:
 //
 //  1. Build it with New(Config{Confirm: a quorum confirmation returning the
-//     term, Expire: a function proposing core.ExpireSeen(key, token, seen)}).
+//     term, Expire: a function proposing core.ExpireSeen(key, token, seen),
+//     ExpireSession: one proposing core.ExpireSession(id, seen)}).
 //  2. From the backend's OnApply hook, on every node: call Track for every
 //     Grant that returned core.OutcomeGranted (created or an idempotent
 //     retry) and every Renew that returned core.OutcomeRenewed, with the
 //     entry's index; Removed for every Release that released and every Expire
 //     that removed its lock (Existed), then Delay with the result's
 //     LockDelayMS; Reconcile when the table changed without an apply the hook
-//     saw (a snapshot restored, a gap in indexes).
+//     saw (a snapshot restored, a gap in indexes). For sessions: TrackUnder
+//     for a Grant whose result names a session (instead of Track);
+//     TrackSession for every CreateSession and KeepAliveSession applied;
+//     SessionEnded, then Removed per holder and Delay per record of
+//     Result.Ended, for a session's end.
 //  3. From OnLeaderChange, call Promote(stateMachine, term) when IsLeader is
 //     true (the barrier has applied) and Demote otherwise.
 //  4. On the leader, admit a Renew with Renewable before proposing it, and
-//     an idempotent retry's answer with Regrant; serve lock reads on any node
-//     with Remaining and Expiring, grants with Delayed.
+//     an idempotent retry's answer with Regrant, a session's KeepAlive with
+//     SessionRenewable; serve lock reads on any node with Remaining and
+//     Expiring (SessionRemaining, SessionExpiring), grants with Delayed.
 //  5. Close on shutdown.
 //
 // Example:

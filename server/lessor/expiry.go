@@ -49,18 +49,18 @@ func (l *Lessor) run() {
 // collect pops every lease past its deadline (primary only), marking it
 // expiring, drops ended lock-delays, and returns them with the epoch and the
 // wait until the next deadline or delay end (-1: none).
-func (l *Lessor) collect() ([]lockID, uint64, []string, time.Duration) {
+func (l *Lessor) collect() ([]leaseID, uint64, []string, time.Duration) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var next time.Time
 	ended := l.endDelays(now, &next)
-	var batch []lockID
+	var batch []leaseID
 	if l.primary {
 		for len(l.due) > 0 && !now.Before(l.due[0].due) {
 			it := heap.Pop(&l.due).(*item)
 			it.expiring = true
-			batch = append(batch, lockID{key: it.key, token: it.token})
+			batch = append(batch, it.id)
 		}
 		if len(l.due) > 0 && (next.IsZero() || l.due[0].due.Before(next)) {
 			next = l.due[0].due
@@ -73,13 +73,14 @@ func (l *Lessor) collect() ([]lockID, uint64, []string, time.Duration) {
 }
 
 // expire confirms leadership once for the batch, then proposes every Expire
-// concurrently (they share group commits). A round whose epoch ended, or whose
+// concurrently (they share group commits): core.ExpireSeen for a lock's own
+// lease, core.ExpireSession for a session's. A round whose epoch ended, or whose
 // confirmation names another term than the epoch's, proposes nothing (issue
 // 14, race 3); each Expire is decided again under the lessor's lock just
 // before it is proposed (decide), with the seen index of the lock's last
 // Grant/Renew this node applied. Failures are retried after RetryInterval
 // while the epoch lasts; the leases stay expiring meanwhile.
-func (l *Lessor) expire(epoch uint64, batch []lockID) {
+func (l *Lessor) expire(epoch uint64, batch []leaseID) {
 	defer l.wg.Done()
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.ProposeTimeout)
 	defer cancel()
@@ -91,7 +92,7 @@ func (l *Lessor) expire(epoch uint64, batch []lockID) {
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var failed []lockID
+	var failed []leaseID
 	for _, d := range batch {
 		seen, ok := l.decide(epoch, term, d)
 		if !ok {
@@ -100,10 +101,16 @@ func (l *Lessor) expire(epoch uint64, batch []lockID) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := l.cfg.Expire(ctx, d.key, d.token, seen)
+			var err error
+			if d.session != 0 {
+				err = l.cfg.ExpireSession(ctx, d.session, seen)
+			} else {
+				err = l.cfg.Expire(ctx, d.key, d.token, seen)
+			}
 			l.settle(epoch, d, err)
 			if err != nil {
-				l.log.Debug("lessor: expire proposal failed", zap.String("key", d.key), zap.Uint64("token", d.token), zap.Error(err))
+				l.log.Debug("lessor: expire proposal failed", zap.String("key", d.key), zap.Uint64("token", d.token),
+					zap.Uint64("session", d.session), zap.Error(err))
 				mu.Lock()
 				failed = append(failed, d)
 				mu.Unlock()
@@ -118,17 +125,17 @@ func (l *Lessor) expire(epoch uint64, batch []lockID) {
 
 // decide reports, under the lessor's lock, whether the Expire of d may be
 // proposed now, and with which seen index: the round's epoch is the current
-// one, its confirmation confirmed this epoch's term, and the lock is still
-// tracked with that token, marked expiring and past its current deadline. If
-// so the lock is marked proposing until settle: whatever epoch the proposal
-// ends up committing in, no renewal or retry is admitted meanwhile.
-func (l *Lessor) decide(epoch, term uint64, d lockID) (uint64, bool) {
+// one, its confirmation confirmed this epoch's term, and the lease is still
+// tracked, marked expiring and past its current deadline. If so the lease is
+// marked proposing until settle: whatever epoch the proposal ends up
+// committing in, no renewal or retry is admitted meanwhile.
+func (l *Lessor) decide(epoch, term uint64, d leaseID) (uint64, bool) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	it, ok := l.items[d.key]
+	it, ok := l.items[d]
 	if l.closed || !l.primary || l.epoch != epoch || l.term != term ||
-		!ok || it.token != d.token || !it.expiring || now.Before(it.deadline) {
+		!ok || !it.expiring || now.Before(it.deadline) {
 		return 0, false
 	}
 	l.proposing[d]++
@@ -140,7 +147,7 @@ func (l *Lessor) decide(epoch, term uint64, d lockID) (uint64, bool) {
 // once if Promote kept it expiring because of this proposal: its lease ended
 // by the measure of the last renewal anyone acknowledged, since none was
 // applied after the decision (a Track would have unmarked it).
-func (l *Lessor) settle(epoch uint64, d lockID, err error) {
+func (l *Lessor) settle(epoch uint64, d leaseID, err error) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -150,7 +157,7 @@ func (l *Lessor) settle(epoch uint64, d lockID, err error) {
 	if err == nil || l.epoch == epoch || !l.primary || l.proposing[d] > 0 {
 		return
 	}
-	if it, ok := l.items[d.key]; ok && it.token == d.token && it.expiring && it.index < 0 {
+	if it, ok := l.items[d]; ok && it.expiring && it.index < 0 {
 		it.due = now
 		l.enqueue(it)
 		l.kick()
@@ -160,7 +167,7 @@ func (l *Lessor) settle(epoch uint64, d lockID, err error) {
 // retry re-arms the still-tracked, still-expiring leases of batch for another
 // expiry attempt after RetryInterval, if the epoch is unchanged. They stay
 // marked expiring meanwhile (never renewed).
-func (l *Lessor) retry(epoch uint64, batch []lockID) {
+func (l *Lessor) retry(epoch uint64, batch []leaseID) {
 	if l.ctx.Err() != nil {
 		return
 	}
@@ -171,8 +178,8 @@ func (l *Lessor) retry(epoch uint64, batch []lockID) {
 		return
 	}
 	for _, d := range batch {
-		it, ok := l.items[d.key]
-		if !ok || it.token != d.token || !it.expiring || it.index >= 0 {
+		it, ok := l.items[d]
+		if !ok || !it.expiring || it.index >= 0 {
 			continue
 		}
 		it.due = deadline

@@ -34,8 +34,12 @@ var (
 // *core.StateMachine meets it. Its methods must be safe to call concurrently
 // with Apply.
 type Table interface {
-	// Ascend calls fn for every held lock in key order until fn returns false.
+	// Ascend calls fn for every holder in key and token order until fn
+	// returns false.
 	Ascend(fn func(core.Lock) bool)
+	// AscendSessions calls fn for every open session in id order until fn
+	// returns false (issue 17).
+	AscendSessions(fn func(core.Session) bool)
 	// AscendLockDelays calls fn for every lock-delay record in key order
 	// until fn returns false.
 	AscendLockDelays(fn func(core.LockDelay) bool)
@@ -43,7 +47,7 @@ type Table interface {
 	AppliedIndex() uint64
 }
 
-// Config configures a Lessor. Confirm and Expire are required.
+// Config configures a Lessor. Confirm, Expire and ExpireSession are required.
 type Config struct {
 	// Clock measures deadlines; nil means RealClock().
 	Clock Clock
@@ -63,6 +67,12 @@ type Config struct {
 	// it returns the lock is "proposing": the leader admits no renewal nor
 	// retry of it, in any epoch (see Promote).
 	Expire func(ctx context.Context, key string, token, seenIndex uint64) error
+	// ExpireSession proposes core.ExpireSession(id, seenIndex) and returns
+	// once it applied locally or failed; seenIndex is the log index of the
+	// session's CreateSession or last KeepAliveSession this node applied.
+	// Called like Expire, with the same "proposing" state for the session
+	// (issue 17; etcd lessor revoke on expiry, Consul session TTL).
+	ExpireSession func(ctx context.Context, id, seenIndex uint64) error
 	// OnDelayEnd, if set, is called (from the lessor's loop, without a lock
 	// held) when the lock-delay of key has passed on this node's clock, so
 	// that queued Acquires can be served. It must not block.
@@ -84,8 +94,8 @@ func DefaultConfig() Config {
 
 // Validate reports a missing required field.
 func (c Config) Validate() error {
-	if c.Confirm == nil || c.Expire == nil {
-		return errors.New("lessor: Confirm and Expire are required")
+	if c.Confirm == nil || c.Expire == nil || c.ExpireSession == nil {
+		return errors.New("lessor: Confirm, Expire and ExpireSession are required")
 	}
 	if c.RetryInterval < 0 || c.ProposeTimeout < 0 {
 		return errors.New("lessor: negative interval")
@@ -93,12 +103,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// item is one lease the lessor tracks.
+// item is one lease the lessor tracks: a lock holder's own, or a session's.
 type item struct {
-	key      string
-	token    uint64
+	id       leaseID
 	leaseMS  int64
-	deadline time.Time // this node's apply of the lock's last Grant/Renew + lease_ms (monotonic)
+	deadline time.Time // this node's apply of the last Grant/Renew (KeepAlive) + lease_ms (monotonic)
 	due      time.Time // when the expiry loop next looks at it: deadline, or a retry's time
 	seen     uint64    // log index of that Grant/Renew: the Expire's seen_index
 	expiring bool      // primary only: an Expire was (or is about to be) decided; never renew
@@ -118,6 +127,11 @@ type item struct {
 // Renewal admission and expiry are decided here, under one mutex: once a lock
 // is marked expiring, or its deadline has passed, Renewable refuses it.
 //
+// Sessions (issue 17; etcd leases, Consul sessions) are timed the same way
+// (TrackSession, ExpireSession proposals); a holder under a session
+// (TrackUnder) has no lease of its own: every question about it (Renewable,
+// Regrant, Remaining, Expiring) is answered by its session's lease.
+//
 // All methods are safe for concurrent use. Track, Removed, Delay and
 // Reconcile are called from the backend's apply hook and do not block.
 type Lessor struct {
@@ -126,11 +140,14 @@ type Lessor struct {
 
 	mu        sync.Mutex
 	primary   bool
-	epoch     uint64 // bumped by Promote and Demote: work of an older epoch is dropped
-	term      uint64 // the Raft term Promote was given; Confirm must confirm it
-	items     map[string]*item
-	due       deadlineHeap   // items waiting for an expiry round, by due time
-	proposing map[lockID]int // Expire calls in flight, across epochs
+	epoch     uint64            // bumped by Promote and Demote: work of an older epoch is dropped
+	term      uint64            // the Raft term Promote was given; Confirm must confirm it
+	items     map[leaseID]*item // locks timed on their own, and sessions
+	sessions  int               // how many of items are sessions
+	under     map[lockID]uint64 // holders under a session: holder -> session
+	members   map[uint64]map[lockID]struct{}
+	due       deadlineHeap    // items waiting for an expiry round, by due time
+	proposing map[leaseID]int // Expire calls in flight, across epochs
 	delays    map[string]time.Time
 	closed    bool
 
@@ -163,8 +180,10 @@ func New(cfg Config) (*Lessor, error) {
 	l := &Lessor{
 		cfg:       cfg,
 		log:       cfg.Logger,
-		items:     map[string]*item{},
-		proposing: map[lockID]int{},
+		items:     map[leaseID]*item{},
+		under:     map[lockID]uint64{},
+		members:   map[uint64]map[lockID]struct{}{},
+		proposing: map[leaseID]int{},
 		delays:    map[string]time.Time{},
 		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -199,7 +218,7 @@ func (l *Lessor) Promote(table Table, term uint64) {
 	l.term = term
 	l.primary = true
 	for id, it := range l.items {
-		if l.proposing[lockID{id, it.token}] > 0 {
+		if l.proposing[id] > 0 {
 			it.expiring = true // re-armed when that proposal fails (settle)
 			l.unqueue(it)
 			continue
@@ -234,28 +253,32 @@ func (l *Lessor) Primary() bool {
 // deadline becomes now + leaseMS on this node's monotonic clock and index
 // its seen index. Call it for a Grant that created a lock, for an idempotent
 // retry Grant (which restarts the lease in the replicated state, like a
-// Renew) and for a Renew, on every node. A different token tracked on key is
-// replaced; the key's lock-delay, if any, ends (a grant clears it in core).
-// A lock marked expiring becomes unmarked: its in-flight Expire carries an
-// older seen index and will not remove it. Does not block.
+// Renew) and for a Renew, on every node. Every holder of a key (shared locks,
+// semaphores) is tracked on its own; the key's lock-delay, if any, ends (a
+// grant clears it in core). A holder under a session (TrackUnder) is skipped:
+// its session times it. A lock marked expiring becomes unmarked: its
+// in-flight Expire carries an older seen index and will not remove it. Does
+// not block.
 func (l *Lessor) Track(key string, token uint64, leaseMS int64, index uint64) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.track(key, token, leaseMS, index, now.Add(ms(leaseMS)))
 	delete(l.delays, key)
+	if _, ok := l.under[lockID{key, token}]; ok {
+		return
+	}
+	l.track(lockLease(key, token), leaseMS, index, now.Add(ms(leaseMS)))
 }
 
-// track sets the lease of (key, token) to deadline with seen index; l.mu held.
-func (l *Lessor) track(key string, token uint64, leaseMS int64, index uint64, deadline time.Time) {
-	it, ok := l.items[key]
-	if ok && it.token != token {
-		l.remove(it)
-		ok = false
-	}
+// track sets the lease id to deadline with seen index; l.mu held.
+func (l *Lessor) track(id leaseID, leaseMS int64, index uint64, deadline time.Time) {
+	it, ok := l.items[id]
 	if !ok {
-		it = &item{key: key, token: token, index: -1}
-		l.items[key] = it
+		it = &item{id: id, index: -1}
+		l.items[id] = it
+		if id.session != 0 {
+			l.sessions++
+		}
 	}
 	it.leaseMS, it.seen, it.deadline, it.due, it.expiring = leaseMS, index, deadline, deadline, false
 	l.enqueue(it)
@@ -264,16 +287,17 @@ func (l *Lessor) track(key string, token uint64, leaseMS int64, index uint64, de
 	}
 }
 
-// Removed records that the lock (key, token) was deleted (a Release applied,
-// or an Expire that removed it). A different token on key is left alone; an
-// Expire that did not remove the lock (Existed false: renewed since its
-// decision) must not be reported.
+// Removed records that the holder (key, token) was deleted (a Release
+// applied, an Expire that removed it, or its session's end). Other holders
+// of key are left alone; an Expire that did not remove the lock (Existed
+// false: renewed since its decision) must not be reported.
 func (l *Lessor) Removed(key string, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if it, ok := l.items[key]; ok && it.token == token {
+	if it, ok := l.items[lockLease(key, token)]; ok {
 		l.remove(it)
 	}
+	l.detach(lockID{key, token})
 }
 
 // Reconcile makes the tracked leases and lock-delays match table after this
@@ -282,8 +306,10 @@ func (l *Lessor) Removed(key string, token uint64) {
 // installed. A lock tracked with its token and a seen index at or above its
 // ModIndex keeps its deadline; any other held lock starts at now + lease_ms
 // (later than any client's deadline, so safe); tracked locks the table does
-// not hold are forgotten. Delays the table records but this node does not
-// time start now. O(locks); call it from the apply goroutine, rarely.
+// not hold are forgotten. Sessions are reconciled the same way (by their
+// ModIndex and TTL), and holders under a session are attached to it. Delays
+// the table records but this node does not time start now. O(locks +
+// sessions); call it from the apply goroutine, rarely.
 func (l *Lessor) Reconcile(table Table) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
@@ -294,26 +320,46 @@ func (l *Lessor) Reconcile(table Table) {
 // reconcile is Reconcile with l.mu held.
 func (l *Lessor) reconcile(table Table, now time.Time) {
 	applied := table.AppliedIndex()
-	held := make(map[string]bool, len(l.items))
-	table.Ascend(func(lk core.Lock) bool {
-		held[lk.Key] = true
-		if it, ok := l.items[lk.Key]; ok && it.token == lk.Token && it.seen >= lk.ModIndex {
-			return true
+	held := make(map[leaseID]bool, len(l.items))
+	heldKeys := make(map[string]bool, len(l.items))
+	attached := make(map[lockID]bool, len(l.under))
+	keep := func(id leaseID, leaseMS int64, modIndex uint64) {
+		held[id] = true
+		if it, ok := l.items[id]; ok && it.seen >= modIndex {
+			return
 		}
-		seen := lk.ModIndex
+		seen := modIndex
 		if seen == 0 {
 			seen = applied // a version 1 snapshot: the lock is unchanged since applied
 		}
-		l.track(lk.Key, lk.Token, lk.LeaseMS, seen, now.Add(ms(lk.LeaseMS)))
+		l.track(id, leaseMS, seen, now.Add(ms(leaseMS)))
+	}
+	table.Ascend(func(lk core.Lock) bool {
+		heldKeys[lk.Key] = true
+		if lk.Session != 0 {
+			attached[lockID{lk.Key, lk.Token}] = true
+			l.attach(lockID{lk.Key, lk.Token}, lk.Session)
+			return true
+		}
+		keep(lockLease(lk.Key, lk.Token), lk.LeaseMS, lk.ModIndex)
 		return true
 	})
-	for key, it := range l.items {
-		if !held[key] {
+	table.AscendSessions(func(s core.Session) bool {
+		keep(sessionLease(s.ID), s.TTLMS, s.ModIndex)
+		return true
+	})
+	for id, it := range l.items {
+		if !held[id] {
 			l.remove(it)
 		}
 	}
+	for h := range l.under {
+		if !attached[h] {
+			l.detach(h)
+		}
+	}
 	table.AscendLockDelays(func(d core.LockDelay) bool {
-		if _, ok := l.delays[d.Key]; !ok && !held[d.Key] {
+		if _, ok := l.delays[d.Key]; !ok && !heldKeys[d.Key] {
 			l.delays[d.Key] = now.Add(ms(d.LockDelayMS))
 		}
 		return true
@@ -323,8 +369,20 @@ func (l *Lessor) reconcile(table Table, now time.Time) {
 
 // remove deletes it from items and the heap; l.mu held.
 func (l *Lessor) remove(it *item) {
-	delete(l.items, it.key)
+	delete(l.items, it.id)
+	if it.id.session != 0 {
+		l.sessions--
+	}
 	l.unqueue(it)
+}
+
+// leaseOf names the lease that times the holder (key, token): its session's
+// when it is held under one, else its own; l.mu held.
+func (l *Lessor) leaseOf(key string, token uint64) leaseID {
+	if s, ok := l.under[lockID{key, token}]; ok {
+		return sessionLease(s)
+	}
+	return lockLease(key, token)
 }
 
 // Renewable decides, under the lessor's lock, whether the leader may propose
@@ -332,6 +390,9 @@ func (l *Lessor) remove(it *item) {
 // that token, its deadline has not passed and no Expire of it is decided or
 // in flight. A Renew admitted here that commits after an Expire was decided
 // still wins: the Expire carries the older seen index (core.ExpireSeen).
+// For a holder under a session the answer is its session's (SessionRenewable):
+// the server refuses a Renew of such a holder before asking, so this only
+// admits an idempotent retry's Regrant.
 //
 // Errors: ErrExpired, ErrNotHeld, ErrNotPrimary, ErrClosed. ErrNotHeld read
 // from a deposed leader's table may be stale: confirm leadership before
@@ -358,17 +419,35 @@ func (l *Lessor) Regrant(key string, token uint64) error {
 	return l.Renewable(key, token)
 }
 
-// renewable returns the item for (key, token) if it may be renewed at now; l.mu held.
+// renewable returns the item timing (key, token) if it may be renewed at now; l.mu held.
 func (l *Lessor) renewable(key string, token uint64, now time.Time) (*item, error) {
-	switch it, ok := l.items[key]; {
+	id := l.leaseOf(key, token)
+	it, err := l.renewableLease(id, now)
+	switch {
+	case errors.Is(err, ErrNotHeld) && id.session != 0:
+		return nil, fmt.Errorf("no session %d of the lock on %q with token %d: %w", id.session, key, token, err)
+	case errors.Is(err, ErrNotHeld):
+		return nil, fmt.Errorf("no lock on %q with token %d: %w", key, token, err)
+	case errors.Is(err, ErrExpired) && id.session != 0:
+		return nil, fmt.Errorf("session %d of the lock on %q with token %d: %w", id.session, key, token, err)
+	case errors.Is(err, ErrExpired):
+		return nil, fmt.Errorf("lock on %q with token %d: %w", key, token, err)
+	}
+	return it, err
+}
+
+// renewableLease returns the item of lease id if it may be renewed at now;
+// errors are the bare sentinels; l.mu held.
+func (l *Lessor) renewableLease(id leaseID, now time.Time) (*item, error) {
+	switch it, ok := l.items[id]; {
 	case l.closed:
 		return nil, ErrClosed
 	case !l.primary:
 		return nil, ErrNotPrimary
-	case !ok || it.token != token:
-		return nil, fmt.Errorf("no lock on %q with token %d: %w", key, token, ErrNotHeld)
-	case it.expiring || !now.Before(it.deadline) || l.proposing[lockID{key, token}] > 0:
-		return nil, fmt.Errorf("lock on %q with token %d: %w", key, token, ErrExpired)
+	case !ok:
+		return nil, ErrNotHeld
+	case it.expiring || !now.Before(it.deadline) || l.proposing[id] > 0:
+		return nil, ErrExpired
 	default:
 		return it, nil
 	}
@@ -378,13 +457,19 @@ func (l *Lessor) renewable(key string, token uint64, now time.Time) (*item, erro
 // node's clock (0 once the deadline passed or it is expiring) and true, or
 // false when this node does not track that lock. On a follower it is that
 // follower's own measure, never earlier than the leader's by more than the
-// replication lag (issue 15).
+// replication lag (issue 15). A holder under a session has its session's
+// remaining time.
 func (l *Lessor) Remaining(key string, token uint64) (time.Duration, bool) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	it, ok := l.items[key]
-	if !ok || it.token != token {
+	return l.remaining(l.leaseOf(key, token), now)
+}
+
+// remaining is Remaining of lease id; l.mu held.
+func (l *Lessor) remaining(id leaseID, now time.Time) (time.Duration, bool) {
+	it, ok := l.items[id]
+	if !ok {
 		return 0, false
 	}
 	if it.expiring || !now.Before(it.deadline) {
@@ -394,21 +479,29 @@ func (l *Lessor) Remaining(key string, token uint64) (time.Duration, bool) {
 }
 
 // Expiring reports whether the lease of (key, token) has ended by this node's
-// measure: its deadline passed or an Expire for it was decided. Such a lock is
-// about to be removed and must not be handed out again.
+// measure: its deadline passed or an Expire for it was decided (for a holder
+// under a session: its session's, SessionExpiring). Such a lock is about to
+// be removed and must not be handed out again.
 func (l *Lessor) Expiring(key string, token uint64) bool {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	it, ok := l.items[key]
-	return ok && it.token == token && (it.expiring || !now.Before(it.deadline))
+	return l.expired(l.leaseOf(key, token), now)
 }
 
-// Len returns the number of leases this node tracks (every node tracks all).
+// expired reports whether lease id is tracked and its deadline passed or its
+// expiry was decided; l.mu held.
+func (l *Lessor) expired(id leaseID, now time.Time) bool {
+	it, ok := l.items[id]
+	return ok && (it.expiring || !now.Before(it.deadline))
+}
+
+// Len returns the number of lock holders this node tracks (every node tracks
+// all): those timed on their own and those under a session.
 func (l *Lessor) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.items)
+	return len(l.items) - l.sessions + len(l.under)
 }
 
 // Close stops the expiry loop and waits for in-flight expiry work. Safe to
@@ -437,10 +530,23 @@ func (l *Lessor) kick() {
 	}
 }
 
-// lockID names one lock: its key and the token of its grant.
+// lockID names one holder: its key and the token of its grant.
 type lockID struct {
 	key   string
 	token uint64
 }
+
+// leaseID names one timed lease: a holder's own (key, token; session 0) or a
+// session's (session; key "" and token 0, never a held key's: keys are not
+// empty).
+type leaseID struct {
+	key     string
+	token   uint64
+	session uint64
+}
+
+func lockLease(key string, token uint64) leaseID { return leaseID{key: key, token: token} }
+
+func sessionLease(id uint64) leaseID { return leaseID{session: id} }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -46,7 +46,8 @@ type harness struct {
 	expires   chan expireCall
 	confirms  chan struct{}
 	delayEnds chan string
-	seen      []uint64 // seen indexes of the Expires applied
+	seen      []uint64    // seen indexes of the Expires applied
+	sessExp   chan uint64 // ExpireSession proposals, by session id, once applied
 }
 
 func newHarness(t *testing.T) *harness {
@@ -57,6 +58,7 @@ func newHarness(t *testing.T) *harness {
 		expires:   make(chan expireCall, 100),
 		confirms:  make(chan struct{}, 100),
 		delayEnds: make(chan string, 100),
+		sessExp:   make(chan uint64, 100),
 	}
 	l, err := lessor.New(lessor.Config{
 		Clock:         h.clock,
@@ -97,6 +99,27 @@ func newHarness(t *testing.T) *harness {
 			}
 			if block == nil {
 				h.expires <- expireCall{key, token}
+			}
+			return err
+		},
+		ExpireSession: func(_ context.Context, id, seen uint64) error {
+			h.mu.Lock()
+			block, err := h.block, h.expErr
+			h.mu.Unlock()
+			if block != nil {
+				h.sessExp <- id // reported when proposed
+				<-block
+			}
+			if err == nil {
+				h.mu.Lock()
+				h.seen = append(h.seen, seen)
+				h.mu.Unlock()
+				if res := h.apply(core.ExpireSession(id, seen)); res.Ended != nil {
+					h.sessionEnded(id, res.Ended)
+				}
+			}
+			if block == nil {
+				h.sessExp <- id
 			}
 			return err
 		},

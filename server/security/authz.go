@@ -19,6 +19,9 @@ type need struct {
 	key func(msg any) string
 	// prefix: key is a prefix, every key under it must be allowed.
 	prefix bool
+	// anywhere: the request is bound to no key; perm on at least one
+	// prefix suffices (Policy.AllowedAnywhere).
+	anywhere bool
 }
 
 func keyOf(msg any) string {
@@ -38,7 +41,11 @@ func prefixOf(msg any) string {
 // needs maps ticket.v1 procedures to what they require (issue 13):
 // read covers GetLock, ListLocks, CheckToken and Watch; lock covers Acquire,
 // Renew and Release; admin the ClusterService mutations and Snapshot. Status
-// needs only authentication. A ticket.v1 procedure missing here needs admin
+// needs only authentication. Sessions (issue 17): CreateSession needs lock
+// on at least one prefix; KeepAlive and CloseSession need only
+// authentication here, as the handler checks that the session is the
+// caller's (or, to close it, that the caller is an admin). A ticket.v1
+// procedure missing here needs admin
 // (deny by default); other services (health, reflection) need only
 // authentication.
 var needs = map[string]need{
@@ -49,6 +56,9 @@ var needs = map[string]need{
 	ticketv1connect.LockServiceCheckTokenProcedure:        {perm: PermRead, key: keyOf},
 	ticketv1connect.LockServiceListLocksProcedure:         {perm: PermRead, key: prefixOf, prefix: true},
 	ticketv1connect.LockServiceWatchProcedure:             {perm: PermRead, key: prefixOf, prefix: true},
+	ticketv1connect.LockServiceCreateSessionProcedure:     {perm: PermLock, anywhere: true},
+	ticketv1connect.LockServiceKeepAliveProcedure:         {},
+	ticketv1connect.LockServiceCloseSessionProcedure:      {},
 	ticketv1connect.ClusterServiceStatusProcedure:         {},
 	ticketv1connect.ClusterServiceAddMemberProcedure:      {perm: PermAdmin},
 	ticketv1connect.ClusterServiceRemoveMemberProcedure:   {perm: PermAdmin},
@@ -81,6 +91,12 @@ func (a *Authenticator) authorize(p Principal, procedure string, msg any) error 
 	}
 	if n.perm == 0 {
 		return nil
+	}
+	if n.anywhere {
+		if policy.AllowedAnywhere(p.Name, n.perm) {
+			return nil
+		}
+		return fmt.Errorf("%w: principal %q has no %s permission on any prefix", ErrPermissionDenied, p.Name, n.perm)
 	}
 	key := ""
 	if n.key != nil {

@@ -158,6 +158,25 @@ func (p *Policy) AllowedPrefix(principal, prefix string, perm Permission) bool {
 	return p.Allowed(principal, prefix, perm)
 }
 
+// AllowedAnywhere reports whether principal may do perm on at least one
+// prefix: an admin, or some rule for principal (or "*") allows perm
+// (PermLock covering PermRead). It gates requests bound to no key, such as
+// CreateSession (issue 17), which needs the lock permission somewhere.
+func (p *Policy) AllowedAnywhere(principal string, perm Permission) bool {
+	if p.IsAdmin(principal) {
+		return true
+	}
+	if perm == PermAdmin {
+		return false
+	}
+	for _, r := range p.rules {
+		if r.matches(principal) && r.grants(perm) {
+			return true
+		}
+	}
+	return false
+}
+
 // matches reports whether the rule applies to principal.
 func (r Rule) matches(principal string) bool {
 	return principal != "" && (r.Principal == AnyPrincipal || r.Principal == principal)

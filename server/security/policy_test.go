@@ -49,6 +49,13 @@ func TestPolicyAllowed(t *testing.T) {
 			assert.Equal(t, tc.want, p.Allowed(tc.principal, tc.key, tc.perm))
 		})
 	}
+	assert.True(t, p.AllowedAnywhere("orders-svc", security.PermLock), "lock on orders/")
+	assert.False(t, p.AllowedAnywhere("auditor", security.PermLock), "read only")
+	assert.True(t, p.AllowedAnywhere("auditor", security.PermRead))
+	assert.False(t, p.AllowedAnywhere("anyone", security.PermLock), "* only reads public/")
+	assert.True(t, p.AllowedAnywhere("ops", security.PermLock), "admin")
+	assert.True(t, p.AllowedAnywhere("mallory", security.PermRead), "* reads public/")
+	assert.False(t, p.AllowedAnywhere("orders-svc", security.PermAdmin))
 	assert.True(t, p.AllowedPrefix("orders-svc", "orders/a", security.PermRead))
 	assert.False(t, p.AllowedPrefix("orders-svc", "", security.PermRead))
 	assert.True(t, p.IsAdmin("ops"))

@@ -1,6 +1,10 @@
 package waitq
 
-import "context"
+import (
+	"context"
+
+	"github.com/ticketd/ticketd/core"
+)
 
 // This file is the pipelined handoff (issue 21, lever 4): the head waiter's
 // turn is handed out when the holder's Release is proposed rather than when
@@ -14,19 +18,23 @@ import "context"
 // a Release of the key's current holder, and only when that holder's Grant
 // asked for no lock-delay (an Expire racing with the Release would start one,
 // and a grant proposed behind it could apply during the delay). The turn is
-// handed out only when the key is held and not being removed (no Expire or
-// ghost Release in flight), no grant is in flight, and the head waiter's
-// owner is not the holder (a Grant of the same owner would return the lock
-// about to be released). The turn is Pipelined; a waiter whose grant is then
-// rejected calls Requeue and waits again at the head. Tentative waiters
-// (requests without wait, see Enter) whose owner is not the holder fail with
+// handed out only for an exclusive lock (one holder, core.ModeExclusive,
+// limit 0) whose head waiter asks for one too, when the holder is not being
+// removed (no Expire or ghost Release in flight), no grant is in flight, and
+// the head waiter's owner is not the holder (a Grant of the same owner would
+// return the lock about to be released). Shared keys and semaphores never get
+// a pipelined turn: their Release is two-step (it applies, then Kick serves
+// the waiters whose grants fit, several at once), since which waiters fit
+// depends on what the Release leaves. The turn is Pipelined; a waiter whose
+// grant is then rejected calls Requeue and waits again at the head. Tentative
+// waiters (requests without wait, see Enter) that the table refuses fail with
 // ErrHeld first, so a pipelined turn never goes to one. It does not block.
 func (q *Queue) Handoff(key string) bool {
 	sh := q.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	st := sh.keys[key]
-	if !q.open || st == nil || st.inflight || len(st.queue) == 0 {
+	if !q.open || st == nil || len(st.flights) > 0 || len(st.queue) == 0 {
 		return false
 	}
 	ks := q.cfg.State(key)
@@ -35,7 +43,9 @@ func (q *Queue) Handoff(key string) bool {
 		forget(sh, key, st)
 		return false
 	}
-	if !ks.Held || ks.Removing || ks.Owner == st.queue[0].owner {
+	head := st.queue[0]
+	if len(ks.Holders) != 1 || ks.Mode != core.ModeExclusive || ks.Limit != 0 || ks.Holders[0].Removing ||
+		head.mode != core.ModeExclusive || head.limit != 0 || ks.Holders[0].Owner == head.owner {
 		return false
 	}
 	q.serveHead(sh, key, st).pipelined = true
@@ -58,7 +68,7 @@ func (t *Turn) Requeue() {
 		q := t.q
 		t.sh.mu.Lock()
 		defer t.sh.mu.Unlock()
-		w := &waiter{owner: t.owner, done: make(chan struct{})}
+		w := &waiter{owner: t.owner, mode: t.mode, limit: t.limit, done: make(chan struct{})}
 		t.requeued = w
 		if q.gen != t.gen || !q.open {
 			w.err = ErrClosed
@@ -72,6 +82,7 @@ func (t *Turn) Requeue() {
 			t.sh.keys[t.key] = st
 		}
 		st.queue = append([]*waiter{w}, st.queue...)
+		st.limit = t.limit
 		q.waiting.Add(1)
 		q.kick(t.sh, t.key)
 	})

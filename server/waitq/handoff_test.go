@@ -12,7 +12,7 @@ import (
 
 func TestHandoffGivesHeadAPipelinedTurn(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	tb.set("k", heldBy("h"))
 	out := make(chan entered, 2)
 	enter(t, q, context.Background(), "k", "w1", true, out)
 	enter(t, q, context.Background(), "k", "w2", true, out)
@@ -26,7 +26,7 @@ func TestHandoffGivesHeadAPipelinedTurn(t *testing.T) {
 	tb.set("k", waitq.KeyState{}) // the Release applied; w1's Grant has not
 	q.Kick("k")
 	none(t, out) // w2 waits for w1's Grant to resolve
-	tb.set("k", waitq.KeyState{Held: true, Owner: "w1"})
+	tb.set("k", heldBy("w1"))
 	got.turn.Done()
 	none(t, out)
 	assert.Equal(t, 1, q.Waiting())
@@ -38,17 +38,17 @@ func TestHandoffRefused(t *testing.T) {
 		state  waitq.KeyState
 		waiter bool
 	}{
-		{name: "no_waiter", state: waitq.KeyState{Held: true, Owner: "h"}},
+		{name: "no_waiter", state: heldBy("h")},
 		{name: "key_free", state: waitq.KeyState{}, waiter: true},
-		{name: "holder_being_removed", state: waitq.KeyState{Held: true, Owner: "h", Removing: true}, waiter: true},
-		{name: "head_is_the_holder", state: waitq.KeyState{Held: true, Owner: "w1"}, waiter: true},
+		{name: "holder_being_removed", state: removingBy("h"), waiter: true},
+		{name: "head_is_the_holder", state: heldBy("w1"), waiter: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			q, tb := newQueue(t, 0)
 			out := make(chan entered, 1)
 			if tc.waiter {
-				tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+				tb.set("k", heldBy("h"))
 				enter(t, q, context.Background(), "k", "w1", true, out)
 			}
 			tb.set("k", tc.state)
@@ -60,7 +60,7 @@ func TestHandoffRefused(t *testing.T) {
 
 func TestRequeueKeepsTheHead(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	tb.set("k", heldBy("h"))
 	out := make(chan entered, 2)
 	enter(t, q, context.Background(), "k", "w1", true, out)
 	enter(t, q, context.Background(), "k", "w2", true, out)
@@ -87,7 +87,7 @@ func TestRequeueKeepsTheHead(t *testing.T) {
 
 func TestRequeuedWaiterLeaves(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	tb.set("k", heldBy("h"))
 	out := make(chan entered, 2)
 	enter(t, q, context.Background(), "k", "w1", true, out)
 	enter(t, q, context.Background(), "k", "w2", true, out)
@@ -108,7 +108,7 @@ func TestRequeuedWaiterLeaves(t *testing.T) {
 
 func TestRequeueAfterClose(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	tb.set("k", heldBy("h"))
 	out := make(chan entered, 1)
 	enter(t, q, context.Background(), "k", "w1", true, out)
 	require.True(t, q.Handoff("k"))
@@ -123,7 +123,7 @@ func TestRequeueAfterClose(t *testing.T) {
 
 func TestWaitWithoutRequeue(t *testing.T) {
 	q, _ := newQueue(t, 0)
-	turn, err := q.Enter(context.Background(), "k", "a", false)
+	turn, err := q.Enter(context.Background(), excl("k", "a", false))
 	require.NoError(t, err)
 	_, err = turn.Wait(context.Background())
 	require.ErrorIs(t, err, waitq.ErrNotRequeued)

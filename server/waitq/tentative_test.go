@@ -17,14 +17,14 @@ import (
 
 func TestWithoutWaitRefusedOnlyWhenGrantApplies(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	first, err := q.Enter(context.Background(), "k", "a", false)
+	first, err := q.Enter(context.Background(), excl("k", "a", false))
 	require.NoError(t, err)
 	out := make(chan entered, 1)
 	enter(t, q, context.Background(), "k", "b", false, out)
 	none(t, out) // a's grant is only in flight: the table says free
 	q.Kick("k")  // an unrelated kick while the table still says free
 	none(t, out)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "a"}) // a's grant applied
+	tb.set("k", heldBy("a")) // a's grant applied
 	first.Done()
 	got := recv(t, out)
 	require.ErrorIs(t, got.err, waitq.ErrHeld)
@@ -33,7 +33,7 @@ func TestWithoutWaitRefusedOnlyWhenGrantApplies(t *testing.T) {
 
 func TestWithoutWaitGetsTurnWhenGrantFails(t *testing.T) {
 	q, _ := newQueue(t, 0)
-	first, err := q.Enter(context.Background(), "k", "a", false)
+	first, err := q.Enter(context.Background(), excl("k", "a", false))
 	require.NoError(t, err)
 	out := make(chan entered, 1)
 	enter(t, q, context.Background(), "k", "b", false, out)
@@ -47,7 +47,7 @@ func TestWithoutWaitGetsTurnWhenGrantFails(t *testing.T) {
 
 func TestWithoutWaitKeepsFIFO(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	first, err := q.Enter(context.Background(), "k", "a", false)
+	first, err := q.Enter(context.Background(), excl("k", "a", false))
 	require.NoError(t, err)
 	out := make(chan entered, 2)
 	enter(t, q, context.Background(), "k", "w", true, out)  // a waiter first
@@ -57,7 +57,7 @@ func TestWithoutWaitKeepsFIFO(t *testing.T) {
 	require.NoError(t, got.err)
 	require.Equal(t, "w", got.name, "the waiter queued first is served first")
 	none(t, out)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "w"}) // w's grant applied
+	tb.set("k", heldBy("w")) // w's grant applied
 	got.turn.Done()
 	got = recv(t, out)
 	assert.Equal(t, "t", got.name)
@@ -66,7 +66,7 @@ func TestWithoutWaitKeepsFIFO(t *testing.T) {
 
 func TestWithoutWaitBehindQueueOnFreeKey(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	tb.set("k", heldBy("h"))
 	out := make(chan entered, 2)
 	enter(t, q, context.Background(), "k", "w", true, out)
 	tb.set("k", waitq.KeyState{}) // h's Release applied; its Kick has not run yet
@@ -75,14 +75,14 @@ func TestWithoutWaitBehindQueueOnFreeKey(t *testing.T) {
 	q.Kick("k")
 	got := recv(t, out)
 	require.Equal(t, "w", got.name)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "w"})
+	tb.set("k", heldBy("w"))
 	got.turn.Done()
 	require.ErrorIs(t, recv(t, out).err, waitq.ErrHeld)
 }
 
 func TestWithoutWaitLeavesOnCancel(t *testing.T) {
 	q, _ := newQueue(t, 0)
-	first, err := q.Enter(context.Background(), "k", "a", false)
+	first, err := q.Enter(context.Background(), excl("k", "a", false))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan entered, 1)
@@ -96,11 +96,11 @@ func TestWithoutWaitLeavesOnCancel(t *testing.T) {
 
 func TestWithoutWaitCountsTowardLimit(t *testing.T) {
 	q, _ := newQueue(t, 1)
-	first, err := q.Enter(context.Background(), "k", "a", false)
+	first, err := q.Enter(context.Background(), excl("k", "a", false))
 	require.NoError(t, err)
 	out := make(chan entered, 1)
 	enter(t, q, context.Background(), "k", "b", false, out)
-	_, err = q.Enter(context.Background(), "k", "c", false)
+	_, err = q.Enter(context.Background(), excl("k", "c", false))
 	require.ErrorIs(t, err, waitq.ErrFull, "a tentative waiter takes a place like any waiter")
 	first.Done()
 	got := recv(t, out)
@@ -110,14 +110,14 @@ func TestWithoutWaitCountsTowardLimit(t *testing.T) {
 
 func TestHandoffNeverToTentative(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	first, err := q.Enter(context.Background(), "k", "a", false)
+	first, err := q.Enter(context.Background(), excl("k", "a", false))
 	require.NoError(t, err)
 	out := make(chan entered, 2)
 	enter(t, q, context.Background(), "k", "t", false, out)
 	enter(t, q, context.Background(), "k", "w", true, out)
 	// a's grant applied: t is refused when the turn ends, and a's Release
 	// then hands off to w, never to t.
-	tb.set("k", waitq.KeyState{Held: true, Owner: "a"})
+	tb.set("k", heldBy("a"))
 	first.Done()
 	require.ErrorIs(t, recv(t, out).err, waitq.ErrHeld)
 	require.True(t, q.Handoff("k"), "the waiter behind gets the pipelined turn")

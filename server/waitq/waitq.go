@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ticketd/ticketd/core"
 )
 
 // Sentinel errors of package waitq. Compare with errors.Is. Their texts
@@ -27,17 +29,82 @@ var (
 	// ErrNotRequeued: Turn.Wait was called on a turn that was not requeued
 	// (a caller bug).
 	ErrNotRequeued = errors.New("waitq: turn was not requeued")
+	// ErrLimitMismatch: the request gave another semaphore limit than the
+	// key's holders, grants in flight or waiters (issue 17: every acquirer of
+	// a key gives the same limit while it has any). Returned as a
+	// *LimitMismatchError carrying the key's limit; the API maps it to
+	// FailedPrecondition with a ticket.v1.LimitMismatch detail.
+	ErrLimitMismatch = errors.New("limit mismatch")
 )
 
-// KeyState is what the lock table and the lessor say about a key.
+// LimitMismatchError is the ErrLimitMismatch of a request whose limit differs
+// from Limit, the key's current one (0: the key is a lock, exclusive or
+// shared, not a semaphore). errors.Is(err, ErrLimitMismatch) is true for it.
+// The server also makes one from the state machine's
+// core.OutcomeLimitMismatch, the backstop when the table and the queue
+// disagree (a grant from an earlier term that applied late).
+type LimitMismatchError struct {
+	// Key is the key asked for.
+	Key string
+	// Limit is the key's current semaphore limit (0: not a semaphore).
+	Limit uint32
+}
+
+// Error implements error, naming the key's current limit.
+func (e *LimitMismatchError) Error() string {
+	if e.Limit == 0 {
+		return fmt.Sprintf("key %q is held or awaited as a lock (limit 0): every acquirer must give limit 0 while it has holders or waiters", e.Key)
+	}
+	return fmt.Sprintf("key %q is a semaphore with limit %d: every acquirer must give limit %d while it has holders or waiters", e.Key, e.Limit, e.Limit)
+}
+
+// Is reports whether target is ErrLimitMismatch.
+func (e *LimitMismatchError) Is(target error) bool { return target == ErrLimitMismatch }
+
+// KeyState is what the lock table and the lessor say about a key (issue
+// 17: a key has a set of holders, with the key's mode and limit).
 type KeyState struct {
-	// Held is true when the lock table holds key; Owner is then its owner.
-	Held  bool
+	// Mode and Limit are the key's, from its holders (meaningful only when
+	// Holders is not empty): core.ModeShared holders coexist; Limit > 0 makes
+	// a semaphore of up to Limit holders (core.ModeExclusive in the table).
+	Mode  core.Mode
+	Limit uint32
+	// Holders are the key's holders in the lock table, in token order.
+	Holders []Holder
+	// Delayed is true when the key is free but under a lock-delay (issue 15):
+	// nobody may have it until the delay has passed (the server kicks then).
+	Delayed bool
+}
+
+// Holder is one holder of a key, as KeyState reports it.
+type Holder struct {
+	// Owner is the holder's owner id (the same id requests give).
 	Owner string
-	// Removing is true when the holder is about to be removed: an Expire or a
-	// ghost Release for it is proposed and not yet applied. Such a lock is
-	// never handed out again, not even to its own owner.
+	// Removing is true when the holder is about to be removed: an Expire or
+	// a ghost Release of it is proposed and not yet applied. Such a holder
+	// still counts toward the key's capacity until it is gone, and is never
+	// handed out again, not even to its own owner.
 	Removing bool
+	// LockDelay is true when the holder asked for a lock-delay (issue 15).
+	// While such a holder is being removed nothing is granted beside it
+	// (a shared key's or a semaphore's free slot): its Expire may leave the
+	// key free and under the delay before a grant proposed now applies.
+	LockDelay bool
+}
+
+// Request is one Acquire as the queue sees it.
+type Request struct {
+	// Key is the key asked for; Owner the request's owner id (a retry of a
+	// request reuses it).
+	Key   string
+	Owner string
+	// Mode and Limit are the request's (core.ValidateMode checked them): an
+	// exclusive lock (ModeExclusive, 0), a shared lock (ModeShared, 0), or a
+	// semaphore slot (ModeExclusive, Limit > 0).
+	Mode  core.Mode
+	Limit uint32
+	// Wait is AcquireRequest.wait: queue when the key cannot be had now.
+	Wait bool
 }
 
 // Config configures a Queue.
@@ -53,10 +120,16 @@ type Config struct {
 	MaxWaitersTotal int
 }
 
-// Queue is the leader's per-key gate for grants: at most one grant proposal
-// per key is in flight, a key known held is never proposed for another owner,
-// and requests that wait are served first-in first-out. It is safe for
-// concurrent use.
+// Queue is the leader's per-key gate for grants: a grant is proposed only
+// when it fits beside the key's holders and the grants already in flight
+// (which count as holders of their mode), a key known full is never proposed
+// for another owner, and requests that wait are served first-in first-out
+// across modes. It is safe for concurrent use.
+//
+// A key's capacity (issue 17): an exclusive lock (ModeExclusive, limit 0)
+// takes one holder; a shared lock any number of shared holders, none beside
+// an exclusive one; a semaphore (limit > 0) Limit holders. Holders being
+// removed count until they are gone, so a slot is never handed out twice.
 //
 // A Queue starts closed. Open it when the node becomes the promoted leader,
 // Close it on demotion: every waiter then fails with ErrClosed and all
@@ -112,17 +185,25 @@ func (q *Queue) unlockAll() {
 
 // keyState is the gate of one key.
 type keyState struct {
-	inflight      bool   // a grant proposal holds the turn
-	inflightOwner string // owner of that grant
-	queue         []*waiter
-	tentative     int // waiters in queue with tentative set
+	flights []*Turn // grant proposals holding a turn, in the order handed out
+	// limit is the limit of the flights and waiters (all give the same:
+	// Enter refuses another); meaningful while either list is not empty.
+	limit     uint32
+	queue     []*waiter
+	tentative int // waiters in queue with tentative set
 }
+
+// idle reports whether the key has no grant in flight and no waiter.
+func (st *keyState) idle() bool { return len(st.flights) == 0 && len(st.queue) == 0 }
 
 type waiter struct {
 	owner string
-	// tentative: a request without wait that found the key free in the table
-	// but busy in the queue; it fails with ErrHeld once the table shows the
-	// key held by another owner (refuseTentative).
+	mode  core.Mode
+	limit uint32
+	// tentative: a request without wait that the table alone did not refuse
+	// but that could not be served at once; it fails with ErrHeld once the
+	// table shows the key held incompatibly by another owner
+	// (refuseTentative).
 	tentative bool
 	done      chan struct{} // closed when turn or err is set
 	turn      *Turn
@@ -132,11 +213,14 @@ type waiter struct {
 // Turn is the right to propose one grant for a key. The holder must call Done
 // exactly once when its proposal has resolved (applied or failed), after
 // recording any removal it started (so that a same-owner retry waits for it).
+// Until then the grant counts as a holder of its mode on the key.
 type Turn struct {
 	q         *Queue
 	sh        *shard
 	key       string
 	owner     string
+	mode      core.Mode
+	limit     uint32
 	gen       uint64
 	pipelined bool    // handed out by Handoff, before the key's Release applied
 	requeued  *waiter // set by Requeue: the owner's place back at the head
@@ -187,35 +271,45 @@ func (q *Queue) Close() {
 	q.inflight.Store(0)
 }
 
-// Enter asks for the turn to propose a grant of key for owner.
+// Enter asks for the turn to propose a grant of r.Key for r.Owner in r.Mode
+// with r.Limit.
 //
-// It returns a Turn at once when the key is free (not held, no grant in
-// flight, nobody waiting, nothing being removed) or when the key is held by
-// owner itself and not being removed (a retry: the grant returns the same
-// lock). A request whose owner matches the grant in flight or the holder
-// being removed waits, with or without wait, so a retry never receives a
-// token about to be released (DESIGN.md, Ghost locks); such a retry keeps the
-// place of the request in flight, at the head of the queue. With wait a
-// request joins the key's FIFO queue and returns when it reaches the head and
-// the key is free.
+// A request whose limit differs from the key's (its holders', else its
+// grants in flight and waiters') fails at once with a *LimitMismatchError
+// carrying the key's limit, with or without wait. A mode that differs is not
+// an error: the request waits (or, without wait, may be refused).
+//
+// It returns a Turn at once when nobody waits on the key and the grant fits
+// beside the key's holders and grants in flight (see Queue), or when the key
+// is held by r.Owner itself, not being removed, and no grant of r.Owner is
+// in flight (a retry: the grant returns the same holder). A request whose
+// owner matches a grant in flight or a holder being removed waits, with or
+// without wait, so a retry never receives a token about to be released
+// (DESIGN.md, Ghost locks); such a retry keeps the place of the request in
+// flight, at the head of the queue. Otherwise, with wait, a request joins the
+// key's queue, first in first out across modes: it is served when every
+// request ahead of it was served and its grant fits (writer preference: a
+// waiting exclusive request holds back every shared request behind it).
 //
 // Without wait, it fails with ErrHeld only when the lock table shows the key
-// held by another owner (or under a lock-delay: KeyState Held with no
-// owner). When the table does not, and only the queue stands in the way (a
-// grant in flight, waiters queued between turns, a pipelined handoff whose
-// Release applied before its Grant), the request waits as a tentative
-// waiter at the tail: it fails with ErrHeld as soon as the table shows the
-// key held by another owner (that grant applied), or gets its turn in FIFO
-// order, whichever comes first. Refusing earlier would report a state no
-// linearizable read sees (issue: hashicorp seed 67, a CheckToken between
-// the refusal and the grant's apply saw the key free). A tentative waiter
-// counts toward MaxWaiters and MaxWaitersTotal like any waiter (it holds a
-// goroutine and its request the same way); past them it fails with ErrFull,
-// which claims nothing about the key.
+// held incompatibly with the request by another owner (an exclusive holder;
+// any holder, for an exclusive request; a full semaphore) or under a
+// lock-delay. When the table does not, and only the queue stands in the way
+// (grants in flight, waiters queued ahead, a pipelined handoff whose Release
+// applied before its Grant), the request waits as a tentative waiter in FIFO
+// order: it fails with ErrHeld as soon as the table shows the key so held,
+// or gets its turn, whichever comes first. Refusing earlier would report a
+// state no linearizable read sees (issue: hashicorp seed 67, a CheckToken
+// between the refusal and the grant's apply saw the key free). A tentative
+// waiter counts toward MaxWaiters and MaxWaitersTotal like any waiter (it
+// holds a goroutine and its request the same way); past them it fails with
+// ErrFull, which claims nothing about the key.
 //
-// Errors: ErrHeld, ErrFull (MaxWaiters or MaxWaitersTotal reached), ErrClosed (not leader, or demoted while waiting),
-// ctx.Err() (the waiter left the queue).
-func (q *Queue) Enter(ctx context.Context, key, owner string, wait bool) (*Turn, error) {
+// Errors: *LimitMismatchError (ErrLimitMismatch), ErrHeld, ErrFull
+// (MaxWaiters or MaxWaitersTotal reached), ErrClosed (not leader, or demoted
+// while waiting), ctx.Err() (the waiter left the queue).
+func (q *Queue) Enter(ctx context.Context, r Request) (*Turn, error) {
+	key, owner := r.Key, r.Owner
 	sh := q.shardOf(key)
 	sh.mu.Lock()
 	if !q.open {
@@ -228,23 +322,24 @@ func (q *Queue) Enter(ctx context.Context, key, owner string, wait bool) (*Turn,
 		st = &keyState{}
 		sh.keys[key] = st
 	}
-	if !st.inflight && !ks.Removing && ks.Held && ks.Owner == owner {
-		t := q.take(sh, key, st, owner)
+	if limit, known := keyLimit(ks, st); known && limit != r.Limit {
+		forget(sh, key, st)
+		sh.mu.Unlock()
+		return nil, &LimitMismatchError{Key: key, Limit: limit}
+	}
+	w := &waiter{owner: owner, mode: r.Mode, limit: r.Limit, done: make(chan struct{})}
+	if fits(ks, st, w) && (len(st.queue) == 0 || holds(ks, owner)) {
+		t := q.take(sh, key, st, w)
 		sh.mu.Unlock()
 		return t, nil
 	}
-	if !st.inflight && !ks.Removing && !ks.Held && len(st.queue) == 0 {
-		t := q.take(sh, key, st, owner)
-		sh.mu.Unlock()
-		return t, nil
-	}
-	retry := (st.inflight && st.inflightOwner == owner) || (ks.Removing && ks.Owner == owner)
-	if !wait && !retry && heldByOther(ks, owner) {
+	retry := flying(st, owner) || removing(ks, owner)
+	if !r.Wait && !retry && refused(ks, w) {
 		forget(sh, key, st)
 		sh.mu.Unlock()
 		return nil, heldError(key)
 	}
-	tentative := !wait && !retry
+	w.tentative = !r.Wait && !retry
 	if !retry && q.cfg.MaxWaiters > 0 && len(st.queue) >= q.cfg.MaxWaiters {
 		forget(sh, key, st)
 		sh.mu.Unlock()
@@ -258,10 +353,10 @@ func (q *Queue) Enter(ctx context.Context, key, owner string, wait bool) (*Turn,
 		sh.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d requests wait in all", ErrFull, n-1)
 	}
-	w := &waiter{owner: owner, tentative: tentative, done: make(chan struct{})}
-	if tentative {
+	if w.tentative {
 		st.tentative++
 	}
+	st.limit = r.Limit
 	if retry {
 		// A retry of the request in flight keeps that request's place: first.
 		st.queue = append([]*waiter{w}, st.queue...)
@@ -303,30 +398,33 @@ func (q *Queue) await(ctx context.Context, key string, w *waiter) (*Turn, error)
 				break
 			}
 		}
-		q.kick(sh, key) // the next waiter may be servable now
+		q.kick(sh, key) // the next waiters may be servable now
 	}
 	sh.mu.Unlock()
 	return nil, ctx.Err()
 }
 
-// take hands the turn of key to owner; sh.mu held.
-func (q *Queue) take(sh *shard, key string, st *keyState, owner string) *Turn {
-	st.inflight = true
-	st.inflightOwner = owner
+// take hands a turn of key to w's owner, in w's mode; sh.mu held.
+func (q *Queue) take(sh *shard, key string, st *keyState, w *waiter) *Turn {
+	t := &Turn{q: q, sh: sh, key: key, owner: w.owner, mode: w.mode, limit: w.limit, gen: q.gen}
+	st.flights = append(st.flights, t)
+	st.limit = w.limit
 	q.inflight.Add(1)
-	return &Turn{q: q, sh: sh, key: key, owner: owner, gen: q.gen}
+	return t
 }
 
 // forget drops an idle key's state; sh.mu held.
 func forget(sh *shard, key string, st *keyState) {
-	if !st.inflight && len(st.queue) == 0 {
+	if st.idle() {
 		delete(sh.keys, key)
 	}
 }
 
-// Kick re-examines key after its lock was removed (a Release or Expire
-// applied) or its removal ended: the head waiter gets the turn when the key is
-// free. Call it from the apply hook; it does not block.
+// Kick re-examines key after a holder was removed (a Release or Expire
+// applied) or its removal or lock-delay ended: waiters at the head of the
+// queue get turns for as long as their grants fit (several shared waiters
+// together; a semaphore's free slots one waiter each). Call it from the
+// apply hook; it does not block.
 func (q *Queue) Kick(key string) {
 	sh := q.shardOf(key)
 	sh.mu.Lock()
@@ -335,53 +433,39 @@ func (q *Queue) Kick(key string) {
 }
 
 // kick is Kick with sh.mu, key's shard, held. Tentative waiters fail first
-// if the table shows the key held by another owner (refuseTentative).
+// if the table shows the key held incompatibly (refuseTentative). Serving
+// stops at the first waiter whose grant does not fit: FIFO across modes.
 func (q *Queue) kick(sh *shard, key string) {
 	st := sh.keys[key]
 	if !q.open || st == nil {
 		return
 	}
-	var ks KeyState
-	known := false
-	if st.tentative > 0 {
-		ks, known = q.cfg.State(key), true
-		q.refuseTentative(key, st, ks)
-	}
-	if st.inflight {
-		return
-	}
 	if len(st.queue) == 0 {
-		delete(sh.keys, key)
+		forget(sh, key, st)
 		return
 	}
-	if !known {
-		ks = q.cfg.State(key)
+	ks := q.cfg.State(key)
+	q.refuseTentative(key, st, ks)
+	for len(st.queue) > 0 && fits(ks, st, st.queue[0]) {
+		q.serveHead(sh, key, st)
 	}
-	head := st.queue[0]
-	if ks.Removing || (ks.Held && ks.Owner != head.owner) {
-		return
-	}
-	q.serveHead(sh, key, st)
+	forget(sh, key, st)
 }
-
-// heldByOther reports whether ks shows the key held by someone other than
-// owner in the lock table (a lock-delay is held by no owner, so by another).
-func heldByOther(ks KeyState, owner string) bool { return ks.Held && ks.Owner != owner }
 
 // heldError is the ErrHeld a request without wait gets for key.
 func heldError(key string) error { return fmt.Errorf("key %q is %w", key, ErrHeld) }
 
-// refuseTentative fails with ErrHeld every tentative waiter of key whose
-// owner is not the holder ks shows: the table shows the key held by another
-// owner now, between the waiter's arrival and its answer, so the refusal is
-// linearizable. st's shard mutex held.
+// refuseTentative fails with ErrHeld every tentative waiter of key that the
+// table ks now refuses (refused): the table shows the key held incompatibly
+// by another owner between the waiter's arrival and its answer, so the
+// refusal is linearizable. st's shard mutex held.
 func (q *Queue) refuseTentative(key string, st *keyState, ks KeyState) {
-	if st.tentative == 0 || !ks.Held {
+	if st.tentative == 0 || (len(ks.Holders) == 0 && !ks.Delayed) {
 		return
 	}
 	keep := st.queue[:0]
 	for _, w := range st.queue {
-		if !w.tentative || !heldByOther(ks, w.owner) {
+		if !w.tentative || !refused(ks, w) {
 			keep = append(keep, w)
 			continue
 		}
@@ -394,7 +478,7 @@ func (q *Queue) refuseTentative(key string, st *keyState, ks KeyState) {
 	st.queue = keep
 }
 
-// serveHead hands the turn to the head waiter of key; sh.mu held.
+// serveHead hands a turn to the head waiter of key; sh.mu held.
 func (q *Queue) serveHead(sh *shard, key string, st *keyState) *Turn {
 	head := st.queue[0]
 	st.queue[0] = nil
@@ -403,14 +487,14 @@ func (q *Queue) serveHead(sh *shard, key string, st *keyState) *Turn {
 	if head.tentative {
 		st.tentative--
 	}
-	head.turn = q.take(sh, key, st, head.owner)
+	head.turn = q.take(sh, key, st, head)
 	close(head.done)
 	return head.turn
 }
 
 // Done ends the turn: the key's grant is no longer in flight, and the next
-// waiter is served if the key is free. Later calls do nothing; a turn from
-// before a Close/Open does nothing.
+// waiters are served if their grants fit. Later calls do nothing; a turn
+// from before a Close/Open does nothing.
 func (t *Turn) Done() {
 	t.once.Do(func() {
 		q := t.q
@@ -424,12 +508,19 @@ func (t *Turn) Done() {
 	})
 }
 
-// end clears the key's grant in flight of t; t.sh.mu held, t of this generation.
+// end removes t from the key's grants in flight; t.sh.mu held, t of this
+// generation.
 func (q *Queue) end(t *Turn) {
-	if st := t.sh.keys[t.key]; st != nil && st.inflight {
-		st.inflight = false
-		st.inflightOwner = ""
-		q.inflight.Add(-1)
+	st := t.sh.keys[t.key]
+	if st == nil {
+		return
+	}
+	for i, x := range st.flights {
+		if x == t {
+			st.flights = append(st.flights[:i], st.flights[i+1:]...)
+			q.inflight.Add(-1)
+			return
+		}
 	}
 }
 

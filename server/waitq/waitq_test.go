@@ -34,6 +34,22 @@ func (tb *table) set(key string, ks waitq.KeyState) {
 	tb.m[key] = ks
 }
 
+// heldBy is the state of a key held exclusively by owner.
+func heldBy(owner string) waitq.KeyState {
+	return waitq.KeyState{Holders: []waitq.Holder{{Owner: owner}}}
+}
+
+// removingBy is the state of a key held exclusively by owner, whose removal
+// (an Expire or ghost Release) is in flight.
+func removingBy(owner string) waitq.KeyState {
+	return waitq.KeyState{Holders: []waitq.Holder{{Owner: owner, Removing: true}}}
+}
+
+// excl is a request for an exclusive lock.
+func excl(key, owner string, wait bool) waitq.Request {
+	return waitq.Request{Key: key, Owner: owner, Wait: wait}
+}
+
 func newQueue(t *testing.T, maxWaiters int) (*waitq.Queue, *table) {
 	tb := &table{m: map[string]waitq.KeyState{}}
 	q, err := waitq.New(waitq.Config{State: tb.State, MaxWaiters: maxWaiters})
@@ -49,17 +65,23 @@ type entered struct {
 	err  error
 }
 
-// enter starts a waiting Enter and returns once it is queued.
+// enter starts a waiting Enter of an exclusive lock and returns once it is queued.
 func enter(t *testing.T, q *waitq.Queue, ctx context.Context, key, owner string, wait bool, out chan<- entered) {
+	t.Helper()
+	enterReq(t, q, ctx, excl(key, owner, wait), out)
+}
+
+// enterReq starts a waiting Enter of r and returns once it is queued.
+func enterReq(t *testing.T, q *waitq.Queue, ctx context.Context, r waitq.Request, out chan<- entered) {
 	t.Helper()
 	before := q.Waiting()
 	go func() {
-		turn, err := q.Enter(ctx, key, owner, wait)
-		out <- entered{owner, turn, err}
+		turn, err := q.Enter(ctx, r)
+		out <- entered{r.Owner, turn, err}
 	}()
 	deadline := time.Now().Add(safety)
 	for q.Waiting() == before {
-		require.True(t, time.Now().Before(deadline), "waiter %s never queued", owner)
+		require.True(t, time.Now().Before(deadline), "waiter %s never queued", r.Owner)
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -86,7 +108,7 @@ func none(t *testing.T, ch <-chan entered) {
 
 func TestFreeKeyTurnAtOnce(t *testing.T) {
 	q, _ := newQueue(t, 0)
-	turn, err := q.Enter(context.Background(), "k", "a", false)
+	turn, err := q.Enter(context.Background(), excl("k", "a", false))
 	require.NoError(t, err)
 	assert.Equal(t, "k", turn.Key())
 	assert.Equal(t, 1, q.Inflight())
@@ -101,20 +123,20 @@ func TestBusyKeyWithoutWait(t *testing.T) {
 		state waitq.KeyState
 		turn  bool // a grant for "other" in flight
 	}{
-		{name: "held_by_other", state: waitq.KeyState{Held: true, Owner: "other"}},
-		{name: "held_with_grant_in_flight", state: waitq.KeyState{Held: true, Owner: "other"}, turn: true},
-		{name: "removing_other", state: waitq.KeyState{Held: true, Owner: "other", Removing: true}},
-		{name: "lock_delay", state: waitq.KeyState{Held: true, Removing: true}},
+		{name: "held_by_other", state: heldBy("other")},
+		{name: "held_with_grant_in_flight", state: heldBy("other"), turn: true},
+		{name: "removing_other", state: removingBy("other")},
+		{name: "lock_delay", state: waitq.KeyState{Delayed: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			q, tb := newQueue(t, 0)
 			if tc.turn {
-				_, err := q.Enter(context.Background(), "k", "other", false)
+				_, err := q.Enter(context.Background(), excl("k", "other", false))
 				require.NoError(t, err)
 			}
 			tb.set("k", tc.state)
-			_, err := q.Enter(context.Background(), "k", "me", false)
+			_, err := q.Enter(context.Background(), excl("k", "me", false))
 			require.ErrorIs(t, err, waitq.ErrHeld)
 			assert.Equal(t, 0, q.Waiting())
 		})
@@ -123,7 +145,7 @@ func TestBusyKeyWithoutWait(t *testing.T) {
 
 func TestFIFOOnRelease(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	tb.set("k", heldBy("h"))
 	out := make(chan entered, 3)
 	ctx := context.Background()
 	for _, w := range []string{"w1", "w2", "w3"} {
@@ -139,7 +161,7 @@ func TestFIFOOnRelease(t *testing.T) {
 		got := recv(t, out)
 		require.NoError(t, got.err)
 		assert.Equal(t, want, got.name)
-		tb.set("k", waitq.KeyState{Held: true, Owner: want}) // its grant applied
+		tb.set("k", heldBy(want)) // its grant applied
 		got.turn.Done()
 		none(t, out)
 	}
@@ -148,7 +170,7 @@ func TestFIFOOnRelease(t *testing.T) {
 
 func TestFailedGrantPassesTurnOn(t *testing.T) {
 	q, _ := newQueue(t, 0)
-	first, err := q.Enter(context.Background(), "k", "a", false)
+	first, err := q.Enter(context.Background(), excl("k", "a", false))
 	require.NoError(t, err)
 	out := make(chan entered, 1)
 	enter(t, q, context.Background(), "k", "b", true, out)
@@ -160,7 +182,7 @@ func TestFailedGrantPassesTurnOn(t *testing.T) {
 
 func TestCancelledWaiterIsSkipped(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	tb.set("k", heldBy("h"))
 	out := make(chan entered, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	enter(t, q, context.Background(), "k", "w1", true, out)
@@ -186,7 +208,7 @@ func TestCancelledWaiterIsSkipped(t *testing.T) {
 func TestCancelRacingTurn(t *testing.T) {
 	for range 200 {
 		q, tb := newQueue(t, 0)
-		tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+		tb.set("k", heldBy("h"))
 		out := make(chan entered, 2)
 		ctx, cancel := context.WithCancel(context.Background())
 		enter(t, q, ctx, "k", "w1", true, out)
@@ -218,9 +240,9 @@ func TestCancelRacingTurn(t *testing.T) {
 
 func TestCloseFailsWaiters(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	stale, err := q.Enter(context.Background(), "free", "a", false)
+	stale, err := q.Enter(context.Background(), excl("free", "a", false))
 	require.NoError(t, err)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	tb.set("k", heldBy("h"))
 	out := make(chan entered, 2)
 	enter(t, q, context.Background(), "k", "w1", true, out)
 	enter(t, q, context.Background(), "k", "w2", true, out)
@@ -228,13 +250,13 @@ func TestCloseFailsWaiters(t *testing.T) {
 	for range 2 {
 		require.ErrorIs(t, recv(t, out).err, waitq.ErrClosed)
 	}
-	_, err = q.Enter(context.Background(), "x", "a", false)
+	_, err = q.Enter(context.Background(), excl("x", "a", false))
 	require.ErrorIs(t, err, waitq.ErrClosed)
 	assert.Equal(t, 0, q.Waiting())
 	assert.Equal(t, 0, q.Inflight())
 
 	q.Open()
-	turn, err := q.Enter(context.Background(), "free", "b", false)
+	turn, err := q.Enter(context.Background(), excl("free", "b", false))
 	require.NoError(t, err)
 	stale.Done() // from the old term: must not free "free"
 	assert.Equal(t, 1, q.Inflight(), "b's grant is still in flight")
@@ -248,15 +270,15 @@ func TestCloseFailsWaiters(t *testing.T) {
 
 func TestWaiterLimit(t *testing.T) {
 	q, tb := newQueue(t, 2)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "h"})
+	tb.set("k", heldBy("h"))
 	out := make(chan entered, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	enter(t, q, ctx, "k", "w1", true, out)
 	enter(t, q, ctx, "k", "w2", true, out)
-	_, err := q.Enter(ctx, "k", "w3", true)
+	_, err := q.Enter(ctx, excl("k", "w3", true))
 	require.ErrorIs(t, err, waitq.ErrFull)
-	_, err = q.Enter(ctx, "other", "w3", true) // the limit is per key
+	_, err = q.Enter(ctx, excl("other", "w3", true)) // the limit is per key
 	require.NoError(t, err)
 }
 
@@ -270,7 +292,7 @@ func TestTotalWaiterLimit(t *testing.T) {
 	q.Open()
 	t.Cleanup(q.Close)
 	for _, k := range []string{"a", "b", "c"} {
-		tb.set(k, waitq.KeyState{Held: true, Owner: "h-" + k})
+		tb.set(k, heldBy("h-"+k))
 	}
 	out := make(chan entered, 4)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -278,14 +300,14 @@ func TestTotalWaiterLimit(t *testing.T) {
 	ctx1, leave1 := context.WithCancel(ctx)
 	enter(t, q, ctx1, "a", "w1", true, out)
 	enter(t, q, ctx, "b", "w2", true, out)
-	_, err = q.Enter(ctx, "c", "w3", true)
+	_, err = q.Enter(ctx, excl("c", "w3", true))
 	require.ErrorIs(t, err, waitq.ErrFull, "the third waiter over all keys is refused")
 
 	leave1()
 	require.ErrorIs(t, recv(t, out).err, context.Canceled)
 	enter(t, q, ctx, "c", "w3", true, out) // the place w1 left is free again
 
-	tb.set("a", waitq.KeyState{Held: true, Owner: "h-a", Removing: true})
+	tb.set("a", removingBy("h-a"))
 	enter(t, q, ctx, "a", "h-a", false, out) // a retry of the holder being removed keeps its place, full or not
 	require.Equal(t, 3, q.Waiting())
 }
@@ -293,7 +315,7 @@ func TestTotalWaiterLimit(t *testing.T) {
 func TestRetryWaitsForRemovalThenGoesFirst(t *testing.T) {
 	q, tb := newQueue(t, 0)
 	// x's grant applied after x's client left: a ghost Release is proposed.
-	tb.set("k", waitq.KeyState{Held: true, Owner: "x", Removing: true})
+	tb.set("k", removingBy("x"))
 	out := make(chan entered, 2)
 	enter(t, q, context.Background(), "k", "w1", true, out)
 	enter(t, q, context.Background(), "k", "x", false, out) // x retries, without wait
@@ -307,11 +329,11 @@ func TestRetryWaitsForRemovalThenGoesFirst(t *testing.T) {
 
 func TestRetryOfGrantInFlight(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	first, err := q.Enter(context.Background(), "k", "x", false)
+	first, err := q.Enter(context.Background(), excl("k", "x", false))
 	require.NoError(t, err)
 	out := make(chan entered, 1)
 	enter(t, q, context.Background(), "k", "x", false, out)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "x"}) // the first attempt was granted
+	tb.set("k", heldBy("x")) // the first attempt was granted
 	first.Done()
 	got := recv(t, out)
 	require.NoError(t, got.err, "the retry proposes again and receives the same lock")
@@ -319,10 +341,10 @@ func TestRetryOfGrantInFlight(t *testing.T) {
 
 func TestHolderRetryDoesNotQueue(t *testing.T) {
 	q, tb := newQueue(t, 0)
-	tb.set("k", waitq.KeyState{Held: true, Owner: "x"})
+	tb.set("k", heldBy("x"))
 	out := make(chan entered, 1)
 	enter(t, q, context.Background(), "k", "w1", true, out)
-	turn, err := q.Enter(context.Background(), "k", "x", false)
+	turn, err := q.Enter(context.Background(), excl("k", "x", false))
 	require.NoError(t, err)
 	turn.Done()
 	none(t, out)
@@ -345,11 +367,11 @@ func TestManyKeysConcurrently(t *testing.T) {
 				owner := fmt.Sprintf("w%d", w)
 				ctx, cancel := context.WithTimeout(context.Background(), safety)
 				defer cancel()
-				turn, err := q.Enter(ctx, key, owner, true)
+				turn, err := q.Enter(ctx, excl(key, owner, true))
 				if !assert.NoError(t, err) {
 					return
 				}
-				tb.set(key, waitq.KeyState{Held: true, Owner: owner}) // the grant applied
+				tb.set(key, heldBy(owner)) // the grant applied
 				turn.Done()
 				tb.set(key, waitq.KeyState{}) // its Release applied
 				q.Kick(key)

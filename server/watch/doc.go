@@ -5,8 +5,12 @@
 // Every node feeds its own hub from its own apply hook, in log order, so a
 // watcher on any node sees the same events with the same indexes: the index
 // of an event is the Raft log index of the entry that applied it (the role of
-// an etcd revision). One entry changes at most one lock, so an index names at
-// most one event and "resume from last index + 1" is exact.
+// an etcd revision). Most entries change at most one holder; a session's end
+// (issue 17) makes one event per holder it removed, all with its index, in
+// key and token order on every node. The hub handles entries whole: a
+// watcher gets all of an entry's events under its prefix or none of them,
+// and the history keeps or drops an entry with all its events, so a watcher
+// the hub ends resumes exactly at "last index received + 1".
 //
 // Events (see EventOf):
 //   - GRANTED: a Grant that created its lock (core.Result.Created). An
@@ -16,8 +20,9 @@
 //   - RELEASED: a Release that removed the lock.
 //   - EXPIRED: an Expire that removed the lock (core.Result.Existed).
 //
-// Apply never blocks on a watcher: a watcher whose buffer is full is ended
-// with ErrSlow and may resume from the index after the last event it got, as
+// Apply never blocks on a watcher: a watcher whose buffer has no room for
+// an entry's events is ended with ErrSlow before the first of them and may
+// resume from the index after the last event it got, as
 // etcd ends a slow watcher's stream (its "unsynced" catch-up is done here from
 // the retained history instead). The history is bounded by entries and by
 // bytes; a watcher asking to start below the oldest retained index gets a

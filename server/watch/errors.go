@@ -7,9 +7,10 @@ import (
 
 // Sentinel errors of package watch. Compare with errors.Is.
 var (
-	// ErrSlow: the watcher's buffer filled because its client did not keep
-	// up; it was ended so that apply never waits. Resume from the index after
-	// the last event received (ResourceExhausted on the wire).
+	// ErrSlow: the watcher's buffer had no room for the events of the next
+	// entry because its client did not keep up; it was ended, before any of
+	// that entry's events, so that apply never waits. Resume from the index
+	// after the last event received (ResourceExhausted on the wire).
 	ErrSlow = errors.New("ticketd: watcher too slow; resume from the last index")
 	// ErrTooManyWatchers: the node already serves its configured maximum of
 	// watchers (ResourceExhausted on the wire).

@@ -13,15 +13,21 @@ import (
 // Config bounds a Hub. Build it from DefaultConfig and check it with Validate.
 type Config struct {
 	// MaxHistoryEntries is the most events retained for resuming watchers;
-	// older ones are dropped first. At least 1.
+	// the oldest entries are dropped first, each with all its events, and
+	// the newest entry is kept whole even beyond the bound. At least 1.
 	MaxHistoryEntries int
 	// MaxHistoryBytes bounds the retained events' approximate memory, in
-	// bytes (key, owner and a fixed overhead per event). At least 1.
+	// bytes (key, owner and a fixed overhead per event), as
+	// MaxHistoryEntries does. At least 1.
 	MaxHistoryBytes int64
 	// MaxWatchers is the most watchers open at once on this node (0: no cap).
 	MaxWatchers int
 	// BufferEvents is each watcher's buffer of live events; a watcher whose
-	// buffer is full when an event applies is ended with ErrSlow. At least 1.
+	// buffer has no room for all of an entry's events (those under its
+	// prefix) when the entry applies is ended with ErrSlow before any of
+	// them. At least 1; an entry larger than it reaches watchers only from
+	// the history (a watch resumed at its index), so the server keeps it at
+	// least limits.max_locks_per_session, the largest entry it makes.
 	BufferEvents int
 	// Applied returns the node's last applied log index (the state machine's
 	// AppliedIndex). The hub uses it for "now" before it has been fed
@@ -59,6 +65,7 @@ type Hub struct {
 	last      uint64     // highest index fed
 	lastToken uint64     // token of the last created grant fed (gap detection)
 	watchers  []*Watcher // registered watchers; w.slot is w's position
+	scratch   []Event    // the events of the entry being applied (reused)
 	closed    bool
 
 	dropped atomic.Uint64
@@ -75,50 +82,77 @@ func New(cfg Config) (*Hub, error) {
 	return &Hub{cfg: cfg}, nil
 }
 
-// Apply records the entry applied at index and hands its event (EventOf) to
-// every watcher whose prefix matches. Call it for every applied entry, in log
-// order, from the apply goroutine. It never blocks on a watcher: one whose
-// buffer is full is ended with ErrSlow. An index at or below the last one fed
-// is ignored (replay).
+// Apply records the entry applied at index and hands its events
+// (AppendEvents: one, or one per holder of an ended session) to every
+// watcher whose prefix matches. Call it for every applied entry, in log
+// order, from the apply goroutine. It never blocks on a watcher: an entry's
+// events reach each watcher all or none, and one whose buffer has no room for
+// all of them is ended with ErrSlow before the first (so it resumes from that
+// index without a gap). An index at or below the last one fed is ignored
+// (replay).
 //
 // Tokens of created grants increase by exactly one (DESIGN.md, Replicated
 // commands); a jump means the node skipped entries (it installed a snapshot
 // from the leader), so the history before it is dropped and every watcher is
 // ended with a *CompactedError: none of them may miss an event silently.
 func (h *Hub) Apply(index uint64, cmd core.Command, res core.Result) {
-	ev, ok := EventOf(index, cmd, res)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed || index <= h.last {
 		return
 	}
-	if ok && ev.Type == Granted {
-		if h.lastToken != 0 && ev.Token != h.lastToken+1 {
+	h.scratch = AppendEvents(h.scratch[:0], index, cmd, res)
+	if len(h.scratch) == 1 && h.scratch[0].Type == Granted {
+		if tok := h.scratch[0].Token; h.lastToken != 0 && tok != h.lastToken+1 {
 			h.resetLocked(index - 1)
 		}
-		h.lastToken = ev.Token
+		h.lastToken = h.scratch[0].Token
 	}
 	if h.floor == 0 {
 		h.floor = index
 	}
 	h.last = index
-	if !ok {
-		return
+	for _, ev := range h.scratch {
+		h.hist = append(h.hist, ev)
+		h.bytes += ev.size()
 	}
-	h.hist = append(h.hist, ev)
-	h.bytes += ev.size()
 	h.trimLocked()
+	if len(h.scratch) > 0 {
+		h.fanOutLocked(index, h.scratch)
+	}
+}
+
+// fanOutLocked hands the events of the entry at index to every watcher, all
+// or none: each watcher gets the events whose key matches its prefix, and one
+// whose buffer has no room for all of them is ended with ErrSlow before any
+// of them, so that resuming from index misses nothing (a watcher never holds
+// part of an entry). Only Apply sends on a watcher's channel, under h.mu, so
+// the room counted here can only grow until the sends.
+func (h *Hub) fanOutLocked(index uint64, evs []Event) {
 	for i := 0; i < len(h.watchers); i++ {
 		w := h.watchers[i]
-		if ev.Index < w.start || !strings.HasPrefix(ev.Key, w.prefix) {
+		if index < w.start {
 			continue
 		}
-		select {
-		case w.ch <- ev:
-		default:
+		n := 0
+		for _, ev := range evs {
+			if strings.HasPrefix(ev.Key, w.prefix) {
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		if cap(w.ch)-len(w.ch) < n {
 			h.dropped.Add(1)
 			h.endLocked(w, ErrSlow)
 			i-- // the last watcher moved into slot i
+			continue
+		}
+		for _, ev := range evs {
+			if strings.HasPrefix(ev.Key, w.prefix) {
+				w.ch <- ev
+			}
 		}
 	}
 }
@@ -149,14 +183,22 @@ func (h *Hub) resetLocked(index uint64) {
 	}
 }
 
-// trimLocked drops the oldest events beyond the entry and byte bounds.
+// trimLocked drops the oldest entries, each with all its events, while the
+// history is beyond its event or byte bound; the newest entry is always kept
+// whole, however large, so that a watcher ended as too slow in it can resume
+// from its index. Called with h.hist non-empty or h.bytes zero.
 func (h *Hub) trimLocked() {
-	for len(h.hist)-h.head > h.cfg.MaxHistoryEntries || (h.bytes > h.cfg.MaxHistoryBytes && len(h.hist)-h.head > 1) {
-		old := h.hist[h.head]
-		h.hist[h.head] = Event{}
-		h.head++
-		h.bytes -= old.size()
-		h.floor = old.Index + 1
+	for len(h.hist)-h.head > h.cfg.MaxHistoryEntries || h.bytes > h.cfg.MaxHistoryBytes {
+		oldest := h.hist[h.head].Index
+		if oldest == h.hist[len(h.hist)-1].Index {
+			break
+		}
+		for h.head < len(h.hist) && h.hist[h.head].Index == oldest {
+			h.bytes -= h.hist[h.head].size()
+			h.hist[h.head] = Event{}
+			h.head++
+		}
+		h.floor = oldest + 1
 	}
 	if h.head > 64 && h.head > (len(h.hist)-h.head) {
 		h.hist = append([]Event(nil), h.hist[h.head:]...)

@@ -49,9 +49,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o             options
 		levels        = fs.String("concurrency", "1,16,64,256", "comma-separated client counts")
 		backends      = fs.String("backends", strings.Join(suite.Backends(), ","), "comma-separated ticketd backends")
-		workloads     = fs.String("workloads", "commit,lock,renew,handoff,snapshots,failover", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API), renew (Renew of a held lock through the API; peer: etcd LeaseKeepAlive), handoff (N clients on one key, Acquire-wait+Release; peer: etcd Mutex), snapshots (commit p99 with snapshots on vs off), failover (kill -9 of the leader of three ticketd processes)")
+		workloads     = fs.String("workloads", "commit,lock,renew,handoff,snapshots,failover", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API), renew (Renew of a held lock through the API; peer: etcd LeaseKeepAlive), handoff (N clients on one key, Acquire-wait+Release; peer: etcd Mutex), snapshots (commit p99 with snapshots on vs off), failover (kill -9 of the leader of three ticketd processes), shared (issue 17: Acquire-wait+Release cycles on one key shared, one key exclusive, one key as a semaphore of limit 8, and distinct keys; added by -quick, else asked for by name)")
 		handoffLevels = fs.String("handoff-concurrency", "2,8,32", "comma-separated client counts of the handoff workload")
-		quick         = fs.Bool("quick", false, "a run of a few minutes: 1 round of 500ms windows after 200ms warm-up (flags given explicitly win)")
+		sharedLevels  = fs.String("shared-concurrency", "1,16,64", "comma-separated client counts of the shared workload")
+		quick         = fs.Bool("quick", false, "a run of a few minutes: 1 round of 500ms windows after 200ms warm-up, the shared workload added to the default ones (flags given explicitly win)")
 		mode          = fs.String("mode", string(load.ModeClosed), "closed (each client waits for its last operation) or open (fixed -rate, latency from the intended send time)")
 	)
 	fs.DurationVar(&o.cfg.Duration, "duration", time.Second, "measured window of each measurement")
@@ -74,9 +75,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.cfg.FailoverArgs = strings.Fields(*failoverArgs)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["rounds"] {
 			o.cfg.Rounds = 1
 		}
@@ -87,12 +88,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.cfg.Warmup = 200 * time.Millisecond
 		}
 	}
+	if *quick && !set["workloads"] {
+		// The shared workload's 24 measurements add about 17 s to a quick
+		// run (0.7 s each) but about 110 s to a default one: quick only.
+		o.cfg.Shared = true
+	}
 	var err error
 	if o.cfg.Concurrency, err = load.ParseLevels(*levels); err != nil {
 		return o, fmt.Errorf("-concurrency: %w", err)
 	}
 	if o.cfg.HandoffConcurrency, err = load.ParseLevels(*handoffLevels); err != nil {
 		return o, fmt.Errorf("-handoff-concurrency: %w", err)
+	}
+	if o.cfg.SharedConcurrency, err = load.ParseLevels(*sharedLevels); err != nil {
+		return o, fmt.Errorf("-shared-concurrency: %w", err)
 	}
 	o.cfg.Backends = splitList(*backends)
 	for _, w := range splitList(*workloads) {
@@ -105,6 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.cfg.Renew = true
 		case report.WorkloadHandoff:
 			o.cfg.Handoff = true
+		case "shared":
+			o.cfg.Shared = true
 		case "snapshots":
 			o.cfg.Snapshots = true
 		case "failover":

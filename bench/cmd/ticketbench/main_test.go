@@ -31,7 +31,7 @@ func TestSmoke(t *testing.T) {
 	peer := os.Getenv(smokePeerEnv) == "1"
 	args := []string{
 		"-duration", "300ms", "-warmup", "100ms", "-rounds", "1", "-concurrency", "1,4",
-		"-workloads", "commit,lock,renew,handoff", "-handoff-concurrency", "2",
+		"-workloads", "commit,lock,renew,handoff,shared", "-handoff-concurrency", "2", "-shared-concurrency", "4",
 		"-data-dir", t.TempDir(), "-out", out, fmt.Sprintf("-peer=%v", peer),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -70,7 +70,7 @@ func TestSmoke(t *testing.T) {
 	require.Positive(t, rep.Floors[0].RTT.Count)
 	require.Positive(t, rep.Floors[0].Badger.Count)
 	require.Positive(t, rep.Summary.Floor.FloorUS)
-	want := len(suite.Backends()) * (3*len(levels) + 1) // commit, lock, renew; handoff at 2
+	want := len(suite.Backends()) * (3*len(levels) + 1 + 4) // commit, lock, renew; handoff at 2; 4 shared cases at 4
 	if peer {
 		want += 2*len(levels) + 1 // etcd Mutex, etcd LeaseKeepAlive, etcd Mutex handoff
 	}
@@ -99,6 +99,9 @@ func TestSmoke(t *testing.T) {
 			require.True(t, seen[fmt.Sprintf("lock/%s/%d", b, c)], "lock/%s/%d", b, c)
 		}
 		require.True(t, seen["handoff/"+b+"/2"], "handoff/%s/2", b)
+		for _, w := range []string{report.WorkloadSharedKey, report.WorkloadExclusiveKey, report.WorkloadSemaphoreKey, report.WorkloadDistinctKeys} {
+			require.True(t, seen[fmt.Sprintf("%s/%s/4", w, b)], "%s/%s/4", w, b)
+		}
 	}
 	require.NotEmpty(t, rep.Elections, "elections counted around the API levels")
 	for _, row := range rep.Summary.Rows {
@@ -107,6 +110,7 @@ func TestSmoke(t *testing.T) {
 	}
 	require.NotEmpty(t, rep.Summary.Ratios.Backends, "etcd ÷ hashicorp ratios")
 	require.NotEmpty(t, rep.Summary.Ratios.Floor, "commit p50 ÷ floor ratios")
+	require.Len(t, rep.Summary.Ratios.Holding, len(suite.Backends())*len(report.HoldingPairs), "shared ÷ exclusive ratios")
 	if peer {
 		require.NotEmpty(t, rep.Summary.Ratios.Peer)
 	}
@@ -133,14 +137,28 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, []int{2, 8, 32}, o.cfg.HandoffConcurrency)
 	require.True(t, strings.Contains(o.out, "results"), o.out)
 
+	require.False(t, o.cfg.Shared, "the shared-locks benchmark is asked for by name, or by -quick")
+	require.Equal(t, []int{1, 16, 64}, o.cfg.SharedConcurrency)
+
+	o, err = parseFlags([]string{"-workloads", "shared", "-shared-concurrency", "4,8"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.True(t, o.cfg.Shared)
+	require.False(t, o.cfg.Lock || o.cfg.Handoff)
+	require.Equal(t, []int{4, 8}, o.cfg.SharedConcurrency)
+
 	o, err = parseFlags([]string{"-quick", "-rounds", "2"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Equal(t, 2, o.cfg.Rounds, "an explicit flag wins over -quick")
 	require.Equal(t, 500*time.Millisecond, o.cfg.Duration)
 	require.Equal(t, 200*time.Millisecond, o.cfg.Warmup)
+	require.True(t, o.cfg.Shared && o.cfg.Lock, "-quick adds the shared workload to the default ones")
+
+	o, err = parseFlags([]string{"-quick", "-workloads", "lock"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.False(t, o.cfg.Shared, "explicit -workloads win over -quick")
 
 	for _, bad := range [][]string{
-		{"-workloads", "reads"}, {"-concurrency", "a"}, {"-backends", "zk"}, {"-mode", "open"}, {"extra"},
+		{"-workloads", "reads"}, {"-concurrency", "a"}, {"-shared-concurrency", "0"}, {"-backends", "zk"}, {"-mode", "open"}, {"extra"},
 	} {
 		_, err := parseFlags(bad, &bytes.Buffer{})
 		require.Error(t, err, bad)

@@ -1,17 +1,19 @@
 // The ticketd web console (served at /ui/ by every node, from
-// server/console): members with leader, term and indexes, the locks under a
-// prefix with a live remaining-lease bar kept up to date by Watch, recent
-// events, and release for an admin: a lock's own release button (with its
-// token), and force release of a key whatever holds it (ReleaseRequest.force;
-// admin). The bearer token typed in the header is kept in sessionStorage
+// server/console): members with leader, term and indexes, the holders of
+// the keys under a prefix — one row per holder (key and token: a shared key
+// or a semaphore has several), with its mode (exclusive, shared, semaphore
+// N), its session when it has one, and a live remaining-lease bar kept up to
+// date by Watch — recent events, and release for an admin: a holder's own
+// release button (with its token), and force release of a key, every holder
+// whoever holds it (ReleaseRequest.force; admin). The bearer token typed in the header is kept in sessionStorage
 // (this tab only) and sent with every call, Watch included. It talks only to the node that served
 // it (followLeader: false: that node forwards writes to the leader), plus
 // each member's Status when that member allows this origin (CORS).
-import { createClient, LockEventType, WatchOutOfRangeError } from "../src/index.js";
+import { createClient, LockEventType, Mode, WatchOutOfRangeError } from "../src/index.js";
 import type { LockEvent, StatusResponse } from "../src/index.js";
 import { webTransport } from "../src/web.js";
 
-/** A lock as the console tracks it; deadline is a performance.now() time. */
+/** One holder of a key as the console tracks it; deadline is a performance.now() time. */
 interface Row {
   key: string;
   token: bigint;
@@ -19,6 +21,13 @@ interface Row {
   leaseMs: number;
   deadline: number;
   tr: HTMLTableRowElement;
+}
+
+/** What the console shows of a holder besides its lease: how its key is held, and its session. */
+interface Kind {
+  mode: Mode;
+  limit: number;
+  session: bigint;
 }
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -34,7 +43,18 @@ const client = createClient({
   bearerToken: () => tokenInput.value.trim() || undefined,
 });
 
+/** rows holds one Row per holder, by rowId(key, token). */
 const rows = new Map<string, Row>();
+
+function rowId(key: string, token: bigint): string {
+  return `${key}\u0000${token}`;
+}
+
+/** modeText names how a key is held: "exclusive", "shared" or "semaphore N". */
+function modeText(mode: Mode, limit: number): string {
+  if (limit > 0) return `semaphore ${limit}`;
+  return mode === Mode.SHARED ? "shared" : "exclusive";
+}
 let watchAbort = new AbortController();
 
 function el(tag: string, text = "", cls = ""): HTMLElement {
@@ -99,12 +119,18 @@ async function refreshMembers(): Promise<void> {
 
 // ---- locks ----
 
-function upsert(key: string, token: bigint, owner: string, leaseMs: number, remainingMs: number): void {
-  let r = rows.get(key);
-  if (r === undefined || r.token !== token) {
-    r?.tr.remove();
+/**
+ * upsert adds or updates the row of the holder (key, token). kind is known
+ * from a listing or a GRANTED event; a RENEWED event carries none and keeps
+ * the row's.
+ */
+function upsert(key: string, token: bigint, owner: string, leaseMs: number, remainingMs: number, kind?: Kind): void {
+  const id = rowId(key, token);
+  let r = rows.get(id);
+  if (r === undefined) {
     const tr = document.createElement("tr");
     tr.dataset.key = key;
+    tr.dataset.token = String(token);
     const bar = el("span", "", "bar");
     bar.append(el("span"));
     const leaseTd = el("td");
@@ -114,14 +140,22 @@ function upsert(key: string, token: bigint, owner: string, leaseMs: number, rema
     btn.addEventListener("click", () => void releaseLock(key, token, btn));
     const btnTd = el("td");
     btnTd.append(btn);
-    tr.append(el("td", key), el("td", owner), el("td", String(token), "num"), leaseTd, btnTd);
+    tr.append(
+      el("td", key, "key"), el("td", "exclusive", "mode"), el("td", owner, "owner"), el("td", String(token), "num token"),
+      el("td", "", "num session"), leaseTd, btnTd,
+    );
     r = { key, token, owner, leaseMs, deadline: 0, tr };
-    rows.set(key, r);
+    rows.set(id, r);
     insertSorted(r);
   }
   if (owner !== "") {
     r.owner = owner;
-    r.tr.children[1]!.textContent = owner;
+    r.tr.querySelector(".owner")!.textContent = owner;
+  }
+  if (kind !== undefined) {
+    r.tr.dataset.mode = kind.limit > 0 ? "semaphore" : kind.mode === Mode.SHARED ? "shared" : "exclusive";
+    r.tr.querySelector(".mode")!.textContent = modeText(kind.mode, kind.limit);
+    r.tr.querySelector(".session")!.textContent = kind.session !== 0n ? String(kind.session) : "";
   }
   r.leaseMs = leaseMs;
   r.deadline = performance.now() + remainingMs;
@@ -129,17 +163,26 @@ function upsert(key: string, token: bigint, owner: string, leaseMs: number, rema
   $("lockcount").textContent = `(${rows.size})`;
 }
 
-function insertSorted(r: Row): void {
-  const body = document.querySelector("#locks tbody")!;
-  const after = [...rows.values()].filter((o) => o !== r && o.key > r.key).sort((a, b) => (a.key < b.key ? -1 : 1))[0];
-  body.insertBefore(r.tr, after ? after.tr : null);
+/** before orders rows by key, then token. */
+function before(a: Row, b: Row): boolean {
+  return a.key < b.key || (a.key === b.key && a.token < b.token);
 }
 
+/** insertSorted puts r's row before the first row that sorts after it. */
+function insertSorted(r: Row): void {
+  const body = document.querySelector("#locks tbody")!;
+  let next: Row | undefined;
+  for (const o of rows.values()) if (o !== r && before(r, o) && (next === undefined || before(o, next))) next = o;
+  body.insertBefore(r.tr, next ? next.tr : null);
+}
+
+/** remove drops the row of the holder (key, token), if shown. */
 function remove(key: string, token: bigint): void {
-  const r = rows.get(key);
-  if (r === undefined || r.token !== token) return;
+  const id = rowId(key, token);
+  const r = rows.get(id);
+  if (r === undefined) return;
   r.tr.remove();
-  rows.delete(key);
+  rows.delete(id);
   $("nolocks").hidden = rows.size > 0;
   $("lockcount").textContent = rows.size > 0 ? `(${rows.size})` : "";
 }
@@ -196,6 +239,7 @@ function logEvent(e: LockEvent): void {
     el("span", e.typeName, e.typeName),
     el("span", e.key),
     el("span", `token ${e.token}`),
+    ...(e.session !== 0n ? [el("span", `session ${e.session}`)] : []),
     el("span", `index ${e.index}`, "t"),
   );
   const list = $("events");
@@ -206,16 +250,19 @@ function logEvent(e: LockEvent): void {
 /**
  * refreshRemaining updates the rows' remaining leases from a linearizable
  * list (the node forwards it to the leader, whose lessor knows them; a
- * follower answers -1). Renewals that Watch does not stream are seen so.
+ * follower answers -1). Renewals that Watch does not stream (a session's
+ * KeepAlive renews its holders without events) are seen so.
  */
 async function refreshRemaining(prefix: string, signal: AbortSignal): Promise<void> {
   while (!signal.aborted) {
     try {
       for (const l of await client.listLocks(prefix, { signal })) {
-        const r = rows.get(l.key);
-        if (r !== undefined && r.token === l.token && l.remainingMs >= 0) {
-          r.leaseMs = l.ttlMs;
-          r.deadline = performance.now() + l.remainingMs;
+        for (const h of l.holders) {
+          const r = rows.get(rowId(l.key, h.token));
+          if (r !== undefined && h.remainingMs >= 0) {
+            r.leaseMs = h.ttlMs;
+            r.deadline = performance.now() + h.remainingMs;
+          }
         }
       }
     } catch {
@@ -230,13 +277,19 @@ async function follow(prefix: string, signal: AbortSignal): Promise<void> {
   for (;;) {
     const listed = await client.listLocks(prefix, { signal });
     for (const r of [...rows.values()]) remove(r.key, r.token);
-    for (const l of listed) upsert(l.key, l.token, l.owner, l.ttlMs, l.remainingMs >= 0 ? l.remainingMs : l.ttlMs);
+    for (const l of listed) {
+      for (const h of l.holders) {
+        upsert(l.key, h.token, h.owner, h.ttlMs, h.remainingMs >= 0 ? h.remainingMs : h.ttlMs, { mode: l.mode, limit: l.limit, session: h.session });
+      }
+    }
     $("nolocks").hidden = rows.size > 0;
     try {
       for await (const e of client.watch(prefix, { startIndex: listed.readIndex + 1n, signal })) {
         logEvent(e);
         switch (e.type) {
           case LockEventType.GRANTED:
+            upsert(e.key, e.token, e.owner, e.leaseMs, e.leaseMs, { mode: e.mode, limit: e.limit, session: e.session });
+            break;
           case LockEventType.RENEWED:
             upsert(e.key, e.token, e.owner, e.leaseMs, e.leaseMs);
             break;

@@ -8,7 +8,8 @@ import { createClient as createConnectClient } from "@connectrpc/connect";
 import type { CallOptions, Client as ConnectClient } from "@connectrpc/connect";
 import { ClusterService } from "./gen/ticket/v1/cluster_pb.js";
 import type { Member, StatusResponse } from "./gen/ticket/v1/cluster_pb.js";
-import { LockService } from "./gen/ticket/v1/lock_pb.js";
+import { LockService, Mode } from "./gen/ticket/v1/lock_pb.js";
+import type { Holder as HolderMsg } from "./gen/ticket/v1/lock_pb.js";
 import type { TransportFactory } from "./transport.js";
 import { backoffMs, now, sleep, timeoutSignal } from "./clock.js";
 import {
@@ -25,6 +26,7 @@ import {
   wrapErr,
 } from "./errors.js";
 import { Lease } from "./lease.js";
+import { Session } from "./session.js";
 import { watchEvents } from "./watch.js";
 import type { WatchOptions, LockEvent } from "./watch.js";
 
@@ -76,6 +78,36 @@ export interface LockOptions {
   owner?: string;
   /** Gives up waiting or retrying when aborted. */
   signal?: AbortSignal;
+  /**
+   * How the key is held (issue 17): Mode.EXCLUSIVE (default) or
+   * Mode.SHARED, a readers-writer lock's read side: shared holders coexist,
+   * an exclusive request waits until none hold the key, and waiters are
+   * served first in, first out across modes (a waiting exclusive request
+   * holds back every later shared one: writers never starve).
+   */
+  mode?: Mode;
+  /** Shorthand for mode: Mode.SHARED when true (mode wins when both are given). */
+  shared?: boolean;
+  /**
+   * Makes key a counting semaphore of limit slots (Curator
+   * InterProcessSemaphoreV2): up to limit holders at once, each with its
+   * own token. 0 (default) means a lock. Every acquirer must give the same
+   * limit while the key has holders or waiters, else LimitMismatchError
+   * (with the key's limit). A semaphore is never shared.
+   */
+  limit?: number;
+  /**
+   * Acquire under this session (createSession, or a session id; etcd
+   * lease, Consul session): the lock's lease is the session's TTL (ttlMs is
+   * then ignored and may be 0), KeepAlive of the session renews it, and the
+   * lock is released when the session ends. The Lease of such a lock does
+   * not renew itself (the server refuses a Renew of it); under a Session its
+   * signal follows the session's, under a bare id it has no local deadline
+   * (whoever keeps the session alive knows when it may have ended). An
+   * unknown, ended or another principal's session throws
+   * SessionNotFoundError.
+   */
+  session?: Session | bigint;
 }
 
 /** Options of calls that take only a signal. */
@@ -102,22 +134,65 @@ export interface Grant {
   owner: string;
   /** Monotonic send time (performance.now) of the earliest attempt that may have produced the grant. */
   sentAt: number;
+  /** The session the lock is held under (0n: none, its own lease). */
+  session: bigint;
+  /** How it was requested: Mode.EXCLUSIVE or Mode.SHARED. */
+  mode: Mode;
+  /** The semaphore's slot count it was requested with (0: a lock). */
+  limit: number;
 }
 
-/** LockInfo describes the holder of a key, as getLock and listLocks report it. */
+/** HolderInfo is one holder of a key: an exclusive lock has one, a shared key or a semaphore may have several. */
+export interface HolderInfo {
+  /** The holder's fencing token. */
+  token: bigint;
+  /** The owner id of the holder's acquire. */
+  owner: string;
+  /** The holder's lease length in milliseconds (its session's TTL when session is set). */
+  ttlMs: number;
+  /** Milliseconds left on the answering node's clock; -1 when it does not know (a follower's stale read). */
+  remainingMs: number;
+  /** The session the holder is under (0n: none). */
+  session: bigint;
+}
+
+/**
+ * LockInfo describes the holders of a key, as getLock and listLocks report
+ * it. token, ttlMs, remainingMs and owner describe the holder of an
+ * exclusive lock (mode EXCLUSIVE, limit 0); for a shared key or a
+ * semaphore they are zero and holders lists every holder.
+ */
 export interface LockInfo {
   /** The lock key. */
   key: string;
   /** False when nobody holds the key (the other fields are then zero). */
   held: boolean;
-  /** The holder's fencing token. */
+  /** The exclusive holder's fencing token (0n for a shared key or a semaphore). */
   token: bigint;
-  /** The holder's lease length in milliseconds. */
+  /** The exclusive holder's lease length in milliseconds. */
   ttlMs: number;
   /** Milliseconds before the leader would expire the lock if not renewed; -1 when the answering node does not know (a follower's stale read). */
   remainingMs: number;
-  /** The owner id of the holder's acquire. */
+  /** The owner id of the exclusive holder's acquire. */
   owner: string;
+  /** Every holder of the key, in token order (one for an exclusive lock; none when free). */
+  holders: HolderInfo[];
+  /** How the key is held: Mode.EXCLUSIVE (a lock or a semaphore) or Mode.SHARED. */
+  mode: Mode;
+  /** The semaphore's slot count; 0 for a lock. */
+  limit: number;
+}
+
+/** TokenCheck is checkToken's answer. */
+export interface TokenCheck {
+  /** True when the token is one of the key's current holders and its lease has not run out. */
+  valid: boolean;
+  /** The newest (highest) token holding the key; 0n when it is free. For an exclusive lock, its holder's. */
+  currentToken: bigint;
+  /** The key's mode while it is held. */
+  mode: Mode;
+  /** The key's semaphore limit while it is held (0: a lock). */
+  limit: number;
 }
 
 /** One node's connect clients. */
@@ -257,7 +332,12 @@ export class Client {
    * queue on the leader unless opts.wait is false, and returns the Lease,
    * which renews itself every ttl/3 until release().
    *
+   * With opts.mode, opts.shared or opts.limit it takes a shared lock or a
+   * semaphore slot; with opts.session the lock is held under that session
+   * (see LockOptions).
+   *
    * Throws LockedError (wait false, held by another owner),
+   * LimitMismatchError, SessionNotFoundError,
    * InvalidArgumentError, ResourceExhaustedError, PermissionDeniedError,
    * AmbiguousError (the signal aborted while the request may have been
    * granted; a grant to a client-made owner is released in the
@@ -268,7 +348,9 @@ export class Client {
     const owner = made ? this.newOwner() : opts.owner!;
     const wait = opts.wait ?? true;
     for (;;) {
-      const g = await this.acquireWith(key, opts.ttlMs, wait, owner, made, opts.signal);
+      const g = await this.acquireWith(key, opts, wait, owner, made);
+      // A lock under a session is renewed by the session's KeepAlive.
+      if (g.session !== 0n) return new Lease(this, g, opts.session instanceof Session ? opts.session : undefined);
       if (now() - g.sentAt <= g.ttlMs / 3) return new Lease(this, g);
       // The grant came long after the request was sent (a wait in the
       // queue, or retries): measure the lease afresh with a renewal.
@@ -286,6 +368,21 @@ export class Client {
     }
   }
 
+  /**
+   * rlock is lock with mode Mode.SHARED: the read side of a readers-writer
+   * lock (Chubby shared locks, Curator InterProcessReadWriteLock). Shared
+   * holders coexist, each with its own fencing token; it waits while an
+   * exclusive holder, or an exclusive request queued before it, is there.
+   */
+  rlock(key: string, opts: LockOptions): Promise<Lease> {
+    return this.lock(key, { ...opts, mode: Mode.SHARED });
+  }
+
+  /** tryRLock is rlock without waiting: throws LockedError at once when the key is held exclusively. */
+  tryRLock(key: string, opts: Omit<LockOptions, "wait">): Promise<Lease> {
+    return this.lock(key, { ...opts, mode: Mode.SHARED, wait: false });
+  }
+
   /** tryLock is lock without waiting: a key held by another owner throws LockedError at once. */
   tryLock(key: string, opts: Omit<LockOptions, "wait">): Promise<Lease> {
     return this.lock(key, { ...opts, wait: false });
@@ -298,11 +395,15 @@ export class Client {
    */
   acquire(key: string, opts: LockOptions): Promise<Grant> {
     const made = opts.owner === undefined || opts.owner === "";
-    return this.acquireWith(key, opts.ttlMs, opts.wait ?? false, made ? this.newOwner() : opts.owner!, made, opts.signal);
+    return this.acquireWith(key, opts, opts.wait ?? false, made ? this.newOwner() : opts.owner!, made);
   }
 
-  private async acquireWith(key: string, ttlMs: number, wait: boolean, owner: string, made: boolean, signal?: AbortSignal): Promise<Grant> {
-    const req = { key, leaseMs: BigInt(Math.round(ttlMs)), wait, owner };
+  private async acquireWith(key: string, opts: LockOptions, wait: boolean, owner: string, made: boolean): Promise<Grant> {
+    const { ttlMs, signal } = opts;
+    const mode = opts.mode ?? (opts.shared ? Mode.SHARED : Mode.EXCLUSIVE);
+    const limit = opts.limit ?? 0;
+    const session = opts.session instanceof Session ? opts.session.id : (opts.session ?? 0n);
+    const req = { key, leaseMs: BigInt(Math.round(ttlMs)), wait, owner, mode, limit, session };
     const spec: CallSpec = {
       op: "acquire", key, owner, toLeader: true, mutates: true, unbounded: wait,
       timeoutMs: wait ? 0 : this.opts.requestTimeoutMs,
@@ -310,7 +411,10 @@ export class Client {
     try {
       const { res, out } = await this.invoke(spec, signal, (n, o) => n.lock.acquire(req, o));
       const granted = Number(res.leaseMs);
-      return { key, token: res.token, ttlMs: granted > 0 ? granted : ttlMs, owner, sentAt: out.firstMaybe };
+      return {
+        key, token: res.token, ttlMs: granted > 0 ? granted : ttlMs, owner, sentAt: out.firstMaybe,
+        session: res.session !== 0n ? res.session : session, mode, limit,
+      };
     } catch (err) {
       if (made && err instanceof AmbiguousError) this.releaseOwned(key, owner, ttlMs);
       throw err;
@@ -322,7 +426,8 @@ export class Client {
     this.background(async (signal) => {
       const s = AbortSignal.any([signal, timeoutSignal(ttlMs)]);
       const info = await this.getLock(key, { signal: s });
-      if (info.held && info.owner === owner) await this.release(key, info.token, { signal: s });
+      const h = info.holders.find((x) => x.owner === owner);
+      if (h !== undefined) await this.release(key, h.token, { signal: s });
     });
   }
 
@@ -390,18 +495,18 @@ export class Client {
     }
   }
 
-  /** getLock reports who holds key: linearizable unless opts.stale. */
+  /** getLock reports who holds key (every holder, with the key's mode and limit): linearizable unless opts.stale. */
   async getLock(key: string, opts: ReadOpts = {}): Promise<LockInfo> {
     const stale = opts.stale ?? false;
     const spec: CallSpec = { op: "get", key, toLeader: !stale, timeoutMs: this.opts.requestTimeoutMs };
     const { res } = await this.invoke(spec, opts.signal, (n, o) => n.lock.getLock({ key, stale }, o));
-    if (!res.held) return { key, held: false, token: 0n, ttlMs: 0, remainingMs: 0, owner: "" };
-    return { key, held: true, token: res.token, ttlMs: Number(res.leaseMs), remainingMs: Number(res.remainingMs), owner: res.owner };
+    if (!res.held) return { key, held: false, token: 0n, ttlMs: 0, remainingMs: 0, owner: "", holders: [], mode: Mode.EXCLUSIVE, limit: 0 };
+    return lockInfoOf(key, res);
   }
 
   /**
-   * listLocks returns every held lock whose key starts with prefix, in key
-   * order, fetching as many pages as needed (linearizable per page unless
+   * listLocks returns every held key whose key starts with prefix, in key
+   * order, one entry per key with all its holders, fetching as many pages as needed (linearizable per page unless
    * opts.stale), and the read index of the last page: a watch from
    * readIndex + 1 misses no change after it.
    */
@@ -415,9 +520,7 @@ export class Client {
       const { res } = await this.invoke(spec, opts.signal, (n, o) =>
         n.lock.listLocks({ prefix, pageSize: 500, pageToken, stale }, o),
       );
-      for (const l of res.locks) {
-        locks.push({ key: l.key, held: true, token: l.token, ttlMs: Number(l.leaseMs), remainingMs: Number(l.remainingMs), owner: l.owner });
-      }
+      for (const l of res.locks) locks.push(lockInfoOf(l.key, l));
       readIndex = res.readIndex;
       pageToken = res.nextPageToken;
       if (pageToken === "") return Object.assign(locks, { readIndex });
@@ -425,14 +528,78 @@ export class Client {
   }
 
   /**
-   * checkToken tells whether token is still the current holder of key
-   * (CheckToken, Chubby's CheckSequencer; linearizable) and the current
-   * holder's token (0n when the key is free).
+   * checkToken tells whether token is still one of the current holders of
+   * key (CheckToken, Chubby's CheckSequencer; linearizable), the newest
+   * holder's token (0n when the key is free), and the key's mode and limit.
    */
-  async checkToken(key: string, token: bigint, opts: CallOpts = {}): Promise<{ valid: boolean; currentToken: bigint }> {
+  async checkToken(key: string, token: bigint, opts: CallOpts = {}): Promise<TokenCheck> {
     const spec: CallSpec = { op: "check", key, toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
     const { res } = await this.invoke(spec, opts.signal, (n, o) => n.lock.checkToken({ key, token }, o));
-    return { valid: res.valid, currentToken: res.currentToken };
+    return { valid: res.valid, currentToken: res.currentToken, mode: res.mode, limit: res.limit };
+  }
+
+  /**
+   * createSession opens a session of ttlMs milliseconds (within the
+   * server's lease bounds; etcd lease, Consul session) bound to the
+   * caller's principal, and returns it, keeping itself alive every ttl/3
+   * until Session.close() (which releases every lock under it in one
+   * entry), a refused KeepAlive, its local deadline, or close(). Acquire
+   * locks under it with LockOptions.session. Not idempotent: a retry after
+   * an ambiguous failure may leave an unused session behind, whose lease
+   * runs out. Throws InvalidArgumentError, ResourceExhaustedError (the
+   * server's session limit), PermissionDeniedError, AmbiguousError.
+   */
+  async createSession(ttlMs: number, opts: CallOpts = {}): Promise<Session> {
+    const spec: CallSpec = { op: "create session", key: "", toLeader: true, mutates: true, timeoutMs: this.opts.requestTimeoutMs };
+    const { res, out } = await this.invoke(spec, opts.signal, (n, o) => n.lock.createSession({ ttlMs: BigInt(Math.round(ttlMs)) }, o));
+    const got = Number(res.ttlMs);
+    return new Session(this, res.session, got > 0 ? got : ttlMs, out.firstMaybe);
+  }
+
+  /**
+   * keepAlive restarts the lease of session id, and with it the lease of
+   * every lock held under it, in one replicated command (etcd
+   * LeaseKeepAlive), and returns the session's TTL in milliseconds. A
+   * Session does this by itself; call it for a session kept alive by hand.
+   * Throws SessionNotFoundError (unknown or ended: its locks are gone),
+   * PermissionDeniedError (another principal's session).
+   */
+  async keepAlive(id: bigint, opts: CallOpts = {}): Promise<number> {
+    return (await this.keepAliveWith(id, 0, opts.signal)).ttlMs;
+  }
+
+  /**
+   * keepAliveWith sends KeepAlive with retries; for a session of ttlMs (0:
+   * unknown) attempts are bounded as renewWith bounds them. @internal
+   */
+  async keepAliveWith(id: bigint, ttlMs: number, signal?: AbortSignal): Promise<{ ttlMs: number; sentAt: number }> {
+    const spec: CallSpec = { op: "keepalive", key: String(id), toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
+    if (ttlMs > 0) {
+      spec.timeoutMs = Math.min(spec.timeoutMs, Math.max(ttlMs / 3, 1));
+      spec.backoffMs = Math.max(ttlMs / 8, 1);
+      spec.unbounded = true; // bounded by the session's deadline signal instead
+    }
+    const { res, out } = await this.invoke(spec, signal, (n, o) => n.lock.keepAlive({ session: id }, o));
+    return { ttlMs: Number(res.ttlMs), sentAt: out.sentAt };
+  }
+
+  /**
+   * closeSession ends session id and releases every lock held under it in
+   * one committed entry (etcd LeaseRevoke, Consul session destroy);
+   * Session.close() does this for a Session. When an
+   * earlier attempt may have closed it and a later one finds it gone, it
+   * succeeds. Throws SessionNotFoundError, PermissionDeniedError,
+   * AmbiguousError.
+   */
+  async closeSession(id: bigint, opts: CallOpts = {}): Promise<void> {
+    const spec: CallSpec = { op: "close session", key: String(id), toLeader: true, mutates: true, timeoutMs: this.opts.requestTimeoutMs };
+    const st = { maybe: false };
+    try {
+      await this.invoke(spec, opts.signal, (n, o) => n.lock.closeSession({ session: id }, o), st);
+    } catch (err) {
+      if (err instanceof NotHeldError && st.maybe) return;
+      throw err;
+    }
   }
 
   /** status returns the leader's view of the cluster and refreshes the client's idea of the leader. */
@@ -604,6 +771,28 @@ export class Client {
       }
     }
   }
+}
+
+/** The fields GetLockResponse and Lock share. */
+interface LockMsg {
+  token: bigint;
+  leaseMs: bigint;
+  remainingMs: bigint;
+  owner: string;
+  holders: HolderMsg[];
+  mode: Mode;
+  limit: number;
+}
+
+/** lockInfoOf converts a held key's GetLockResponse or Lock. */
+function lockInfoOf(key: string, m: LockMsg): LockInfo {
+  return {
+    key, held: true, token: m.token, ttlMs: Number(m.leaseMs), remainingMs: Number(m.remainingMs), owner: m.owner,
+    holders: m.holders.map((h) => ({
+      token: h.token, owner: h.owner, ttlMs: Number(h.leaseMs), remainingMs: Number(h.remainingMs), session: h.session,
+    })),
+    mode: m.mode, limit: m.limit,
+  };
 }
 
 /** baseUrlOf normalises "host:port" (with scheme) or a URL into a base URL without a trailing slash. */

@@ -2,7 +2,7 @@
 // (sdk/errors.go): match them with `instanceof`, never with message text.
 // When a server answered, the ConnectError it sent is the `cause`.
 import { Code, ConnectError } from "@connectrpc/connect";
-import { LeaderHintSchema, WatchOutOfRangeSchema } from "./gen/ticket/v1/lock_pb.js";
+import { LeaderHintSchema, LimitMismatchSchema, WatchOutOfRangeSchema } from "./gen/ticket/v1/lock_pb.js";
 
 /** Base class of every error this package throws. */
 export class TicketdError extends Error {
@@ -20,6 +20,36 @@ export class LockedError extends TicketdError {}
 
 /** No lock on the key with that token: released, expired or granted to someone else since (server code NotFound; Go: ErrNotHeld). */
 export class NotHeldError extends TicketdError {}
+
+/**
+ * The session a request named is unknown, ended, or (for acquire) another
+ * principal's: its locks are gone; open a new session (server code NotFound
+ * on CreateSession's siblings and on an acquire under a session; Go:
+ * ErrSessionNotFound). It is a NotHeldError too.
+ */
+export class SessionNotFoundError extends NotHeldError {}
+
+/**
+ * The request conflicts with the key's state (FailedPrecondition): for
+ * instance a renew of a lock held under a session, whose lease is the
+ * session's (keep the session alive instead). Nothing changed.
+ */
+export class FailedPreconditionError extends TicketdError {}
+
+/**
+ * An acquire gave a limit other than the one every acquirer of the key must
+ * give while it has holders or waiters (FailedPrecondition with a
+ * LimitMismatch detail; Go: *LimitMismatchError, ErrLimitMismatch).
+ * Nothing changed.
+ */
+export class LimitMismatchError extends FailedPreconditionError {
+  /** The key's current limit: semaphore slots, or 0 for a lock (exclusive or shared). */
+  readonly limit: number;
+  constructor(message: string, limit: number, options?: { cause?: unknown; code?: Code }) {
+    super(message, options);
+    this.limit = limit;
+  }
+}
 
 /** The request is malformed or out of the server's bounds; nothing changed (InvalidArgument). */
 export class InvalidArgumentError extends TicketdError {}
@@ -129,6 +159,15 @@ export function oldestIndexOf(err: ConnectError): bigint {
   return 0n;
 }
 
+/** limitOf returns the LimitMismatch detail's limit, or undefined when err has none. */
+export function limitOf(err: ConnectError): number | undefined {
+  for (const d of err.findDetails(LimitMismatchSchema)) return d.limit;
+  return undefined;
+}
+
+/** sessionOps are the operations whose NotFound answer means the session is gone (Go: sessionOps). */
+const sessionOps = new Set(["acquire", "keepalive", "close session"]);
+
 /** wrapErr turns an attempt's error into the error the caller sees (Go: wrapErr). */
 export function wrapErr(op: string, key: string, err: unknown): TicketdError {
   if (err instanceof TicketdError) return err;
@@ -139,7 +178,11 @@ export function wrapErr(op: string, key: string, err: unknown): TicketdError {
     case Code.AlreadyExists:
       return new LockedError(msg, o);
     case Code.NotFound:
-      return new NotHeldError(msg, o);
+      return sessionOps.has(op) ? new SessionNotFoundError(msg, o) : new NotHeldError(msg, o);
+    case Code.FailedPrecondition: {
+      const limit = limitOf(ce);
+      return limit === undefined ? new FailedPreconditionError(msg, o) : new LimitMismatchError(msg, limit, o);
+    }
     case Code.InvalidArgument:
       return new InvalidArgumentError(msg, o);
     case Code.ResourceExhausted:

@@ -1,5 +1,6 @@
 // Watch as an async iterator that resumes: after a retryable failure it
-// reconnects (to the next node in rotation) from the last index seen + 1,
+// reconnects (to the next node in rotation) from the last index seen,
+// skipping that index's events already yielded,
 // so no change is missed or repeated (the server streams each change once,
 // in apply order, with the log index that applied it).
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -7,6 +8,7 @@ import type { Client } from "./client.js";
 import { sleep } from "./clock.js";
 import { Failure, WatchOutOfRangeError, classify, oldestIndexOf, wrapErr } from "./errors.js";
 import { WatchEvent_Type } from "./gen/ticket/v1/lock_pb.js";
+import type { Mode } from "./gen/ticket/v1/lock_pb.js";
 
 export { WatchEvent_Type as LockEventType };
 
@@ -35,14 +37,20 @@ export interface LockEvent {
   typeName: string;
   /** The lock key. */
   key: string;
-  /** The lock's fencing token. */
+  /** The holder's fencing token: a shared key or a semaphore has one event per holder. */
   token: bigint;
   /** The holder's owner id (GRANTED only). */
   owner: string;
   /** The lease in milliseconds (GRANTED, RENEWED). */
   leaseMs: number;
-  /** The Raft log index of the entry that applied the change. */
+  /** The Raft log index of the entry that applied the change (a session's end: one event per holder, all at its index). */
   index: bigint;
+  /** The key's mode (GRANTED; RELEASED and EXPIRED of a shared key or a semaphore). */
+  mode: Mode;
+  /** The key's semaphore limit, 0 for a lock (as mode). */
+  limit: number;
+  /** The session the holder is under, 0n for none (GRANTED, and the events of a session's end). */
+  session: bigint;
 }
 
 /** watchEvents implements Client.watch. */
@@ -51,9 +59,16 @@ export async function* watchEvents(c: Client, prefix: string, opts: WatchOptions
   let startIndex = opts.startIndex ?? 0n;
   let includeExisting = opts.includeExisting ?? false;
   let listedAt = -1n; // index of the existing-locks listing while no change has followed
+  // A stream may be cut in the middle of one entry's events (a session's
+  // end makes one per holder): resume at the last index received and skip
+  // the events of it already yielded; every node sends one index's events
+  // in the same order (docs/api.md, Watch).
+  let lastIndex = -1n;
+  let seenAtLast = 0;
   let attempt = 0;
   while (!signal.aborted) {
     const { n } = c.route(false);
+    let skip = !includeExisting && startIndex === lastIndex ? seenAtLast : 0;
     try {
       const stream = n.lock.watch(
         { prefix, startIndex: includeExisting ? 0n : startIndex, includeExisting, stale: opts.stale ?? false },
@@ -61,11 +76,22 @@ export async function* watchEvents(c: Client, prefix: string, opts: WatchOptions
       );
       for await (const e of stream) {
         attempt = 0;
+        if (skip > 0 && e.index === lastIndex) {
+          skip--; // yielded before the stream was cut
+          continue;
+        }
+        skip = 0;
         if (includeExisting) {
           if (listedAt < 0n) listedAt = e.index;
           if (e.index !== listedAt) includeExisting = false; // the listing is complete
         }
-        startIndex = e.index + 1n;
+        if (e.index === lastIndex) {
+          seenAtLast++;
+        } else {
+          lastIndex = e.index;
+          seenAtLast = 1;
+        }
+        startIndex = e.index;
         yield {
           type: e.type,
           typeName: WatchEvent_Type[e.type] ?? String(e.type),
@@ -74,6 +100,9 @@ export async function* watchEvents(c: Client, prefix: string, opts: WatchOptions
           owner: e.owner,
           leaseMs: Number(e.leaseMs),
           index: e.index,
+          mode: e.mode,
+          limit: e.limit,
+          session: e.session,
         };
       }
       if (includeExisting && listedAt >= 0n) {

@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { build } from "esbuild";
 import { chromium } from "playwright-core";
-import { createClient } from "../dist/index.js";
+import { createClient, Mode } from "../dist/index.js";
 import { nodeTransport } from "../dist/node.js";
 import { authArgs, tokens } from "./auth.mjs";
 import { freePorts, startCluster } from "./cluster.mjs";
@@ -93,7 +93,8 @@ describe("browser: console and cross-origin page", () => {
       const t0 = performance.now();
       await ui.waitForSelector(row, { timeout: 5000 });
       const seenMs = performance.now() - t0;
-      assert.equal(await ui.textContent(`${row} td:nth-child(3)`), token);
+      assert.equal(await ui.textContent(`${row} td.token`), token);
+      assert.equal(await ui.textContent(`${row} td.mode`), "exclusive");
       // The remaining-lease bar counts down between renewals (drawn on
       // animation frames, which Chromium pauses in a background tab).
       await ui.bringToFront();
@@ -132,6 +133,53 @@ describe("browser: console and cross-origin page", () => {
     await ui.waitForSelector(`#events li[data-type="RELEASED"][data-key="${key}"]`, { timeout: 5000 });
     await page.close();
     await ui.close();
+  });
+
+  test("console_shared_semaphore_session_rows", async () => {
+    const c = createClient({ endpoints: cluster.endpoints, transport: nodeTransport() });
+    const ui = await ctx.newPage();
+    try {
+      // Two shared holders of one key (renewing themselves: RENEWED events
+      // must not disturb their rows), and two slots of a semaphore under a
+      // session.
+      const a = await c.tryLock("browser/shared", { ttlMs: 3000, shared: true });
+      const b = await c.tryLock("browser/shared", { ttlMs: 3000, mode: Mode.SHARED });
+      const s = await c.createSession(30_000);
+      const x = await c.tryLock("browser/sem", { ttlMs: 0, limit: 3, session: s.id });
+      await ui.goto(`http://${cluster.endpoints[0]}/ui/?prefix=browser/`);
+      const y = await c.tryLock("browser/sem", { ttlMs: 0, limit: 3, session: s.id }); // seen through Watch
+      const shared = '#locks tr[data-key="browser/shared"]';
+      const sem = '#locks tr[data-key="browser/sem"]';
+      const count = (sel, n) => ui.waitForFunction(([q, want]) => document.querySelectorAll(q).length === want, [sel, n], { timeout: 5000 });
+      await count(shared, 2);
+      await count(sem, 2);
+      const cells = (sel, cls) => ui.$$eval(`${sel} td.${cls}`, (tds) => tds.map((td) => td.textContent));
+      assert.deepEqual(await cells(shared, "token"), [String(a.token), String(b.token)]);
+      assert.deepEqual(await cells(shared, "mode"), ["shared", "shared"]);
+      assert.deepEqual(await cells(shared, "session"), ["", ""]);
+      assert.deepEqual(await cells(sem, "token"), [String(x.token), String(y.token)]);
+      assert.deepEqual(await cells(sem, "mode"), ["semaphore 3", "semaphore 3"]);
+      assert.deepEqual(await cells(sem, "session"), [String(s.id), String(s.id)]);
+      await ui.bringToFront();
+      await ui.screenshot({ path: path.join(artifacts, "console-shared.png") });
+      // Releasing one shared holder leaves the other's row.
+      await a.release();
+      await count(shared, 1);
+      await ui.waitForSelector(`#events li[data-type="RELEASED"][data-key="browser/shared"]`, { timeout: 5000 });
+      assert.deepEqual(await cells(shared, "token"), [String(b.token)]);
+      // Force release of the semaphore's key ends every holder.
+      await ui.fill("#forcekey", "browser/sem");
+      await ui.click("#force button");
+      await count(sem, 0);
+      assert.equal((await c.getLock("browser/sem")).held, false);
+      assert.equal(await ui.textContent("#error"), "");
+      await b.release();
+      await count(shared, 0);
+      await s.close();
+    } finally {
+      await ui.close();
+      await c.close();
+    }
   });
 
   test("console_admin_token_force_release", async () => {

@@ -3,7 +3,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import {
   createClient, LockedError, NotHeldError, LeaseLostError, ReleasedError, InvalidArgumentError, LockEventType,
+  LimitMismatchError, FailedPreconditionError, SessionNotFoundError, Mode,
 } from "../dist/index.js";
+import { Code } from "@connectrpc/connect";
 import { nodeTransport } from "../dist/node.js";
 import { startCluster } from "./cluster.mjs";
 
@@ -26,7 +28,7 @@ describe("client against a three-node cluster", () => {
     // Several renewal periods (ttl/3) pass: the lease must still be held.
     await new Promise((r) => setTimeout(r, 700));
     assert.equal(lease.signal.aborted, false, `lease lost: ${lease.signal.reason}`);
-    assert.deepEqual(await client.checkToken("ts/a", lease.token), { valid: true, currentToken: lease.token });
+    assert.deepEqual(await client.checkToken("ts/a", lease.token), { valid: true, currentToken: lease.token, mode: Mode.EXCLUSIVE, limit: 0 });
     const info = await client.getLock("ts/a");
     assert.equal(info.held, true);
     assert.equal(info.owner, lease.owner);
@@ -141,6 +143,101 @@ describe("client against a three-node cluster", () => {
     } finally {
       cluster.resume();
     }
+  });
+
+  test("shared_holders", async () => {
+    const ac = new AbortController();
+    const it = client.watch("ts/s/", { signal: ac.signal })[Symbol.asyncIterator]();
+    const first = it.next(); // opens the stream
+    await new Promise((r) => setTimeout(r, 300));
+    const a = await client.tryLock("ts/s/k", { ttlMs: 5000, shared: true });
+    const b = await client.tryLock("ts/s/k", { ttlMs: 5000, mode: Mode.SHARED });
+    assert.ok(b.token > a.token, "every holder gets its own, newer token");
+    assert.equal(a.mode, Mode.SHARED);
+    // An exclusive request is incompatible with shared holders.
+    await assert.rejects(client.tryLock("ts/s/k", { ttlMs: 5000 }), LockedError);
+    const info = await client.getLock("ts/s/k");
+    assert.equal(info.held, true);
+    assert.equal(info.mode, Mode.SHARED);
+    assert.equal(info.token, 0n, "the singular fields are for exclusive locks only");
+    assert.deepEqual(info.holders.map((h) => [h.token, h.owner, h.session]), [[a.token, a.owner, 0n], [b.token, b.owner, 0n]]);
+    assert.ok(info.holders.every((h) => h.ttlMs === 5000 && h.remainingMs > 0));
+    const listed = await client.listLocks("ts/s/");
+    assert.deepEqual(listed.map((l) => [l.key, l.mode, l.holders.length]), [["ts/s/k", Mode.SHARED, 2]]);
+    assert.deepEqual(await client.checkToken("ts/s/k", a.token), { valid: true, currentToken: b.token, mode: Mode.SHARED, limit: 0 });
+    await a.release();
+    assert.deepEqual((await client.getLock("ts/s/k")).holders.map((h) => h.token), [b.token]);
+    assert.equal((await client.checkToken("ts/s/k", a.token)).valid, false);
+    await b.release();
+    const got = [];
+    got.push((await first).value);
+    for (let i = 0; i < 3; i++) got.push((await it.next()).value);
+    ac.abort();
+    assert.deepEqual(got.map((e) => [e.typeName, e.token, e.mode]), [
+      ["GRANTED", a.token, Mode.SHARED], ["GRANTED", b.token, Mode.SHARED],
+      ["RELEASED", a.token, Mode.SHARED], ["RELEASED", b.token, Mode.SHARED],
+    ]);
+  });
+
+  test("semaphore_limit_mismatch", async () => {
+    const a = await client.tryLock("ts/sem", { ttlMs: 5000, limit: 2 });
+    const b = await client.tryLock("ts/sem", { ttlMs: 5000, limit: 2 });
+    await assert.rejects(client.tryLock("ts/sem", { ttlMs: 5000, limit: 2 }), LockedError, "a full semaphore");
+    const err = await client.tryLock("ts/sem", { ttlMs: 5000, limit: 3 }).then(() => undefined, (e) => e);
+    assert.ok(err instanceof LimitMismatchError, `got ${err}`);
+    assert.ok(err instanceof FailedPreconditionError);
+    assert.equal(err.code, Code.FailedPrecondition);
+    assert.equal(err.limit, 2, "the key's current limit");
+    const info = await client.getLock("ts/sem");
+    assert.deepEqual([info.mode, info.limit, info.holders.map((h) => h.token)], [Mode.EXCLUSIVE, 2, [a.token, b.token]]);
+    const c = await client.checkToken("ts/sem", a.token);
+    assert.deepEqual([c.valid, c.limit], [true, 2]);
+    await a.release();
+    await b.release();
+    // Free again: any limit goes.
+    const d = await client.tryLock("ts/sem", { ttlMs: 5000, limit: 3 });
+    await d.release();
+  });
+
+  test("session_two_locks_closed_in_one_step", async () => {
+    const s = await client.createSession(600);
+    assert.ok(s.id > 0n);
+    assert.equal(s.ttlMs, 600);
+    const ac = new AbortController();
+    const it = client.watch("ts/sess/", { signal: ac.signal })[Symbol.asyncIterator]();
+    const first = it.next();
+    await new Promise((r) => setTimeout(r, 300));
+    const a = await client.lock("ts/sess/a", { ttlMs: 0, session: s });
+    const b = await client.lock("ts/sess/b", { ttlMs: 0, session: s.id, shared: true }); // by id
+    assert.equal(a.session, s.id);
+    assert.equal(b.session, s.id);
+    assert.equal(a.ttlMs, 600, "a lock under a session takes its TTL");
+    // Several TTLs pass: the session keeps itself, and its locks, alive.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(s.signal.aborted, false, `session lost: ${s.signal.reason}`);
+    assert.equal(a.signal.aborted, false, `lease lost: ${a.signal.reason}`);
+    const info = await client.getLock("ts/sess/a");
+    assert.deepEqual(info.holders.map((h) => [h.token, h.session]), [[a.token, s.id]]);
+    // The session's lease is the locks' lease: Renew is refused.
+    await assert.rejects(client.renew("ts/sess/a", a.token), FailedPreconditionError);
+    assert.equal(await client.keepAlive(s.id), 600);
+    await s.close();
+    assert.ok(s.signal.reason instanceof ReleasedError);
+    assert.ok(a.signal.reason instanceof ReleasedError, "a lease under a closed Session ends with it");
+    assert.equal((await client.getLock("ts/sess/a")).held, false);
+    assert.equal((await client.getLock("ts/sess/b")).held, false);
+    const got = [];
+    got.push((await first).value);
+    for (let i = 0; i < 3; i++) got.push((await it.next()).value);
+    ac.abort();
+    assert.deepEqual(got.map((e) => [e.typeName, e.key, e.token, e.session]), [
+      ["GRANTED", "ts/sess/a", a.token, s.id], ["GRANTED", "ts/sess/b", b.token, s.id],
+      ["RELEASED", "ts/sess/a", a.token, s.id], ["RELEASED", "ts/sess/b", b.token, s.id],
+    ]);
+    assert.equal(got[2].index, got[3].index, "both locks released by one entry");
+    await assert.rejects(client.keepAlive(s.id), SessionNotFoundError);
+    await assert.rejects(client.lock("ts/sess/c", { ttlMs: 0, session: s }), SessionNotFoundError);
+    await assert.rejects(client.closeSession(s.id), SessionNotFoundError);
   });
 
   test("failover_after_leader_kill", async () => {

@@ -8,14 +8,15 @@
 //
 //	ticketctl [--endpoints 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003] [-o text|json|value] [--timeout 15s] [--grpc] COMMAND
 //
-//	lock acquire KEY --ttl 10s [--wait] [--owner X]
+//	lock acquire KEY --ttl 10s [--wait] [--owner X] [--shared | --limit N] [--session ID]
 //	lock renew KEY TOKEN
 //	lock release KEY TOKEN
-//	lock get KEY [--stale]
-//	lock list [--prefix P] [--stale]
+//	lock get KEY [--stale]                (every holder, mode and limit)
+//	lock list [--prefix P] [--stale]      (one row per holder)
 //	lock check KEY TOKEN
 //	lock acquire KEY --hold              (renew until Ctrl-C, then release)
-//	lock run KEY [--ttl] [--wait] [--kill-grace] -- CMD ARGS...
+//	lock run KEY [--ttl] [--wait] [--kill-grace] [--shared | --limit N] -- CMD ARGS...
+//	session create --ttl 10s | keepalive ID | close ID
 //	watch [PREFIX] [--from INDEX] [--existing] [--stale]
 //	elect NAME VALUE -- CMD ARGS...
 //	status [--all]
@@ -61,7 +62,7 @@
 //	0   success
 //	1   any other failure (cluster unreachable, TLS, I/O, a refused value)
 //	2   the key is held by someone else (acquire without --wait; lock run)
-//	3   no lock with that token (lease expired or released); "check": the token is not current
+//	3   no lock with that token (lease expired or released); "check": the token is not current; no such session
 //	4   outcome unknown: retry with the same --owner
 //	5   lease lost while held (lock run, elect, --hold)
 //	6   permission denied
@@ -70,6 +71,14 @@
 //	64  usage (EX_USAGE): unknown command or flag, stray or missing argument, bad value
 //
 // "lock run" and "elect" otherwise exit with their command's status.
+//
+// Shared locks, semaphores and sessions (issue 17): --shared holds a key
+// shared (readers-writer), --limit N takes one of N slots of a counting
+// semaphore ("lock run --limit 2 --wait -- CMD" runs at most two copies of
+// CMD cluster-wide), and every holder gets its own fencing token. A session
+// (session create) is one lease for many locks acquired with --session ID;
+// "session keepalive ID" renews them all, "session close ID" releases them
+// all in one entry.
 //
 // Example:
 //

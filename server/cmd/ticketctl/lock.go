@@ -15,27 +15,114 @@ import (
 
 // lockJSON is what "lock get" prints: GetLockResponse in the API's JSON
 // (protojson: lowerCamelCase names, 64-bit integers as strings, durations
-// in milliseconds) and the key asked about.
+// in milliseconds, enums by name, zero-valued new fields left out) and the
+// key asked about. Token, TTLMs, RemainingMs and Owner describe an
+// exclusive lock's holder; Holders lists every holder (issue 17).
 type lockJSON struct {
-	Key         string `json:"key"`
-	Held        bool   `json:"held"`
-	Token       uint64 `json:"token,string"`
-	TTLMs       int64  `json:"leaseMs,string"`
-	RemainingMs int64  `json:"remainingMs,string"`
-	Owner       string `json:"owner"`
+	Key         string       `json:"key"`
+	Held        bool         `json:"held"`
+	Token       uint64       `json:"token,string"`
+	TTLMs       int64        `json:"leaseMs,string"`
+	RemainingMs int64        `json:"remainingMs,string"`
+	Owner       string       `json:"owner"`
+	Holders     []holderJSON `json:"holders,omitempty"`
+	Mode        string       `json:"mode,omitempty"`
+	Limit       uint32       `json:"limit,omitempty"`
 }
 
-// value is what -o value prints: the holder's token, nothing for a free key.
+// holderJSON is one holder: the API's Holder message in its JSON.
+type holderJSON struct {
+	Token       uint64 `json:"token,string"`
+	Owner       string `json:"owner"`
+	TTLMs       int64  `json:"leaseMs,string"`
+	RemainingMs int64  `json:"remainingMs,string"`
+	Session     uint64 `json:"session,omitempty,string"`
+}
+
+// value is what -o value prints: the holders' tokens, one per line,
+// nothing for a free key.
 func (l lockJSON) value() string {
 	if !l.Held {
 		return ""
 	}
-	return strconv.FormatUint(l.Token, 10)
+	if l.Token != 0 || len(l.Holders) == 0 {
+		return strconv.FormatUint(l.Token, 10)
+	}
+	toks := make([]string, 0, len(l.Holders))
+	for _, h := range l.Holders {
+		toks = append(toks, strconv.FormatUint(h.Token, 10))
+	}
+	return strings.Join(toks, "\n")
 }
 
 // lockOf converts an SDK LockInfo for printing.
 func lockOf(l sdk.LockInfo) lockJSON {
-	return lockJSON{Key: l.Key, Held: l.Held, Token: l.Token, TTLMs: msOf(l.TTL), RemainingMs: msOf(l.Remaining), Owner: l.Owner}
+	return lockJSON{Key: l.Key, Held: l.Held, Token: l.Token, TTLMs: msOf(l.TTL), RemainingMs: msOf(l.Remaining), Owner: l.Owner,
+		Holders: holdersOf(l), Mode: modeName(l.Mode), Limit: l.Limit}
+}
+
+// holdersOf converts every holder of l.
+func holdersOf(l sdk.LockInfo) []holderJSON {
+	var hs []holderJSON
+	for _, h := range l.Holders {
+		hs = append(hs, holderJSON{Token: h.Token, Owner: h.Owner, TTLMs: msOf(h.TTL), RemainingMs: msOf(h.Remaining), Session: h.Session})
+	}
+	return hs
+}
+
+// modeName is the API's JSON name of a mode: "" (left out, as protojson
+// leaves out MODE_EXCLUSIVE, the default) or "MODE_SHARED".
+func modeName(m sdk.Mode) string {
+	if m == sdk.ModeShared {
+		return "MODE_SHARED"
+	}
+	return ""
+}
+
+// kindText names how a key is held, for text output: "exclusive",
+// "shared" or "limit N" (a semaphore).
+func kindText(mode string, limit uint32) string {
+	switch {
+	case limit > 0:
+		return fmt.Sprintf("limit %d", limit)
+	case mode == "MODE_SHARED":
+		return "shared"
+	}
+	return "exclusive"
+}
+
+// sessionText is " session N" for a holder under a session, else "".
+func sessionText(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" session %d", id)
+}
+
+// writeLock renders "lock get" for people: an exclusive lock on one line,
+// as before issue 17; a shared key or a semaphore with one line per holder.
+func writeLock(w io.Writer, l lockJSON) {
+	switch {
+	case !l.Held:
+		fmt.Fprintf(w, "%q is free\n", l.Key)
+	case l.Mode == "" && l.Limit == 0 && len(l.Holders) <= 1:
+		var sess uint64
+		if len(l.Holders) == 1 {
+			sess = l.Holders[0].Session
+		}
+		fmt.Fprintf(w, "%q held: token %d ttl %v remaining %v owner %q%s\n", l.Key, l.Token,
+			durationOf(l.TTLMs), remainingOf(l.RemainingMs), l.Owner, sessionText(sess))
+	default:
+		if l.Limit > 0 {
+			fmt.Fprintf(w, "%q held: %d of %d slots (semaphore)\n", l.Key, len(l.Holders), l.Limit)
+		} else {
+			fmt.Fprintf(w, "%q held shared by %d\n", l.Key, len(l.Holders))
+		}
+		for _, h := range l.Holders {
+			fmt.Fprintf(w, "  token %d ttl %v remaining %v owner %q%s\n", h.Token,
+				durationOf(h.TTLMs), remainingOf(h.RemainingMs), h.Owner, sessionText(h.Session))
+		}
+	}
 }
 
 // newLockCmd builds "lock" and its subcommands.
@@ -48,10 +135,58 @@ func newLockCmd(g *globals) *cobra.Command {
 // grantJSON is what "lock acquire" prints: AcquireResponse in the API's
 // JSON, with the request's key and owner.
 type grantJSON struct {
-	Key   string `json:"key"`
-	Token uint64 `json:"token,string"`
-	TTLMs int64  `json:"leaseMs,string"`
-	Owner string `json:"owner"`
+	Key     string `json:"key"`
+	Token   uint64 `json:"token,string"`
+	TTLMs   int64  `json:"leaseMs,string"`
+	Owner   string `json:"owner"`
+	Session uint64 `json:"session,omitempty,string"`
+}
+
+// holdFlags are the flags that choose how "lock acquire" and "lock run"
+// hold a key (issue 17): shared, a semaphore slot, or under a session.
+type holdFlags struct {
+	shared  bool
+	limit   uint32
+	session uint64
+}
+
+// add registers the flags on cmd; withSession adds --session.
+func (f *holdFlags) add(cmd *cobra.Command, withSession bool) {
+	cmd.Flags().BoolVar(&f.shared, "shared", false, "hold KEY shared: shared holders coexist, an exclusive one waits for none (readers-writer lock)")
+	cmd.Flags().Uint32Var(&f.limit, "limit", 0, "hold one of N slots of a counting semaphore on KEY (every holder must give the same N)")
+	if withSession {
+		cmd.Flags().Uint64Var(&f.session, "session", 0, "acquire under session ID (session create): its TTL is the lease, its keepalive renews the lock")
+	}
+}
+
+// options checks the combination and returns the SDK options it means.
+func (f *holdFlags) options() ([]sdk.AcquireOption, error) {
+	var opts []sdk.AcquireOption
+	if f.shared && f.limit > 0 {
+		return nil, usagef("--shared and --limit exclude each other: a semaphore is never shared")
+	}
+	if f.shared {
+		opts = append(opts, sdk.WithShared())
+	}
+	if f.limit > 0 {
+		opts = append(opts, sdk.WithLimit(f.limit))
+	}
+	if f.session != 0 {
+		opts = append(opts, sdk.WithSessionID(f.session))
+	}
+	return opts, nil
+}
+
+// grantText renders "lock acquire" for people.
+func grantText(w io.Writer, r grantJSON, f holdFlags) {
+	kind := ""
+	switch {
+	case f.shared:
+		kind = " shared"
+	case f.limit > 0:
+		kind = fmt.Sprintf(" (1 of %d slots)", f.limit)
+	}
+	fmt.Fprintf(w, "acquired %q%s token %d ttl %v owner %q%s\n", r.Key, kind, r.Token, durationOf(r.TTLMs), r.Owner, sessionText(r.Session))
 }
 
 // value is what -o value prints: the fencing token.
@@ -64,6 +199,7 @@ func newAcquireCmd(g *globals) *cobra.Command {
 		wait  bool
 		owner string
 		hold  bool
+		hf    holdFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "acquire KEY",
@@ -76,15 +212,34 @@ FIFO queue until granted or --timeout, and exits 8 "still held after
 tok=$(ticketctl -o value lock acquire KEY --ttl 60s). Retrying with the same --owner returns
 the same grant, so a retry after an unknown outcome (exit 4) is safe.
 
+--shared holds KEY shared (readers-writer lock: shared holders coexist, an
+exclusive acquire waits until none holds KEY; a waiting exclusive acquire
+holds back later shared ones). --limit N takes one of N slots of a counting
+semaphore on KEY; every holder and waiter must give the same N (another N
+fails, naming the key's limit). Every holder gets its own token.
+--session ID acquires under a session (session create): the lock's lease is
+the session's TTL (--ttl is ignored), "session keepalive ID" renews it with
+every other lock of the session, and it is released when the session ends.
+
 With --hold it prints the token, then keeps renewing the lease until Ctrl-C
 (then releases the lock, exit 0) or until the lease is lost (exit 5): a lock
 held from a terminal for manual maintenance.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if hold {
-				return g.holdAcquire(cmd, args[0], ttl, wait, owner)
+			mode, err := hf.options()
+			if err != nil {
+				return err
 			}
-			opts := []sdk.AcquireOption{}
+			if hold {
+				if hf.session != 0 {
+					return usagef("lock acquire: --hold and --session exclude each other: keep the session alive with session keepalive")
+				}
+				return g.holdAcquire(cmd, args[0], ttl, wait, owner, hf, mode)
+			}
+			if hf.session != 0 {
+				ttl = 0 // the session's TTL is the lease
+			}
+			opts := append([]sdk.AcquireOption(nil), mode...)
 			if wait {
 				owner = waitOwner(owner)
 				opts = append(opts, sdk.WithWait())
@@ -97,24 +252,22 @@ held from a terminal for manual maintenance.`,
 				if err != nil && wait {
 					err = g.settleWait(cmd.Context(), c, args[0], owner, err, func(ctx context.Context) error {
 						var rerr error
-						gr, rerr = c.Acquire(ctx, args[0], ttl, sdk.WithOwner(owner))
+						gr, rerr = c.Acquire(ctx, args[0], ttl, append(mode, sdk.WithOwner(owner))...)
 						return rerr
 					})
 				}
 				if err != nil {
 					return nil, ttlHint(err)
 				}
-				return grantJSON{Key: gr.Key, Token: gr.Token, TTLMs: msOf(gr.TTL), Owner: gr.Owner}, nil
-			}, func(w io.Writer, v any) {
-				r := v.(grantJSON)
-				fmt.Fprintf(w, "acquired %q token %d ttl %v owner %q\n", r.Key, r.Token, durationOf(r.TTLMs), r.Owner)
-			})
+				return grantJSON{Key: gr.Key, Token: gr.Token, TTLMs: msOf(gr.TTL), Owner: gr.Owner, Session: gr.Session}, nil
+			}, func(w io.Writer, v any) { grantText(w, v.(grantJSON), hf) })
 		},
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "lease length (whole milliseconds)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait in the key's queue until granted or --timeout")
 	cmd.Flags().StringVar(&owner, "owner", "", "owner id (≤ 128 bytes); a retry with the same owner gets the same grant (default: unique per call)")
 	cmd.Flags().BoolVar(&hold, "hold", false, "keep renewing until Ctrl-C or lease loss, then release")
+	hf.add(cmd, true)
 	return cmd
 }
 
@@ -206,7 +359,7 @@ func newGetCmd(g *globals) *cobra.Command {
 	var stale bool
 	cmd := &cobra.Command{
 		Use:   "get KEY",
-		Short: "Show the holder of KEY (linearizable unless --stale)",
+		Short: "Show every holder of KEY, its mode and limit (linearizable unless --stale)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
@@ -215,28 +368,24 @@ func newGetCmd(g *globals) *cobra.Command {
 					return nil, err
 				}
 				return lockOf(info), nil
-			}, func(w io.Writer, v any) {
-				l := v.(lockJSON)
-				if !l.Held {
-					fmt.Fprintf(w, "%q is free\n", l.Key)
-					return
-				}
-				fmt.Fprintf(w, "%q held: token %d ttl %v remaining %v owner %q\n", l.Key, l.Token,
-					durationOf(l.TTLMs), remainingOf(l.RemainingMs), l.Owner)
-			})
+			}, func(w io.Writer, v any) { writeLock(w, v.(lockJSON)) })
 		},
 	}
 	cmd.Flags().BoolVar(&stale, "stale", false, "let any node answer from local state (may lag the leader)")
 	return cmd
 }
 
-// listLockJSON is one lock of "lock list": the API's Lock message in its JSON.
+// listLockJSON is one lock of "lock list": the API's Lock message in its
+// JSON (one per key, with every holder).
 type listLockJSON struct {
-	Key         string `json:"key"`
-	Token       uint64 `json:"token,string"`
-	TTLMs       int64  `json:"leaseMs,string"`
-	RemainingMs int64  `json:"remainingMs,string"`
-	Owner       string `json:"owner"`
+	Key         string       `json:"key"`
+	Token       uint64       `json:"token,string"`
+	TTLMs       int64        `json:"leaseMs,string"`
+	RemainingMs int64        `json:"remainingMs,string"`
+	Owner       string       `json:"owner"`
+	Holders     []holderJSON `json:"holders,omitempty"`
+	Mode        string       `json:"mode,omitempty"`
+	Limit       uint32       `json:"limit,omitempty"`
 }
 
 // listJSON is what "lock list" prints: ListLocksResponse in the API's JSON,
@@ -262,7 +411,7 @@ func newListCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List held locks (optionally under --prefix), in key order",
+		Short: "List held locks (optionally under --prefix), in key order, one row per holder",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.do(cmd, func(ctx context.Context, c *sdk.Client) (any, error) {
@@ -273,14 +422,24 @@ func newListCmd(g *globals) *cobra.Command {
 				out := listJSON{Locks: []listLockJSON{}}
 				for _, l := range locks {
 					out.Locks = append(out.Locks, listLockJSON{Key: l.Key, Token: l.Token, TTLMs: msOf(l.TTL),
-						RemainingMs: msOf(l.Remaining), Owner: l.Owner})
+						RemainingMs: msOf(l.Remaining), Owner: l.Owner, Holders: holdersOf(l), Mode: modeName(l.Mode), Limit: l.Limit})
 				}
 				return out, nil
 			}, func(w io.Writer, v any) {
-				tw := newTable(w, "KEY\tTOKEN\tTTL\tREMAINING\tOWNER")
+				tw := newTable(w, "KEY\tMODE\tTOKEN\tTTL\tREMAINING\tOWNER\tSESSION")
 				for _, l := range v.(listJSON).Locks {
-					fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%s\n", l.Key, l.Token,
-						durationOf(l.TTLMs), remainingOf(l.RemainingMs), l.Owner)
+					hs := l.Holders
+					if len(hs) == 0 { // a server from before issue 17
+						hs = []holderJSON{{Token: l.Token, Owner: l.Owner, TTLMs: l.TTLMs, RemainingMs: l.RemainingMs}}
+					}
+					for _, h := range hs {
+						sess := "-"
+						if h.Session != 0 {
+							sess = strconv.FormatUint(h.Session, 10)
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%v\t%s\t%s\n", l.Key, kindText(l.Mode, l.Limit), h.Token,
+							durationOf(h.TTLMs), remainingOf(h.RemainingMs), h.Owner, sess)
+					}
 				}
 				_ = tw.Flush()
 			})
@@ -299,6 +458,8 @@ type checkJSON struct {
 	Token        uint64 `json:"token,string"`
 	Valid        bool   `json:"valid"`
 	CurrentToken uint64 `json:"currentToken,string"`
+	Mode         string `json:"mode,omitempty"`
+	Limit        uint32 `json:"limit,omitempty"`
 }
 
 // value is what -o value prints: the current holder's token, nothing for a
@@ -314,24 +475,29 @@ func (r checkJSON) value() string {
 // instead of naming token 0 (issue 19).
 func checkText(r checkJSON) string {
 	switch {
+	case r.Valid && (r.Mode != "" || r.Limit > 0):
+		return fmt.Sprintf("token %d is a current holder of %q (%s)", r.Token, r.Key, kindText(r.Mode, r.Limit))
 	case r.Valid:
 		return fmt.Sprintf("token %d is the current holder of %q", r.Token, r.Key)
 	case r.CurrentToken == 0:
 		return fmt.Sprintf("token %d is not the holder of %q: the key is free", r.Token, r.Key)
+	}
+	if r.Mode != "" || r.Limit > 0 {
+		return fmt.Sprintf("token %d is not a holder of %q (%s): the newest holder is token %d", r.Token, r.Key, kindText(r.Mode, r.Limit), r.CurrentToken)
 	}
 	return fmt.Sprintf("token %d is not the holder of %q: token %d holds it", r.Token, r.Key, r.CurrentToken)
 }
 
 // newCheckCmd builds "lock check KEY TOKEN".
 func newCheckCmd(g *globals) *cobra.Command {
-	return keyTokenCmd(g, "check KEY TOKEN", "Tell whether TOKEN is the current holder of KEY (exit 3 if not)",
+	return keyTokenCmd(g, "check KEY TOKEN", "Tell whether TOKEN is a current holder of KEY (exit 3 if not)",
 		func(ctx context.Context, c *sdk.Client, key string, tok uint64) (any, error) {
-			valid, cur, err := c.Check(ctx, key, tok)
+			tc, err := c.CheckToken(ctx, key, tok)
 			if err != nil {
 				return nil, err
 			}
-			r := checkJSON{Key: key, Token: tok, Valid: valid, CurrentToken: cur}
-			if !valid {
+			r := checkJSON{Key: key, Token: tok, Valid: tc.Valid, CurrentToken: tc.Current, Mode: modeName(tc.Mode), Limit: tc.Limit}
+			if !r.Valid {
 				return r, &checkError{text: checkText(r)}
 			}
 			return r, nil

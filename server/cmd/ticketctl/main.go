@@ -23,7 +23,7 @@ const (
 	exitOK        = 0
 	exitError     = 1 // any other failure (unreachable cluster, TLS, I/O)
 	exitLocked    = 2 // sdk.ErrLocked: the key is held by someone else (no --wait)
-	exitNotHeld   = 3 // sdk.ErrNotHeld: no lock with that token (also "check": token not current)
+	exitNotHeld   = 3 // sdk.ErrNotHeld: no lock with that token (also "check": token not current); sdk.ErrSessionNotFound
 	exitAmbiguous = 4 // sdk.ErrAmbiguous: the request may or may not have taken effect
 	// 5 is exitLeaseLost (run.go).
 	exitDenied          = 6  // sdk.ErrPermissionDenied: the policy does not allow it, or the lock is another principal's
@@ -35,7 +35,7 @@ const (
 // exitCodesHelp documents the exit codes in --help (and doc.go, docs/api.md).
 const exitCodesHelp = `Exit codes: 0 success; 1 failure (cluster unreachable, TLS, I/O); 2 key held
 by someone else (no --wait); 3 no lock with that token (lease expired or
-released; "check": token not current); 4 outcome unknown (retry with the same
+released; "check": token not current) or no such session; 4 outcome unknown (retry with the same
 --owner); 5 lease lost (lock run, elect, --hold); 6 permission denied; 7
 unauthenticated; 8 still held when --wait ran out (--timeout); 64 usage
 (unknown command or flag, stray or missing argument). "lock run" and "elect"
@@ -87,7 +87,7 @@ func exitCode(err error) int {
 		return exitAmbiguous
 	case errors.Is(err, sdk.ErrLocked):
 		return exitLocked
-	case errors.Is(err, sdk.ErrNotHeld), errors.Is(err, errInvalidToken):
+	case errors.Is(err, sdk.ErrNotHeld), errors.Is(err, errInvalidToken), errors.Is(err, sdk.ErrSessionNotFound):
 		return exitNotHeld
 	case errors.Is(err, sdk.ErrPermissionDenied):
 		return exitDenied

@@ -59,6 +59,14 @@ func TestUsageErrors(t *testing.T) {
 		{name: "unknown_flag", args: []string{"status", "--nosuch"}, want: "unknown flag: --nosuch"},
 		{name: "run_without_dash", args: []string{"lock", "run", "k", "true"}, want: "usage: ticketctl lock run KEY"},
 		{name: "no_endpoints", args: []string{"--endpoints", "", "status"}, want: "--endpoints is empty"},
+		{name: "shared_semaphore", args: []string{"lock", "acquire", "k", "--shared", "--limit", "2"}, want: "--shared and --limit exclude each other"},
+		{name: "run_shared_semaphore", args: []string{"lock", "run", "k", "--shared", "--limit", "2", "--", "true"}, want: "--shared and --limit exclude each other"},
+		{name: "hold_under_session", args: []string{"lock", "acquire", "k", "--hold", "--session", "5"}, want: "--hold and --session exclude each other"},
+		{name: "bad_limit", args: []string{"lock", "acquire", "k", "--limit", "-1"}, want: "invalid argument"},
+		{name: "bad_session_id", args: []string{"session", "keepalive", "x"}, want: "want a positive integer"},
+		{name: "zero_session_id", args: []string{"session", "close", "0"}, want: "want a positive integer"},
+		{name: "session_without_subcommand", args: []string{"session"}, want: "want a subcommand"},
+		{name: "run_without_ttl", args: []string{"lock", "run", "k", "--ttl", "0", "--", "true"}, want: "--ttl must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,6 +155,9 @@ func TestAgainstCluster(t *testing.T) {
 
 		var info lockJSON
 		ctlJSON(t, eps, exitOK, &info, "lock", "get", "ctl/a")
+		require.Len(t, info.Holders, 1, "an exclusive lock lists its one holder")
+		assert.Equal(t, holderJSON{Token: g.Token, Owner: "job-1", TTLMs: 20000, RemainingMs: info.Holders[0].RemainingMs}, info.Holders[0])
+		info.Holders = nil
 		assert.Equal(t, lockJSON{Key: "ctl/a", Held: true, Token: g.Token, TTLMs: 20000, RemainingMs: info.RemainingMs, Owner: "job-1"}, info)
 		ctlJSON(t, eps, exitOK, &info, "lock", "get", "ctl/a", "--stale")
 		assert.Equal(t, g.Token, info.Token)
@@ -255,6 +266,7 @@ func TestAgainstCluster(t *testing.T) {
 	t.Run("output_value", func(t *testing.T) { testOutputValue(t, eps) })
 	t.Run("json_is_the_api_dialect", func(t *testing.T) { testAPIDialect(t, eps) })
 	t.Run("endpoint_health", func(t *testing.T) { testEndpointHealth(t, eps) })
+	t.Run("shared_semaphore_session", func(t *testing.T) { testSharedCommands(t, eps) })
 
 	t.Run("members_add_refuses_dead_voter", func(t *testing.T) {
 		// A voter that never starts would leave the cluster needing three of

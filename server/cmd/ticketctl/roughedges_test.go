@@ -136,13 +136,15 @@ func testAPIDialect(t *testing.T, eps string) {
 		{"acquire", []string{"lock", "acquire", "dialect/a", "--ttl", "20s", "--owner", "o1"}, lenient,
 			&ticketv1.AcquireResponse{}, &ticketv1.AcquireResponse{Token: g.Token, LeaseMs: 20000}},
 		{"get", []string{"lock", "get", "dialect/a"}, lenient,
-			&ticketv1.GetLockResponse{}, &ticketv1.GetLockResponse{Held: true, Token: g.Token, LeaseMs: 20000, Owner: "o1"}},
+			&ticketv1.GetLockResponse{}, &ticketv1.GetLockResponse{Held: true, Token: g.Token, LeaseMs: 20000, Owner: "o1",
+				Holders: []*ticketv1.Holder{{Token: g.Token, Owner: "o1", LeaseMs: 20000}}}},
 		{"check", []string{"lock", "check", "dialect/a", itoa(g.Token)}, lenient,
 			&ticketv1.CheckTokenResponse{}, &ticketv1.CheckTokenResponse{Valid: true, CurrentToken: g.Token}},
 		{"renew", []string{"lock", "renew", "dialect/a", itoa(g.Token)}, lenient,
 			&ticketv1.RenewResponse{}, &ticketv1.RenewResponse{LeaseMs: 20000}},
 		{"list", []string{"lock", "list", "--prefix", "dialect/"}, strict,
-			&ticketv1.ListLocksResponse{}, &ticketv1.ListLocksResponse{Locks: []*ticketv1.Lock{{Key: "dialect/a", Token: g.Token, LeaseMs: 20000, Owner: "o1"}}}},
+			&ticketv1.ListLocksResponse{}, &ticketv1.ListLocksResponse{Locks: []*ticketv1.Lock{{Key: "dialect/a", Token: g.Token, LeaseMs: 20000, Owner: "o1",
+				Holders: []*ticketv1.Holder{{Token: g.Token, Owner: "o1", LeaseMs: 20000}}}}}},
 		{"status", []string{"status"}, strict, &ticketv1.StatusResponse{}, nil},
 		{"members", []string{"members", "list"}, strict, &ticketv1.StatusResponse{}, nil},
 	}
@@ -165,9 +167,15 @@ func clearRemaining(m proto.Message) {
 	switch v := m.(type) {
 	case *ticketv1.GetLockResponse:
 		v.RemainingMs = 0
+		for _, h := range v.GetHolders() {
+			h.RemainingMs = 0
+		}
 	case *ticketv1.ListLocksResponse:
 		for _, l := range v.GetLocks() {
 			l.RemainingMs = 0
+			for _, h := range l.GetHolders() {
+				h.RemainingMs = 0
+			}
 		}
 	}
 }

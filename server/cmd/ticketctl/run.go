@@ -58,6 +58,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		ttl, grace time.Duration
 		wait       bool
 		owner      string
+		hf         holdFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run KEY -- CMD [ARGS...]",
@@ -69,18 +70,27 @@ the lock is released and ticketctl exits with CMD's status (128+N when a
 signal N ended it). If the lease is lost while CMD runs, CMD gets SIGTERM,
 then SIGKILL after --kill-grace, and ticketctl exits 5 (consul lock's
 behaviour). Exit 2: the key is held and --wait was not given; exit 8: it was
-still held when --wait ran out of --timeout.`,
+still held when --wait ran out of --timeout.
+
+--limit N holds one of N slots of a counting semaphore on KEY instead of the
+whole key: at most N copies of CMD run at once cluster-wide (with --wait the
+others queue, first in, first out). --shared holds KEY shared: any number of
+shared runs at once, never beside an exclusive one (readers-writer).`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
 				return errUsage("ticketctl lock run KEY [flags] -- CMD [ARGS...]")
+			}
+			mode, err := hf.options()
+			if err != nil {
+				return err
 			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			lease, err := g.lockLease(cmd, c, args[0], ttl, wait, owner)
+			lease, err := g.lockLease(cmd, c, args[0], ttl, wait, owner, mode)
 			if err != nil {
 				return err
 			}
@@ -92,20 +102,25 @@ still held when --wait ran out of --timeout.`,
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait in the key's queue until granted or --timeout")
 	cmd.Flags().DurationVar(&grace, "kill-grace", 10*time.Second, "after a lost lease, time between SIGTERM and SIGKILL to CMD")
 	cmd.Flags().StringVar(&owner, "owner", "", "owner id (≤ 128 bytes; default: unique per call)")
+	hf.add(cmd, false)
 	return cmd
 }
 
-// lockLease acquires key with an auto-renewing lease (waiting when wait),
-// the acquisition bounded by --timeout.
-func (g *globals) lockLease(cmd *cobra.Command, c *sdk.Client, key string, ttl time.Duration, wait bool, owner string) (*sdk.Lease, error) {
+// lockLease acquires key with an auto-renewing lease of its own of ttl
+// (waiting when wait), held as mode says (holdFlags.options), the
+// acquisition bounded by --timeout.
+func (g *globals) lockLease(cmd *cobra.Command, c *sdk.Client, key string, ttl time.Duration, wait bool, owner string, mode []sdk.AcquireOption) (*sdk.Lease, error) {
 	ctx := cmd.Context()
 	if g.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.timeout)
 		defer cancel()
 	}
+	if ttl <= 0 {
+		return nil, usagef("--ttl must be positive")
+	}
+	opts := append([]sdk.AcquireOption(nil), mode...)
 	if !wait {
-		var opts []sdk.AcquireOption
 		if owner != "" {
 			opts = append(opts, sdk.WithOwner(owner))
 		}
@@ -113,11 +128,12 @@ func (g *globals) lockLease(cmd *cobra.Command, c *sdk.Client, key string, ttl t
 		return lease, ttlHint(err)
 	}
 	owner = waitOwner(owner)
-	lease, err := c.Lock(ctx, key, ttl, sdk.WithOwner(owner))
+	opts = append(opts, sdk.WithOwner(owner))
+	lease, err := c.Lock(ctx, key, ttl, opts...)
 	if err != nil {
 		err = g.settleWait(cmd.Context(), c, key, owner, err, func(ctx context.Context) error {
 			var rerr error
-			lease, rerr = c.TryLock(ctx, key, ttl, sdk.WithOwner(owner))
+			lease, rerr = c.TryLock(ctx, key, ttl, opts...)
 			return rerr
 		})
 	}
@@ -216,19 +232,20 @@ func holdLease(cmd *cobra.Command, lease *sdk.Lease) error {
 
 // holdAcquire is "lock acquire KEY --hold": acquire with an auto-renewing
 // lease, print the grant (text or JSON), then hold it (holdLease).
-func (g *globals) holdAcquire(cmd *cobra.Command, key string, ttl time.Duration, wait bool, owner string) error {
+func (g *globals) holdAcquire(cmd *cobra.Command, key string, ttl time.Duration, wait bool, owner string, hf holdFlags, mode []sdk.AcquireOption) error {
 	c, err := g.client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	lease, err := g.lockLease(cmd, c, key, ttl, wait, owner)
+	lease, err := g.lockLease(cmd, c, key, ttl, wait, owner, mode)
 	if err != nil {
 		return err
 	}
 	r := grantJSON{Key: lease.Key(), Token: lease.Token(), TTLMs: msOf(lease.TTL()), Owner: lease.Owner()}
 	if err := g.print(r, func(w io.Writer, v any) {
-		fmt.Fprintf(w, "acquired %q token %d ttl %v owner %q; holding until Ctrl-C\n", r.Key, r.Token, durationOf(r.TTLMs), r.Owner)
+		grantText(w, v.(grantJSON), hf)
+		fmt.Fprintln(w, "holding until Ctrl-C")
 	}); err != nil {
 		return err
 	}

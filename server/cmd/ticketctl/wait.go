@@ -90,8 +90,12 @@ func (g *globals) settleWait(parent context.Context, c *sdk.Client, key, owner s
 	if gerr != nil {
 		return err
 	}
-	if info.Held && info.Owner == owner {
+	if _, ok := info.HolderOf(owner); ok {
 		return retake(ctx)
 	}
-	return &stillHeldError{key: key, after: g.timeout, holder: info.Token, cause: err}
+	holder := info.Token
+	if holder == 0 && len(info.Holders) > 0 { // shared or a semaphore: the newest holder
+		holder = info.Holders[len(info.Holders)-1].Token
+	}
+	return &stillHeldError{key: key, after: g.timeout, holder: holder, cause: err}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -28,6 +29,7 @@ type options struct {
 	editCfg func(i int, c *config.Config)
 	opts    func(i int) []server.Option
 	logs    bool
+	client  []connect.ClientOption
 }
 
 // WithBackend selects the backend by name (config.BackendHashicorp by default).
@@ -39,6 +41,13 @@ func WithConfig(fn func(i int, c *config.Config)) Option { return func(o *option
 // WithServerOptions adds server options for node i (a stand-in backend, a clock).
 func WithServerOptions(fn func(i int) []server.Option) Option {
 	return func(o *options) { o.opts = fn }
+}
+
+// WithClientOptions adds connect client options to every Instance's Lock
+// and Cluster clients (an interceptor that sends a bearer token, for a
+// cluster with authorization on: WaitLeader's Status calls need one).
+func WithClientOptions(opts ...connect.ClientOption) Option {
+	return func(o *options) { o.client = append(o.client, opts...) }
 }
 
 // WithLogs sends the nodes' logs (debug level) to t.Log.
@@ -166,8 +175,8 @@ func (c *Cluster) start(in *Instance, ln net.Listener) error {
 	in.Node = node
 	in.serveErr = make(chan error, 1)
 	go func() { in.serveErr <- node.Serve(ln) }()
-	in.Lock = ticketv1connect.NewLockServiceClient(c.HTTP, "http://"+in.Addr)
-	in.Cluster = ticketv1connect.NewClusterServiceClient(c.HTTP, "http://"+in.Addr)
+	in.Lock = ticketv1connect.NewLockServiceClient(c.HTTP, "http://"+in.Addr, c.o.client...)
+	in.Cluster = ticketv1connect.NewClusterServiceClient(c.HTTP, "http://"+in.Addr, c.o.client...)
 	return nil
 }
 

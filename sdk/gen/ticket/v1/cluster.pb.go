@@ -81,6 +81,10 @@ type StatusResponse struct {
 	// clock (every node tracks every held lock from its own apply of the
 	// lock's last Grant or Renew; issue 15).
 	LeasesTracked int64 `protobuf:"varint,13,opt,name=leases_tracked,json=leasesTracked,proto3" json:"leases_tracked,omitempty"`
+	// sessions_open is the number of open sessions in this node's lock table
+	// (issue 17): replicated state, like locks_held. Every node also times
+	// each open session's lease on its own clock, apart from leases_tracked.
+	SessionsOpen  int64 `protobuf:"varint,14,opt,name=sessions_open,json=sessionsOpen,proto3" json:"sessions_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -202,6 +206,13 @@ func (x *StatusResponse) GetReplayTargetIndex() uint64 {
 func (x *StatusResponse) GetLeasesTracked() int64 {
 	if x != nil {
 		return x.LeasesTracked
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetSessionsOpen() int64 {
+	if x != nil {
+		return x.SessionsOpen
 	}
 	return 0
 }
@@ -762,7 +773,7 @@ var File_ticket_v1_cluster_proto protoreflect.FileDescriptor
 const file_ticket_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x17ticket/v1/cluster.proto\x12\tticket.v1\"\x0f\n" +
-	"\rStatusRequest\"\xbd\x03\n" +
+	"\rStatusRequest\"\xe2\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x1b\n" +
@@ -780,7 +791,8 @@ const file_ticket_v1_cluster_proto_rawDesc = "" +
 	" \x01(\x03R\tlocksHeld\x12\x1c\n" +
 	"\treplaying\x18\v \x01(\bR\treplaying\x12.\n" +
 	"\x13replay_target_index\x18\f \x01(\x04R\x11replayTargetIndex\x12%\n" +
-	"\x0eleases_tracked\x18\r \x01(\x03R\rleasesTracked\"f\n" +
+	"\x0eleases_tracked\x18\r \x01(\x03R\rleasesTracked\x12#\n" +
+	"\rsessions_open\x18\x0e \x01(\x03R\fsessionsOpen\"f\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x19\n" +

@@ -25,6 +25,57 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Mode is how a key is held (issue 17).
+type Mode int32
+
+const (
+	// MODE_EXCLUSIVE (the default): one holder at a time, or up to limit
+	// holders for a semaphore (AcquireRequest.limit > 0).
+	Mode_MODE_EXCLUSIVE Mode = 0
+	// MODE_SHARED: any number of shared holders at once, never beside an
+	// exclusive holder (a readers-writer lock's read side; Chubby shared locks).
+	Mode_MODE_SHARED Mode = 1
+)
+
+// Enum value maps for Mode.
+var (
+	Mode_name = map[int32]string{
+		0: "MODE_EXCLUSIVE",
+		1: "MODE_SHARED",
+	}
+	Mode_value = map[string]int32{
+		"MODE_EXCLUSIVE": 0,
+		"MODE_SHARED":    1,
+	}
+)
+
+func (x Mode) Enum() *Mode {
+	p := new(Mode)
+	*p = x
+	return p
+}
+
+func (x Mode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Mode) Descriptor() protoreflect.EnumDescriptor {
+	return file_ticket_v1_lock_proto_enumTypes[0].Descriptor()
+}
+
+func (Mode) Type() protoreflect.EnumType {
+	return &file_ticket_v1_lock_proto_enumTypes[0]
+}
+
+func (x Mode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Mode.Descriptor instead.
+func (Mode) EnumDescriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{0}
+}
+
 // Type is what happened.
 type WatchEvent_Type int32
 
@@ -69,11 +120,11 @@ func (x WatchEvent_Type) String() string {
 }
 
 func (WatchEvent_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_ticket_v1_lock_proto_enumTypes[0].Descriptor()
+	return file_ticket_v1_lock_proto_enumTypes[1].Descriptor()
 }
 
 func (WatchEvent_Type) Type() protoreflect.EnumType {
-	return &file_ticket_v1_lock_proto_enumTypes[0]
+	return &file_ticket_v1_lock_proto_enumTypes[1]
 }
 
 func (x WatchEvent_Type) Number() protoreflect.EnumNumber {
@@ -82,7 +133,89 @@ func (x WatchEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEvent_Type.Descriptor instead.
 func (WatchEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{15, 0}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{23, 0}
+}
+
+// Holder is one holder of a key: an exclusive lock has one, a shared key or a
+// semaphore may have several, each with its own fencing token.
+type Holder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	Owner string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// lease_ms is the holder's lease (its session's TTL when session is set).
+	LeaseMs int64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	// remaining_ms is the lease time left by the answering node's own clock;
+	// -1 when unknown.
+	RemainingMs int64 `protobuf:"varint,4,opt,name=remaining_ms,json=remainingMs,proto3" json:"remaining_ms,omitempty"`
+	// session is the session the holder is under (0: none).
+	Session       uint64 `protobuf:"varint,5,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Holder) Reset() {
+	*x = Holder{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Holder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Holder) ProtoMessage() {}
+
+func (x *Holder) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Holder.ProtoReflect.Descriptor instead.
+func (*Holder) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Holder) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Holder) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *Holder) GetLeaseMs() int64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+func (x *Holder) GetRemainingMs() int64 {
+	if x != nil {
+		return x.RemainingMs
+	}
+	return 0
+}
+
+func (x *Holder) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
 }
 
 // owner: opaque client-chosen id (≤ 128 bytes); retries of one request reuse it.
@@ -99,14 +232,30 @@ type AcquireRequest struct {
 	// apply on the leader (every node records it, so a new leader keeps it).
 	// Waiting Acquires stay queued meanwhile. 0 (the default) means none;
 	// outside [0, lease.max_lock_delay_ms] is INVALID_ARGUMENT.
-	LockDelayMs   int64 `protobuf:"varint,5,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
+	LockDelayMs int64 `protobuf:"varint,5,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
+	// mode: MODE_EXCLUSIVE (default) or MODE_SHARED. Waiters are served first
+	// in, first out across modes, with writer preference: a waiting exclusive
+	// request holds back every shared request that arrives after it.
+	Mode Mode `protobuf:"varint,6,opt,name=mode,proto3,enum=ticket.v1.Mode" json:"mode,omitempty"`
+	// limit makes key a counting semaphore: up to limit holders at once
+	// (Curator InterProcessSemaphoreV2). 0 means a lock (exclusive or shared);
+	// a semaphore is never shared (mode must be MODE_EXCLUSIVE). While key has
+	// holders or waiters every acquirer must give the same limit: another one
+	// is FAILED_PRECONDITION, with the current limit in a LimitMismatch detail.
+	Limit uint32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	// session: acquire under this session (CreateSession): the lock takes the
+	// session's TTL as its lease (lease_ms is then ignored and may be 0), is
+	// renewed by the session's KeepAlive and released when the session ends.
+	// 0 (the default): the lock has its own lease. A session that is unknown,
+	// ended or another principal's is NOT_FOUND.
+	Session       uint64 `protobuf:"varint,8,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[0]
+	mi := &file_ticket_v1_lock_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -118,7 +267,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[0]
+	mi := &file_ticket_v1_lock_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -131,7 +280,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{0}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *AcquireRequest) GetKey() string {
@@ -169,17 +318,40 @@ func (x *AcquireRequest) GetLockDelayMs() int64 {
 	return 0
 }
 
+func (x *AcquireRequest) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_EXCLUSIVE
+}
+
+func (x *AcquireRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *AcquireRequest) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
 type AcquireResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Token         uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
-	LeaseMs       int64                  `protobuf:"varint,2,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Token   uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	LeaseMs int64                  `protobuf:"varint,2,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	// session is the session the lock is held under (0: none).
+	Session       uint64 `protobuf:"varint,3,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[1]
+	mi := &file_ticket_v1_lock_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -191,7 +363,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[1]
+	mi := &file_ticket_v1_lock_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -204,7 +376,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{1}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AcquireResponse) GetToken() uint64 {
@@ -217,6 +389,60 @@ func (x *AcquireResponse) GetToken() uint64 {
 func (x *AcquireResponse) GetLeaseMs() int64 {
 	if x != nil {
 		return x.LeaseMs
+	}
+	return 0
+}
+
+func (x *AcquireResponse) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+// LimitMismatch is attached as an error detail to the FAILED_PRECONDITION
+// answer to an Acquire whose limit differs from the key's.
+type LimitMismatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// limit is the key's current limit (0: a lock, not a semaphore).
+	Limit         uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitMismatch) Reset() {
+	*x = LimitMismatch{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitMismatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitMismatch) ProtoMessage() {}
+
+func (x *LimitMismatch) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitMismatch.ProtoReflect.Descriptor instead.
+func (*LimitMismatch) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LimitMismatch) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
 	}
 	return 0
 }
@@ -235,7 +461,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[2]
+	mi := &file_ticket_v1_lock_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -247,7 +473,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[2]
+	mi := &file_ticket_v1_lock_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -260,7 +486,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{2}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReleaseRequest) GetKey() string {
@@ -292,7 +518,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[3]
+	mi := &file_ticket_v1_lock_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +530,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[3]
+	mi := &file_ticket_v1_lock_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +543,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{3}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{5}
 }
 
 type RenewRequest struct {
@@ -330,7 +556,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[4]
+	mi := &file_ticket_v1_lock_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +568,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[4]
+	mi := &file_ticket_v1_lock_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +581,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{4}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RenewRequest) GetKey() string {
@@ -381,7 +607,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[5]
+	mi := &file_ticket_v1_lock_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +619,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[5]
+	mi := &file_ticket_v1_lock_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +632,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{5}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RenewResponse) GetLeaseMs() int64 {
@@ -426,7 +652,7 @@ type GetLockRequest struct {
 
 func (x *GetLockRequest) Reset() {
 	*x = GetLockRequest{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[6]
+	mi := &file_ticket_v1_lock_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +664,7 @@ func (x *GetLockRequest) String() string {
 func (*GetLockRequest) ProtoMessage() {}
 
 func (x *GetLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[6]
+	mi := &file_ticket_v1_lock_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +677,7 @@ func (x *GetLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLockRequest.ProtoReflect.Descriptor instead.
 func (*GetLockRequest) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{6}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetLockRequest) GetKey() string {
@@ -468,20 +694,27 @@ func (x *GetLockRequest) GetStale() bool {
 	return false
 }
 
+// GetLockResponse: token, lease_ms, remaining_ms and owner describe the
+// holder of an exclusive lock (limit 0); for a shared key or a semaphore they
+// are zero and holders lists every holder.
 type GetLockResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Held          bool                   `protobuf:"varint,1,opt,name=held,proto3" json:"held,omitempty"`
-	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
-	LeaseMs       int64                  `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
-	RemainingMs   int64                  `protobuf:"varint,4,opt,name=remaining_ms,json=remainingMs,proto3" json:"remaining_ms,omitempty"`
-	Owner         string                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Held        bool                   `protobuf:"varint,1,opt,name=held,proto3" json:"held,omitempty"`
+	Token       uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	LeaseMs     int64                  `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	RemainingMs int64                  `protobuf:"varint,4,opt,name=remaining_ms,json=remainingMs,proto3" json:"remaining_ms,omitempty"`
+	Owner       string                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	// holders: every holder of key, in token order (one for an exclusive lock).
+	Holders       []*Holder `protobuf:"bytes,6,rep,name=holders,proto3" json:"holders,omitempty"`
+	Mode          Mode      `protobuf:"varint,7,opt,name=mode,proto3,enum=ticket.v1.Mode" json:"mode,omitempty"`
+	Limit         uint32    `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetLockResponse) Reset() {
 	*x = GetLockResponse{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[7]
+	mi := &file_ticket_v1_lock_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +726,7 @@ func (x *GetLockResponse) String() string {
 func (*GetLockResponse) ProtoMessage() {}
 
 func (x *GetLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[7]
+	mi := &file_ticket_v1_lock_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +739,7 @@ func (x *GetLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLockResponse.ProtoReflect.Descriptor instead.
 func (*GetLockResponse) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{7}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetLockResponse) GetHeld() bool {
@@ -544,6 +777,27 @@ func (x *GetLockResponse) GetOwner() string {
 	return ""
 }
 
+func (x *GetLockResponse) GetHolders() []*Holder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *GetLockResponse) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_EXCLUSIVE
+}
+
+func (x *GetLockResponse) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 type ListLocksRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
@@ -556,7 +810,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[8]
+	mi := &file_ticket_v1_lock_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +822,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[8]
+	mi := &file_ticket_v1_lock_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +835,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{8}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListLocksRequest) GetPrefix() string {
@@ -625,7 +879,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[9]
+	mi := &file_ticket_v1_lock_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +891,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[9]
+	mi := &file_ticket_v1_lock_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +904,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{9}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListLocksResponse) GetLocks() []*Lock {
@@ -674,20 +928,27 @@ func (x *ListLocksResponse) GetReadIndex() uint64 {
 	return 0
 }
 
+// Lock is one held key. token, lease_ms, remaining_ms and owner describe the
+// holder of an exclusive lock (limit 0); for a shared key or a semaphore they
+// are zero and holders lists every holder.
 type Lock struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
-	LeaseMs       int64                  `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
-	RemainingMs   int64                  `protobuf:"varint,4,opt,name=remaining_ms,json=remainingMs,proto3" json:"remaining_ms,omitempty"`
-	Owner         string                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Key         string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Token       uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	LeaseMs     int64                  `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	RemainingMs int64                  `protobuf:"varint,4,opt,name=remaining_ms,json=remainingMs,proto3" json:"remaining_ms,omitempty"`
+	Owner       string                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	// holders: every holder of key, in token order (one for an exclusive lock).
+	Holders       []*Holder `protobuf:"bytes,6,rep,name=holders,proto3" json:"holders,omitempty"`
+	Mode          Mode      `protobuf:"varint,7,opt,name=mode,proto3,enum=ticket.v1.Mode" json:"mode,omitempty"`
+	Limit         uint32    `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[10]
+	mi := &file_ticket_v1_lock_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +960,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[10]
+	mi := &file_ticket_v1_lock_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +973,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{10}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Lock) GetKey() string {
@@ -750,6 +1011,27 @@ func (x *Lock) GetOwner() string {
 	return ""
 }
 
+func (x *Lock) GetHolders() []*Holder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *Lock) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_EXCLUSIVE
+}
+
+func (x *Lock) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 // CheckToken: linearizable "is token still the current holder of key?" for a
 // downstream resource that guards writes with fencing tokens (Chubby's CheckSequencer).
 type CheckTokenRequest struct {
@@ -762,7 +1044,7 @@ type CheckTokenRequest struct {
 
 func (x *CheckTokenRequest) Reset() {
 	*x = CheckTokenRequest{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[11]
+	mi := &file_ticket_v1_lock_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +1056,7 @@ func (x *CheckTokenRequest) String() string {
 func (*CheckTokenRequest) ProtoMessage() {}
 
 func (x *CheckTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[11]
+	mi := &file_ticket_v1_lock_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +1069,7 @@ func (x *CheckTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTokenRequest.ProtoReflect.Descriptor instead.
 func (*CheckTokenRequest) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{11}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CheckTokenRequest) GetKey() string {
@@ -804,17 +1086,24 @@ func (x *CheckTokenRequest) GetToken() uint64 {
 	return 0
 }
 
+// CheckTokenResponse: valid is true when token is one of key's current
+// holders (and its lease has not run out). current_token is the newest
+// (highest) token holding key, 0 when it is free: for an exclusive lock, its
+// holder's.
 type CheckTokenResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Valid         bool                   `protobuf:"varint,1,opt,name=valid,proto3" json:"valid,omitempty"`
-	CurrentToken  uint64                 `protobuf:"varint,2,opt,name=current_token,json=currentToken,proto3" json:"current_token,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Valid        bool                   `protobuf:"varint,1,opt,name=valid,proto3" json:"valid,omitempty"`
+	CurrentToken uint64                 `protobuf:"varint,2,opt,name=current_token,json=currentToken,proto3" json:"current_token,omitempty"`
+	// mode and limit are key's while it is held.
+	Mode          Mode   `protobuf:"varint,3,opt,name=mode,proto3,enum=ticket.v1.Mode" json:"mode,omitempty"`
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckTokenResponse) Reset() {
 	*x = CheckTokenResponse{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[12]
+	mi := &file_ticket_v1_lock_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +1115,7 @@ func (x *CheckTokenResponse) String() string {
 func (*CheckTokenResponse) ProtoMessage() {}
 
 func (x *CheckTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[12]
+	mi := &file_ticket_v1_lock_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1128,7 @@ func (x *CheckTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTokenResponse.ProtoReflect.Descriptor instead.
 func (*CheckTokenResponse) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{12}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CheckTokenResponse) GetValid() bool {
@@ -856,6 +1145,288 @@ func (x *CheckTokenResponse) GetCurrentToken() uint64 {
 	return 0
 }
 
+func (x *CheckTokenResponse) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_EXCLUSIVE
+}
+
+func (x *CheckTokenResponse) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type CreateSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ttl_ms is the session's lease in milliseconds, within the server's lease
+	// bounds (like AcquireRequest.lease_ms).
+	TtlMs         int64 `protobuf:"varint,1,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSessionRequest) Reset() {
+	*x = CreateSessionRequest{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSessionRequest) ProtoMessage() {}
+
+func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
+func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CreateSessionRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type CreateSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session is the session's id (never 0).
+	Session       uint64 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	TtlMs         int64  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSessionResponse) Reset() {
+	*x = CreateSessionResponse{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSessionResponse) ProtoMessage() {}
+
+func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
+func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CreateSessionResponse) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *CreateSessionResponse) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type KeepAliveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeepAliveRequest) Reset() {
+	*x = KeepAliveRequest{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeepAliveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeepAliveRequest) ProtoMessage() {}
+
+func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
+func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *KeepAliveRequest) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+type KeepAliveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ttl_ms is the session's lease, restarted by this KeepAlive.
+	TtlMs         int64 `protobuf:"varint,1,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeepAliveResponse) Reset() {
+	*x = KeepAliveResponse{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeepAliveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeepAliveResponse) ProtoMessage() {}
+
+func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
+func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *KeepAliveResponse) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type CloseSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionRequest) Reset() {
+	*x = CloseSessionRequest{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionRequest) ProtoMessage() {}
+
+func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
+func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CloseSessionRequest) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+type CloseSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseSessionResponse) Reset() {
+	*x = CloseSessionResponse{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseSessionResponse) ProtoMessage() {}
+
+func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
+func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{20}
+}
+
 // LeaderHint is attached as an error detail to Unavailable errors from a node
 // that is not the leader, so clients can retry against the leader directly.
 type LeaderHint struct {
@@ -868,7 +1439,7 @@ type LeaderHint struct {
 
 func (x *LeaderHint) Reset() {
 	*x = LeaderHint{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[13]
+	mi := &file_ticket_v1_lock_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1451,7 @@ func (x *LeaderHint) String() string {
 func (*LeaderHint) ProtoMessage() {}
 
 func (x *LeaderHint) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[13]
+	mi := &file_ticket_v1_lock_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1464,7 @@ func (x *LeaderHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderHint.ProtoReflect.Descriptor instead.
 func (*LeaderHint) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{13}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LeaderHint) GetLeaderId() string {
@@ -931,7 +1502,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[14]
+	mi := &file_ticket_v1_lock_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1514,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[14]
+	mi := &file_ticket_v1_lock_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1527,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{14}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchRequest) GetPrefix() string {
@@ -1003,14 +1574,21 @@ type WatchEvent struct {
 	Index uint64 `protobuf:"varint,6,opt,name=index,proto3" json:"index,omitempty"`
 	// existing marks the held locks sent first for include_existing (type
 	// GRANTED), as opposed to changes.
-	Existing      bool `protobuf:"varint,7,opt,name=existing,proto3" json:"existing,omitempty"`
+	Existing bool `protobuf:"varint,7,opt,name=existing,proto3" json:"existing,omitempty"`
+	// mode and limit are the key's (GRANTED).
+	Mode  Mode   `protobuf:"varint,8,opt,name=mode,proto3,enum=ticket.v1.Mode" json:"mode,omitempty"`
+	Limit uint32 `protobuf:"varint,9,opt,name=limit,proto3" json:"limit,omitempty"`
+	// session is the session the holder is under (0: none). A session's end
+	// sends one RELEASED (closed) or EXPIRED (lease ran out) event per holder
+	// it held, all with the index of the one entry that ended it.
+	Session       uint64 `protobuf:"varint,10,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[15]
+	mi := &file_ticket_v1_lock_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1600,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[15]
+	mi := &file_ticket_v1_lock_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1613,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{15}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchEvent) GetType() WatchEvent_Type {
@@ -1087,6 +1665,27 @@ func (x *WatchEvent) GetExisting() bool {
 	return false
 }
 
+func (x *WatchEvent) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_EXCLUSIVE
+}
+
+func (x *WatchEvent) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
 // WatchOutOfRange is attached as an error detail to an OUT_OF_RANGE Watch
 // error: start_index is older than the node's retained history.
 type WatchOutOfRange struct {
@@ -1099,7 +1698,7 @@ type WatchOutOfRange struct {
 
 func (x *WatchOutOfRange) Reset() {
 	*x = WatchOutOfRange{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[16]
+	mi := &file_ticket_v1_lock_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1710,7 @@ func (x *WatchOutOfRange) String() string {
 func (*WatchOutOfRange) ProtoMessage() {}
 
 func (x *WatchOutOfRange) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[16]
+	mi := &file_ticket_v1_lock_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1723,7 @@ func (x *WatchOutOfRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOutOfRange.ProtoReflect.Descriptor instead.
 func (*WatchOutOfRange) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{16}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchOutOfRange) GetOldestIndex() uint64 {
@@ -1138,16 +1737,28 @@ var File_ticket_v1_lock_proto protoreflect.FileDescriptor
 
 const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\n" +
-	"\x14ticket/v1/lock.proto\x12\tticket.v1\"\x8b\x01\n" +
+	"\x14ticket/v1/lock.proto\x12\tticket.v1\"\x8c\x01\n" +
+	"\x06Holder\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x19\n" +
+	"\blease_ms\x18\x03 \x01(\x03R\aleaseMs\x12!\n" +
+	"\fremaining_ms\x18\x04 \x01(\x03R\vremainingMs\x12\x18\n" +
+	"\asession\x18\x05 \x01(\x04R\asession\"\xe0\x01\n" +
 	"\x0eAcquireRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x19\n" +
 	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\x12\x12\n" +
 	"\x04wait\x18\x03 \x01(\bR\x04wait\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\"\n" +
-	"\rlock_delay_ms\x18\x05 \x01(\x03R\vlockDelayMs\"B\n" +
+	"\rlock_delay_ms\x18\x05 \x01(\x03R\vlockDelayMs\x12#\n" +
+	"\x04mode\x18\x06 \x01(\x0e2\x0f.ticket.v1.ModeR\x04mode\x12\x14\n" +
+	"\x05limit\x18\a \x01(\rR\x05limit\x12\x18\n" +
+	"\asession\x18\b \x01(\x04R\asession\"\\\n" +
 	"\x0fAcquireResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x19\n" +
-	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\"N\n" +
+	"\blease_ms\x18\x02 \x01(\x03R\aleaseMs\x12\x18\n" +
+	"\asession\x18\x03 \x01(\x04R\asession\"%\n" +
+	"\rLimitMismatch\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"N\n" +
 	"\x0eReleaseRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
@@ -1160,13 +1771,16 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\blease_ms\x18\x01 \x01(\x03R\aleaseMs\"8\n" +
 	"\x0eGetLockRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05stale\x18\x02 \x01(\bR\x05stale\"\x8f\x01\n" +
+	"\x05stale\x18\x02 \x01(\bR\x05stale\"\xf7\x01\n" +
 	"\x0fGetLockResponse\x12\x12\n" +
 	"\x04held\x18\x01 \x01(\bR\x04held\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
 	"\blease_ms\x18\x03 \x01(\x03R\aleaseMs\x12!\n" +
 	"\fremaining_ms\x18\x04 \x01(\x03R\vremainingMs\x12\x14\n" +
-	"\x05owner\x18\x05 \x01(\tR\x05owner\"|\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\x12+\n" +
+	"\aholders\x18\x06 \x03(\v2\x11.ticket.v1.HolderR\aholders\x12#\n" +
+	"\x04mode\x18\a \x01(\x0e2\x0f.ticket.v1.ModeR\x04mode\x12\x14\n" +
+	"\x05limit\x18\b \x01(\rR\x05limit\"|\n" +
 	"\x10ListLocksRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -1177,19 +1791,36 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\x05locks\x18\x01 \x03(\v2\x0f.ticket.v1.LockR\x05locks\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
 	"\n" +
-	"read_index\x18\x03 \x01(\x04R\treadIndex\"\x82\x01\n" +
+	"read_index\x18\x03 \x01(\x04R\treadIndex\"\xea\x01\n" +
 	"\x04Lock\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x19\n" +
 	"\blease_ms\x18\x03 \x01(\x03R\aleaseMs\x12!\n" +
 	"\fremaining_ms\x18\x04 \x01(\x03R\vremainingMs\x12\x14\n" +
-	"\x05owner\x18\x05 \x01(\tR\x05owner\";\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\x12+\n" +
+	"\aholders\x18\x06 \x03(\v2\x11.ticket.v1.HolderR\aholders\x12#\n" +
+	"\x04mode\x18\a \x01(\x0e2\x0f.ticket.v1.ModeR\x04mode\x12\x14\n" +
+	"\x05limit\x18\b \x01(\rR\x05limit\";\n" +
 	"\x11CheckTokenRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"O\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"\x8a\x01\n" +
 	"\x12CheckTokenResponse\x12\x14\n" +
 	"\x05valid\x18\x01 \x01(\bR\x05valid\x12#\n" +
-	"\rcurrent_token\x18\x02 \x01(\x04R\fcurrentToken\"J\n" +
+	"\rcurrent_token\x18\x02 \x01(\x04R\fcurrentToken\x12#\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x0f.ticket.v1.ModeR\x04mode\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"-\n" +
+	"\x14CreateSessionRequest\x12\x15\n" +
+	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\"H\n" +
+	"\x15CreateSessionResponse\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\",\n" +
+	"\x10KeepAliveRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\"*\n" +
+	"\x11KeepAliveResponse\x12\x15\n" +
+	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\"/\n" +
+	"\x13CloseSessionRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\"\x16\n" +
+	"\x14CloseSessionResponse\"J\n" +
 	"\n" +
 	"LeaderHint\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x1f\n" +
@@ -1200,7 +1831,7 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\vstart_index\x18\x02 \x01(\x04R\n" +
 	"startIndex\x12)\n" +
 	"\x10include_existing\x18\x03 \x01(\bR\x0fincludeExisting\x12\x14\n" +
-	"\x05stale\x18\x04 \x01(\bR\x05stale\"\xae\x02\n" +
+	"\x05stale\x18\x04 \x01(\bR\x05stale\"\x83\x03\n" +
 	"\n" +
 	"WatchEvent\x12.\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1a.ticket.v1.WatchEvent.TypeR\x04type\x12\x10\n" +
@@ -1209,7 +1840,11 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x19\n" +
 	"\blease_ms\x18\x05 \x01(\x03R\aleaseMs\x12\x14\n" +
 	"\x05index\x18\x06 \x01(\x04R\x05index\x12\x1a\n" +
-	"\bexisting\x18\a \x01(\bR\bexisting\"e\n" +
+	"\bexisting\x18\a \x01(\bR\bexisting\x12#\n" +
+	"\x04mode\x18\b \x01(\x0e2\x0f.ticket.v1.ModeR\x04mode\x12\x14\n" +
+	"\x05limit\x18\t \x01(\rR\x05limit\x12\x18\n" +
+	"\asession\x18\n" +
+	" \x01(\x04R\asession\"e\n" +
 	"\x04Type\x12\x14\n" +
 	"\x10TYPE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fTYPE_GRANTED\x10\x01\x12\x11\n" +
@@ -1217,7 +1852,10 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\fTYPE_EXPIRED\x10\x03\x12\x10\n" +
 	"\fTYPE_RENEWED\x10\x04\"4\n" +
 	"\x0fWatchOutOfRange\x12!\n" +
-	"\foldest_index\x18\x01 \x01(\x04R\voldestIndex2\xf1\x03\n" +
+	"\foldest_index\x18\x01 \x01(\x04R\voldestIndex*+\n" +
+	"\x04Mode\x12\x12\n" +
+	"\x0eMODE_EXCLUSIVE\x10\x00\x12\x0f\n" +
+	"\vMODE_SHARED\x10\x012\xde\x05\n" +
 	"\vLockService\x12@\n" +
 	"\aAcquire\x12\x19.ticket.v1.AcquireRequest\x1a\x1a.ticket.v1.AcquireResponse\x12@\n" +
 	"\aRelease\x12\x19.ticket.v1.ReleaseRequest\x1a\x1a.ticket.v1.ReleaseResponse\x12:\n" +
@@ -1226,7 +1864,10 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\tListLocks\x12\x1b.ticket.v1.ListLocksRequest\x1a\x1c.ticket.v1.ListLocksResponse\"\x03\x90\x02\x01\x12N\n" +
 	"\n" +
 	"CheckToken\x12\x1c.ticket.v1.CheckTokenRequest\x1a\x1d.ticket.v1.CheckTokenResponse\"\x03\x90\x02\x01\x12>\n" +
-	"\x05Watch\x12\x17.ticket.v1.WatchRequest\x1a\x15.ticket.v1.WatchEvent\"\x03\x90\x02\x010\x01B7Z5github.com/ticketd/ticketd/sdk/gen/ticket/v1;ticketv1b\x06proto3"
+	"\x05Watch\x12\x17.ticket.v1.WatchRequest\x1a\x15.ticket.v1.WatchEvent\"\x03\x90\x02\x010\x01\x12R\n" +
+	"\rCreateSession\x12\x1f.ticket.v1.CreateSessionRequest\x1a .ticket.v1.CreateSessionResponse\x12F\n" +
+	"\tKeepAlive\x12\x1b.ticket.v1.KeepAliveRequest\x1a\x1c.ticket.v1.KeepAliveResponse\x12O\n" +
+	"\fCloseSession\x12\x1e.ticket.v1.CloseSessionRequest\x1a\x1f.ticket.v1.CloseSessionResponseB7Z5github.com/ticketd/ticketd/sdk/gen/ticket/v1;ticketv1b\x06proto3"
 
 var (
 	file_ticket_v1_lock_proto_rawDescOnce sync.Once
@@ -1240,50 +1881,72 @@ func file_ticket_v1_lock_proto_rawDescGZIP() []byte {
 	return file_ticket_v1_lock_proto_rawDescData
 }
 
-var file_ticket_v1_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ticket_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_ticket_v1_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_ticket_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_ticket_v1_lock_proto_goTypes = []any{
-	(WatchEvent_Type)(0),       // 0: ticket.v1.WatchEvent.Type
-	(*AcquireRequest)(nil),     // 1: ticket.v1.AcquireRequest
-	(*AcquireResponse)(nil),    // 2: ticket.v1.AcquireResponse
-	(*ReleaseRequest)(nil),     // 3: ticket.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),    // 4: ticket.v1.ReleaseResponse
-	(*RenewRequest)(nil),       // 5: ticket.v1.RenewRequest
-	(*RenewResponse)(nil),      // 6: ticket.v1.RenewResponse
-	(*GetLockRequest)(nil),     // 7: ticket.v1.GetLockRequest
-	(*GetLockResponse)(nil),    // 8: ticket.v1.GetLockResponse
-	(*ListLocksRequest)(nil),   // 9: ticket.v1.ListLocksRequest
-	(*ListLocksResponse)(nil),  // 10: ticket.v1.ListLocksResponse
-	(*Lock)(nil),               // 11: ticket.v1.Lock
-	(*CheckTokenRequest)(nil),  // 12: ticket.v1.CheckTokenRequest
-	(*CheckTokenResponse)(nil), // 13: ticket.v1.CheckTokenResponse
-	(*LeaderHint)(nil),         // 14: ticket.v1.LeaderHint
-	(*WatchRequest)(nil),       // 15: ticket.v1.WatchRequest
-	(*WatchEvent)(nil),         // 16: ticket.v1.WatchEvent
-	(*WatchOutOfRange)(nil),    // 17: ticket.v1.WatchOutOfRange
+	(Mode)(0),                     // 0: ticket.v1.Mode
+	(WatchEvent_Type)(0),          // 1: ticket.v1.WatchEvent.Type
+	(*Holder)(nil),                // 2: ticket.v1.Holder
+	(*AcquireRequest)(nil),        // 3: ticket.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 4: ticket.v1.AcquireResponse
+	(*LimitMismatch)(nil),         // 5: ticket.v1.LimitMismatch
+	(*ReleaseRequest)(nil),        // 6: ticket.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 7: ticket.v1.ReleaseResponse
+	(*RenewRequest)(nil),          // 8: ticket.v1.RenewRequest
+	(*RenewResponse)(nil),         // 9: ticket.v1.RenewResponse
+	(*GetLockRequest)(nil),        // 10: ticket.v1.GetLockRequest
+	(*GetLockResponse)(nil),       // 11: ticket.v1.GetLockResponse
+	(*ListLocksRequest)(nil),      // 12: ticket.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),     // 13: ticket.v1.ListLocksResponse
+	(*Lock)(nil),                  // 14: ticket.v1.Lock
+	(*CheckTokenRequest)(nil),     // 15: ticket.v1.CheckTokenRequest
+	(*CheckTokenResponse)(nil),    // 16: ticket.v1.CheckTokenResponse
+	(*CreateSessionRequest)(nil),  // 17: ticket.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil), // 18: ticket.v1.CreateSessionResponse
+	(*KeepAliveRequest)(nil),      // 19: ticket.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),     // 20: ticket.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),   // 21: ticket.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 22: ticket.v1.CloseSessionResponse
+	(*LeaderHint)(nil),            // 23: ticket.v1.LeaderHint
+	(*WatchRequest)(nil),          // 24: ticket.v1.WatchRequest
+	(*WatchEvent)(nil),            // 25: ticket.v1.WatchEvent
+	(*WatchOutOfRange)(nil),       // 26: ticket.v1.WatchOutOfRange
 }
 var file_ticket_v1_lock_proto_depIdxs = []int32{
-	11, // 0: ticket.v1.ListLocksResponse.locks:type_name -> ticket.v1.Lock
-	0,  // 1: ticket.v1.WatchEvent.type:type_name -> ticket.v1.WatchEvent.Type
-	1,  // 2: ticket.v1.LockService.Acquire:input_type -> ticket.v1.AcquireRequest
-	3,  // 3: ticket.v1.LockService.Release:input_type -> ticket.v1.ReleaseRequest
-	5,  // 4: ticket.v1.LockService.Renew:input_type -> ticket.v1.RenewRequest
-	7,  // 5: ticket.v1.LockService.GetLock:input_type -> ticket.v1.GetLockRequest
-	9,  // 6: ticket.v1.LockService.ListLocks:input_type -> ticket.v1.ListLocksRequest
-	12, // 7: ticket.v1.LockService.CheckToken:input_type -> ticket.v1.CheckTokenRequest
-	15, // 8: ticket.v1.LockService.Watch:input_type -> ticket.v1.WatchRequest
-	2,  // 9: ticket.v1.LockService.Acquire:output_type -> ticket.v1.AcquireResponse
-	4,  // 10: ticket.v1.LockService.Release:output_type -> ticket.v1.ReleaseResponse
-	6,  // 11: ticket.v1.LockService.Renew:output_type -> ticket.v1.RenewResponse
-	8,  // 12: ticket.v1.LockService.GetLock:output_type -> ticket.v1.GetLockResponse
-	10, // 13: ticket.v1.LockService.ListLocks:output_type -> ticket.v1.ListLocksResponse
-	13, // 14: ticket.v1.LockService.CheckToken:output_type -> ticket.v1.CheckTokenResponse
-	16, // 15: ticket.v1.LockService.Watch:output_type -> ticket.v1.WatchEvent
-	9,  // [9:16] is the sub-list for method output_type
-	2,  // [2:9] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	0,  // 0: ticket.v1.AcquireRequest.mode:type_name -> ticket.v1.Mode
+	2,  // 1: ticket.v1.GetLockResponse.holders:type_name -> ticket.v1.Holder
+	0,  // 2: ticket.v1.GetLockResponse.mode:type_name -> ticket.v1.Mode
+	14, // 3: ticket.v1.ListLocksResponse.locks:type_name -> ticket.v1.Lock
+	2,  // 4: ticket.v1.Lock.holders:type_name -> ticket.v1.Holder
+	0,  // 5: ticket.v1.Lock.mode:type_name -> ticket.v1.Mode
+	0,  // 6: ticket.v1.CheckTokenResponse.mode:type_name -> ticket.v1.Mode
+	1,  // 7: ticket.v1.WatchEvent.type:type_name -> ticket.v1.WatchEvent.Type
+	0,  // 8: ticket.v1.WatchEvent.mode:type_name -> ticket.v1.Mode
+	3,  // 9: ticket.v1.LockService.Acquire:input_type -> ticket.v1.AcquireRequest
+	6,  // 10: ticket.v1.LockService.Release:input_type -> ticket.v1.ReleaseRequest
+	8,  // 11: ticket.v1.LockService.Renew:input_type -> ticket.v1.RenewRequest
+	10, // 12: ticket.v1.LockService.GetLock:input_type -> ticket.v1.GetLockRequest
+	12, // 13: ticket.v1.LockService.ListLocks:input_type -> ticket.v1.ListLocksRequest
+	15, // 14: ticket.v1.LockService.CheckToken:input_type -> ticket.v1.CheckTokenRequest
+	24, // 15: ticket.v1.LockService.Watch:input_type -> ticket.v1.WatchRequest
+	17, // 16: ticket.v1.LockService.CreateSession:input_type -> ticket.v1.CreateSessionRequest
+	19, // 17: ticket.v1.LockService.KeepAlive:input_type -> ticket.v1.KeepAliveRequest
+	21, // 18: ticket.v1.LockService.CloseSession:input_type -> ticket.v1.CloseSessionRequest
+	4,  // 19: ticket.v1.LockService.Acquire:output_type -> ticket.v1.AcquireResponse
+	7,  // 20: ticket.v1.LockService.Release:output_type -> ticket.v1.ReleaseResponse
+	9,  // 21: ticket.v1.LockService.Renew:output_type -> ticket.v1.RenewResponse
+	11, // 22: ticket.v1.LockService.GetLock:output_type -> ticket.v1.GetLockResponse
+	13, // 23: ticket.v1.LockService.ListLocks:output_type -> ticket.v1.ListLocksResponse
+	16, // 24: ticket.v1.LockService.CheckToken:output_type -> ticket.v1.CheckTokenResponse
+	25, // 25: ticket.v1.LockService.Watch:output_type -> ticket.v1.WatchEvent
+	18, // 26: ticket.v1.LockService.CreateSession:output_type -> ticket.v1.CreateSessionResponse
+	20, // 27: ticket.v1.LockService.KeepAlive:output_type -> ticket.v1.KeepAliveResponse
+	22, // 28: ticket.v1.LockService.CloseSession:output_type -> ticket.v1.CloseSessionResponse
+	19, // [19:29] is the sub-list for method output_type
+	9,  // [9:19] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_ticket_v1_lock_proto_init() }
@@ -1296,8 +1959,8 @@ func file_ticket_v1_lock_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ticket_v1_lock_proto_rawDesc), len(file_ticket_v1_lock_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   17,
+			NumEnums:      2,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -51,6 +51,14 @@ const (
 	LockServiceCheckTokenProcedure = "/ticket.v1.LockService/CheckToken"
 	// LockServiceWatchProcedure is the fully-qualified name of the LockService's Watch RPC.
 	LockServiceWatchProcedure = "/ticket.v1.LockService/Watch"
+	// LockServiceCreateSessionProcedure is the fully-qualified name of the LockService's CreateSession
+	// RPC.
+	LockServiceCreateSessionProcedure = "/ticket.v1.LockService/CreateSession"
+	// LockServiceKeepAliveProcedure is the fully-qualified name of the LockService's KeepAlive RPC.
+	LockServiceKeepAliveProcedure = "/ticket.v1.LockService/KeepAlive"
+	// LockServiceCloseSessionProcedure is the fully-qualified name of the LockService's CloseSession
+	// RPC.
+	LockServiceCloseSessionProcedure = "/ticket.v1.LockService/CloseSession"
 )
 
 // LockServiceClient is a client for the ticket.v1.LockService service.
@@ -71,13 +79,31 @@ type LockServiceClient interface {
 	CheckToken(context.Context, *v1.CheckTokenRequest) (*v1.CheckTokenResponse, error)
 	// Watch streams the changes to locks under prefix (grants, renewals,
 	// releases, expiries), each with the Raft log index that applied it, in
-	// apply order, exactly once, on any node. Resume with start_index = the
-	// last index seen + 1. A start_index older than the node's retained history
+	// apply order, exactly once, on any node. A node sends one entry's events
+	// whole or ends the stream before them; resume after a stream the server
+	// ended with start_index = the last index seen + 1, and after a cut stream
+	// (no status) with start_index = the last index seen, skipping the events
+	// of that index already received (docs/api.md, Watch). A start_index older than the node's retained history
 	// fails with OUT_OF_RANGE and a WatchOutOfRange detail (re-list, then watch
 	// from ListLocksResponse.read_index + 1); a watcher too slow to keep up is
 	// ended with RESOURCE_EXHAUSTED; a node shutting down ends it with
 	// UNAVAILABLE. Both are resumable.
 	Watch(context.Context, *v1.WatchRequest) (*connect.ServerStreamForClient[v1.WatchEvent], error)
+	// CreateSession opens a session (etcd lease, Consul session): one lease of
+	// ttl_ms milliseconds that many locks are acquired under
+	// (AcquireRequest.session). It is a Raft entry; the id is its log index.
+	// Bound to the caller's principal: only it may acquire under, keep alive
+	// or close the session (an admin may close any).
+	CreateSession(context.Context, *v1.CreateSessionRequest) (*v1.CreateSessionResponse, error)
+	// KeepAlive restarts the lease of a session, and with it the lease of
+	// every lock held under it, in one Raft entry (etcd LeaseKeepAlive, Consul
+	// session renew). An unknown or ended session is NOT_FOUND: its locks are
+	// gone.
+	KeepAlive(context.Context, *v1.KeepAliveRequest) (*v1.KeepAliveResponse, error)
+	// CloseSession ends a session and releases every lock held under it in one
+	// Raft entry (etcd LeaseRevoke, Consul session destroy). NOT_FOUND if the
+	// session is unknown or already ended.
+	CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error)
 }
 
 // NewLockServiceClient constructs a client for the ticket.v1.LockService service. By default, it
@@ -137,18 +163,39 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		createSession: connect.NewClient[v1.CreateSessionRequest, v1.CreateSessionResponse](
+			httpClient,
+			baseURL+LockServiceCreateSessionProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("CreateSession")),
+			connect.WithClientOptions(opts...),
+		),
+		keepAlive: connect.NewClient[v1.KeepAliveRequest, v1.KeepAliveResponse](
+			httpClient,
+			baseURL+LockServiceKeepAliveProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("KeepAlive")),
+			connect.WithClientOptions(opts...),
+		),
+		closeSession: connect.NewClient[v1.CloseSessionRequest, v1.CloseSessionResponse](
+			httpClient,
+			baseURL+LockServiceCloseSessionProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("CloseSession")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // lockServiceClient implements LockServiceClient.
 type lockServiceClient struct {
-	acquire    *connect.Client[v1.AcquireRequest, v1.AcquireResponse]
-	release    *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
-	renew      *connect.Client[v1.RenewRequest, v1.RenewResponse]
-	getLock    *connect.Client[v1.GetLockRequest, v1.GetLockResponse]
-	listLocks  *connect.Client[v1.ListLocksRequest, v1.ListLocksResponse]
-	checkToken *connect.Client[v1.CheckTokenRequest, v1.CheckTokenResponse]
-	watch      *connect.Client[v1.WatchRequest, v1.WatchEvent]
+	acquire       *connect.Client[v1.AcquireRequest, v1.AcquireResponse]
+	release       *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
+	renew         *connect.Client[v1.RenewRequest, v1.RenewResponse]
+	getLock       *connect.Client[v1.GetLockRequest, v1.GetLockResponse]
+	listLocks     *connect.Client[v1.ListLocksRequest, v1.ListLocksResponse]
+	checkToken    *connect.Client[v1.CheckTokenRequest, v1.CheckTokenResponse]
+	watch         *connect.Client[v1.WatchRequest, v1.WatchEvent]
+	createSession *connect.Client[v1.CreateSessionRequest, v1.CreateSessionResponse]
+	keepAlive     *connect.Client[v1.KeepAliveRequest, v1.KeepAliveResponse]
+	closeSession  *connect.Client[v1.CloseSessionRequest, v1.CloseSessionResponse]
 }
 
 // Acquire calls ticket.v1.LockService.Acquire.
@@ -210,6 +257,33 @@ func (c *lockServiceClient) Watch(ctx context.Context, req *v1.WatchRequest) (*c
 	return c.watch.CallServerStream(ctx, connect.NewRequest(req))
 }
 
+// CreateSession calls ticket.v1.LockService.CreateSession.
+func (c *lockServiceClient) CreateSession(ctx context.Context, req *v1.CreateSessionRequest) (*v1.CreateSessionResponse, error) {
+	response, err := c.createSession.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// KeepAlive calls ticket.v1.LockService.KeepAlive.
+func (c *lockServiceClient) KeepAlive(ctx context.Context, req *v1.KeepAliveRequest) (*v1.KeepAliveResponse, error) {
+	response, err := c.keepAlive.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// CloseSession calls ticket.v1.LockService.CloseSession.
+func (c *lockServiceClient) CloseSession(ctx context.Context, req *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error) {
+	response, err := c.closeSession.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // LockServiceHandler is an implementation of the ticket.v1.LockService service.
 type LockServiceHandler interface {
 	// Acquire takes key for lease_ms milliseconds and returns a fencing token that
@@ -228,13 +302,31 @@ type LockServiceHandler interface {
 	CheckToken(context.Context, *v1.CheckTokenRequest) (*v1.CheckTokenResponse, error)
 	// Watch streams the changes to locks under prefix (grants, renewals,
 	// releases, expiries), each with the Raft log index that applied it, in
-	// apply order, exactly once, on any node. Resume with start_index = the
-	// last index seen + 1. A start_index older than the node's retained history
+	// apply order, exactly once, on any node. A node sends one entry's events
+	// whole or ends the stream before them; resume after a stream the server
+	// ended with start_index = the last index seen + 1, and after a cut stream
+	// (no status) with start_index = the last index seen, skipping the events
+	// of that index already received (docs/api.md, Watch). A start_index older than the node's retained history
 	// fails with OUT_OF_RANGE and a WatchOutOfRange detail (re-list, then watch
 	// from ListLocksResponse.read_index + 1); a watcher too slow to keep up is
 	// ended with RESOURCE_EXHAUSTED; a node shutting down ends it with
 	// UNAVAILABLE. Both are resumable.
 	Watch(context.Context, *v1.WatchRequest, *connect.ServerStream[v1.WatchEvent]) error
+	// CreateSession opens a session (etcd lease, Consul session): one lease of
+	// ttl_ms milliseconds that many locks are acquired under
+	// (AcquireRequest.session). It is a Raft entry; the id is its log index.
+	// Bound to the caller's principal: only it may acquire under, keep alive
+	// or close the session (an admin may close any).
+	CreateSession(context.Context, *v1.CreateSessionRequest) (*v1.CreateSessionResponse, error)
+	// KeepAlive restarts the lease of a session, and with it the lease of
+	// every lock held under it, in one Raft entry (etcd LeaseKeepAlive, Consul
+	// session renew). An unknown or ended session is NOT_FOUND: its locks are
+	// gone.
+	KeepAlive(context.Context, *v1.KeepAliveRequest) (*v1.KeepAliveResponse, error)
+	// CloseSession ends a session and releases every lock held under it in one
+	// Raft entry (etcd LeaseRevoke, Consul session destroy). NOT_FOUND if the
+	// session is unknown or already ended.
+	CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error)
 }
 
 // NewLockServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -290,6 +382,24 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	lockServiceCreateSessionHandler := connect.NewUnaryHandlerSimple(
+		LockServiceCreateSessionProcedure,
+		svc.CreateSession,
+		connect.WithSchema(lockServiceMethods.ByName("CreateSession")),
+		connect.WithHandlerOptions(opts...),
+	)
+	lockServiceKeepAliveHandler := connect.NewUnaryHandlerSimple(
+		LockServiceKeepAliveProcedure,
+		svc.KeepAlive,
+		connect.WithSchema(lockServiceMethods.ByName("KeepAlive")),
+		connect.WithHandlerOptions(opts...),
+	)
+	lockServiceCloseSessionHandler := connect.NewUnaryHandlerSimple(
+		LockServiceCloseSessionProcedure,
+		svc.CloseSession,
+		connect.WithSchema(lockServiceMethods.ByName("CloseSession")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/ticket.v1.LockService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LockServiceAcquireProcedure:
@@ -306,6 +416,12 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 			lockServiceCheckTokenHandler.ServeHTTP(w, r)
 		case LockServiceWatchProcedure:
 			lockServiceWatchHandler.ServeHTTP(w, r)
+		case LockServiceCreateSessionProcedure:
+			lockServiceCreateSessionHandler.ServeHTTP(w, r)
+		case LockServiceKeepAliveProcedure:
+			lockServiceKeepAliveHandler.ServeHTTP(w, r)
+		case LockServiceCloseSessionProcedure:
+			lockServiceCloseSessionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -341,4 +457,16 @@ func (UnimplementedLockServiceHandler) CheckToken(context.Context, *v1.CheckToke
 
 func (UnimplementedLockServiceHandler) Watch(context.Context, *v1.WatchRequest, *connect.ServerStream[v1.WatchEvent]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.Watch is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) CreateSession(context.Context, *v1.CreateSessionRequest) (*v1.CreateSessionResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.CreateSession is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) KeepAlive(context.Context, *v1.KeepAliveRequest) (*v1.KeepAliveResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.KeepAlive is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.CloseSession is not implemented"))
 }

@@ -14,7 +14,54 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ticket/v1/lock.proto.
  */
 export const file_ticket_v1_lock: GenFile = /*@__PURE__*/
-  fileDesc("ChR0aWNrZXQvdjEvbG9jay5wcm90bxIJdGlja2V0LnYxImMKDkFjcXVpcmVSZXF1ZXN0EgsKA2tleRgBIAEoCRIQCghsZWFzZV9tcxgCIAEoAxIMCgR3YWl0GAMgASgIEg0KBW93bmVyGAQgASgJEhUKDWxvY2tfZGVsYXlfbXMYBSABKAMiMgoPQWNxdWlyZVJlc3BvbnNlEg0KBXRva2VuGAEgASgEEhAKCGxlYXNlX21zGAIgASgDIjsKDlJlbGVhc2VSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBBINCgVmb3JjZRgDIAEoCCIRCg9SZWxlYXNlUmVzcG9uc2UiKgoMUmVuZXdSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBCIhCg1SZW5ld1Jlc3BvbnNlEhAKCGxlYXNlX21zGAEgASgDIiwKDkdldExvY2tSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgVzdGFsZRgCIAEoCCJlCg9HZXRMb2NrUmVzcG9uc2USDAoEaGVsZBgBIAEoCBINCgV0b2tlbhgCIAEoBBIQCghsZWFzZV9tcxgDIAEoAxIUCgxyZW1haW5pbmdfbXMYBCABKAMSDQoFb3duZXIYBSABKAkiWAoQTGlzdExvY2tzUmVxdWVzdBIOCgZwcmVmaXgYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDQoFc3RhbGUYBCABKAgiYAoRTGlzdExvY2tzUmVzcG9uc2USHgoFbG9ja3MYASADKAsyDy50aWNrZXQudjEuTG9jaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKcmVhZF9pbmRleBgDIAEoBCJZCgRMb2NrEgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBBIQCghsZWFzZV9tcxgDIAEoAxIUCgxyZW1haW5pbmdfbXMYBCABKAMSDQoFb3duZXIYBSABKAkiLwoRQ2hlY2tUb2tlblJlcXVlc3QSCwoDa2V5GAEgASgJEg0KBXRva2VuGAIgASgEIjoKEkNoZWNrVG9rZW5SZXNwb25zZRINCgV2YWxpZBgBIAEoCBIVCg1jdXJyZW50X3Rva2VuGAIgASgEIjQKCkxlYWRlckhpbnQSEQoJbGVhZGVyX2lkGAEgASgJEhMKC2xlYWRlcl9hZGRyGAIgASgJIlwKDFdhdGNoUmVxdWVzdBIOCgZwcmVmaXgYASABKAkSEwoLc3RhcnRfaW5kZXgYAiABKAQSGAoQaW5jbHVkZV9leGlzdGluZxgDIAEoCBINCgVzdGFsZRgEIAEoCCL7AQoKV2F0Y2hFdmVudBIoCgR0eXBlGAEgASgOMhoudGlja2V0LnYxLldhdGNoRXZlbnQuVHlwZRILCgNrZXkYAiABKAkSDQoFdG9rZW4YAyABKAQSDQoFb3duZXIYBCABKAkSEAoIbGVhc2VfbXMYBSABKAMSDQoFaW5kZXgYBiABKAQSEAoIZXhpc3RpbmcYByABKAgiZQoEVHlwZRIUChBUWVBFX1VOU1BFQ0lGSUVEEAASEAoMVFlQRV9HUkFOVEVEEAESEQoNVFlQRV9SRUxFQVNFRBACEhAKDFRZUEVfRVhQSVJFRBADEhAKDFRZUEVfUkVORVdFRBAEIicKD1dhdGNoT3V0T2ZSYW5nZRIUCgxvbGRlc3RfaW5kZXgYASABKAQy8QMKC0xvY2tTZXJ2aWNlEkAKB0FjcXVpcmUSGS50aWNrZXQudjEuQWNxdWlyZVJlcXVlc3QaGi50aWNrZXQudjEuQWNxdWlyZVJlc3BvbnNlEkAKB1JlbGVhc2USGS50aWNrZXQudjEuUmVsZWFzZVJlcXVlc3QaGi50aWNrZXQudjEuUmVsZWFzZVJlc3BvbnNlEjoKBVJlbmV3EhcudGlja2V0LnYxLlJlbmV3UmVxdWVzdBoYLnRpY2tldC52MS5SZW5ld1Jlc3BvbnNlEkUKB0dldExvY2sSGS50aWNrZXQudjEuR2V0TG9ja1JlcXVlc3QaGi50aWNrZXQudjEuR2V0TG9ja1Jlc3BvbnNlIgOQAgESSwoJTGlzdExvY2tzEhsudGlja2V0LnYxLkxpc3RMb2Nrc1JlcXVlc3QaHC50aWNrZXQudjEuTGlzdExvY2tzUmVzcG9uc2UiA5ACARJOCgpDaGVja1Rva2VuEhwudGlja2V0LnYxLkNoZWNrVG9rZW5SZXF1ZXN0Gh0udGlja2V0LnYxLkNoZWNrVG9rZW5SZXNwb25zZSIDkAIBEj4KBVdhdGNoEhcudGlja2V0LnYxLldhdGNoUmVxdWVzdBoVLnRpY2tldC52MS5XYXRjaEV2ZW50IgOQAgEwAUI3WjVnaXRodWIuY29tL3RpY2tldGQvdGlja2V0ZC9zZGsvZ2VuL3RpY2tldC92MTt0aWNrZXR2MWIGcHJvdG8z");
+  fileDesc("ChR0aWNrZXQvdjEvbG9jay5wcm90bxIJdGlja2V0LnYxIl8KBkhvbGRlchINCgV0b2tlbhgBIAEoBBINCgVvd25lchgCIAEoCRIQCghsZWFzZV9tcxgDIAEoAxIUCgxyZW1haW5pbmdfbXMYBCABKAMSDwoHc2Vzc2lvbhgFIAEoBCKiAQoOQWNxdWlyZVJlcXVlc3QSCwoDa2V5GAEgASgJEhAKCGxlYXNlX21zGAIgASgDEgwKBHdhaXQYAyABKAgSDQoFb3duZXIYBCABKAkSFQoNbG9ja19kZWxheV9tcxgFIAEoAxIdCgRtb2RlGAYgASgOMg8udGlja2V0LnYxLk1vZGUSDQoFbGltaXQYByABKA0SDwoHc2Vzc2lvbhgIIAEoBCJDCg9BY3F1aXJlUmVzcG9uc2USDQoFdG9rZW4YASABKAQSEAoIbGVhc2VfbXMYAiABKAMSDwoHc2Vzc2lvbhgDIAEoBCIeCg1MaW1pdE1pc21hdGNoEg0KBWxpbWl0GAEgASgNIjsKDlJlbGVhc2VSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBBINCgVmb3JjZRgDIAEoCCIRCg9SZWxlYXNlUmVzcG9uc2UiKgoMUmVuZXdSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBCIhCg1SZW5ld1Jlc3BvbnNlEhAKCGxlYXNlX21zGAEgASgDIiwKDkdldExvY2tSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgVzdGFsZRgCIAEoCCK3AQoPR2V0TG9ja1Jlc3BvbnNlEgwKBGhlbGQYASABKAgSDQoFdG9rZW4YAiABKAQSEAoIbGVhc2VfbXMYAyABKAMSFAoMcmVtYWluaW5nX21zGAQgASgDEg0KBW93bmVyGAUgASgJEiIKB2hvbGRlcnMYBiADKAsyES50aWNrZXQudjEuSG9sZGVyEh0KBG1vZGUYByABKA4yDy50aWNrZXQudjEuTW9kZRINCgVsaW1pdBgIIAEoDSJYChBMaXN0TG9ja3NSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRINCgVzdGFsZRgEIAEoCCJgChFMaXN0TG9ja3NSZXNwb25zZRIeCgVsb2NrcxgBIAMoCzIPLnRpY2tldC52MS5Mb2NrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRISCgpyZWFkX2luZGV4GAMgASgEIqsBCgRMb2NrEgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBBIQCghsZWFzZV9tcxgDIAEoAxIUCgxyZW1haW5pbmdfbXMYBCABKAMSDQoFb3duZXIYBSABKAkSIgoHaG9sZGVycxgGIAMoCzIRLnRpY2tldC52MS5Ib2xkZXISHQoEbW9kZRgHIAEoDjIPLnRpY2tldC52MS5Nb2RlEg0KBWxpbWl0GAggASgNIi8KEUNoZWNrVG9rZW5SZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBCJoChJDaGVja1Rva2VuUmVzcG9uc2USDQoFdmFsaWQYASABKAgSFQoNY3VycmVudF90b2tlbhgCIAEoBBIdCgRtb2RlGAMgASgOMg8udGlja2V0LnYxLk1vZGUSDQoFbGltaXQYBCABKA0iJgoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSDgoGdHRsX21zGAEgASgDIjgKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIPCgdzZXNzaW9uGAEgASgEEg4KBnR0bF9tcxgCIAEoAyIjChBLZWVwQWxpdmVSZXF1ZXN0Eg8KB3Nlc3Npb24YASABKAQiIwoRS2VlcEFsaXZlUmVzcG9uc2USDgoGdHRsX21zGAEgASgDIiYKE0Nsb3NlU2Vzc2lvblJlcXVlc3QSDwoHc2Vzc2lvbhgBIAEoBCIWChRDbG9zZVNlc3Npb25SZXNwb25zZSI0CgpMZWFkZXJIaW50EhEKCWxlYWRlcl9pZBgBIAEoCRITCgtsZWFkZXJfYWRkchgCIAEoCSJcCgxXYXRjaFJlcXVlc3QSDgoGcHJlZml4GAEgASgJEhMKC3N0YXJ0X2luZGV4GAIgASgEEhgKEGluY2x1ZGVfZXhpc3RpbmcYAyABKAgSDQoFc3RhbGUYBCABKAgiugIKCldhdGNoRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnRpY2tldC52MS5XYXRjaEV2ZW50LlR5cGUSCwoDa2V5GAIgASgJEg0KBXRva2VuGAMgASgEEg0KBW93bmVyGAQgASgJEhAKCGxlYXNlX21zGAUgASgDEg0KBWluZGV4GAYgASgEEhAKCGV4aXN0aW5nGAcgASgIEh0KBG1vZGUYCCABKA4yDy50aWNrZXQudjEuTW9kZRINCgVsaW1pdBgJIAEoDRIPCgdzZXNzaW9uGAogASgEImUKBFR5cGUSFAoQVFlQRV9VTlNQRUNJRklFRBAAEhAKDFRZUEVfR1JBTlRFRBABEhEKDVRZUEVfUkVMRUFTRUQQAhIQCgxUWVBFX0VYUElSRUQQAxIQCgxUWVBFX1JFTkVXRUQQBCInCg9XYXRjaE91dE9mUmFuZ2USFAoMb2xkZXN0X2luZGV4GAEgASgEKisKBE1vZGUSEgoOTU9ERV9FWENMVVNJVkUQABIPCgtNT0RFX1NIQVJFRBABMt4FCgtMb2NrU2VydmljZRJACgdBY3F1aXJlEhkudGlja2V0LnYxLkFjcXVpcmVSZXF1ZXN0GhoudGlja2V0LnYxLkFjcXVpcmVSZXNwb25zZRJACgdSZWxlYXNlEhkudGlja2V0LnYxLlJlbGVhc2VSZXF1ZXN0GhoudGlja2V0LnYxLlJlbGVhc2VSZXNwb25zZRI6CgVSZW5ldxIXLnRpY2tldC52MS5SZW5ld1JlcXVlc3QaGC50aWNrZXQudjEuUmVuZXdSZXNwb25zZRJFCgdHZXRMb2NrEhkudGlja2V0LnYxLkdldExvY2tSZXF1ZXN0GhoudGlja2V0LnYxLkdldExvY2tSZXNwb25zZSIDkAIBEksKCUxpc3RMb2NrcxIbLnRpY2tldC52MS5MaXN0TG9ja3NSZXF1ZXN0GhwudGlja2V0LnYxLkxpc3RMb2Nrc1Jlc3BvbnNlIgOQAgESTgoKQ2hlY2tUb2tlbhIcLnRpY2tldC52MS5DaGVja1Rva2VuUmVxdWVzdBodLnRpY2tldC52MS5DaGVja1Rva2VuUmVzcG9uc2UiA5ACARI+CgVXYXRjaBIXLnRpY2tldC52MS5XYXRjaFJlcXVlc3QaFS50aWNrZXQudjEuV2F0Y2hFdmVudCIDkAIBMAESUgoNQ3JlYXRlU2Vzc2lvbhIfLnRpY2tldC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBogLnRpY2tldC52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USRgoJS2VlcEFsaXZlEhsudGlja2V0LnYxLktlZXBBbGl2ZVJlcXVlc3QaHC50aWNrZXQudjEuS2VlcEFsaXZlUmVzcG9uc2USTwoMQ2xvc2VTZXNzaW9uEh4udGlja2V0LnYxLkNsb3NlU2Vzc2lvblJlcXVlc3QaHy50aWNrZXQudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2VCN1o1Z2l0aHViLmNvbS90aWNrZXRkL3RpY2tldGQvc2RrL2dlbi90aWNrZXQvdjE7dGlja2V0djFiBnByb3RvMw");
+
+/**
+ * Holder is one holder of a key: an exclusive lock has one, a shared key or a
+ * semaphore may have several, each with its own fencing token.
+ *
+ * @generated from message ticket.v1.Holder
+ */
+export type Holder = Message<"ticket.v1.Holder"> & {
+  /**
+   * @generated from field: uint64 token = 1;
+   */
+  token: bigint;
+
+  /**
+   * @generated from field: string owner = 2;
+   */
+  owner: string;
+
+  /**
+   * lease_ms is the holder's lease (its session's TTL when session is set).
+   *
+   * @generated from field: int64 lease_ms = 3;
+   */
+  leaseMs: bigint;
+
+  /**
+   * remaining_ms is the lease time left by the answering node's own clock;
+   * -1 when unknown.
+   *
+   * @generated from field: int64 remaining_ms = 4;
+   */
+  remainingMs: bigint;
+
+  /**
+   * session is the session the holder is under (0: none).
+   *
+   * @generated from field: uint64 session = 5;
+   */
+  session: bigint;
+};
+
+/**
+ * Describes the message ticket.v1.Holder.
+ * Use `create(HolderSchema)` to create a new message.
+ */
+export const HolderSchema: GenMessage<Holder> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 0);
 
 /**
  * owner: opaque client-chosen id (≤ 128 bytes); retries of one request reuse it.
@@ -54,6 +101,37 @@ export type AcquireRequest = Message<"ticket.v1.AcquireRequest"> & {
    * @generated from field: int64 lock_delay_ms = 5;
    */
   lockDelayMs: bigint;
+
+  /**
+   * mode: MODE_EXCLUSIVE (default) or MODE_SHARED. Waiters are served first
+   * in, first out across modes, with writer preference: a waiting exclusive
+   * request holds back every shared request that arrives after it.
+   *
+   * @generated from field: ticket.v1.Mode mode = 6;
+   */
+  mode: Mode;
+
+  /**
+   * limit makes key a counting semaphore: up to limit holders at once
+   * (Curator InterProcessSemaphoreV2). 0 means a lock (exclusive or shared);
+   * a semaphore is never shared (mode must be MODE_EXCLUSIVE). While key has
+   * holders or waiters every acquirer must give the same limit: another one
+   * is FAILED_PRECONDITION, with the current limit in a LimitMismatch detail.
+   *
+   * @generated from field: uint32 limit = 7;
+   */
+  limit: number;
+
+  /**
+   * session: acquire under this session (CreateSession): the lock takes the
+   * session's TTL as its lease (lease_ms is then ignored and may be 0), is
+   * renewed by the session's KeepAlive and released when the session ends.
+   * 0 (the default): the lock has its own lease. A session that is unknown,
+   * ended or another principal's is NOT_FOUND.
+   *
+   * @generated from field: uint64 session = 8;
+   */
+  session: bigint;
 };
 
 /**
@@ -61,7 +139,7 @@ export type AcquireRequest = Message<"ticket.v1.AcquireRequest"> & {
  * Use `create(AcquireRequestSchema)` to create a new message.
  */
 export const AcquireRequestSchema: GenMessage<AcquireRequest> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 0);
+  messageDesc(file_ticket_v1_lock, 1);
 
 /**
  * @generated from message ticket.v1.AcquireResponse
@@ -76,6 +154,13 @@ export type AcquireResponse = Message<"ticket.v1.AcquireResponse"> & {
    * @generated from field: int64 lease_ms = 2;
    */
   leaseMs: bigint;
+
+  /**
+   * session is the session the lock is held under (0: none).
+   *
+   * @generated from field: uint64 session = 3;
+   */
+  session: bigint;
 };
 
 /**
@@ -83,7 +168,29 @@ export type AcquireResponse = Message<"ticket.v1.AcquireResponse"> & {
  * Use `create(AcquireResponseSchema)` to create a new message.
  */
 export const AcquireResponseSchema: GenMessage<AcquireResponse> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 1);
+  messageDesc(file_ticket_v1_lock, 2);
+
+/**
+ * LimitMismatch is attached as an error detail to the FAILED_PRECONDITION
+ * answer to an Acquire whose limit differs from the key's.
+ *
+ * @generated from message ticket.v1.LimitMismatch
+ */
+export type LimitMismatch = Message<"ticket.v1.LimitMismatch"> & {
+  /**
+   * limit is the key's current limit (0: a lock, not a semaphore).
+   *
+   * @generated from field: uint32 limit = 1;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message ticket.v1.LimitMismatch.
+ * Use `create(LimitMismatchSchema)` to create a new message.
+ */
+export const LimitMismatchSchema: GenMessage<LimitMismatch> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 3);
 
 /**
  * @generated from message ticket.v1.ReleaseRequest
@@ -114,7 +221,7 @@ export type ReleaseRequest = Message<"ticket.v1.ReleaseRequest"> & {
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 2);
+  messageDesc(file_ticket_v1_lock, 4);
 
 /**
  * @generated from message ticket.v1.ReleaseResponse
@@ -127,7 +234,7 @@ export type ReleaseResponse = Message<"ticket.v1.ReleaseResponse"> & {
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 3);
+  messageDesc(file_ticket_v1_lock, 5);
 
 /**
  * @generated from message ticket.v1.RenewRequest
@@ -149,7 +256,7 @@ export type RenewRequest = Message<"ticket.v1.RenewRequest"> & {
  * Use `create(RenewRequestSchema)` to create a new message.
  */
 export const RenewRequestSchema: GenMessage<RenewRequest> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 4);
+  messageDesc(file_ticket_v1_lock, 6);
 
 /**
  * @generated from message ticket.v1.RenewResponse
@@ -166,7 +273,7 @@ export type RenewResponse = Message<"ticket.v1.RenewResponse"> & {
  * Use `create(RenewResponseSchema)` to create a new message.
  */
 export const RenewResponseSchema: GenMessage<RenewResponse> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 5);
+  messageDesc(file_ticket_v1_lock, 7);
 
 /**
  * @generated from message ticket.v1.GetLockRequest
@@ -188,9 +295,13 @@ export type GetLockRequest = Message<"ticket.v1.GetLockRequest"> & {
  * Use `create(GetLockRequestSchema)` to create a new message.
  */
 export const GetLockRequestSchema: GenMessage<GetLockRequest> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 6);
+  messageDesc(file_ticket_v1_lock, 8);
 
 /**
+ * GetLockResponse: token, lease_ms, remaining_ms and owner describe the
+ * holder of an exclusive lock (limit 0); for a shared key or a semaphore they
+ * are zero and holders lists every holder.
+ *
  * @generated from message ticket.v1.GetLockResponse
  */
 export type GetLockResponse = Message<"ticket.v1.GetLockResponse"> & {
@@ -218,6 +329,23 @@ export type GetLockResponse = Message<"ticket.v1.GetLockResponse"> & {
    * @generated from field: string owner = 5;
    */
   owner: string;
+
+  /**
+   * holders: every holder of key, in token order (one for an exclusive lock).
+   *
+   * @generated from field: repeated ticket.v1.Holder holders = 6;
+   */
+  holders: Holder[];
+
+  /**
+   * @generated from field: ticket.v1.Mode mode = 7;
+   */
+  mode: Mode;
+
+  /**
+   * @generated from field: uint32 limit = 8;
+   */
+  limit: number;
 };
 
 /**
@@ -225,7 +353,7 @@ export type GetLockResponse = Message<"ticket.v1.GetLockResponse"> & {
  * Use `create(GetLockResponseSchema)` to create a new message.
  */
 export const GetLockResponseSchema: GenMessage<GetLockResponse> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 7);
+  messageDesc(file_ticket_v1_lock, 9);
 
 /**
  * @generated from message ticket.v1.ListLocksRequest
@@ -257,7 +385,7 @@ export type ListLocksRequest = Message<"ticket.v1.ListLocksRequest"> & {
  * Use `create(ListLocksRequestSchema)` to create a new message.
  */
 export const ListLocksRequestSchema: GenMessage<ListLocksRequest> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 8);
+  messageDesc(file_ticket_v1_lock, 10);
 
 /**
  * @generated from message ticket.v1.ListLocksResponse
@@ -287,9 +415,13 @@ export type ListLocksResponse = Message<"ticket.v1.ListLocksResponse"> & {
  * Use `create(ListLocksResponseSchema)` to create a new message.
  */
 export const ListLocksResponseSchema: GenMessage<ListLocksResponse> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 9);
+  messageDesc(file_ticket_v1_lock, 11);
 
 /**
+ * Lock is one held key. token, lease_ms, remaining_ms and owner describe the
+ * holder of an exclusive lock (limit 0); for a shared key or a semaphore they
+ * are zero and holders lists every holder.
+ *
  * @generated from message ticket.v1.Lock
  */
 export type Lock = Message<"ticket.v1.Lock"> & {
@@ -317,6 +449,23 @@ export type Lock = Message<"ticket.v1.Lock"> & {
    * @generated from field: string owner = 5;
    */
   owner: string;
+
+  /**
+   * holders: every holder of key, in token order (one for an exclusive lock).
+   *
+   * @generated from field: repeated ticket.v1.Holder holders = 6;
+   */
+  holders: Holder[];
+
+  /**
+   * @generated from field: ticket.v1.Mode mode = 7;
+   */
+  mode: Mode;
+
+  /**
+   * @generated from field: uint32 limit = 8;
+   */
+  limit: number;
 };
 
 /**
@@ -324,7 +473,7 @@ export type Lock = Message<"ticket.v1.Lock"> & {
  * Use `create(LockSchema)` to create a new message.
  */
 export const LockSchema: GenMessage<Lock> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 10);
+  messageDesc(file_ticket_v1_lock, 12);
 
 /**
  * CheckToken: linearizable "is token still the current holder of key?" for a
@@ -349,9 +498,14 @@ export type CheckTokenRequest = Message<"ticket.v1.CheckTokenRequest"> & {
  * Use `create(CheckTokenRequestSchema)` to create a new message.
  */
 export const CheckTokenRequestSchema: GenMessage<CheckTokenRequest> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 11);
+  messageDesc(file_ticket_v1_lock, 13);
 
 /**
+ * CheckTokenResponse: valid is true when token is one of key's current
+ * holders (and its lease has not run out). current_token is the newest
+ * (highest) token holding key, 0 when it is free: for an exclusive lock, its
+ * holder's.
+ *
  * @generated from message ticket.v1.CheckTokenResponse
  */
 export type CheckTokenResponse = Message<"ticket.v1.CheckTokenResponse"> & {
@@ -364,6 +518,18 @@ export type CheckTokenResponse = Message<"ticket.v1.CheckTokenResponse"> & {
    * @generated from field: uint64 current_token = 2;
    */
   currentToken: bigint;
+
+  /**
+   * mode and limit are key's while it is held.
+   *
+   * @generated from field: ticket.v1.Mode mode = 3;
+   */
+  mode: Mode;
+
+  /**
+   * @generated from field: uint32 limit = 4;
+   */
+  limit: number;
 };
 
 /**
@@ -371,7 +537,117 @@ export type CheckTokenResponse = Message<"ticket.v1.CheckTokenResponse"> & {
  * Use `create(CheckTokenResponseSchema)` to create a new message.
  */
 export const CheckTokenResponseSchema: GenMessage<CheckTokenResponse> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 12);
+  messageDesc(file_ticket_v1_lock, 14);
+
+/**
+ * @generated from message ticket.v1.CreateSessionRequest
+ */
+export type CreateSessionRequest = Message<"ticket.v1.CreateSessionRequest"> & {
+  /**
+   * ttl_ms is the session's lease in milliseconds, within the server's lease
+   * bounds (like AcquireRequest.lease_ms).
+   *
+   * @generated from field: int64 ttl_ms = 1;
+   */
+  ttlMs: bigint;
+};
+
+/**
+ * Describes the message ticket.v1.CreateSessionRequest.
+ * Use `create(CreateSessionRequestSchema)` to create a new message.
+ */
+export const CreateSessionRequestSchema: GenMessage<CreateSessionRequest> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 15);
+
+/**
+ * @generated from message ticket.v1.CreateSessionResponse
+ */
+export type CreateSessionResponse = Message<"ticket.v1.CreateSessionResponse"> & {
+  /**
+   * session is the session's id (never 0).
+   *
+   * @generated from field: uint64 session = 1;
+   */
+  session: bigint;
+
+  /**
+   * @generated from field: int64 ttl_ms = 2;
+   */
+  ttlMs: bigint;
+};
+
+/**
+ * Describes the message ticket.v1.CreateSessionResponse.
+ * Use `create(CreateSessionResponseSchema)` to create a new message.
+ */
+export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 16);
+
+/**
+ * @generated from message ticket.v1.KeepAliveRequest
+ */
+export type KeepAliveRequest = Message<"ticket.v1.KeepAliveRequest"> & {
+  /**
+   * @generated from field: uint64 session = 1;
+   */
+  session: bigint;
+};
+
+/**
+ * Describes the message ticket.v1.KeepAliveRequest.
+ * Use `create(KeepAliveRequestSchema)` to create a new message.
+ */
+export const KeepAliveRequestSchema: GenMessage<KeepAliveRequest> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 17);
+
+/**
+ * @generated from message ticket.v1.KeepAliveResponse
+ */
+export type KeepAliveResponse = Message<"ticket.v1.KeepAliveResponse"> & {
+  /**
+   * ttl_ms is the session's lease, restarted by this KeepAlive.
+   *
+   * @generated from field: int64 ttl_ms = 1;
+   */
+  ttlMs: bigint;
+};
+
+/**
+ * Describes the message ticket.v1.KeepAliveResponse.
+ * Use `create(KeepAliveResponseSchema)` to create a new message.
+ */
+export const KeepAliveResponseSchema: GenMessage<KeepAliveResponse> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 18);
+
+/**
+ * @generated from message ticket.v1.CloseSessionRequest
+ */
+export type CloseSessionRequest = Message<"ticket.v1.CloseSessionRequest"> & {
+  /**
+   * @generated from field: uint64 session = 1;
+   */
+  session: bigint;
+};
+
+/**
+ * Describes the message ticket.v1.CloseSessionRequest.
+ * Use `create(CloseSessionRequestSchema)` to create a new message.
+ */
+export const CloseSessionRequestSchema: GenMessage<CloseSessionRequest> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 19);
+
+/**
+ * @generated from message ticket.v1.CloseSessionResponse
+ */
+export type CloseSessionResponse = Message<"ticket.v1.CloseSessionResponse"> & {
+};
+
+/**
+ * Describes the message ticket.v1.CloseSessionResponse.
+ * Use `create(CloseSessionResponseSchema)` to create a new message.
+ */
+export const CloseSessionResponseSchema: GenMessage<CloseSessionResponse> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 20);
 
 /**
  * LeaderHint is attached as an error detail to Unavailable errors from a node
@@ -396,7 +672,7 @@ export type LeaderHint = Message<"ticket.v1.LeaderHint"> & {
  * Use `create(LeaderHintSchema)` to create a new message.
  */
 export const LeaderHintSchema: GenMessage<LeaderHint> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 13);
+  messageDesc(file_ticket_v1_lock, 21);
 
 /**
  * WatchRequest asks for the changes to locks whose key starts with prefix.
@@ -442,7 +718,7 @@ export type WatchRequest = Message<"ticket.v1.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 14);
+  messageDesc(file_ticket_v1_lock, 22);
 
 /**
  * WatchEvent is one change to a lock.
@@ -496,6 +772,27 @@ export type WatchEvent = Message<"ticket.v1.WatchEvent"> & {
    * @generated from field: bool existing = 7;
    */
   existing: boolean;
+
+  /**
+   * mode and limit are the key's (GRANTED).
+   *
+   * @generated from field: ticket.v1.Mode mode = 8;
+   */
+  mode: Mode;
+
+  /**
+   * @generated from field: uint32 limit = 9;
+   */
+  limit: number;
+
+  /**
+   * session is the session the holder is under (0: none). A session's end
+   * sends one RELEASED (closed) or EXPIRED (lease ran out) event per holder
+   * it held, all with the index of the one entry that ended it.
+   *
+   * @generated from field: uint64 session = 10;
+   */
+  session: bigint;
 };
 
 /**
@@ -503,7 +800,7 @@ export type WatchEvent = Message<"ticket.v1.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 15);
+  messageDesc(file_ticket_v1_lock, 23);
 
 /**
  * Type is what happened.
@@ -549,7 +846,7 @@ export enum WatchEvent_Type {
  * Describes the enum ticket.v1.WatchEvent.Type.
  */
 export const WatchEvent_TypeSchema: GenEnum<WatchEvent_Type> = /*@__PURE__*/
-  enumDesc(file_ticket_v1_lock, 15, 0);
+  enumDesc(file_ticket_v1_lock, 23, 0);
 
 /**
  * WatchOutOfRange is attached as an error detail to an OUT_OF_RANGE Watch
@@ -571,7 +868,36 @@ export type WatchOutOfRange = Message<"ticket.v1.WatchOutOfRange"> & {
  * Use `create(WatchOutOfRangeSchema)` to create a new message.
  */
 export const WatchOutOfRangeSchema: GenMessage<WatchOutOfRange> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 16);
+  messageDesc(file_ticket_v1_lock, 24);
+
+/**
+ * Mode is how a key is held (issue 17).
+ *
+ * @generated from enum ticket.v1.Mode
+ */
+export enum Mode {
+  /**
+   * MODE_EXCLUSIVE (the default): one holder at a time, or up to limit
+   * holders for a semaphore (AcquireRequest.limit > 0).
+   *
+   * @generated from enum value: MODE_EXCLUSIVE = 0;
+   */
+  EXCLUSIVE = 0,
+
+  /**
+   * MODE_SHARED: any number of shared holders at once, never beside an
+   * exclusive holder (a readers-writer lock's read side; Chubby shared locks).
+   *
+   * @generated from enum value: MODE_SHARED = 1;
+   */
+  SHARED = 1,
+}
+
+/**
+ * Describes the enum ticket.v1.Mode.
+ */
+export const ModeSchema: GenEnum<Mode> = /*@__PURE__*/
+  enumDesc(file_ticket_v1_lock, 0);
 
 /**
  * LockService grants, renews and releases leased locks with fencing tokens.
@@ -644,8 +970,11 @@ export const LockService: GenService<{
   /**
    * Watch streams the changes to locks under prefix (grants, renewals,
    * releases, expiries), each with the Raft log index that applied it, in
-   * apply order, exactly once, on any node. Resume with start_index = the
-   * last index seen + 1. A start_index older than the node's retained history
+   * apply order, exactly once, on any node. A node sends one entry's events
+   * whole or ends the stream before them; resume after a stream the server
+   * ended with start_index = the last index seen + 1, and after a cut stream
+   * (no status) with start_index = the last index seen, skipping the events
+   * of that index already received (docs/api.md, Watch). A start_index older than the node's retained history
    * fails with OUT_OF_RANGE and a WatchOutOfRange detail (re-list, then watch
    * from ListLocksResponse.read_index + 1); a watcher too slow to keep up is
    * ended with RESOURCE_EXHAUSTED; a node shutting down ends it with
@@ -657,6 +986,45 @@ export const LockService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchRequestSchema;
     output: typeof WatchEventSchema;
+  },
+  /**
+   * CreateSession opens a session (etcd lease, Consul session): one lease of
+   * ttl_ms milliseconds that many locks are acquired under
+   * (AcquireRequest.session). It is a Raft entry; the id is its log index.
+   * Bound to the caller's principal: only it may acquire under, keep alive
+   * or close the session (an admin may close any).
+   *
+   * @generated from rpc ticket.v1.LockService.CreateSession
+   */
+  createSession: {
+    methodKind: "unary";
+    input: typeof CreateSessionRequestSchema;
+    output: typeof CreateSessionResponseSchema;
+  },
+  /**
+   * KeepAlive restarts the lease of a session, and with it the lease of
+   * every lock held under it, in one Raft entry (etcd LeaseKeepAlive, Consul
+   * session renew). An unknown or ended session is NOT_FOUND: its locks are
+   * gone.
+   *
+   * @generated from rpc ticket.v1.LockService.KeepAlive
+   */
+  keepAlive: {
+    methodKind: "unary";
+    input: typeof KeepAliveRequestSchema;
+    output: typeof KeepAliveResponseSchema;
+  },
+  /**
+   * CloseSession ends a session and releases every lock held under it in one
+   * Raft entry (etcd LeaseRevoke, Consul session destroy). NOT_FOUND if the
+   * session is unknown or already ended.
+   *
+   * @generated from rpc ticket.v1.LockService.CloseSession
+   */
+  closeSession: {
+    methodKind: "unary";
+    input: typeof CloseSessionRequestSchema;
+    output: typeof CloseSessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ticket_v1_lock, 0);

@@ -1,0 +1,118 @@
+package e2e_test
+
+import (
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
+)
+
+// TestSessionAuthorization runs three real nodes with client TLS, peer
+// mutual TLS, a policy and a tokens file, and checks issue 17's session
+// rules: a session is bound to the principal that opened it; another
+// principal can neither keep it alive, close it nor acquire under it (on
+// the leader or through a follower); opening one needs the lock permission
+// on some prefix; an admin may close anyone's session, which releases its
+// locks. Every refusal leaves the lock table, the log and the membership as
+// they were.
+func TestSessionAuthorization(t *testing.T) {
+	matrix(t, func(t *testing.T, backend string) {
+		dir := makeCerts(t, 3, "e2e", "alice", "mallory")
+		_, authArgs := writeAuthFiles(t, dir, authPolicy)
+		c := ticketdtest.Start(t, ticketdtest.Options{
+			Backend: backend,
+			Args:    append([]string{"--lease-min-ms=10", "--lease-max-ms=120000"}, authArgs...),
+			TLS:     &ticketdtest.TLS{CertsDir: dir, Peer: true, Client: "e2e"},
+		})
+		settle(t, c)
+		ctx := ctxT(t)
+		leader := c.Leader(t)
+		follower := (leader + 1) % c.Len()
+
+		admin := clientsAs(t, c, dir, identity{cert: "e2e"})
+		alice := clientsAs(t, c, dir, identity{cert: "alice"})
+		bob := clientsAs(t, c, dir, identity{token: bobToken})
+		anon := clientsAs(t, c, dir, identity{})
+		mallory := clientsAs(t, c, dir, identity{cert: "mallory"}) // no rule names mallory
+
+		s, err := alice.lock[follower].CreateSession(ctx, &ticketv1.CreateSessionRequest{TtlMs: 60_000})
+		require.NoError(t, err, "forwarded to the leader with alice's principal")
+		id := s.GetSession()
+		held, err := alice.lock[leader].Acquire(ctx, &ticketv1.AcquireRequest{Key: "shared/s", Owner: "alice-s", Session: id})
+		require.NoError(t, err)
+		require.Equal(t, id, held.GetSession())
+
+		refused := func(t *testing.T, code connect.Code, call func() error) {
+			t.Helper()
+			before := stateOf(t, c, admin, leader)
+			requireCode(t, code, call())
+			requireSameState(t, before, stateOf(t, c, admin, leader))
+		}
+		t.Run("other_principal_cannot_keep_alive_or_close", func(t *testing.T) {
+			for _, node := range []int{leader, follower} {
+				refused(t, connect.CodePermissionDenied, func() error {
+					_, err := bob.lock[node].KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+					return err
+				})
+				refused(t, connect.CodePermissionDenied, func() error {
+					_, err := bob.lock[node].CloseSession(ctx, &ticketv1.CloseSessionRequest{Session: id})
+					return err
+				})
+			}
+			refused(t, connect.CodePermissionDenied, func() error {
+				_, err := admin.lock[leader].KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+				return err // a session is its client's liveness: nobody else vouches for it
+			})
+		})
+		t.Run("other_principal_cannot_acquire_under_it", func(t *testing.T) {
+			for _, node := range []int{leader, follower} {
+				// Refused on the leader before anything is proposed: the
+				// log does not grow (requireSameState compares it too).
+				refused(t, connect.CodeNotFound, func() error {
+					_, err := bob.lock[node].Acquire(ctx, &ticketv1.AcquireRequest{Key: "shared/b", Owner: "bob-b", Session: id})
+					return err
+				})
+			}
+		})
+		t.Run("other_principal_cannot_renew_its_lock", func(t *testing.T) {
+			refused(t, connect.CodePermissionDenied, func() error {
+				_, err := bob.lock[leader].Renew(ctx, &ticketv1.RenewRequest{Key: "shared/s", Token: held.GetToken()})
+				return err
+			})
+		})
+		t.Run("create_needs_lock_somewhere", func(t *testing.T) {
+			refused(t, connect.CodePermissionDenied, func() error {
+				_, err := mallory.lock[leader].CreateSession(ctx, &ticketv1.CreateSessionRequest{TtlMs: 60_000})
+				return err
+			})
+			refused(t, connect.CodeUnauthenticated, func() error {
+				_, err := anon.lock[leader].CreateSession(ctx, &ticketv1.CreateSessionRequest{TtlMs: 60_000})
+				return err
+			})
+			refused(t, connect.CodeUnauthenticated, func() error {
+				_, err := anon.lock[leader].KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+				return err
+			})
+		})
+		t.Run("owner_keeps_alive_and_renew_is_refused", func(t *testing.T) {
+			ka, err := alice.lock[follower].KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+			require.NoError(t, err)
+			assert.Equal(t, int64(60_000), ka.GetTtlMs())
+			_, err = alice.lock[leader].Renew(ctx, &ticketv1.RenewRequest{Key: "shared/s", Token: held.GetToken()})
+			requireCode(t, connect.CodeFailedPrecondition, err)
+		})
+		t.Run("admin_closes_anyones_session", func(t *testing.T) {
+			_, err := admin.lock[follower].CloseSession(ctx, &ticketv1.CloseSessionRequest{Session: id})
+			require.NoError(t, err)
+			got, err := admin.lock[leader].GetLock(ctx, &ticketv1.GetLockRequest{Key: "shared/s"})
+			require.NoError(t, err)
+			assert.False(t, got.GetHeld(), "closing the session released its lock")
+			_, err = alice.lock[leader].KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+			requireCode(t, connect.CodeNotFound, err)
+		})
+	})
+}

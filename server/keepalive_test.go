@@ -1,0 +1,167 @@
+package server_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ticketd/ticketd/core"
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/server/config"
+	"github.com/ticketd/ticketd/server/internal/nodetest"
+)
+
+// countKeepAlives counts the KeepAliveSession entries applied from now on.
+func countKeepAlives(mem interface {
+	SetApplyHook(func(uint64, core.Command, core.Result))
+}) *atomic.Int32 {
+	var n atomic.Int32
+	mem.SetApplyHook(func(_ uint64, cmd core.Command, _ core.Result) {
+		if cmd.Op == core.OpKeepAliveSession {
+			n.Add(1)
+		}
+	})
+	return &n
+}
+
+// TestKeepAlivesShareEntries: concurrent KeepAlives of one session write
+// one entry in flight at a time; those that arrive while one is in flight
+// do not take its answer (it may have committed before they were sent) but
+// all share the next entry. 32 KeepAlives write 2 entries, and the client
+// of the first going away fails none of the others (issue 17, security
+// review: 16 connections on one session wrote 700–1600 entries a second).
+func TestKeepAlivesShareEntries(t *testing.T) {
+	in, mem := memNode(t)
+	ctx := ctxT(t)
+	id := createSession(t, in, 10_000)
+	entries := countKeepAlives(mem)
+	keepAlive := func(ctx context.Context, out chan<- error) {
+		res, err := in.Lock.KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+		if err == nil && res.GetTtlMs() != 10_000 {
+			err = assert.AnError
+		}
+		out <- err
+	}
+
+	mem.HoldProposals(true)
+	firstCtx, cancelFirst := context.WithCancel(ctx)
+	first := make(chan error, 1)
+	go keepAlive(firstCtx, first)
+	eventually(t, func() bool { return len(mem.Log()) == 1 }, "the first KeepAlive's entry in flight")
+
+	const n = 32
+	rest := make(chan error, n-1)
+	for range n - 1 {
+		go keepAlive(ctx, rest)
+	}
+	// One of them opens the next round, the others join it.
+	eventually(t, func() bool { return metric(t, in, "ticketd_session_keepalives_merged_total") == n-2 }, "every KeepAlive arrived")
+	require.Len(t, mem.Log(), 1, "one entry of the session in flight")
+	cancelFirst()
+	requireCode(t, connect.CodeCanceled, <-first)
+
+	mem.Commit(1)
+	mem.Apply(1)
+	eventually(t, func() bool { return len(mem.Log()) == 1 }, "the next round's entry in flight")
+	select {
+	case err := <-rest:
+		t.Fatalf("a KeepAlive that arrived while the first entry was in flight was answered by it (%v)", err)
+	default:
+	}
+	mem.HoldProposals(false)
+	for range n - 1 {
+		require.NoError(t, <-rest)
+	}
+	assert.Equal(t, int32(2), entries.Load(), "KeepAliveSession entries for %d KeepAlives", n)
+
+	// Alone, a KeepAlive still writes its own entry at once.
+	_, err := in.Lock.KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+	require.NoError(t, err)
+	assert.Equal(t, int32(3), entries.Load())
+}
+
+// TestKeepAliveRoundOfEndedSession: KeepAlives that share a round whose
+// session was closed before its entry applied all get NotFound.
+func TestKeepAliveRoundOfEndedSession(t *testing.T) {
+	in, mem := memNode(t)
+	ctx := ctxT(t)
+	id := createSession(t, in, 10_000)
+	mem.HoldProposals(true)
+	out := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := in.Lock.KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+			out <- err
+		}()
+	}
+	eventually(t, func() bool { return len(mem.Log()) == 1 }, "a KeepAlive entry in flight")
+	closed := make(chan error, 1)
+	go func() {
+		_, err := in.Lock.CloseSession(ctx, &ticketv1.CloseSessionRequest{Session: id})
+		closed <- err
+	}()
+	eventually(t, func() bool { return len(mem.Log()) == 2 }, "the CloseSession in flight behind it")
+	mem.Commit(-1)
+	mem.Apply(-1)
+	require.NoError(t, <-closed)
+	// The round after the first is proposed once the first applied: apply it
+	// too (still step by step: switching holding off while it is being
+	// proposed could leave it held).
+	eventually(t, func() bool {
+		mem.Commit(-1)
+		mem.Apply(-1)
+		return len(out) == 3
+	}, "every KeepAlive answered")
+	mem.HoldProposals(false)
+	ok, notFound := 0, 0
+	for range 3 {
+		switch err := <-out; {
+		case err == nil:
+			ok++
+		case connect.CodeOf(err) == connect.CodeNotFound:
+			notFound++
+		default:
+			t.Fatalf("KeepAlive: %v", err)
+		}
+	}
+	// The entry in flight applied before the close; the others shared the
+	// round after it, or came later and found the session gone.
+	assert.Equal(t, 1, ok)
+	assert.Equal(t, 2, notFound)
+}
+
+// TestKeepAlivesShareEntriesOnBackends: on a real backend (badger in
+// t.TempDir()), 64 concurrent KeepAlives of one session write far fewer than
+// 64 log entries: they are counted as the applied index's advance, which
+// anything else applied meanwhile could only raise.
+func TestKeepAlivesShareEntriesOnBackends(t *testing.T) {
+	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
+		t.Run(backend, func(t *testing.T) {
+			c := nodetest.Start(t, 1, nodetest.WithBackend(backend))
+			in := c.Leader(t)
+			ctx := ctxT(t)
+			id := createSession(t, in, 10_000)
+			before := state(t, in).AppliedIndex
+
+			const n = 64
+			out := make(chan error, n)
+			for range n {
+				go func() {
+					_, err := in.Lock.KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+					out <- err
+				}()
+			}
+			for range n {
+				require.NoError(t, <-out)
+			}
+			entries := state(t, in).AppliedIndex - before
+			t.Logf("%s: %d KeepAlives wrote %d entries", backend, n, entries)
+			assert.LessOrEqual(t, entries, uint64(n/2), "without merging: one entry per KeepAlive")
+			assert.GreaterOrEqual(t, entries, uint64(1))
+		})
+	}
+}
