@@ -19,7 +19,10 @@ import (
 // *connect.Error it sent (reachable with errors.As).
 var (
 	// ErrLocked: the key is held by another owner and the request did not
-	// wait (TryLock, Acquire without WithWait). Server code AlreadyExists.
+	// wait (TryLock, Acquire without WithWait). Server code AlreadyExists,
+	// or Aborted: a try-acquire that would join the key's holders while
+	// requests that wait are queued ahead of it (a reader behind a waiting
+	// writer).
 	ErrLocked = errors.New("ticketd: key is locked")
 	// ErrNotHeld: the server holds no lock on the key with that token; it was
 	// released, expired, or granted to someone else since. Server code NotFound.
@@ -177,8 +180,15 @@ func classify(err error) failure {
 		return failFinal
 	}
 	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled,
-		connect.CodeAborted:
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled:
+		return failRetry
+	case connect.CodeAborted:
+		// ticketd sends Aborted only to a try-acquire that waiting
+		// requests are queued ahead of (ErrLocked): final. One that no
+		// ticketd sent (a proxy's) is retried.
+		if connect.IsWireError(err) {
+			return failFinal
+		}
 		return failRetry
 	case connect.CodeUnknown, connect.CodeInternal:
 		// A reset or half-read connection surfaces as one of these when no
@@ -212,7 +222,9 @@ func leaderHint(err error) string {
 // sentinelOf maps a connect code to this package's sentinel, or nil.
 func sentinelOf(err error) error {
 	switch connect.CodeOf(err) {
-	case connect.CodeAlreadyExists:
+	case connect.CodeAlreadyExists, connect.CodeAborted:
+		// Aborted: a try-acquire that waiting requests are queued ahead of
+		// (a reader behind a waiting writer); for the caller, not acquired.
 		return ErrLocked
 	case connect.CodeNotFound:
 		return ErrNotHeld

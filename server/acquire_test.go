@@ -104,6 +104,13 @@ func TestSharedReadersThenWriter(t *testing.T) {
 	}
 	assert.Len(t, readers, 3, "every shared waiter at the head is served at once")
 	waitWaiters(t, in, 1) // w1 waits for all three
+	// A reader without wait would fit beside the three, but w1 is ahead: it
+	// is refused at once with Aborted (no claim on the table), not made to
+	// wait up to a reader's whole lease, and nothing is proposed.
+	before := state(t, in)
+	_, err = in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "d", LeaseMs: 5000, Owner: "r4", Mode: ticketv1.Mode_MODE_SHARED})
+	require.Equal(t, connect.CodeAborted, connect.CodeOf(err), "%v", err)
+	require.Equal(t, before, state(t, in))
 	for _, tok := range readers {
 		assert.Greater(t, tok, w0.GetToken())
 		_, err = in.Lock.Release(ctx, &ticketv1.ReleaseRequest{Key: "d", Token: tok})

@@ -119,6 +119,11 @@ const InvalidFieldHeader = "Ticketd-Invalid-Field"
 //     a snapshot from the leader); the WatchOutOfRange detail names the
 //     oldest index kept. Not retryable as is: relist (include_existing) and
 //     watch again from there.
+//   - Aborted: an Acquire without wait that would join the key's holders
+//     (a shared request beside readers) while requests that wait are queued
+//     ahead of it (a writer: writer preference; waitq.ErrQueued). It claims
+//     nothing about the lock table, and nothing changed. Retry later, or
+//     wait.
 //   - Canceled: the client went away.
 //   - FailedPrecondition: a membership change that would leave the cluster
 //     without a reachable quorum, or names an API address that does not
@@ -146,6 +151,8 @@ func codeOf(err error) connect.Code {
 		return connect.CodeUnavailable
 	case errors.Is(err, waitq.ErrHeld):
 		return connect.CodeAlreadyExists
+	case errors.Is(err, waitq.ErrQueued):
+		return connect.CodeAborted
 	case errors.Is(err, ErrNotFound), errors.Is(err, lessor.ErrNotHeld), errors.Is(err, lessor.ErrExpired),
 		errors.Is(err, ErrSessionNotFound):
 		return connect.CodeNotFound

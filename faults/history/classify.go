@@ -40,7 +40,7 @@ func Classify(k Kind, err error) (Outcome, string) {
 	switch {
 	case code == connect.CodeInvalidArgument:
 		return Fail, code.String()
-	case k == Acquire && (code == connect.CodeAlreadyExists || code == connect.CodeResourceExhausted):
+	case k == Acquire && (code == connect.CodeAlreadyExists || code == connect.CodeResourceExhausted || code == connect.CodeAborted):
 		return Fail, code.String()
 	case (k == Release || k == Renew) && code == connect.CodeNotFound:
 		return Fail, code.String()

@@ -103,3 +103,20 @@ func headerInterceptor(id identity) connect.UnaryInterceptorFunc {
 		}
 	}
 }
+
+// startAuthCluster starts and settles three real nodes of backend with
+// client TLS, peer mutual TLS, authPolicy and the tokens file, leases from
+// 10 ms to 120 s, certificates for "e2e" (admin), "alice" and "mallory"
+// (named by no rule); it returns the cluster and the certificates' folder.
+func startAuthCluster(t *testing.T, backend string) (*ticketdtest.Cluster, string) {
+	t.Helper()
+	dir := makeCerts(t, 3, "e2e", "alice", "mallory")
+	_, authArgs := writeAuthFiles(t, dir, authPolicy)
+	c := ticketdtest.Start(t, ticketdtest.Options{
+		Backend: backend,
+		Args:    append([]string{"--lease-min-ms=10", "--lease-max-ms=120000"}, authArgs...),
+		TLS:     &ticketdtest.TLS{CertsDir: dir, Peer: true, Client: "e2e"},
+	})
+	settle(t, c)
+	return c, dir
+}

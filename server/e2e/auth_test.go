@@ -59,14 +59,7 @@ func requireSameState(t *testing.T, before, after authState) {
 // table, the log and the membership as they were.
 func TestAuthorization(t *testing.T) {
 	matrix(t, func(t *testing.T, backend string) {
-		dir := makeCerts(t, 3, "e2e", "alice", "mallory")
-		_, authArgs := writeAuthFiles(t, dir, authPolicy)
-		c := ticketdtest.Start(t, ticketdtest.Options{
-			Backend: backend,
-			Args:    append([]string{"--lease-min-ms=10", "--lease-max-ms=120000"}, authArgs...),
-			TLS:     &ticketdtest.TLS{CertsDir: dir, Peer: true, Client: "e2e"},
-		})
-		settle(t, c)
+		c, dir := startAuthCluster(t, backend)
 		ctx := ctxT(t)
 		leader := c.Leader(t)
 		follower := (leader + 1) % c.Len()

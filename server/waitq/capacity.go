@@ -144,3 +144,9 @@ func flying(st *keyState, owner string) bool {
 	}
 	return false
 }
+
+// waitersAhead reports whether a request that waits (not a tentative one,
+// which itself only waits for grants in flight) is queued on the key.
+func waitersAhead(st *keyState) bool {
+	return len(st.queue) > st.tentative
+}

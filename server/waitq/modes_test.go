@@ -128,6 +128,10 @@ func TestSharedBatchAtHead(t *testing.T) {
 	}
 	none(t, out)
 	assert.Equal(t, 2, q.Waiting())
+	q.Close()
+	for range 2 {
+		require.ErrorIs(t, recv(t, out).err, waitq.ErrClosed)
+	}
 }
 
 func TestSemaphoreSlots(t *testing.T) {
@@ -259,6 +263,28 @@ func TestWithoutWaitModes(t *testing.T) {
 			enterReq(t, q, context.Background(), tc.req, out)
 			none(t, out)
 		})
+	}
+}
+
+func TestWithoutWaitBehindWaitingWriterFailsAtOnce(t *testing.T) {
+	q, tb := newQueue(t, 0)
+	tb.set("k", heldShared("r1"))
+	out := make(chan entered, 2)
+	enterReq(t, q, context.Background(), excl("k", "w", true), out) // a writer waits for r1
+	none(t, out)
+	// A reader without wait would fit beside r1, but the writer is ahead and
+	// may wait a whole lease: it is refused now, with no claim on the table.
+	_, err := q.Enter(context.Background(), shared("k", "r2", false))
+	require.ErrorIs(t, err, waitq.ErrQueued)
+	require.NotErrorIs(t, err, waitq.ErrHeld)
+	assert.Equal(t, 1, q.Waiting(), "only the writer waits")
+	// With wait, the reader queues behind the writer (writer preference).
+	enterReq(t, q, context.Background(), shared("k", "r3", true), out)
+	none(t, out)
+	assert.Equal(t, 2, q.Waiting())
+	q.Close()
+	for range 2 {
+		require.ErrorIs(t, recv(t, out).err, waitq.ErrClosed)
 	}
 }
 

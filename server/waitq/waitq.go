@@ -35,6 +35,13 @@ var (
 	// *LimitMismatchError carrying the key's limit; the API maps it to
 	// FailedPrecondition with a ticket.v1.LimitMismatch detail.
 	ErrLimitMismatch = errors.New("limit mismatch")
+	// ErrQueued: a request without wait would fit beside the key's holders
+	// and grants in flight, but requests that wait are queued ahead of it
+	// (a shared request behind a waiting writer: writer preference). It
+	// fails at once rather than wait for their turns, which may last a whole
+	// lease; unlike ErrHeld it claims nothing about the lock table. The API
+	// maps it to Aborted.
+	ErrQueued = errors.New("requests that wait are queued ahead (first in, first out; a waiting writer holds back later readers)")
 )
 
 // LimitMismatchError is the ErrLimitMismatch of a request whose limit differs
@@ -338,6 +345,16 @@ func (q *Queue) Enter(ctx context.Context, r Request) (*Turn, error) {
 		forget(sh, key, st)
 		sh.mu.Unlock()
 		return nil, heldError(key)
+	}
+	if !r.Wait && !retry && len(ks.Holders) > 0 && fits(ks, st, w) && waitersAhead(st) {
+		// The request would join the key's holders, but waiting requests
+		// stand in the way, and their turns may take a whole lease (a writer
+		// waits for every reader to leave): a request without wait does not
+		// wait for them. On a free key the waiters' turns are a Kick away,
+		// and the request waits for them as a tentative waiter.
+		forget(sh, key, st)
+		sh.mu.Unlock()
+		return nil, fmt.Errorf("key %q: %w", key, ErrQueued)
 	}
 	w.tentative = !r.Wait && !retry
 	if !retry && q.cfg.MaxWaiters > 0 && len(st.queue) >= q.cfg.MaxWaiters {

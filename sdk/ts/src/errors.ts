@@ -133,8 +133,12 @@ export function classify(err: unknown): Failure {
     case Code.Unavailable:
     case Code.DeadlineExceeded:
     case Code.Canceled:
-    case Code.Aborted:
       return Failure.Retry;
+    case Code.Aborted:
+      // ticketd sends Aborted only to a try-acquire that waiting requests
+      // are queued ahead of (LockedError): final. One with a local cause
+      // (not sent by a server) is retried.
+      return ce.cause !== undefined ? Failure.Retry : Failure.Final;
     case Code.Unknown:
     case Code.Internal:
       // A reset or half-read connection surfaces as one of these with a
@@ -176,6 +180,7 @@ export function wrapErr(op: string, key: string, err: unknown): TicketdError {
   const o = { cause: err, code: ce.code };
   switch (ce.code) {
     case Code.AlreadyExists:
+    case Code.Aborted: // a reader behind a waiting writer, without wait
       return new LockedError(msg, o);
     case Code.NotFound:
       return sessionOps.has(op) ? new SessionNotFoundError(msg, o) : new NotHeldError(msg, o);

@@ -152,7 +152,7 @@ type holdFlags struct {
 
 // add registers the flags on cmd; withSession adds --session.
 func (f *holdFlags) add(cmd *cobra.Command, withSession bool) {
-	cmd.Flags().BoolVar(&f.shared, "shared", false, "hold KEY shared: shared holders coexist, an exclusive one waits for none (readers-writer lock)")
+	cmd.Flags().BoolVar(&f.shared, "shared", false, "hold KEY shared: shared holders coexist; an exclusive acquire waits until none holds KEY (readers-writer lock)")
 	cmd.Flags().Uint32Var(&f.limit, "limit", 0, "hold one of N slots of a counting semaphore on KEY (every holder must give the same N)")
 	if withSession {
 		cmd.Flags().Uint64Var(&f.session, "session", 0, "acquire under session ID (session create): its TTL is the lease, its keepalive renews the lock")
@@ -184,7 +184,7 @@ func grantText(w io.Writer, r grantJSON, f holdFlags) {
 	case f.shared:
 		kind = " shared"
 	case f.limit > 0:
-		kind = fmt.Sprintf(" (1 of %d slots)", f.limit)
+		kind = fmt.Sprintf(" (a slot of a semaphore of %d)", f.limit)
 	}
 	fmt.Fprintf(w, "acquired %q%s token %d ttl %v owner %q%s\n", r.Key, kind, r.Token, durationOf(r.TTLMs), r.Owner, sessionText(r.Session))
 }
@@ -205,7 +205,8 @@ func newAcquireCmd(g *globals) *cobra.Command {
 		Use:   "acquire KEY",
 		Short: "Acquire KEY for --ttl and print its fencing token (no background renewal)",
 		Long: `Acquire KEY for a lease of --ttl and print the fencing token. Without --wait it
-fails at once (exit 2) when the key is held; with --wait it waits in the key's
+fails at once (exit 2) when the key is held (or, for --shared, when an
+exclusive acquire is already waiting for it); with --wait it waits in the key's
 FIFO queue until granted or --timeout, and exits 8 "still held after
 --timeout" when that runs out. ticketctl does not renew the lease: use
 "lock renew" before the TTL runs out. With -o value it prints the bare token:
