@@ -20,6 +20,14 @@ func TestErrorMessages(t *testing.T) {
 	ctx := ctxT(t)
 	first, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000, Owner: "a"})
 	require.NoError(t, err)
+	for _, req := range []*ticketv1.AcquireRequest{
+		{Key: "sem", LeaseMs: 5000, Owner: "a", Limit: 1},
+		{Key: "r", LeaseMs: 5000, Owner: "a", Mode: ticketv1.Mode_MODE_SHARED},
+		{Key: "r", LeaseMs: 5000, Owner: "b", Mode: ticketv1.Mode_MODE_SHARED},
+	} {
+		_, err := in.Lock.Acquire(ctx, req)
+		require.NoError(t, err)
+	}
 
 	tests := []struct {
 		name string
@@ -35,6 +43,14 @@ func TestErrorMessages(t *testing.T) {
 			_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000, Owner: "b"})
 			return err
 		}, connect.CodeAlreadyExists, `key "k" is held by another owner`},
+		{"semaphore_full", func() error {
+			_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "sem", LeaseMs: 5000, Owner: "b", Limit: 1})
+			return err
+		}, connect.CodeAlreadyExists, `key "sem" is held by another owner: a semaphore with all 1 slots taken`},
+		{"held_shared", func() error {
+			_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "r", LeaseMs: 5000, Owner: "w"})
+			return err
+		}, connect.CodeAlreadyExists, `key "r" is held by another owner: shared by 2 readers`},
 		{"release_wrong_token", func() error {
 			_, err := in.Lock.Release(ctx, &ticketv1.ReleaseRequest{Key: "k", Token: first.GetToken() + 7})
 			return err

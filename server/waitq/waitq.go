@@ -344,7 +344,7 @@ func (q *Queue) Enter(ctx context.Context, r Request) (*Turn, error) {
 	if !r.Wait && !retry && refused(ks, w) {
 		forget(sh, key, st)
 		sh.mu.Unlock()
-		return nil, heldError(key)
+		return nil, heldError(key, ks)
 	}
 	if !r.Wait && !retry && len(ks.Holders) > 0 && fits(ks, st, w) && waitersAhead(st) {
 		// The request would join the key's holders, but waiting requests
@@ -469,8 +469,20 @@ func (q *Queue) kick(sh *shard, key string) {
 	forget(sh, key, st)
 }
 
-// heldError is the ErrHeld a request without wait gets for key.
-func heldError(key string) error { return fmt.Errorf("key %q is %w", key, ErrHeld) }
+// heldError is the ErrHeld a request without wait gets for key, saying how
+// the lock table holds it (ks), in the user's terms.
+func heldError(key string, ks KeyState) error {
+	n := len(ks.Holders)
+	switch {
+	case n == 0 && ks.Delayed:
+		return fmt.Errorf("key %q is %w: free, but under the lock-delay of an expired holder", key, ErrHeld)
+	case ks.Limit > 0:
+		return fmt.Errorf("key %q is %w: a semaphore with all %d slots taken", key, ErrHeld, ks.Limit)
+	case ks.Mode == core.ModeShared:
+		return fmt.Errorf("key %q is %w: shared by %d readers", key, ErrHeld, n)
+	}
+	return fmt.Errorf("key %q is %w", key, ErrHeld)
+}
 
 // refuseTentative fails with ErrHeld every tentative waiter of key that the
 // table ks now refuses (refused): the table shows the key held incompatibly
@@ -486,7 +498,7 @@ func (q *Queue) refuseTentative(key string, st *keyState, ks KeyState) {
 			keep = append(keep, w)
 			continue
 		}
-		w.err = heldError(key)
+		w.err = heldError(key, ks)
 		close(w.done)
 		st.tentative--
 		q.waiting.Add(-1)
