@@ -467,12 +467,7 @@ func (h *harness) replicate(cmd core.Command) error {
 			token = res.Token
 		}
 		id := lockID{cmd.Key, token}
-		if lk, ok := h.n.sm.Holder(id.key, id.token); ok {
-			// The acknowledged lease may be of a holder no client was told
-			// of here (its Acquire's answer was lost to the demotion): I4
-			// needs its mode and limit all the same.
-			h.check.kind[id] = lockKind{lk.Mode, lk.Limit}
-		}
+		h.learnKind(id)
 		h.check.ack(id, h.clock.Now().Add(ms(res.LeaseMS)))
 	}
 	return nil
@@ -784,9 +779,23 @@ func (c *checker) answered(h *harness, op *clientOp) {
 			c.fifo(h, op)
 		}
 	case "renew":
+		h.learnKind(op.id)
 		c.ack(op.id, op.sent.Add(ms(op.res.res.LeaseMS)))
 	case "release":
 		delete(c.ackEnd, op.id)
+	}
+}
+
+// learnKind records id's mode and limit from the lock table for I4 when a
+// lease of it is acknowledged by a renewal: its holder may be one no client
+// was told of (its Acquire's answer was lost to a demotion, and the grant
+// committed in a later term). h.mu held.
+func (h *harness) learnKind(id lockID) {
+	if _, known := h.check.kind[id]; known {
+		return
+	}
+	if lk, ok := h.n.sm.Holder(id.key, id.token); ok {
+		h.check.kind[id] = lockKind{lk.Mode, lk.Limit}
 	}
 }
 
