@@ -22,6 +22,7 @@ func TestLeaderKillLockSurvives(t *testing.T) {
 		ctx := ctxT(t)
 		l := c.Leader(t)
 
+		sentA := time.Now()
 		a, err := c.Lock(l).Acquire(ctx, &ticketv1.AcquireRequest{Key: "failover/renewed", LeaseMs: lease.Milliseconds(), Owner: "a"})
 		require.NoError(t, err)
 		sentB := time.Now()
@@ -45,6 +46,12 @@ func TestLeaderKillLockSurvives(t *testing.T) {
 
 		sentRenew := time.Now()
 		ren, err := c.Lock(nl).Renew(ctx, &ticketv1.RenewRequest{Key: "failover/renewed", Token: a.GetToken()})
+		if connect.CodeOf(err) == connect.CodeNotFound && time.Since(sentA) >= lease {
+			// Only legitimate once the lease ran out: a failover slow enough
+			// (a split vote, a second leader change) that the lock expired
+			// between the GetLock above and the Renew.
+			t.Skipf("failover took longer than the lease (%v); nothing left to check", lease)
+		}
 		require.NoError(t, err, "the holder renews on the new leader")
 		assert.Equal(t, lease.Milliseconds(), ren.GetLeaseMs())
 
