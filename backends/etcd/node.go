@@ -140,6 +140,9 @@ func (n *Node) open() error {
 	if n.store, err = raftstore.Open(db); err != nil {
 		return fmt.Errorf("etcd: data dir %s: %w", n.cfg.DataDir, err)
 	}
+	if err := n.openWatermark(); err != nil {
+		return err
+	}
 	if n.cfg.ForceNewCluster {
 		if err := n.forceNewCluster(); err != nil {
 			return err
@@ -174,14 +177,12 @@ func (n *Node) open() error {
 			}
 		}
 	}
-	if err := n.openWatermark(); err != nil {
-		return err
-	}
 	n.applied = snap.GetMetadata().GetIndex()
 	n.snapIndex = n.applied
 	hs, cs, _ := n.store.InitialState()
 	n.confState = cs
 	n.hs = hs
+	n.recovered = max(n.recovered, hs.GetCommit())
 	if n.hs == nil {
 		n.hs = &pb.HardState{}
 	}

@@ -394,7 +394,7 @@ func TestCrashRecovery(t *testing.T) {
 	defer closeStore(t, s)
 	first, _ := s.FirstIndex()
 	last, _ := s.LastIndex()
-	wm, mark, err := watermark.Open(dir)
+	wm, mark, err := watermark.Open(dir, storedLog{logs: s, stable: s, snaps: raft.NewInmemSnapshotStore()}, watermark.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func crashChild(dir string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	wm, _, err := watermark.Open(dir)
+	wm, _, err := watermark.Open(dir, storedLog{logs: s, stable: s, snaps: raft.NewInmemSnapshotStore()}, watermark.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

@@ -5,37 +5,60 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/raft"
+	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
+// storedLog is the watermark's view (watermark.Log) of a node's Raft stores:
+// any hashicorp/raft LogStore, StableStore and SnapshotStore, so every log
+// store a node can be given is checked the same way.
+type storedLog struct {
+	logs   raft.LogStore
+	stable raft.StableStore
+	snaps  raft.SnapshotStore
+}
+
+// HasState reports whether the stores hold a term, an entry or a snapshot
+// (raft.HasExistingState, the library's own test before bootstrapping).
+func (s storedLog) HasState() (bool, error) {
+	return raft.HasExistingState(s.logs, s.stable, s.snaps)
+}
+
+// LastIndex returns the last entry's index, or the newest snapshot's when
+// that is later.
+func (s storedLog) LastIndex() (uint64, error) {
+	last, err := s.logs.LastIndex()
+	if err != nil {
+		return 0, err
+	}
+	metas, err := s.snaps.List()
+	if err != nil {
+		return 0, fmt.Errorf("list snapshots: %w", err)
+	}
+	if len(metas) > 0 && metas[0].Index > last {
+		last = metas[0].Index // newest first
+	}
+	return last, nil
+}
+
 // openWatermark opens the node's watermark (package watermark), refuses a
-// log that ends before the index it records (issue 14, item 7), and has
+// log that ends before the index it records (issue 14, item 7) or that has
+// no usable watermark beside it (unless Config.AcceptMissingWatermark), and has
 // store keep it up to date: after every durable append (a synced 20-byte
 // write in the background, overlapping the next append: watermark.File.Advance,
 // issue 21) and, synchronously, before every suffix deletion. The mark also
 // carries the applied index, which hashicorp/raft does not persist; the one
 // read here is Status().RecoveredCommitIndex of this run (issue 14, item 6).
 // Errors: a *watermark.GapError (errors.Is watermark.ErrLogShortened) for a
-// shortened log, watermark.ErrCorrupt, or the file system's.
+// shortened log, a *watermark.MissingError (errors.Is watermark.ErrMissing)
+// for a log without a usable watermark, or the file system's.
 func (n *Node) openWatermark(store *logStore, snaps raft.SnapshotStore) error {
-	wm, mark, err := watermark.Open(n.cfg.DataDir)
+	wm, mark, err := watermark.Open(n.cfg.DataDir, storedLog{logs: store, stable: store, snaps: snaps},
+		watermark.Options{AcceptMissing: n.cfg.AcceptMissingWatermark, Logger: n.logger})
 	if err != nil {
-		return fmt.Errorf("hashicorp: %w", err)
-	}
-	last, _ := store.LastIndex()
-	metas, err := snaps.List()
-	if err != nil {
-		_ = wm.Close()
-		return fmt.Errorf("hashicorp: list snapshots: %w", err)
-	}
-	if len(metas) > 0 && metas[0].Index > last {
-		last = metas[0].Index // newest first
-	}
-	if err := watermark.Check(mark, last); err != nil {
-		_ = wm.Close()
-		n.logger.Error("damaged raft log; refusing to start")
+		n.logger.Error("raft log cannot be trusted; refusing to start", zap.Error(err))
 		return fmt.Errorf("hashicorp: data dir %s: %w", n.cfg.DataDir, err)
 	}
 	n.wm, n.recovered = wm, mark.Applied

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"go.uber.org/zap"
 )
 
 // Sentinel errors of package watermark. Compare with errors.Is.
@@ -22,7 +25,23 @@ var (
 	ErrCorrupt = errors.New("watermark: damaged watermark file")
 	// ErrClosed: Store after Close.
 	ErrClosed = errors.New("watermark: closed")
+	// ErrMissing: the data dir holds Raft state but no usable watermark
+	// (missing, empty or unreadable file); the error is a *MissingError.
+	ErrMissing = errors.New("watermark: no usable watermark beside a raft log")
 )
+
+// Why a watermark file holds no usable mark (MissingError.Cause).
+var (
+	errNoFile    = errors.New("file does not exist")
+	errEmptyFile = errors.New("file is empty (0 bytes)")
+)
+
+// recoverByReplacing is how to recover a member whose log cannot be trusted:
+// the leader's copy replaces it (Raft thesis §4.2: a new server catches up
+// from the leader before it counts).
+const recoverByReplacing = "Recover by replacing the member: remove it from the cluster " +
+	"(RemoveMember), move its data dir away, and add it back as a new member (AddMember) with an empty data dir, so it copies the log " +
+	"from the leader"
 
 // FileName is the watermark file's name inside a node's data dir.
 const FileName = "watermark"
@@ -54,14 +73,37 @@ type GapError struct {
 func (e *GapError) Error() string {
 	return fmt.Sprintf("watermark: log ends at index %d but this node had durably appended up to index %d: "+
 		"entries %d-%d were lost by its storage (damaged log files); refusing to start, because rejoining with a "+
-		"shorter log can lose acknowledged writes. Recover by replacing the member: remove it from the cluster "+
-		"(RemoveMember), move its data dir away, and add it back as a new member (AddMember) so it copies the log "+
-		"from the leader",
+		"shorter log can lose acknowledged writes. "+recoverByReplacing,
 		e.Found, e.Recorded, e.Found+1, e.Recorded)
 }
 
 // Is reports whether target is ErrLogShortened.
 func (e *GapError) Is(target error) bool { return target == ErrLogShortened }
+
+// MissingError says that DataDir holds Raft state up to index Last but no
+// usable watermark, for the reason Cause. errors.Is(err, ErrMissing) is
+// true for it, and errors.Is(err, ErrCorrupt) for a damaged file.
+type MissingError struct {
+	DataDir string
+	Last    uint64
+	Cause   error
+}
+
+// Error says what is missing and the two ways to recover.
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("watermark: data dir %s holds a raft log or snapshot (up to index %d) but its %s file %s: "+
+		"without it this node cannot tell whether its storage lost acknowledged entries, so it refuses to start "+
+		"(rejoining with a shorter log can lose acknowledged writes). %s; or, only if you know this log is complete "+
+		"(for example a data dir written by a version without watermarks), start the node once with "+
+		"--accept-missing-watermark (config key accept_missing_watermark), which logs the decision and writes a fresh watermark at the log's end",
+		e.DataDir, e.Last, FileName, e.Cause, recoverByReplacing)
+}
+
+// Is reports whether target is ErrMissing.
+func (e *MissingError) Is(target error) bool { return target == ErrMissing }
+
+// Unwrap returns Cause.
+func (e *MissingError) Unwrap() error { return e.Cause }
 
 // Check returns a *GapError when last, the last index of the log (or of the
 // latest snapshot when that is later), is below m.LastIndex, and nil
@@ -92,49 +134,166 @@ type File struct {
 	async asyncWriter
 }
 
-// Open opens the watermark file in dataDir (creating it, synced, with a zero
-// Mark when missing) and returns it with the Mark it holds. Errors: ErrCorrupt
-// for a damaged file, or the file system's.
-func Open(dataDir string) (*File, Mark, error) {
+// Log is what Open checks the watermark against: the node's Raft log
+// store together with its stable (term, vote) and snapshot stores, whatever
+// their implementation. Each backend adapts its Raft library's storage
+// interfaces to it once, so every log store it can be given is checked the
+// same way.
+type Log interface {
+	// HasState reports whether the stores hold any Raft state: a log entry,
+	// a term or vote, or a snapshot.
+	HasState() (bool, error)
+	// LastIndex returns the highest index the stores reach: the last log
+	// entry's, or the newest snapshot's when that is later; 0 when empty.
+	LastIndex() (uint64, error)
+}
+
+// Options tune Open.
+type Options struct {
+	// AcceptMissing starts a node whose stores hold Raft state although its
+	// watermark file is missing, empty or unreadable: Open writes a fresh
+	// mark at the log's current end and logs the decision at warn level
+	// (ticketd's --accept-missing-watermark). Without it Open refuses with a
+	// *MissingError.
+	AcceptMissing bool
+	// Logger receives the warn-level audit line of AcceptMissing; nil
+	// means zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Open opens the watermark file in dataDir, checks it against log and
+// returns it with the Mark of the previous run:
+//
+//   - a readable mark: log must reach mark.LastIndex (Check), else a
+//     *GapError;
+//   - no usable mark (the file is missing, empty or unreadable) and log
+//     empty: a new data dir; a zero mark is written, synced, and returned;
+//   - no usable mark and log holding state: a *MissingError (errors.Is
+//     ErrMissing; also ErrCorrupt for a damaged file), because the check
+//     above cannot be made without the mark and a node that lost the end of
+//     its log would otherwise rejoin with it (a file that comes back empty
+//     after a crash, a lost directory entry, a data dir copied without it),
+//     unless opts.AcceptMissing, which writes a fresh mark at the log's
+//     end and logs that it did.
+//
+// The mark is a file of its own rather than a key written in the log's own
+// batches: badger drops the damaged tail of its write-ahead log without an
+// error, and a mark written in the same batch would be dropped with the
+// entries whose loss it must reveal (see the package doc).
+//
+// Errors: *GapError, *MissingError, or the file system's and log's.
+func Open(dataDir string, log Log, opts Options) (*File, Mark, error) {
+	hasState, err := log.HasState()
+	if err != nil {
+		return nil, Mark{}, fmt.Errorf("watermark: read the raft state: %w", err)
+	}
+	last, err := log.LastIndex()
+	if err != nil {
+		return nil, Mark{}, fmt.Errorf("watermark: read the raft log's last index: %w", err)
+	}
+	w, mark, problem, err := openFile(dataDir)
+	if err != nil {
+		return nil, Mark{}, err
+	}
+	if problem == nil {
+		if err := Check(mark, last); err != nil {
+			_ = w.f.Close()
+			return nil, Mark{}, err
+		}
+		w.mark = mark
+		w.startAsync()
+		return w, mark, nil
+	}
+	fresh := Mark{}
+	if hasState {
+		missing := &MissingError{DataDir: dataDir, Last: last, Cause: problem}
+		if !opts.AcceptMissing {
+			_ = w.f.Close()
+			return nil, Mark{}, missing
+		}
+		logger := opts.Logger
+		if logger == nil {
+			logger = zap.NewNop()
+		}
+		fresh.LastIndex = last
+		logger.Warn("AUDIT: starting without a usable watermark because --accept-missing-watermark is set; "+
+			"entries this node's storage lost before this start go unnoticed; a fresh watermark is written at the log's end",
+			zap.String("data_dir", dataDir), zap.String("watermark", problem.Error()), zap.Uint64("log_last_index", last))
+	}
+	if err := w.reset(fresh); err != nil {
+		_ = w.f.Close()
+		return nil, Mark{}, err
+	}
+	if err := syncDir(dataDir); err != nil {
+		_ = w.f.Close()
+		return nil, Mark{}, err
+	}
+	w.startAsync()
+	return w, fresh, nil
+}
+
+// openFile opens (creating it when missing) the watermark file in dataDir.
+// problem says why it holds no usable mark (missing, empty or damaged);
+// it is nil when mark was read from it. err is a failure to open the file.
+func openFile(dataDir string) (w *File, mark Mark, problem, err error) {
 	path := filepath.Join(dataDir, FileName)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, Mark{}, fmt.Errorf("watermark: %w", err)
+		return nil, Mark{}, nil, fmt.Errorf("watermark: %w", err)
 	}
+	_, statErr := os.Lstat(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_DSYNC, 0o600)
 	if err != nil {
-		return nil, Mark{}, fmt.Errorf("watermark: %w", err)
+		return nil, Mark{}, nil, fmt.Errorf("watermark: %w", err)
 	}
-	w := &File{f: f}
+	w = &File{f: f}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		return w, Mark{}, errNoFile, nil
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
-		return nil, Mark{}, fmt.Errorf("watermark: %w", err)
+		return nil, Mark{}, nil, fmt.Errorf("watermark: %w", err)
 	}
 	if fi.Size() == 0 {
-		if err := w.write(Mark{}); err != nil {
-			_ = f.Close()
-			return nil, Mark{}, err
-		}
-		if err := syncDir(dataDir); err != nil {
-			_ = f.Close()
-			return nil, Mark{}, err
-		}
-		w.startAsync()
-		return w, Mark{}, nil
+		return w, Mark{}, errEmptyFile, nil
 	}
 	var rec [recordSize]byte
 	if _, err := f.ReadAt(rec[:], 0); err != nil && !errors.Is(err, io.EOF) {
-		_ = f.Close()
-		return nil, Mark{}, fmt.Errorf("watermark: read %s: %w", path, err)
+		return w, Mark{}, fmt.Errorf("%w: read %s: %w", ErrCorrupt, path, err), nil
 	}
 	m, err := decode(rec[:], fi.Size())
 	if err != nil {
-		_ = f.Close()
-		return nil, Mark{}, fmt.Errorf("%s: %w", path, err)
+		return w, Mark{}, err, nil
 	}
-	w.mark = m
-	w.startAsync()
-	return w, m, nil
+	return w, m, nil, nil
+}
+
+// reset replaces the file's content with m alone (cutting off whatever a
+// damaged file held past the record); w is not shared yet.
+func (w *File) reset(m Mark) error {
+	if err := w.f.Truncate(0); err != nil {
+		return fmt.Errorf("watermark: %w", err)
+	}
+	return w.write(m)
+}
+
+// Create writes a new watermark file holding m into dataDir, replacing any,
+// and syncs it and the directory: for a data dir whose Raft state this
+// process has just written from scratch (a restore from a snapshot), so
+// that the next Open finds the mark. Errors: the file system's.
+func Create(dataDir string, m Mark) error {
+	w, _, _, err := openFile(dataDir)
+	if err != nil {
+		return err
+	}
+	err = w.reset(m)
+	if cerr := w.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("watermark: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(dataDir)
 }
 
 func decode(rec []byte, size int64) (Mark, error) {

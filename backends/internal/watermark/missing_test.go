@@ -1,0 +1,174 @@
+package watermark_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/ticketd/ticketd/backends/internal/watermark"
+)
+
+// storedLog stands in for a node's Raft stores, the layer below the
+// watermark: state says whether they hold anything, last how far they reach.
+// The backends' tests check the real stores (backendtest).
+type storedLog struct {
+	state bool
+	last  uint64
+}
+
+func (l storedLog) HasState() (bool, error)   { return l.state, nil }
+func (l storedLog) LastIndex() (uint64, error) { return l.last, nil }
+
+// newDataDir is the stores of a node that never ran.
+var newDataDir = storedLog{}
+
+// logUpTo is stores holding a log up to last.
+func logUpTo(last uint64) storedLog { return storedLog{state: true, last: last} }
+
+// losses are the ways a data dir loses its mark: the file deleted (a lost
+// directory entry, a copy made without it), cut to 0 bytes (a file that
+// comes back empty after a crash), or overwritten with garbage.
+var losses = []struct {
+	name  string
+	cause string // in the refusal
+	lose  func(t *testing.T, path string)
+}{
+	{"deleted", "does not exist", func(t *testing.T, path string) {
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"empty", "empty (0 bytes)", func(t *testing.T, path string) {
+		if err := os.Truncate(path, 0); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"garbage", "damaged watermark file", func(t *testing.T, path string) {
+		if err := os.WriteFile(path, []byte("not a watermark record at all, 41 bytes.."), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}},
+}
+
+// markedDir returns a data dir whose watermark records LastIndex 90.
+func markedDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	w, _, err := watermark.Open(dir, newDataDir, watermark.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Store(watermark.Mark{LastIndex: 90, Applied: 88}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestMissingMarkRefused: stores holding a log beside a watermark that is
+// missing, empty or unreadable are refused, with an error naming what is
+// missing and both ways to recover, and the file is left as it was.
+func TestMissingMarkRefused(t *testing.T) {
+	for _, tc := range losses {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := markedDir(t)
+			path := filepath.Join(dir, watermark.FileName)
+			tc.lose(t, path)
+			before, _ := os.ReadFile(path)
+			_, _, err := watermark.Open(dir, logUpTo(60), watermark.Options{})
+			var missing *watermark.MissingError
+			if !errors.Is(err, watermark.ErrMissing) || !errors.As(err, &missing) || missing.Last != 60 {
+				t.Fatalf("open: %v, want a *MissingError at index 60", err)
+			}
+			for _, want := range []string{tc.cause, dir, "RemoveMember", "AddMember", "--accept-missing-watermark", "refuses to start"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("refusal %q does not say %q", err, want)
+				}
+			}
+			after, _ := os.ReadFile(path)
+			if string(after) != string(before) {
+				t.Fatalf("refused open changed the file: %q, was %q", after, before)
+			}
+		})
+	}
+}
+
+// TestAcceptMissingMark: with AcceptMissing the same data dirs start, a
+// warn-level audit line says so, and a fresh mark at the log's end is
+// written (and found by the next Open).
+func TestAcceptMissingMark(t *testing.T) {
+	for _, tc := range losses {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := markedDir(t)
+			tc.lose(t, filepath.Join(dir, watermark.FileName))
+			core, logs := observer.New(zapcore.DebugLevel)
+			w, m, err := watermark.Open(dir, logUpTo(60), watermark.Options{AcceptMissing: true, Logger: zap.New(core)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m != (watermark.Mark{LastIndex: 60}) {
+				t.Fatalf("fresh mark %+v, want LastIndex 60", m)
+			}
+			audit := logs.FilterLevelExact(zapcore.WarnLevel).FilterMessageSnippet("accept-missing-watermark").All()
+			if len(audit) != 1 || audit[0].ContextMap()["data_dir"] != dir {
+				t.Fatalf("audit lines %+v, want one warning naming the data dir", logs.All())
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			w, m, err = watermark.Open(dir, logUpTo(60), watermark.Options{})
+			if err != nil || m != (watermark.Mark{LastIndex: 60}) {
+				t.Fatalf("reopen after accepting: %+v, %v", m, err)
+			}
+			_ = w.Close()
+			// Now the mark guards the log again.
+			if _, _, err := watermark.Open(dir, logUpTo(59), watermark.Options{AcceptMissing: true}); !errors.Is(err, watermark.ErrLogShortened) {
+				t.Fatalf("log shortened after the fresh mark: %v, want ErrLogShortened even with AcceptMissing", err)
+			}
+		})
+	}
+}
+
+// TestNewDataDirStarts: stores with no state and no usable watermark are a
+// new node: a zero mark is written, nothing is logged.
+func TestNewDataDirStarts(t *testing.T) {
+	for _, tc := range losses {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := markedDir(t)
+			tc.lose(t, filepath.Join(dir, watermark.FileName))
+			core, logs := observer.New(zapcore.DebugLevel)
+			w, m, err := watermark.Open(dir, newDataDir, watermark.Options{Logger: zap.New(core)})
+			if err != nil || m != (watermark.Mark{}) {
+				t.Fatalf("new data dir: %+v, %v", m, err)
+			}
+			_ = w.Close()
+			if logs.Len() != 0 {
+				t.Fatalf("logged %+v for a new data dir", logs.All())
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, watermark.FileName)); len(b) != 20 {
+				t.Fatalf("watermark file holds %d bytes, want one 20-byte record", len(b))
+			}
+		})
+	}
+}
+
+// TestCreate: Create writes a mark that Open then holds the log to.
+func TestCreate(t *testing.T) {
+	dir := markedDir(t)
+	if err := watermark.Create(dir, watermark.Mark{LastIndex: 7}); err != nil {
+		t.Fatal(err)
+	}
+	w, m, err := watermark.Open(dir, logUpTo(7), watermark.Options{})
+	if err != nil || m != (watermark.Mark{LastIndex: 7}) {
+		t.Fatalf("open after Create: %+v, %v", m, err)
+	}
+	_ = w.Close()
+}
