@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
 // Sentinel errors of package badgerlog. Compare with errors.Is.
@@ -62,13 +64,24 @@ func Open(dataDir, backend string, logger *zap.Logger) (*badger.DB, error) {
 	}
 	db, err := badger.Open(Options(dir, logger))
 	if err != nil {
-		return nil, fmt.Errorf("badgerlog: open %s: %w", dir, err)
+		// A file badger's MANIFEST names is missing or damaged: the log
+		// cannot be read whole, so the node must not start on it.
+		return nil, fmt.Errorf("badgerlog: open %s: %w; the raft log cannot be read, so this node refuses to start: "+
+			"if a file of the data dir was lost or damaged, %s", dir, err, lowerFirst(watermark.RecoverByReplacing))
 	}
 	if err := claim(db, backend); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("badgerlog: open %s: %w", dataDir, err)
 	}
 	return db, nil
+}
+
+// lowerFirst returns s with its first letter in lower case (s is ASCII).
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
 }
 
 // claim records backend as the owner of db, or checks that it already is.

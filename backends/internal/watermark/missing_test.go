@@ -39,17 +39,17 @@ var losses = []struct {
 	cause string // in the refusal
 	lose  func(t *testing.T, path string)
 }{
-	{"deleted", "does not exist", func(t *testing.T, path string) {
+	{"deleted", "watermark file is missing", func(t *testing.T, path string) {
 		if err := os.Remove(path); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"empty", "empty (0 bytes)", func(t *testing.T, path string) {
+	{"empty", "watermark file is empty (0 bytes)", func(t *testing.T, path string) {
 		if err := os.Truncate(path, 0); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"garbage", "damaged watermark file", func(t *testing.T, path string) {
+	{"garbage", "watermark file is unreadable (watermark: damaged watermark file", func(t *testing.T, path string) {
 		if err := os.WriteFile(path, []byte("not a watermark record at all, 41 bytes.."), 0o600); err != nil {
 			t.Fatal(err)
 		}

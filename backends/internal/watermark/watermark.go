@@ -32,14 +32,15 @@ var (
 
 // Why a watermark file holds no usable mark (MissingError.Cause).
 var (
-	errNoFile    = errors.New("file does not exist")
-	errEmptyFile = errors.New("file is empty (0 bytes)")
+	errNoFile    = errors.New("is missing")
+	errEmptyFile = errors.New("is empty (0 bytes)")
 )
 
-// recoverByReplacing is how to recover a member whose log cannot be trusted:
-// the leader's copy replaces it (Raft thesis §4.2: a new server catches up
-// from the leader before it counts).
-const recoverByReplacing = "Recover by replacing the member: remove it from the cluster " +
+// RecoverByReplacing is how to recover a member whose log cannot be
+// trusted, for the errors that refuse a start: the leader's copy replaces
+// it (Raft thesis §4.2: a new server catches up from the leader before it
+// counts).
+const RecoverByReplacing = "Recover by replacing the member: remove it from the cluster " +
 	"(RemoveMember), move its data dir away, and add it back as a new member (AddMember) with an empty data dir, so it copies the log " +
 	"from the leader"
 
@@ -73,7 +74,7 @@ type GapError struct {
 func (e *GapError) Error() string {
 	return fmt.Sprintf("watermark: log ends at index %d but this node had durably appended up to index %d: "+
 		"entries %d-%d were lost by its storage (damaged log files); refusing to start, because rejoining with a "+
-		"shorter log can lose acknowledged writes. "+recoverByReplacing,
+		"shorter log can lose acknowledged writes. "+RecoverByReplacing,
 		e.Found, e.Recorded, e.Found+1, e.Recorded)
 }
 
@@ -91,12 +92,16 @@ type MissingError struct {
 
 // Error says what is missing and the two ways to recover.
 func (e *MissingError) Error() string {
+	why := e.Cause.Error()
+	if !errors.Is(e.Cause, errNoFile) && !errors.Is(e.Cause, errEmptyFile) {
+		why = "is unreadable (" + why + ")"
+	}
 	return fmt.Sprintf("watermark: data dir %s holds a raft log or snapshot (up to index %d) but its %s file %s: "+
 		"without it this node cannot tell whether its storage lost acknowledged entries, so it refuses to start "+
 		"(rejoining with a shorter log can lose acknowledged writes). %s; or, only if you know this log is complete "+
 		"(for example a data dir written by a version without watermarks), start the node once with "+
 		"--accept-missing-watermark (config key accept_missing_watermark), which logs the decision and writes a fresh watermark at the log's end",
-		e.DataDir, e.Last, FileName, e.Cause, recoverByReplacing)
+		e.DataDir, e.Last, FileName, why, RecoverByReplacing)
 }
 
 // Is reports whether target is ErrMissing.
