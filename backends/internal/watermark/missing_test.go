@@ -22,7 +22,7 @@ type storedLog struct {
 	last  uint64
 }
 
-func (l storedLog) HasState() (bool, error)   { return l.state, nil }
+func (l storedLog) HasState() (bool, error)    { return l.state, nil }
 func (l storedLog) LastIndex() (uint64, error) { return l.last, nil }
 
 // newDataDir is the stores of a node that never ran.

@@ -140,5 +140,5 @@ func BenchmarkCompactionStall(b *testing.B) {
 // lives in the package that imports this one).
 type benchLog struct{ s *Store }
 
-func (l benchLog) HasState() (bool, error)   { return !l.s.IsEmpty(), nil }
+func (l benchLog) HasState() (bool, error)    { return !l.s.IsEmpty(), nil }
 func (l benchLog) LastIndex() (uint64, error) { return l.s.LastIndex() }
