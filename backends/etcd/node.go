@@ -137,7 +137,9 @@ func (n *Node) open() error {
 	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {
 		return err
 	}
-	if n.store, err = raftstore.Open(db); err != nil {
+	if n.store, err = raftstore.Open(db); errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("etcd: data dir %s: %w; refusing to start: recover by %s", n.cfg.DataDir, err, watermark.ReplaceMember)
+	} else if err != nil {
 		return fmt.Errorf("etcd: data dir %s: %w", n.cfg.DataDir, err)
 	}
 	if err := n.openWatermark(); err != nil {

@@ -17,27 +17,37 @@ import (
 // checked the same way.
 type storedLog struct{ s raft.Storage }
 
-// HasState reports whether the storage holds a HardState (term, vote,
-// commit), an entry or a snapshot.
-func (l storedLog) HasState() (bool, error) {
+// Extent reads what the storage holds: its HardState's term, its snapshot,
+// and the entries after the snapshot (raft.Storage serves the snapshot's
+// index as FirstIndex-1, and its term through Term).
+func (l storedLog) Extent() (watermark.Extent, error) {
+	var e watermark.Extent
 	hs, _, err := l.s.InitialState()
 	if err != nil {
-		return false, err
+		return e, err
+	}
+	e.Term = hs.GetTerm()
+	snap, err := l.s.Snapshot()
+	if err != nil && !errors.Is(err, raft.ErrSnapshotTemporarilyUnavailable) {
+		return e, err
+	}
+	e.Snapshot = snap.GetMetadata().GetIndex()
+	first, err := l.s.FirstIndex()
+	if err != nil {
+		return e, err
 	}
 	last, err := l.s.LastIndex()
 	if err != nil {
-		return false, err
+		return e, err
 	}
-	snap, err := l.s.Snapshot()
-	if err != nil && !errors.Is(err, raft.ErrSnapshotTemporarilyUnavailable) {
-		return false, err
+	if last >= first && last > 0 {
+		e.First, e.Last = first, last
 	}
-	return !raft.IsEmptyHardState(hs) || last > 0 || !raft.IsEmptySnap(snap), nil
+	if e.LastTerm, err = l.s.Term(max(last, e.Snapshot)); err != nil && max(last, e.Snapshot) > 0 {
+		return e, fmt.Errorf("term of index %d: %w", max(last, e.Snapshot), err)
+	}
+	return e, nil
 }
-
-// LastIndex returns the storage's last index, which is at least its
-// snapshot's (raft.Storage contract).
-func (l storedLog) LastIndex() (uint64, error) { return l.s.LastIndex() }
 
 // openWatermark opens the node's watermark (package watermark) and refuses a
 // log that ends before the index it records (issue 14, item 7), or one with

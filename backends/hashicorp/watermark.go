@@ -20,27 +20,46 @@ type storedLog struct {
 	snaps  raft.SnapshotStore
 }
 
-// HasState reports whether the stores hold a term, an entry or a snapshot
-// (raft.HasExistingState, the library's own test before bootstrapping).
-func (s storedLog) HasState() (bool, error) {
-	return raft.HasExistingState(s.logs, s.stable, s.snaps)
-}
-
-// LastIndex returns the last entry's index, or the newest snapshot's when
-// that is later.
-func (s storedLog) LastIndex() (uint64, error) {
-	last, err := s.logs.LastIndex()
-	if err != nil {
-		return 0, err
+// Extent reads what the stores hold. The snapshot is the newest one that
+// opens (FileSnapshotStore.Open reads it whole and checks its CRC), because
+// that is the one Raft restores at start (it skips unreadable ones). The
+// term is read as raft.HasExistingState reads it (a missing key is 0).
+func (s storedLog) Extent() (watermark.Extent, error) {
+	var e watermark.Extent
+	var err error
+	if e.Last, err = s.logs.LastIndex(); err != nil {
+		return e, err
+	}
+	if e.Last > 0 {
+		if e.First, err = s.logs.FirstIndex(); err != nil {
+			return e, err
+		}
+		var l raft.Log
+		if err := s.logs.GetLog(e.Last, &l); err != nil {
+			return e, fmt.Errorf("read the last entry %d: %w", e.Last, err)
+		}
+		e.LastTerm = l.Term
 	}
 	metas, err := s.snaps.List()
 	if err != nil {
-		return 0, fmt.Errorf("list snapshots: %w", err)
+		return e, fmt.Errorf("list snapshots: %w", err)
 	}
-	if len(metas) > 0 && metas[0].Index > last {
-		last = metas[0].Index // newest first
+	for _, m := range metas { // newest first
+		_, rc, err := s.snaps.Open(m.ID)
+		if err != nil {
+			continue
+		}
+		_ = rc.Close()
+		e.Snapshot = m.Index
+		if e.Last == 0 {
+			e.LastTerm = m.Term
+		}
+		break
 	}
-	return last, nil
+	if term, err := s.stable.GetUint64(keyCurrentTerm); err == nil {
+		e.Term = term
+	}
+	return e, nil
 }
 
 // openWatermark opens the node's watermark (package watermark), refuses a

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -67,21 +66,13 @@ func Open(dataDir, backend string, logger *zap.Logger) (*badger.DB, error) {
 		// A file badger's MANIFEST names is missing or damaged: the log
 		// cannot be read whole, so the node must not start on it.
 		return nil, fmt.Errorf("badgerlog: open %s: %w; the raft log cannot be read, so this node refuses to start: "+
-			"if a file of the data dir was lost or damaged, %s", dir, err, lowerFirst(watermark.RecoverByReplacing))
+			"if a file of the data dir was lost or damaged, recover by %s", dir, err, watermark.ReplaceMember)
 	}
 	if err := claim(db, backend); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("badgerlog: open %s: %w", dataDir, err)
 	}
 	return db, nil
-}
-
-// lowerFirst returns s with its first letter in lower case (s is ASCII).
-func lowerFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToLower(s[:1]) + s[1:]
 }
 
 // claim records backend as the owner of db, or checks that it already is.

@@ -15,21 +15,18 @@ import (
 )
 
 // storedLog stands in for a node's Raft stores, the layer below the
-// watermark: state says whether they hold anything, last how far they reach.
-// The backends' tests check the real stores (backendtest).
-type storedLog struct {
-	state bool
-	last  uint64
-}
+// watermark. The backends' tests check the real stores (backendtest).
+type storedLog watermark.Extent
 
-func (l storedLog) HasState() (bool, error)    { return l.state, nil }
-func (l storedLog) LastIndex() (uint64, error) { return l.last, nil }
+func (l storedLog) Extent() (watermark.Extent, error) { return watermark.Extent(l), nil }
 
 // newDataDir is the stores of a node that never ran.
 var newDataDir = storedLog{}
 
-// logUpTo is stores holding a log up to last.
-func logUpTo(last uint64) storedLog { return storedLog{state: true, last: last} }
+// logUpTo is stores holding a whole log [1, last] of term 1.
+func logUpTo(last uint64) storedLog {
+	return storedLog{First: 1, Last: last, Term: 1, LastTerm: 1}
+}
 
 // losses are the ways a data dir loses its mark: the file deleted (a lost
 // directory entry, a copy made without it), cut to 0 bytes (a file that
@@ -171,4 +168,45 @@ func TestCreate(t *testing.T) {
 		t.Fatalf("open after Create: %+v, %v", m, err)
 	}
 	_ = w.Close()
+}
+
+// TestHoleRefused: stores that Raft cannot have written as they are (a log
+// starting past the snapshot, a term below the last entry's) are refused
+// whatever the watermark says, naming what is missing and how to recover;
+// a log overlapping its snapshot, or one starting right after it, is not.
+func TestHoleRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ext  watermark.Extent
+		want string // "" for a start
+	}{
+		{"entries_after_snapshot_missing", watermark.Extent{Snapshot: 40, First: 61, Last: 90, Term: 3, LastTerm: 3}, "entries 41-60 are missing"},
+		{"no_snapshot_log_from_61", watermark.Extent{First: 61, Last: 90, Term: 3, LastTerm: 3}, "entries 1-60 are missing"},
+		{"term_lost", watermark.Extent{First: 1, Last: 90, Term: 0, LastTerm: 3}, "term 0 is below the term 3"},
+		{"term_behind", watermark.Extent{Snapshot: 90, Term: 2, LastTerm: 3}, "term 2 is below the term 3"},
+		{"log_overlaps_snapshot", watermark.Extent{Snapshot: 80, First: 61, Last: 90, Term: 3, LastTerm: 3}, ""},
+		{"log_right_after_snapshot", watermark.Extent{Snapshot: 60, First: 61, Last: 90, Term: 3, LastTerm: 3}, ""},
+		{"snapshot_only", watermark.Extent{Snapshot: 90, Term: 1, LastTerm: 1}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := markedDir(t)
+			w, _, err := watermark.Open(dir, storedLog(tc.ext), watermark.Options{AcceptMissing: true})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("whole stores refused: %v", err)
+				}
+				_ = w.Close()
+				return
+			}
+			var hole *watermark.HoleError
+			if !errors.As(err, &hole) || !errors.Is(err, watermark.ErrLogShortened) {
+				t.Fatalf("open: %v, want a *HoleError", err)
+			}
+			for _, want := range []string{tc.want, dir, "RemoveMember", "refusing to start"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("refusal %q does not say %q", err, want)
+				}
+			}
+		})
+	}
 }

@@ -36,11 +36,11 @@ var (
 	errEmptyFile = errors.New("is empty (0 bytes)")
 )
 
-// RecoverByReplacing is how to recover a member whose log cannot be
-// trusted, for the errors that refuse a start: the leader's copy replaces
-// it (Raft thesis §4.2: a new server catches up from the leader before it
-// counts).
-const RecoverByReplacing = "Recover by replacing the member: remove it from the cluster " +
+// ReplaceMember is how to recover a member whose log cannot be trusted,
+// for the errors that refuse a start ("recover by " + ReplaceMember): the
+// leader's copy replaces its log (Raft thesis §4.2: a new server catches
+// up from the leader before it counts).
+const ReplaceMember = "replacing the member: remove it from the cluster " +
 	"(RemoveMember), move its data dir away, and add it back as a new member (AddMember) with an empty data dir, so it copies the log " +
 	"from the leader"
 
@@ -74,7 +74,7 @@ type GapError struct {
 func (e *GapError) Error() string {
 	return fmt.Sprintf("watermark: log ends at index %d but this node had durably appended up to index %d: "+
 		"entries %d-%d were lost by its storage (damaged log files); refusing to start, because rejoining with a "+
-		"shorter log can lose acknowledged writes. "+RecoverByReplacing,
+		"shorter log can lose acknowledged writes. Recover by "+ReplaceMember,
 		e.Found, e.Recorded, e.Found+1, e.Recorded)
 }
 
@@ -98,11 +98,27 @@ func (e *MissingError) Error() string {
 	}
 	return fmt.Sprintf("watermark: data dir %s holds a raft log or snapshot (up to index %d) but its %s file %s: "+
 		"without it this node cannot tell whether its storage lost acknowledged entries, so it refuses to start "+
-		"(rejoining with a shorter log can lose acknowledged writes). %s; or, only if you know this log is complete "+
+		"(rejoining with a shorter log can lose acknowledged writes). Recover by %s; or, only if you know this log is complete "+
 		"(for example a data dir written by a version without watermarks), start the node once with "+
 		"--accept-missing-watermark (config key accept_missing_watermark), which logs the decision and writes a fresh watermark at the log's end",
-		e.DataDir, e.Last, FileName, why, RecoverByReplacing)
+		e.DataDir, e.Last, FileName, why, ReplaceMember)
 }
+
+// HoleError says that the Raft stores in DataDir cannot be as Raft wrote
+// them (What says why): part of the log or the stable state was lost.
+// errors.Is(err, ErrLogShortened) is true for it.
+type HoleError struct {
+	DataDir, What string
+}
+
+// Error says what is missing and how to recover.
+func (e *HoleError) Error() string {
+	return fmt.Sprintf("watermark: data dir %s: %s (a file of the raft log was lost or damaged); refusing to start, "+
+		"because rejoining with it can lose acknowledged writes. Recover by %s", e.DataDir, e.What, ReplaceMember)
+}
+
+// Is reports whether target is ErrLogShortened.
+func (e *HoleError) Is(target error) bool { return target == ErrLogShortened }
 
 // Is reports whether target is ErrMissing.
 func (e *MissingError) Is(target error) bool { return target == ErrMissing }
@@ -145,12 +161,52 @@ type File struct {
 // interfaces to it once, so every log store it can be given is checked the
 // same way.
 type Log interface {
-	// HasState reports whether the stores hold any Raft state: a log entry,
-	// a term or vote, or a snapshot.
-	HasState() (bool, error)
-	// LastIndex returns the highest index the stores reach: the last log
-	// entry's, or the newest snapshot's when that is later; 0 when empty.
-	LastIndex() (uint64, error)
+	// Extent returns what the stores hold.
+	Extent() (Extent, error)
+}
+
+// Extent is what a node's Raft stores hold, as far as Open checks it.
+type Extent struct {
+	// Snapshot is the index of the newest snapshot the node can restore
+	// (0: none).
+	Snapshot uint64
+	// First and Last are the indexes of the first and last log entries
+	// (both 0 when the log is empty).
+	First, Last uint64
+	// Term is the stored current term (0: none stored).
+	Term uint64
+	// LastTerm is the term of the last entry, or of the snapshot when the
+	// log is empty.
+	LastTerm uint64
+}
+
+// HasState reports whether the stores hold any Raft state: a log entry, a
+// term, or a snapshot.
+func (e Extent) HasState() bool { return e.Snapshot > 0 || e.Last > 0 || e.Term > 0 }
+
+// LastIndex returns the highest index the stores reach: the last entry's,
+// or the snapshot's when that is later.
+func (e Extent) LastIndex() uint64 { return max(e.Last, e.Snapshot) }
+
+// whole returns a *HoleError when the stores cannot have been written by
+// Raft as they are: entries between the snapshot and the first entry are
+// missing (the node could never apply past the hole), or the stored term is
+// below the last entry's (the term and vote were lost, so the node could
+// vote twice in one term; Raft thesis §3.8 requires both to be on stable
+// storage before it answers). Both happen when a file holding the older
+// part of the log or the stable state is lost, while the newest entries
+// survive in another.
+func (e Extent) whole(dataDir string) error {
+	switch {
+	case e.Last > 0 && e.First > e.Snapshot+1:
+		return &HoleError{DataDir: dataDir, What: fmt.Sprintf(
+			"its log starts at index %d but its newest readable snapshot ends at index %d: entries %d-%d are missing",
+			e.First, e.Snapshot, e.Snapshot+1, e.First-1)}
+	case e.Term < e.LastTerm:
+		return &HoleError{DataDir: dataDir, What: fmt.Sprintf(
+			"its stored current term %d is below the term %d of its last entry: its term and vote were lost", e.Term, e.LastTerm)}
+	}
+	return nil
 }
 
 // Options tune Open.
@@ -188,14 +244,14 @@ type Options struct {
 //
 // Errors: *GapError, *MissingError, or the file system's and log's.
 func Open(dataDir string, log Log, opts Options) (*File, Mark, error) {
-	hasState, err := log.HasState()
+	ext, err := log.Extent()
 	if err != nil {
-		return nil, Mark{}, fmt.Errorf("watermark: read the raft state: %w", err)
+		return nil, Mark{}, fmt.Errorf("watermark: read the raft stores of %s: %w; %s", dataDir, err, "recover by "+ReplaceMember)
 	}
-	last, err := log.LastIndex()
-	if err != nil {
-		return nil, Mark{}, fmt.Errorf("watermark: read the raft log's last index: %w", err)
+	if err := ext.whole(dataDir); err != nil {
+		return nil, Mark{}, err
 	}
+	hasState, last := ext.HasState(), ext.LastIndex()
 	w, mark, problem, err := openFile(dataDir)
 	if err != nil {
 		return nil, Mark{}, err
