@@ -90,7 +90,10 @@ func TestMissingMarkRefused(t *testing.T) {
 					t.Fatalf("refusal %q does not say %q", err, want)
 				}
 			}
-			after, _ := os.ReadFile(path)
+			after, err := os.ReadFile(path)
+			if tc.name == "deleted" && !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("refused open created the watermark file (%v)", err)
+			}
 			if string(after) != string(before) {
 				t.Fatalf("refused open changed the file: %q, was %q", after, before)
 			}

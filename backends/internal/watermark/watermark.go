@@ -246,15 +246,20 @@ type Options struct {
 func Open(dataDir string, log Log, opts Options) (*File, Mark, error) {
 	ext, err := log.Extent()
 	if err != nil {
-		return nil, Mark{}, fmt.Errorf("watermark: read the raft stores of %s: %w; %s", dataDir, err, "recover by "+ReplaceMember)
+		return nil, Mark{}, fmt.Errorf("watermark: read the raft stores of %s: %w; recover by %s", dataDir, err, ReplaceMember)
 	}
 	if err := ext.whole(dataDir); err != nil {
 		return nil, Mark{}, err
 	}
 	hasState, last := ext.HasState(), ext.LastIndex()
-	w, mark, problem, err := openFile(dataDir)
+	w, mark, problem, err := openFile(dataDir, !hasState)
 	if err != nil {
 		return nil, Mark{}, err
+	}
+	closeFile := func() {
+		if w != nil {
+			_ = w.f.Close()
+		}
 	}
 	if problem == nil {
 		if err := Check(mark, last); err != nil {
@@ -269,8 +274,13 @@ func Open(dataDir string, log Log, opts Options) (*File, Mark, error) {
 	if hasState {
 		missing := &MissingError{DataDir: dataDir, Last: last, Cause: problem}
 		if !opts.AcceptMissing {
-			_ = w.f.Close()
+			closeFile()
 			return nil, Mark{}, missing
+		}
+		if w == nil {
+			if w, _, _, err = openFile(dataDir, true); err != nil {
+				return nil, Mark{}, err
+			}
 		}
 		logger := opts.Logger
 		if logger == nil {
@@ -282,34 +292,39 @@ func Open(dataDir string, log Log, opts Options) (*File, Mark, error) {
 			zap.String("data_dir", dataDir), zap.String("watermark", problem.Error()), zap.Uint64("log_last_index", last))
 	}
 	if err := w.reset(fresh); err != nil {
-		_ = w.f.Close()
+		closeFile()
 		return nil, Mark{}, err
 	}
 	if err := syncDir(dataDir); err != nil {
-		_ = w.f.Close()
+		closeFile()
 		return nil, Mark{}, err
 	}
 	w.startAsync()
 	return w, fresh, nil
 }
 
-// openFile opens (creating it when missing) the watermark file in dataDir.
-// problem says why it holds no usable mark (missing, empty or damaged);
-// it is nil when mark was read from it. err is a failure to open the file.
-func openFile(dataDir string) (w *File, mark Mark, problem, err error) {
+// openFile opens the watermark file in dataDir, creating it only when
+// create is set (a refused start leaves the data dir as it was). problem
+// says why it holds no usable mark (missing, empty or damaged); it is nil
+// when mark was read from it. w is nil when the file is missing and create
+// is unset. err is a failure to open the file.
+func openFile(dataDir string, create bool) (w *File, mark Mark, problem, err error) {
 	path := filepath.Join(dataDir, FileName)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, Mark{}, nil, fmt.Errorf("watermark: %w", err)
 	}
-	_, statErr := os.Lstat(path)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_DSYNC, 0o600)
+	flags := os.O_RDWR | syscall.O_DSYNC
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if errors.Is(err, fs.ErrNotExist) && !create {
+		return nil, Mark{}, errNoFile, nil
+	}
 	if err != nil {
 		return nil, Mark{}, nil, fmt.Errorf("watermark: %w", err)
 	}
 	w = &File{f: f}
-	if errors.Is(statErr, fs.ErrNotExist) {
-		return w, Mark{}, errNoFile, nil
-	}
 	fi, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
@@ -343,7 +358,7 @@ func (w *File) reset(m Mark) error {
 // process has just written from scratch (a restore from a snapshot), so
 // that the next Open finds the mark. Errors: the file system's.
 func Create(dataDir string, m Mark) error {
-	w, _, _, err := openFile(dataDir)
+	w, _, _, err := openFile(dataDir, true)
 	if err != nil {
 		return err
 	}
