@@ -48,7 +48,8 @@ func (n *Node) runLeadership() {
 			// mmap and leaves a partial table. The process exits instead
 			// (fail-stop); every acknowledged entry is already synced, as
 			// after kill -9. An in-process owner still calls Close.
-			go func() { _ = n.raft.Shutdown().Error() }()
+			// halt waits for in-flight calls, so it runs on its own.
+			go func() { _ = n.halt() }()
 			continue
 		case <-n.obsCh:
 		case <-tick.C:
