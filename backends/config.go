@@ -136,6 +136,15 @@ type Config struct {
 	// members added since (etcd says the same of its flag). New fails
 	// with ErrNoState when the data dir holds no Raft state.
 	ForceNewCluster bool
+	// AcceptMissingWatermark, when set, lets New start on a data dir whose
+	// stores hold Raft state (entries, a term or vote, a snapshot) although
+	// its watermark file is missing, empty or unreadable: a fresh mark is
+	// written at the log's end and a warn-level audit line logged. Unset,
+	// New refuses such a data dir with an error wrapping
+	// watermark.ErrMissing that says how to recover, because the check of
+	// a log shortened by damaged storage needs the mark (see
+	// backends/internal/watermark). Leave it set for one start only.
+	AcceptMissingWatermark bool
 	// DropMessage is a fault-injection hook for tests (nil in production): when
 	// it returns true, a message from node `from` to node `to` is dropped by the
 	// sender's transport, as a network partition would drop it.

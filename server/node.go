@@ -222,20 +222,23 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	}
 
 	bcfg := backends.Config{
-		ID:                cfg.ID,
-		RaftAddr:          cfg.RaftAddr,
-		DataDir:           cfg.DataDir,
-		Bootstrap:         cfg.Members(),
-		ForceNewCluster:   cfg.ForceNewCluster,
-		StateMachine:      n.sm,
-		OnApply:           n.onApply,
-		OnRestore:         n.onRestore,
-		OnLeaderChange:    n.met.cluster.countLeaderChanges(n.onLeaderChange),
-		Observer:          n.met.cluster,
-		SnapshotThreshold: cfg.Raft.SnapshotThreshold,
-		HeartbeatInterval: time.Duration(cfg.Raft.HeartbeatMS) * time.Millisecond,
-		ElectionTimeout:   time.Duration(cfg.Raft.ElectionTimeoutMS) * time.Millisecond,
-		Logger:            o.logger.Named("raft"), // the backend adds the node id itself
+		ID:              cfg.ID,
+		RaftAddr:        cfg.RaftAddr,
+		DataDir:         cfg.DataDir,
+		Bootstrap:       cfg.Members(),
+		ForceNewCluster: cfg.ForceNewCluster,
+		// A data dir with a log but no watermark is refused unless the
+		// operator accepts it (docs/operations.md).
+		AcceptMissingWatermark: cfg.AcceptMissingWatermark,
+		StateMachine:           n.sm,
+		OnApply:                n.onApply,
+		OnRestore:              n.onRestore,
+		OnLeaderChange:         n.met.cluster.countLeaderChanges(n.onLeaderChange),
+		Observer:               n.met.cluster,
+		SnapshotThreshold:      cfg.Raft.SnapshotThreshold,
+		HeartbeatInterval:      time.Duration(cfg.Raft.HeartbeatMS) * time.Millisecond,
+		ElectionTimeout:        time.Duration(cfg.Raft.ElectionTimeoutMS) * time.Millisecond,
+		Logger:                 o.logger.Named("raft"), // the backend adds the node id itself
 	}
 	if err := n.secure(&bcfg); err != nil {
 		stop()

@@ -137,8 +137,13 @@ func (n *Node) open() error {
 	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {
 		return err
 	}
-	if n.store, err = raftstore.Open(db); err != nil {
+	if n.store, err = raftstore.Open(db); errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("etcd: data dir %s: %w; refusing to start: recover by %s", n.cfg.DataDir, err, watermark.ReplaceMember)
+	} else if err != nil {
 		return fmt.Errorf("etcd: data dir %s: %w", n.cfg.DataDir, err)
+	}
+	if err := n.openWatermark(); err != nil {
+		return err
 	}
 	if n.cfg.ForceNewCluster {
 		if err := n.forceNewCluster(); err != nil {
@@ -174,14 +179,12 @@ func (n *Node) open() error {
 			}
 		}
 	}
-	if err := n.openWatermark(); err != nil {
-		return err
-	}
 	n.applied = snap.GetMetadata().GetIndex()
 	n.snapIndex = n.applied
 	hs, cs, _ := n.store.InitialState()
 	n.confState = cs
 	n.hs = hs
+	n.recovered = max(n.recovered, hs.GetCommit())
 	if n.hs == nil {
 		n.hs = &pb.HardState{}
 	}

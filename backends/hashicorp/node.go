@@ -83,6 +83,8 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	haltOnce  sync.Once // halt: stop Raft, keep the storage open
+	haltErr   error
 
 	fatal   atomic.Pointer[error] // first fatal apply error
 	fatalCh chan struct{}         // signalled once on the first fatal error
@@ -463,25 +465,9 @@ func (n *Node) Close() error {
 }
 
 func (n *Node) close() error {
-	n.mu.Lock()
-	n.closed = true
-	close(n.stopCh)
-	n.mu.Unlock()
-
-	// hashicorp/raft never resolves futures stranded in its queues by
-	// Shutdown, so let in-flight ones resolve while Raft still runs; then the
-	// goroutines waiting on them exit and nothing leaks.
-	drained := make(chan struct{})
-	go func() { n.inflight.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(2 * n.cfg.ElectionTimeout):
-		n.logger.Warn("closing with raft futures still pending")
-	}
-
 	var errs []error
-	if err := n.raft.Shutdown().Error(); err != nil {
-		errs = append(errs, fmt.Errorf("hashicorp: shutdown raft: %w", err))
+	if err := n.halt(); err != nil {
+		errs = append(errs, err)
 	}
 	n.raft.DeregisterObserver(n.observer)
 	n.wg.Wait()
@@ -502,6 +488,41 @@ func (n *Node) close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// halt stops the node without touching its storage: every later call is
+// refused (core.ErrStopped, with the fatal error if one stopped it),
+// in-flight futures resolve, and Raft shuts down (no more appends, votes or
+// heartbeats). Close starts with it; the fatal path calls it alone, leaving
+// badger open for the process to exit without a memtable flush (see
+// runLeadership). Safe to call more than once: later calls return the
+// first one's error.
+func (n *Node) halt() error {
+	n.haltOnce.Do(func() { n.haltErr = n.doHalt() })
+	return n.haltErr
+}
+
+func (n *Node) doHalt() error {
+	n.mu.Lock()
+	n.closed = true
+	close(n.stopCh)
+	n.mu.Unlock()
+
+	// hashicorp/raft never resolves futures stranded in its queues by
+	// Shutdown, so let in-flight ones resolve while Raft still runs; then the
+	// goroutines waiting on them exit and nothing leaks.
+	drained := make(chan struct{})
+	go func() { n.inflight.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(2 * n.cfg.ElectionTimeout):
+		n.logger.Warn("closing with raft futures still pending")
+	}
+
+	if err := n.raft.Shutdown().Error(); err != nil {
+		return fmt.Errorf("hashicorp: shutdown raft: %w", err)
+	}
+	return nil
 }
 
 // do starts a Raft operation and waits for its future, honouring ctx and

@@ -62,6 +62,14 @@ type Config struct {
 	// the token counter survive, new members then join with empty data
 	// dirs. Set it for one start only (docs/operations.md).
 	ForceNewCluster bool `koanf:"force_new_cluster"`
+	// AcceptMissingWatermark starts this node although its data dir holds a
+	// Raft log but no usable watermark file (missing, empty or unreadable),
+	// which it otherwise refuses (key "accept_missing_watermark", flag
+	// --accept-missing-watermark; backends.Config.AcceptMissingWatermark):
+	// a fresh watermark is written at the log's end and the decision is
+	// logged at warn level. Set it for one start only, and only for a log
+	// known to be complete (docs/operations.md).
+	AcceptMissingWatermark bool `koanf:"accept_missing_watermark"`
 	// Lease bounds the lease_ms that Acquire accepts.
 	Lease Lease `koanf:"lease"`
 	// Limits bounds the lock table and the wait queues.
@@ -246,6 +254,7 @@ var keys = []struct {
 	{"bootstrap", "voters of a new cluster: id=raft_addr/api_addr,... (this node included)", func(c *Config) any { return FormatPeers(c.Bootstrap) }},
 	{"join", "API host:port of a running member to join through on first start", func(c *Config) any { return c.Join }},
 	{"force_new_cluster", "after quorum loss: start as a one-member cluster from this node's data (one start only)", func(c *Config) any { return c.ForceNewCluster }},
+	{"accept_missing_watermark", "start although the data dir holds a raft log but no usable watermark file (logged; one start only)", func(c *Config) any { return c.AcceptMissingWatermark }},
 	{"lease.min_ms", "smallest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MinMS }},
 	{"lease.max_ms", "largest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MaxMS }},
 	{"lease.max_lock_delay_ms", "largest lock_delay_ms accepted, in milliseconds (0: lock-delay off)", func(c *Config) any { return c.Lease.MaxLockDelayMS }},

@@ -139,9 +139,16 @@ func serve(ctx context.Context, cfg config.Config) error {
 	case err = <-serveErr:
 		log.Error("API server stopped", zap.Error(err))
 	case fatal = <-node.Fatal():
-		// Fail-stop: health already reports NOT_SERVING; exit non-zero.
-		log.Error("raft stopped; exiting", zap.Error(fatal))
-		err = fmt.Errorf("%w: %w", errFatal, fatal)
+		// Fail-stop: health already reports NOT_SERVING; exit non-zero at
+		// once, without closing the node. Closing would flush badger's
+		// memtable into a new table file, and when the fatal error is a
+		// full disk that write dies of SIGBUS inside badger's mmap (a Go
+		// crash dump, exit 2) and leaves a partial table. Nothing needs
+		// the close: every acknowledged entry and the watermark are synced
+		// before they are acknowledged, so the next start finds what a
+		// kill -9 leaves (docs/operations.md#fail-stop).
+		log.Error("raft stopped; exiting with status 1 without closing the storage", zap.Error(fatal))
+		return fmt.Errorf("%w: %w", errFatal, fatal)
 	}
 	if metrics != nil {
 		_ = metrics.Close()
