@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -376,6 +377,15 @@ func (s *StateMachine) PrincipalLocks(principal string) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.holdersBy[principal]
+}
+
+// PrincipalCounts returns a copy of the per-principal counts of holders
+// (PrincipalLocks) and open sessions (PrincipalSessions), principals with
+// none left out: for metrics read on scrape. Safe concurrently with Apply.
+func (s *StateMachine) PrincipalCounts() (locks, sessions map[string]int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.holdersBy), maps.Clone(s.byPrincipal)
 }
 
 // Get returns the holder of key, if it is held: for a shared key or a

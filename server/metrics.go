@@ -164,7 +164,8 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 	var clusterCs []prometheus.Collector
 	m.cluster, clusterCs = newClusterMetrics(n)
 	cs := []prometheus.Collector{
-		requests, durations, m.expired, m.ghosts, m.watchEvents, m.forwarded, acquireWait, m.renewRefused, m.quotaRefusals,
+		requests, durations, m.expired, m.ghosts, m.watchEvents, m.forwarded, acquireWait, m.renewRefused,
+		m.quotaRefusals, newQuotaCollector(n, m.principalLabels),
 		m.handoffsPipelined, m.handoffGrantsRejected,
 		gauge("watchers", "Watch streams open on this node.", func() float64 { return float64(n.hub.Watchers()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -83,6 +85,8 @@ func TestLockQuota(t *testing.T) {
 	assert.Len(t, mem.Log(), entries, "a refused Acquire proposes nothing")
 	assert.Equal(t, 4.0, quotaRefusals(t, in, "locks"))
 	assert.Equal(t, 0.0, quotaRefusals(t, in, "watchers"))
+	assert.Equal(t, 1.0, metric(t, in, `ticketd_quota_principals_at_limit{kind="locks"}`))
+	assert.NotContains(t, metricsText(t, in), `principal="alice"`, "no principal label by default")
 
 	retry, err := alice.Acquire(ctx, &ticketv1.AcquireRequest{Key: "s/a", LeaseMs: 60_000, Owner: "a1"})
 	require.NoError(t, err, "a retry adds no lock")
@@ -99,6 +103,7 @@ func TestLockQuota(t *testing.T) {
 
 	_, err = alice.Release(ctx, &ticketv1.ReleaseRequest{Key: "s/a", Token: a1.GetToken()})
 	require.NoError(t, err)
+	assert.Equal(t, 0.0, metric(t, in, `ticketd_quota_principals_at_limit{kind="locks"}`))
 	sid, err := openSession(ctx, alice)
 	require.NoError(t, err)
 	_, err = alice.Acquire(ctx, &ticketv1.AcquireRequest{Key: "s/sem", Owner: "a7", Limit: 3, Session: sid})
@@ -378,4 +383,40 @@ func TestQuotaReload(t *testing.T) {
 		return connect.CodeOf(err) == connect.CodeResourceExhausted &&
 			strings.Contains(err.Error(), "principal alice is at its quota of 1 locks (policy default_quota)")
 	}, "the smaller default applies to alice, who has no entry now")
+}
+
+// metricsText is a node's whole /metrics page.
+func metricsText(t *testing.T, in *nodetest.Instance) string {
+	t.Helper()
+	res, err := http.Get("http://" + in.Addr + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestQuotaMetricsPrincipalLabels: with metrics_principal_labels the
+// refusals and the usage carry the principal.
+func TestQuotaMetricsPrincipalLabels(t *testing.T) {
+	in, _ := memNode(t, withConfig(func(c *config.Config) {
+		withQuotaAuth(t, c, quotaPolicy)
+		c.MetricsPrincipalLabels = true
+	}), nodetest.WithClientOptions(bearer("ops")))
+	alice, bob := lockAs(in, "alice"), lockAs(in, "bob")
+	ctx := ctxT(t)
+	for i := range 3 {
+		_, err := alice.Acquire(ctx, &ticketv1.AcquireRequest{Key: fmt.Sprintf("s/m%d", i), LeaseMs: 60_000, Owner: "m"})
+		if i < 2 {
+			require.NoError(t, err)
+		} else {
+			requireQuota(t, err, "alice", 2, "locks", "quotas")
+		}
+	}
+	_, err := bob.Acquire(ctx, &ticketv1.AcquireRequest{Key: "s/b", LeaseMs: 60_000, Owner: "b"})
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, metric(t, in, `ticketd_quota_refusals_total{kind="locks",principal="alice"}`))
+	assert.Equal(t, 2.0, metric(t, in, `ticketd_quota_used{kind="locks",principal="alice"}`))
+	assert.Equal(t, 1.0, metric(t, in, `ticketd_quota_used{kind="locks",principal="bob"}`))
+	assert.Equal(t, 1.0, metric(t, in, `ticketd_quota_principals_at_limit{kind="locks"}`))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -617,6 +618,13 @@ func (q *Queue) PrincipalWaiting(principal string) int {
 	q.pmu.Lock()
 	defer q.pmu.Unlock()
 	return q.byPrincipal[principal]
+}
+
+// PrincipalCounts returns a copy of the waiting requests per principal.
+func (q *Queue) PrincipalCounts() map[string]int {
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	return maps.Clone(q.byPrincipal)
 }
 
 // Key returns the key the turn is for.

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -351,6 +352,13 @@ func (h *Hub) PrincipalWatchers(principal string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.byPrincipal[principal]
+}
+
+// PrincipalCounts returns a copy of the open watchers per principal.
+func (h *Hub) PrincipalCounts() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.byPrincipal)
 }
 
 // Dropped returns how many watchers were ended with ErrSlow since New.
