@@ -136,6 +136,9 @@ type Node struct {
 	// that concurrent ones cannot overshoot limits.max_locks_per_session
 	// (sessioncap.go).
 	sessSlots sessionSlots
+	// lockGrants counts Grant proposals in flight per principal, so that
+	// concurrent ones cannot overshoot a principal's lock quota (quota.go).
+	lockGrants grantsInFlight
 
 	ghostMu sync.Mutex
 	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/server/security"
 	"github.com/ticketd/ticketd/server/watch"
 )
 
@@ -29,7 +30,8 @@ const appliedPoll = 2 * time.Millisecond
 // served) and waits until it has applied it. Errors: InvalidArgument (prefix
 // too long), OutOfRange with a WatchOutOfRange detail (start_index below the
 // retained history), ResourceExhausted (too slow, or too many watchers),
-// Unavailable (node shutting down, no leader).
+// Unavailable (node shutting down, no leader). A principal at its watchers
+// quota (docs/security.md#quotas) gets ResourceExhausted naming it.
 func (s *lockService) Watch(ctx context.Context, req *ticketv1.WatchRequest, stream *connect.ServerStream[ticketv1.WatchEvent]) error {
 	n := s.n
 	if len(req.GetPrefix()) > core.MaxKeyBytes {
@@ -52,7 +54,9 @@ func (s *lockService) Watch(ctx context.Context, req *ticketv1.WatchRequest, str
 // watcher is registered it sends the response headers (send of nil), so a
 // client's Watch call returns when the watch is in place.
 func (n *Node) serveWatch(ctx context.Context, req *ticketv1.WatchRequest, send func(*ticketv1.WatchEvent) error) error {
-	wreq := watch.Request{Prefix: req.GetPrefix(), StartIndex: req.GetStartIndex()}
+	principal := n.grantPrincipal(ctx)
+	wreq := watch.Request{Prefix: req.GetPrefix(), StartIndex: req.GetStartIndex(),
+		Principal: principal, Admit: n.quotaAdmit(principal, security.QuotaWatchers)}
 	var existing []core.Lock
 	var readAt uint64
 	if req.GetIncludeExisting() {

@@ -116,6 +116,11 @@ type Config struct {
 	// ListenMetricsAddr, when set, serves /metrics on this host:port instead
 	// of the API port (key "listen_metrics_addr").
 	ListenMetricsAddr string `koanf:"listen_metrics_addr"`
+	// MetricsPrincipalLabels adds a principal label to the per-principal
+	// quota metrics (key "metrics_principal_labels"). Off by default: one
+	// series per principal is unbounded cardinality for Prometheus, and
+	// principal names may be sensitive.
+	MetricsPrincipalLabels bool `koanf:"metrics_principal_labels"`
 }
 
 // Peer is one bootstrap member.
@@ -289,6 +294,7 @@ var keys = []struct {
 	{"auth_tokens_file", "bearer tokens (YAML: tokens of principal and sha256 digest of the token)", func(c *Config) any { return c.AuthTokensFile }},
 	{"cors_allowed_origins", "browser origins allowed to call the API cross-origin, comma-separated (empty: CORS off)", func(c *Config) any { return strings.Join(c.CORSAllowedOrigins, ",") }},
 	{"listen_metrics_addr", "serve /metrics on this host:port instead of the API port", func(c *Config) any { return c.ListenMetricsAddr }},
+	{"metrics_principal_labels", "label the quota metrics with the principal (one series per principal)", func(c *Config) any { return c.MetricsPrincipalLabels }},
 	{"log.level", "log level: debug, info, warn, error", func(c *Config) any { return c.Log.Level }},
 	{"log.format", "log format: json or console", func(c *Config) any { return c.Log.Format }},
 }

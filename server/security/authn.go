@@ -123,12 +123,12 @@ func (a *Authenticator) Reload(by string) error {
 	if a.cfg.OnReload != nil {
 		a.cfg.OnReload()
 	}
-	rules := 0
+	rules, quotas := 0, 0
 	if policy != nil {
-		rules = len(policy.rules)
+		rules, quotas = len(policy.rules), len(policy.quotas)
 	}
 	a.cfg.Audit.Info("policy reloaded", zap.String("principal", by),
-		zap.String("policy_file", a.cfg.PolicyFile), zap.Int("rules", rules),
+		zap.String("policy_file", a.cfg.PolicyFile), zap.Int("rules", rules), zap.Int("quotas", quotas),
 		zap.String("tokens_file", a.cfg.TokensFile), zap.Int("tokens", tokens.Len()))
 	return nil
 }
