@@ -81,6 +81,7 @@ $(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
 ## three-node cluster of bin/ticketd.
 test-ts: build ts-deps
 	cd $(TS) && $(NPM) test
+	cd $(TS) && node --test test/pack.test.mjs
 
 ## test-browser: headless Chromium (/usr/bin/chromium; CHROMIUM= overrides)
 ## loads the web console from one node and a page on another origin that
