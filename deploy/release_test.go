@@ -56,7 +56,13 @@ func release(t *testing.T) string {
 			return
 		}
 		releaseDir = dir
-		out, err := exec.Command("make", "-C", repoRoot, "--no-print-directory", "release", "DIST="+dir).CombinedOutput()
+		cmd := exec.Command("make", "-C", repoRoot, "--no-print-directory", "release", "DIST="+dir)
+		// Not a sub-make of `make test`'s: its jobserver's descriptors are
+		// not passed down through go test.
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
+		})
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			releaseErr = fmt.Errorf("make release: %v\n%s", err, out)
 		}
