@@ -111,7 +111,11 @@ func TestContainerImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := fmt.Sprintf("ticketd-test-%d", os.Getpid())
-	p.run(append(append([]string{"run", "-d", "--name", name}, runFlags...), "-v", vol+":/var/lib/ticketd", image)...)
+	// As deploy/kubernetes/statefulset.yaml runs it: a read-only root
+	// (no /tmp either), no capabilities, no privilege escalation.
+	p.run(append(append([]string{"run", "-d", "--name", name}, runFlags...),
+		"--read-only", "--read-only-tmpfs=false", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"-v", vol+":/var/lib/ticketd", image)...)
 	defer p.try("rm", "-f", "-t", "0", name)
 
 	// A lock acquired through ticketctl in the container: the node elected
