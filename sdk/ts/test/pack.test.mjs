@@ -86,7 +86,8 @@ describe("npm pack of @ticketd/client", () => {
     symlinkSync(path.join(pkgDir, "node_modules"), path.join(src, "node_modules"), "dir");
 
     const { stdout: packed } = await sh(npm, ["pack", "--json", "--pack-destination", tmp], src);
-    const [info] = JSON.parse(packed.slice(packed.indexOf("[")));
+    // The JSON report follows whatever the prepack script printed.
+    const [info] = JSON.parse(packed.slice(packed.search(/^\[/m)));
     const files = info.files.map((f) => f.path).sort();
     for (const f of ["package.json", "README.md", "dist/index.js", "dist/index.d.ts", "dist/node.js", "dist/node.d.ts", "dist/web.js", "dist/web.d.ts"]) {
       assert.ok(files.includes(f), `tarball lacks ${f}: ${files.join(", ")}`);
