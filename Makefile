@@ -1,6 +1,6 @@
 # ticketd — see README.md. Every module of go.work is tested on its own:
 # `go test ./...` at a go.work root with no root module does not work.
-MODULES := core backends server sdk bench faults
+MODULES := core backends server sdk bench faults deploy
 GO      ?= go
 # Empty BACKEND: the backend the data dir was made with, else hashicorp.
 BACKEND ?=
@@ -11,12 +11,29 @@ DURATION ?= 30m
 NET ?=
 
 .PHONY: all build run node test check $(addprefix test-,$(MODULES)) test-ts test-browser ts-deps console bench faults faults-seeds generate lint tidy clean
+.PHONY: release
 
 all: build
 
 build:
 	mkdir -p bin
 	$(GO) build -o bin/ ./server/cmd/ticketd ./server/cmd/ticketctl
+
+## release: static binaries of ticketd and ticketctl (CGO_ENABLED=0,
+## -trimpath, the VCS revision stamped by the go command, version from
+## `git describe`) for RELEASE_PLATFORMS, as dist/<binary>-<os>-<arch>, and
+## dist/SHA256SUMS (`cd dist && sha256sum -c SHA256SUMS`). DIST= elsewhere.
+DIST ?= dist
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
+RELEASE_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+release:
+	mkdir -p $(DIST) && rm -f $(DIST)/ticketd-* $(DIST)/ticketctl-* $(DIST)/SHA256SUMS
+	@for p in $(RELEASE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; for b in ticketd ticketctl; do \
+		echo "== $$b $$os/$$arch"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=auto \
+			-ldflags "-s -w -X main.version=$(RELEASE_VERSION)" -o $(DIST)/$$b-$$os-$$arch ./server/cmd/$$b || exit 1; \
+	done; done
+	cd $(DIST) && sha256sum ticketd-* ticketctl-* > SHA256SUMS
 
 ## run: start a local three-node cluster (data under ./data, API on 127.0.0.1:7001-7003).
 run: build
@@ -64,6 +81,7 @@ $(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
 ## three-node cluster of bin/ticketd.
 test-ts: build ts-deps
 	cd $(TS) && $(NPM) test
+	cd $(TS) && node --test test/pack.test.mjs
 
 ## test-browser: headless Chromium (/usr/bin/chromium; CHROMIUM= overrides)
 ## loads the web console from one node and a page on another origin that
