@@ -54,9 +54,9 @@ type msgFramer struct {
 	wantID string
 	member func(id string) error
 	isID   bool   // the next top-level value is the "ID"
-	idOpen  bool   // reading the ID's bytes
-	id      []byte // the ID claimed so far
-	sawID   bool
+	idOpen bool   // reading the ID's bytes
+	id     []byte // the ID claimed so far
+	sawID  bool
 }
 
 type frameState uint8

@@ -107,9 +107,9 @@ type Node struct {
 
 var (
 	_ backends.PeerLearner = (*Node)(nil)
-	_ core.Consensus     = (*Node)(nil)
-	_ core.Membership    = (*Node)(nil)
-	_ core.TermConfirmer = (*Node)(nil)
+	_ core.Consensus       = (*Node)(nil)
+	_ core.Membership      = (*Node)(nil)
+	_ core.TermConfirmer   = (*Node)(nil)
 )
 
 // New opens (or creates) the node's storage under cfg.DataDir, starts the TCP
