@@ -123,7 +123,7 @@ func tlsHandshake(addr string, cfg *tls.Config) error {
 }
 
 // startClusterScript runs scripts/cluster.sh in its own process group and
-// stops it (Ctrl-C: it stops its nodes) when the test ends. It returns the
+// stops it (SIGTERM: it stops its nodes) when the test ends. It returns the
 // script's output so far, for failure messages.
 func startClusterScript(t *testing.T, root, data, backend, ticketd, ctl string, api, peer []string) *syncBuffer {
 	t.Helper()
@@ -135,7 +135,7 @@ func startClusterScript(t *testing.T, root, data, backend, ticketd, ctl string, 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Process.Signal(syscall.SIGTERM) // it traps TERM and INT alike: stops its nodes
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
 		select {
