@@ -87,7 +87,9 @@ type Config struct {
 	// (ServerName set to the dialled host). MinVersion is raised to TLS 1.3
 	// on both sides. A peer with no certificate, or one from another CA, is
 	// refused at the handshake and logged (etcd --peer-client-cert-auth,
-	// Consul verify_incoming). Validate refuses a PeerTLS with no certificate,
+	// Consul verify_incoming); so is a certificate whose CN is not the id
+	// of a current member, and a member's certificate is refused from the
+	// moment its removal applies (backends/internal/peergate). Validate refuses a PeerTLS with no certificate,
 	// no CA pool or a ClientAuth weaker than RequireAndVerifyClientCert.
 	// The backend never modifies the value given.
 	PeerTLS *tls.Config
@@ -152,8 +154,10 @@ type Config struct {
 }
 
 // PeerLearner is implemented by a backend whose joining node must be told
-// the current members' peer addresses before it can answer the leader: the
-// etcd backend, whose node in no configuration yet never takes an address
+// the current members before it can answer the leader: both backends, over
+// mutual TLS, to know whose certificates to accept while their
+// configuration is empty (peergate); the etcd backend also for their peer
+// addresses, since its node in no configuration yet never takes an address
 // from a peer's request headers (issue 12: a peer could claim to be the
 // leader at its own address and receive the joiner's replies). The members
 // must come from replicated membership through a channel the operator

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/peergate"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
@@ -100,12 +101,17 @@ type Node struct {
 	snapCh    chan struct{}
 
 	progress *progressTransport // followers' lag and last contact (progress.go); nil: not tracked
+
+	// gate binds peer certificates to the latest configuration (peer
+	// identity is membership; backends/internal/peergate).
+	gate *peergate.Gate
 }
 
 var (
-	_ core.Consensus     = (*Node)(nil)
-	_ core.Membership    = (*Node)(nil)
-	_ core.TermConfirmer = (*Node)(nil)
+	_ backends.PeerLearner = (*Node)(nil)
+	_ core.Consensus       = (*Node)(nil)
+	_ core.Membership      = (*Node)(nil)
+	_ core.TermConfirmer   = (*Node)(nil)
 )
 
 // New opens (or creates) the node's storage under cfg.DataDir, starts the TCP
@@ -185,7 +191,9 @@ func New(cfg backends.Config) (*Node, error) {
 		return nil, err
 	}
 	members := &peerMembers{}
-	trans, closer, err := newTransport(cfg, hl, members)
+	n.gate = peergate.New(members.ids, logger.Named("transport"), backends.PeerErrorCounter(cfg.Observer))
+	n.gate.Learn(cfg.Bootstrap)
+	trans, closer, err := newTransport(cfg, hl, n.gate)
 	if err != nil {
 		cleanup()
 		return nil, err
@@ -407,6 +415,16 @@ func (n *Node) AddVoter(ctx context.Context, m core.Member) error {
 		return n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, timeout)
 	})
 	return err
+}
+
+// LearnPeers implements backends.PeerLearner: a node in no configuration
+// yet (a joiner before the leader's first append reaches it) accepts peer
+// traffic from the members given, and from no one else (peergate); a node
+// in a configuration goes by it alone. hashicorp takes the leader's address
+// from its requests, so only the ids are used. It never fails.
+func (n *Node) LearnPeers(_ context.Context, members []core.Member) error {
+	n.gate.Learn(members)
+	return nil
 }
 
 // RemoveServer removes the server id from the configuration and returns once

@@ -12,6 +12,10 @@ type TLSFiles struct {
 	// ClientCertAuth requires the other side to present a certificate (always
 	// true for peers: mutual TLS).
 	ClientCertAuth bool
+	// CommonName, when set, is the subject CN CertFile must carry: for
+	// peers, this node's id (peer identity is membership, so every node
+	// has a certificate of its own; docs/security.md).
+	CommonName string
 }
 
 // Enabled reports whether a certificate is configured (TLS on).
@@ -24,9 +28,10 @@ func (c Config) ClientTLS() TLSFiles {
 }
 
 // PeerTLS returns the peer transport's TLS files (peer_cert_file,
-// peer_key_file, peer_trusted_ca_file); peers always verify each other.
+// peer_key_file, peer_trusted_ca_file); peers always verify each other,
+// and the certificate must name this node's id.
 func (c Config) PeerTLS() TLSFiles {
-	return TLSFiles{CertFile: c.PeerCertFile, KeyFile: c.PeerKeyFile, TrustedCAFile: c.PeerTrustedCAFile, ClientCertAuth: true}
+	return TLSFiles{CertFile: c.PeerCertFile, KeyFile: c.PeerKeyFile, TrustedCAFile: c.PeerTrustedCAFile, ClientCertAuth: true, CommonName: c.ID}
 }
 
 // validateTLS checks that each TLS endpoint names its files consistently:

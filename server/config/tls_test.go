@@ -22,7 +22,7 @@ func TestSecurityFlagsKeepEtcdNames(t *testing.T) {
 	c, err := config.Load("", []string{"TICKETD_BODY_READ_TIMEOUT_MS=1", "TICKETD_LIMITS_IDLE_TIMEOUT_MS=5000"}, fs)
 	require.NoError(t, err)
 	assert.Equal(t, config.TLSFiles{CertFile: "/c/node.crt", KeyFile: "/c/node.key", TrustedCAFile: "/c/ca.crt", ClientCertAuth: true}, c.ClientTLS())
-	assert.Equal(t, config.TLSFiles{CertFile: "/c/p.crt", KeyFile: "/c/p.key", TrustedCAFile: "/c/ca.crt", ClientCertAuth: true}, c.PeerTLS())
+	assert.Equal(t, config.TLSFiles{CertFile: "/c/p.crt", KeyFile: "/c/p.key", TrustedCAFile: "/c/ca.crt", ClientCertAuth: true, CommonName: c.ID}, c.PeerTLS())
 	assert.True(t, c.Insecure)
 	assert.Equal(t, []string{"https://a.example", "https://b.example"}, c.CORSAllowedOrigins)
 	assert.Equal(t, "127.0.0.1:9100", c.ListenMetricsAddr)

@@ -7,6 +7,12 @@ var (
 	// ErrNoCertificate: a PEM file holds no certificate, or the key does not
 	// match it.
 	ErrNoCertificate = errors.New("security: no usable certificate")
+	// ErrWrongNode: a peer certificate's CN is not this node's id. Peers
+	// accept a certificate only as the member its CN names, so a node
+	// with another node's certificate (or one shared by all) could not
+	// talk; it refuses to start, and a reload to such a certificate is
+	// refused.
+	ErrWrongNode = errors.New("security: peer certificate names another node")
 	// ErrNoCA: a CA bundle holds no certificate.
 	ErrNoCA = errors.New("security: no CA certificate")
 	// ErrPeerRefused: a peer presented no certificate, or one that the peer

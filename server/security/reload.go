@@ -35,8 +35,9 @@ type Reloader struct {
 }
 
 // NewReloader loads files (CertFile and KeyFile required; TrustedCAFile
-// optional). Errors: ErrNoCertificate, ErrNoCA, or the file system's, wrapped
-// with the file name. log may be nil.
+// optional; the certificate's CN must be files.CommonName when that is
+// set). Errors: ErrNoCertificate, ErrWrongNode, ErrNoCA, or the file
+// system's, wrapped with the file name. log may be nil.
 func NewReloader(files config.TLSFiles, log *zap.Logger) (*Reloader, error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -55,6 +56,16 @@ func (r *Reloader) Reload() error {
 	cert, err := tls.LoadX509KeyPair(r.files.CertFile, r.files.KeyFile)
 	if err != nil {
 		return fmt.Errorf("%w: %s, %s: %v", ErrNoCertificate, r.files.CertFile, r.files.KeyFile, err)
+	}
+	if want := r.files.CommonName; want != "" {
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrNoCertificate, r.files.CertFile, err)
+		}
+		if got := leaf.Subject.CommonName; got != want {
+			return fmt.Errorf("%w: %s names %q but this node's --id is %q; each node needs its own certificate (ticketctl cert create-node --id %s)",
+				ErrWrongNode, r.files.CertFile, got, want, want)
+		}
 	}
 	var pool *x509.CertPool
 	if r.files.TrustedCAFile != "" {

@@ -67,9 +67,12 @@ Keys are written with mode 0600; existing files are kept unless --overwrite.`,
 	var id, hosts string
 	node := &cobra.Command{
 		Use:   "create-node",
-		Short: "Create a node certificate signed by the CA (node.crt or node-<id>.crt)",
+		Short: "Create a node certificate signed by the CA (node-<id>.crt; one per node: its CN is the node id)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			if id == "" {
+				return fmt.Errorf("--id is required: each node needs a certificate of its own, whose CN is its --id (peers accept a certificate only as the member it names)")
+			}
 			var hs []string
 			for _, h := range strings.Split(hosts, ",") {
 				if h = strings.TrimSpace(h); h != "" {
@@ -86,7 +89,7 @@ Keys are written with mode 0600; existing files are kept unless --overwrite.`,
 			return nil
 		},
 	}
-	node.Flags().StringVar(&id, "id", "", "node id: the CN and the file names node-<id>.*")
+	node.Flags().StringVar(&id, "id", "", "node id (required): the CN and the file names node-<id>.*")
 	node.Flags().StringVar(&hosts, "hosts", "127.0.0.1,localhost", "comma-separated DNS names and IP addresses the node is reached at")
 	cmd.AddCommand(node)
 
