@@ -52,7 +52,9 @@ func (h *harness) watchOpen(name, prefix string, startIndex uint64, existing boo
 	h.mu.Unlock()
 	req := &ticketv1.WatchRequest{Prefix: prefix, StartIndex: startIndex, IncludeExisting: existing}
 	svc := &lockService{n: h.n}
-	go func() { w.done <- svc.watch(ctx, req, func(m *ticketv1.WatchEvent) error { return h.watchReceived(w, m) }) }()
+	go func() {
+		w.done <- svc.watch(ctx, req, func(m *ticketv1.WatchEvent) error { return h.watchReceived(w, m) })
+	}()
 	h.settle()
 	return nil
 }
