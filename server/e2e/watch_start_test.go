@@ -5,10 +5,22 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ticketd/ticketd/sdk"
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 )
+
+// receiveStarted receives a raw Watch stream's TYPE_STARTED announcement
+// and returns the index it starts after: changes made after this follow on
+// the stream (docs/api.md#watch).
+func receiveStarted(t *testing.T, stream *connect.ServerStreamForClient[ticketv1.WatchEvent]) uint64 {
+	t.Helper()
+	require.True(t, stream.Receive(), "watch: %v", stream.Err())
+	require.Equal(t, ticketv1.WatchEvent_TYPE_STARTED, stream.Msg().GetType(), "the first message announces the start")
+	return stream.Msg().GetIndex()
+}
 
 // TestWatchAfterPauseSeesEveryChangeAfterItsStart: a watch opened on a node
 // that is paused (SIGSTOP) and resumed (SIGCONT), while the leadership
