@@ -29,14 +29,15 @@ const appliedPoll = 2 * time.Millisecond
 // served) and waits until it has applied it. Errors: InvalidArgument (prefix
 // too long), OutOfRange with a WatchOutOfRange detail (start_index below the
 // retained history), ResourceExhausted (too slow, or too many watchers),
-// Unavailable (node shutting down, no leader). The first message after the
-// existing locks is a STARTED event with the index the watch starts after.
+// Unavailable (node shutting down, no leader).
 func (s *lockService) Watch(ctx context.Context, req *ticketv1.WatchRequest, stream *connect.ServerStream[ticketv1.WatchEvent]) error {
 	return s.watch(ctx, req, stream.Send)
 }
 
 // watch is Watch with its stream's send: the linearizable start, then
-// serveWatch. Its errors are connect errors.
+// serveWatch, whose first message after the existing locks is a STARTED
+// event with the index the watch starts after. Its errors are connect
+// errors.
 func (s *lockService) watch(ctx context.Context, req *ticketv1.WatchRequest, send func(*ticketv1.WatchEvent) error) error {
 	n := s.n
 	if len(req.GetPrefix()) > core.MaxKeyBytes {
