@@ -27,8 +27,8 @@ import {
 } from "./errors.js";
 import { Lease } from "./lease.js";
 import { Session } from "./session.js";
-import { watchEvents } from "./watch.js";
-import type { WatchOptions, LockEvent } from "./watch.js";
+import { watch } from "./watch.js";
+import type { Watch, WatchOptions } from "./watch.js";
 
 /** Options of createClient. Durations are in milliseconds. */
 export interface ClientOptions {
@@ -628,10 +628,13 @@ export class Client {
    * (see LockEvent), on any node, resuming on another node from the last
    * index seen + 1 after a retryable failure. Ends when opts.signal aborts
    * or the client closes. Throws WatchOutOfRangeError when the start index
-   * is older than the node's retained history.
+   * is older than the node's retained history. `await w.started` gives the
+   * index the watch starts after, once the stream (opened by the first
+   * next()) is in place and before any change: wait for it before making
+   * changes the watch must see.
    */
-  watch(prefix: string, opts: WatchOptions = {}): AsyncIterable<LockEvent> {
-    return watchEvents(this, prefix, opts);
+  watch(prefix: string, opts: WatchOptions = {}): Watch {
+    return watch(this, prefix, opts);
   }
 
   /** headers returns the per-call headers (authorization). @internal */

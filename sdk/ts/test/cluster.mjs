@@ -82,6 +82,10 @@ export async function startCluster({ nodes = 3, args = [], token } = {}) {
       list[i].proc.kill("SIGKILL");
       await list[i].exited;
     },
+    /** stop stops node i (SIGSTOP): it holds its connections and answers nothing. */
+    stop(i) {
+      list[i].proc.kill("SIGSTOP");
+    },
     /** pause and resume stop and continue every node (SIGSTOP, SIGCONT). */
     pause() {
       for (const n of list) if (n.proc.exitCode === null) n.proc.kill("SIGSTOP");
