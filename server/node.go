@@ -141,6 +141,7 @@ type Node struct {
 	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
 
 	server    *http.Server
+	metricsLn *metricsListener // listen_metrics_addr (metricslisten.go)
 	closeOnce sync.Once
 	closeErr  error
 	served    atomic.Bool
@@ -260,6 +261,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		go n.join()
 	}
 	n.server = n.newHTTPServer(o.registry)
+	n.metricsLn = n.newMetricsListener(n.sec.metricsTLS)
 	return n, nil
 }
 
@@ -352,6 +354,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if err := n.server.Shutdown(ctx); err != nil {
 			_ = n.server.Close()
 		}
+		_ = n.metricsLn.srv.Close()
 		n.stop()
 		_ = n.lessor.Close()
 		n.bg.Wait()
