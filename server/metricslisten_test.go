@@ -73,4 +73,3 @@ func TestProbesAndMetricsWithoutClientCert(t *testing.T) {
 		})
 	}
 }
-
