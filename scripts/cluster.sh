@@ -136,6 +136,11 @@ POLICY
 	scheme=https
 	curl_tls=(--cacert "$CERTS/ca.crt" --cert "$CERTS/client.root.crt" --key "$CERTS/client.root.key")
 fi
+# SECURE=1 also serves the probes and /metrics on 9101-9103 without a client
+# certificate (--listen-metrics-addr), and keeps the policy and tokens files
+# unwritable by others whatever the umask (ticketd refuses them otherwise).
+METRICS=(127.0.0.1:9101 127.0.0.1:9102 127.0.0.1:9103)
+if [[ -n $SECURE ]]; then chmod go-w "$CERTS/policy.yaml" "$CERTS/tokens.yaml"; fi
 node_tls() {
 	local id=$1
 	tls_flags=(--peer-cert-file "$CERTS/node-$id.crt" --peer-key-file "$CERTS/node-$id.key"
@@ -143,7 +148,8 @@ node_tls() {
 	[[ -n $SECURE ]] || return 0
 	tls_flags+=(--cert-file "$CERTS/node-$id.crt" --key-file "$CERTS/node-$id.key"
 		--trusted-ca-file "$CERTS/ca.crt" --client-cert-auth
-		--auth-policy-file "$CERTS/policy.yaml" --auth-tokens-file "$CERTS/tokens.yaml")
+		--auth-policy-file "$CERTS/policy.yaml" --auth-tokens-file "$CERTS/tokens.yaml"
+		--listen-metrics-addr "${METRICS[${id#n}-1]}")
 }
 
 peers=""
@@ -280,6 +286,9 @@ Try, from another terminal:
   curl -s --cacert $CERTS/ca.crt --cert $CERTS/client.root.crt --key $CERTS/client.root.key \\
       -H 'Content-Type: application/json' -d '{"key":"orders/42","leaseMs":"60000"}' \\
       https://${API[0]}/ticket.v1.LockService/Acquire
+
+Probes and metrics need no client certificate on ${METRICS[*]}:
+  curl -s http://${METRICS[0]}/readyz; curl -s http://${METRICS[0]}/metrics | head
 
 Failover: kill -9 the leader's pid; the other two elect a new leader and keep
 serving (locks keep their tokens). Ctrl-C stops all three.

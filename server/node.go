@@ -144,6 +144,7 @@ type Node struct {
 	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
 
 	server    *http.Server
+	metricsLn *metricsListener // listen_metrics_addr (metricslisten.go)
 	closeOnce sync.Once
 	closeErr  error
 	served    atomic.Bool
@@ -266,6 +267,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		go n.join()
 	}
 	n.server = n.newHTTPServer(o.registry)
+	n.metricsLn = n.newMetricsListener(n.sec.metricsTLS)
 	return n, nil
 }
 
@@ -358,6 +360,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if err := n.server.Shutdown(ctx); err != nil {
 			_ = n.server.Close()
 		}
+		_ = n.metricsLn.srv.Close()
 		n.stop()
 		_ = n.lessor.Close()
 		n.bg.Wait()

@@ -561,8 +561,8 @@ export class Client {
    * every lock held under it, in one replicated command (etcd
    * LeaseKeepAlive), and returns the session's TTL in milliseconds. A
    * Session does this by itself; call it for a session kept alive by hand.
-   * Throws SessionNotFoundError (unknown or ended: its locks are gone),
-   * PermissionDeniedError (another principal's session).
+   * Throws SessionNotFoundError (unknown or ended: its locks are gone; also
+   * another principal's session, which servers answer as an unknown one).
    */
   async keepAlive(id: bigint, opts: CallOpts = {}): Promise<number> {
     return (await this.keepAliveWith(id, 0, opts.signal)).ttlMs;
@@ -588,8 +588,8 @@ export class Client {
    * one committed entry (etcd LeaseRevoke, Consul session destroy);
    * Session.close() does this for a Session. When an
    * earlier attempt may have closed it and a later one finds it gone, it
-   * succeeds. Throws SessionNotFoundError, PermissionDeniedError,
-   * AmbiguousError.
+   * succeeds. Throws SessionNotFoundError (also for another principal's
+   * session, unless an admin closes it), AmbiguousError.
    */
   async closeSession(id: bigint, opts: CallOpts = {}): Promise<void> {
     const spec: CallSpec = { op: "close session", key: String(id), toLeader: true, mutates: true, timeoutMs: this.opts.requestTimeoutMs };

@@ -109,7 +109,7 @@ func TestEnvGlobals(t *testing.T) {
 	root, g := newRootCmd(&out, &out)
 	require.NoError(t, root.ParseFlags(nil))
 	assert.Equal(t, globals{endpoints: "10.0.0.1:7001", output: outJSON, timeout: time.Minute, grpc: true,
-		cacert: "/ca.pem", cert: "/c.pem", key: "/k.pem", token: "secret", stdout: &out}, *g)
+		cacert: "/ca.pem", cert: "/c.pem", key: "/k.pem", token: "secret", stdout: &out, stderr: &out}, *g)
 
 	// Inside `lock run`, TICKETD_TOKEN is the fencing token and the parent's
 	// bearer token comes in TICKETD_BEARER_TOKEN, which wins (even empty).
