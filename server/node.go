@@ -144,6 +144,7 @@ type Node struct {
 	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
 
 	server    *http.Server
+	workers   *handlerPool     // runs the unary API calls (handlerpool.go)
 	metricsLn *metricsListener // listen_metrics_addr (metricslisten.go)
 	closeOnce sync.Once
 	closeErr  error
@@ -188,6 +189,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		proposeTimeout: proposeTimeout,
 		changed:        make(chan struct{}),
 		ghosts:         map[ghostID]struct{}{},
+		workers:        newHandlerPool(),
 	}
 	var err error
 	n.lessor, err = lessor.New(lessor.Config{
@@ -360,6 +362,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if err := n.server.Shutdown(ctx); err != nil {
 			_ = n.server.Close()
 		}
+		n.workers.close()
 		_ = n.metricsLn.srv.Close()
 		n.stop()
 		_ = n.lessor.Close()
