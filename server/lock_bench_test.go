@@ -116,11 +116,15 @@ func benchCyclesOf(b *testing.B, leader *nodetest.Instance, levels []int, reques
 						res, err := lock.Acquire(ctx, req)
 						lat[w] = append(lat[w], time.Since(t0))
 						if err != nil {
-							failed.Add(1)
+							if failed.Add(1) < 4 {
+								b.Logf("acquire: %v", err)
+							}
 							continue
 						}
 						if _, err := lock.Release(ctx, &ticketv1.ReleaseRequest{Key: req.GetKey(), Token: res.GetToken()}); err != nil {
-							failed.Add(1)
+							if failed.Add(1) < 4 {
+								b.Logf("release: %v", err)
+							}
 						}
 					}
 				}()
