@@ -1,0 +1,74 @@
+package server
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+)
+
+// goroutineID is the id runtime.Stack prints for the calling goroutine.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, _ := bytes.Cut(bytes.TrimPrefix(buf, []byte("goroutine ")), []byte(" "))
+	return string(id)
+}
+
+// TestHandlerPoolReusesWorker: unary API calls, one after another, are
+// served on one worker goroutine, not the caller's, so its grown stack is
+// reused; a streaming call (Watch) and a path outside the API run on the
+// caller's goroutine.
+func TestHandlerPoolReusesWorker(t *testing.T) {
+	p := newHandlerPool()
+	defer p.close()
+	var ran []string
+	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = append(ran, goroutineID()) }))
+	call := func(path string) string {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, path, nil))
+		return ran[len(ran)-1]
+	}
+	me := goroutineID()
+	first := call(ticketv1connect.LockServiceAcquireProcedure)
+	require.NotEqual(t, me, first, "a unary call runs on a worker")
+	require.Equal(t, first, call(ticketv1connect.LockServiceReleaseProcedure), "the idle worker serves the next call")
+	require.Equal(t, first, call(ticketv1connect.ClusterServiceStatusProcedure))
+	require.Equal(t, me, call(ticketv1connect.LockServiceWatchProcedure), "a stream never takes a worker")
+	require.Equal(t, me, call("/livez"))
+}
+
+// TestHandlerPoolPanicReachesCaller: a handler's panic is raised again on
+// the calling goroutine, as net/http expects (http.ErrAbortHandler aborts
+// the response), and the worker goes on serving.
+func TestHandlerPoolPanicReachesCaller(t *testing.T) {
+	p := newHandlerPool()
+	defer p.close()
+	fail := true
+	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		if fail {
+			panic(http.ErrAbortHandler)
+		}
+	}))
+	req := func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, ticketv1connect.LockServiceAcquireProcedure, nil)) }
+	require.PanicsWithValue(t, http.ErrAbortHandler, req)
+	fail = false
+	require.NotPanics(t, req)
+}
+
+// TestHandlerPoolFullRunsInline: beyond maxHandlerWorkers busy workers, a
+// call runs on its own goroutine instead of waiting for a worker.
+func TestHandlerPoolFullRunsInline(t *testing.T) {
+	p := newHandlerPool()
+	defer p.close()
+	p.workers.Store(maxHandlerWorkers) // every worker busy
+	var ran string
+	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = goroutineID() }))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, ticketv1connect.LockServiceAcquireProcedure, nil))
+	require.Equal(t, goroutineID(), ran)
+	p.workers.Store(0)
+}
