@@ -54,7 +54,9 @@ func TestHandlerPoolPanicReachesCaller(t *testing.T) {
 			panic(http.ErrAbortHandler)
 		}
 	}))
-	req := func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, ticketv1connect.LockServiceAcquireProcedure, nil)) }
+	req := func() {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, ticketv1connect.LockServiceAcquireProcedure, nil))
+	}
 	require.PanicsWithValue(t, http.ErrAbortHandler, req)
 	fail = false
 	require.NotPanics(t, req)
