@@ -4,11 +4,6 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
-
-	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 )
 
 // This file runs the unary API calls on long-lived worker goroutines.
@@ -61,28 +56,17 @@ func newHandlerPool() *handlerPool {
 		work:  make(chan *handlerJob),
 		stop:  make(chan struct{}),
 		jobs:  sync.Pool{New: func() any { return &handlerJob{done: make(chan any, 1)} }},
-		unary: unaryProcedures(ticketv1connect.LockServiceName, ticketv1connect.ClusterServiceName),
+		unary: unaryProcedures(),
 	}
 }
 
-// unaryProcedures returns the HTTP paths ("/service/Method") of the unary
-// methods of the named services, from the registered descriptors.
-func unaryProcedures(services ...string) map[string]bool {
+// unaryProcedures returns the HTTP paths of the API's unary procedures
+// (apiMethods without the streams).
+func unaryProcedures() map[string]bool {
 	paths := map[string]bool{}
-	for _, name := range services {
-		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
-		if err != nil {
-			continue
-		}
-		sd, ok := d.(protoreflect.ServiceDescriptor)
-		if !ok {
-			continue
-		}
-		for i := 0; i < sd.Methods().Len(); i++ {
-			m := sd.Methods().Get(i)
-			if !m.IsStreamingClient() && !m.IsStreamingServer() {
-				paths["/"+name+"/"+string(m.Name())] = true
-			}
+	for path, m := range apiMethods() {
+		if !m.IsStreamingClient() && !m.IsStreamingServer() {
+			paths[path] = true
 		}
 	}
 	return paths
