@@ -1,9 +1,13 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,6 +96,7 @@ func benchCyclesOf(b *testing.B, leader *nodetest.Instance, levels []int, reques
 			ctx := context.Background()
 			var next atomic.Int64
 			lat := make([][]time.Duration, clients)
+			entries0, appends0 := logAppends(b, leader)
 			var failed atomic.Int64
 			var wg sync.WaitGroup
 			b.ResetTimer()
@@ -144,8 +149,38 @@ func benchCyclesOf(b *testing.B, leader *nodetest.Instance, levels []int, reques
 			b.ReportMetric(pct(0.99), "acquire-p99-ms")
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acquires/s")
+			if entries, appends := logAppends(b, leader); appends > appends0 {
+				// Group commit: the entries of concurrent proposals that
+				// share one durable append (one fsync) on the leader.
+				b.ReportMetric((entries-entries0)/(appends-appends0), "entries/append")
+			}
 		})
 	}
+}
+
+// logAppends reads the leader's durable log appends and the entries they
+// wrote from its /metrics (ticketd_log_append_duration_seconds_count and
+// ticketd_log_appended_entries_total); zeros when the node has no log (the
+// in-memory stand-in).
+func logAppends(b *testing.B, leader *nodetest.Instance) (entries, appends float64) {
+	b.Helper()
+	res, err := http.Get("http://" + leader.Addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		name, value, _ := strings.Cut(sc.Text(), " ")
+		v, _ := strconv.ParseFloat(value, 64)
+		switch name {
+		case "ticketd_log_appended_entries_total":
+			entries = v
+		case "ticketd_log_append_duration_seconds_count":
+			appends = v
+		}
+	}
+	return entries, appends
 }
 
 // BenchmarkHandoff measures contended handoffs through the real Connect API
