@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,6 +98,7 @@ func benchCyclesOf(b *testing.B, leader *nodetest.Instance, levels []int, reques
 			var next atomic.Int64
 			lat := make([][]time.Duration, clients)
 			entries0, appends0 := logAppends(b, leader)
+			created0 := goroutinesCreated()
 			var failed atomic.Int64
 			var wg sync.WaitGroup
 			b.ResetTimer()
@@ -149,6 +151,10 @@ func benchCyclesOf(b *testing.B, leader *nodetest.Instance, levels []int, reques
 			b.ReportMetric(pct(0.99), "acquire-p99-ms")
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acquires/s")
+			// Every goroutine the process started (the three nodes and the
+			// clients), per cycle: per-request goroutines show here, whatever
+			// the machine's load.
+			b.ReportMetric(float64(goroutinesCreated()-created0)/float64(b.N), "goroutines/cycle")
 			if entries, appends := logAppends(b, leader); appends > appends0 {
 				// Group commit: the entries of concurrent proposals that
 				// share one durable append (one fsync) on the leader.
@@ -156,6 +162,14 @@ func benchCyclesOf(b *testing.B, leader *nodetest.Instance, levels []int, reques
 			}
 		})
 	}
+}
+
+// goroutinesCreated is how many goroutines this process has started
+// (runtime/metrics /sched/goroutines-created:goroutines).
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // logAppends reads the leader's durable log appends and the entries they
