@@ -88,7 +88,7 @@ func (n *Node) openWatermark() error {
 // goes through here first), so nothing is written. Calling Update then would
 // only have written the pending Advance synchronously, in the Ready loop,
 // before every Save under load: one more synced write per append, which
-// the background writer exists to overlap with the next Save (issue 21).
+// the background writer exists to overlap with the next Save.
 func (n *Node) lowerWatermark(ents []*pb.Entry) error {
 	if len(ents) == 0 || ents[0].GetIndex() == 0 {
 		return nil
