@@ -19,6 +19,10 @@ import (
 // grpc-go's NumStreamWorkers server option and of fasthttp's worker pool
 // for the same cost.
 //
+// HTTP/1.x requests stay where they are: net/http serves every request of
+// an HTTP/1.x connection on that connection's goroutine, whose stack has
+// grown already after its first request.
+//
 // A request waits for no worker: when every worker is busy (or the most,
 // maxHandlerWorkers, are started) it runs on its own goroutine as before, so
 // the pool changes nothing but where the handler runs. Streaming calls
@@ -78,7 +82,7 @@ func unaryProcedures() map[string]bool {
 // before (http.ErrAbortHandler included).
 func (p *handlerPool) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !p.unary[r.URL.Path] {
+		if r.ProtoMajor < 2 || !p.unary[r.URL.Path] {
 			h.ServeHTTP(w, r)
 			return
 		}

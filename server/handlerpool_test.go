@@ -12,6 +12,13 @@ import (
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 )
 
+// h2Request is a POST to path as net/http's HTTP/2 server passes it on.
+func h2Request(path string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, path, nil)
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
+	return r
+}
+
 // goroutineID is the id runtime.Stack prints for the calling goroutine.
 func goroutineID() string {
 	buf := make([]byte, 64)
@@ -23,14 +30,14 @@ func goroutineID() string {
 // TestHandlerPoolReusesWorker: unary API calls, one after another, are
 // served on one worker goroutine, not the caller's, so its grown stack is
 // reused; a streaming call (Watch) and a path outside the API run on the
-// caller's goroutine.
+// caller's goroutine, as does any call over HTTP/1.1.
 func TestHandlerPoolReusesWorker(t *testing.T) {
 	p := newHandlerPool()
 	defer p.close()
 	var ran []string
 	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = append(ran, goroutineID()) }))
 	call := func(path string) string {
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, path, nil))
+		h.ServeHTTP(httptest.NewRecorder(), h2Request(path))
 		return ran[len(ran)-1]
 	}
 	me := goroutineID()
@@ -40,6 +47,8 @@ func TestHandlerPoolReusesWorker(t *testing.T) {
 	require.Equal(t, first, call(ticketv1connect.ClusterServiceStatusProcedure))
 	require.Equal(t, me, call(ticketv1connect.LockServiceWatchProcedure), "a stream never takes a worker")
 	require.Equal(t, me, call("/livez"))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, ticketv1connect.LockServiceAcquireProcedure, nil))
+	require.Equal(t, me, ran[len(ran)-1], "an HTTP/1.1 call stays on its connection's goroutine")
 }
 
 // TestHandlerPoolPanicReachesCaller: a handler's panic is raised again on
@@ -55,7 +64,7 @@ func TestHandlerPoolPanicReachesCaller(t *testing.T) {
 		}
 	}))
 	req := func() {
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, ticketv1connect.LockServiceAcquireProcedure, nil))
+		h.ServeHTTP(httptest.NewRecorder(), h2Request(ticketv1connect.LockServiceAcquireProcedure))
 	}
 	require.PanicsWithValue(t, http.ErrAbortHandler, req)
 	fail = false
@@ -70,7 +79,7 @@ func TestHandlerPoolFullRunsInline(t *testing.T) {
 	p.workers.Store(maxHandlerWorkers) // every worker busy
 	var ran string
 	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = goroutineID() }))
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, ticketv1connect.LockServiceAcquireProcedure, nil))
+	h.ServeHTTP(httptest.NewRecorder(), h2Request(ticketv1connect.LockServiceAcquireProcedure))
 	require.Equal(t, goroutineID(), ran)
 	p.workers.Store(0)
 }
