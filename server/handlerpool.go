@@ -121,7 +121,7 @@ func (p *handlerPool) startWorker(first *handlerJob) bool {
 func (p *handlerPool) worker(j *handlerJob) {
 	defer p.workers.Add(-1)
 	for {
-		j.done <- serveJob(j)
+		serveJob(j)
 		select {
 		case j = <-p.work:
 		case <-p.stop:
@@ -130,12 +130,20 @@ func (p *handlerPool) worker(j *handlerJob) {
 	}
 }
 
-// serveJob runs one job's handler and returns its panic value, nil when it
-// returned.
-func serveJob(j *handlerJob) (recovered any) {
-	defer func() { recovered = recover() }()
+// serveJob runs one job's handler and answers the job: nil when the
+// handler returned, its panic value when it panicked (the worker goes on),
+// and nil as well when it called runtime.Goexit (the worker then ends, and
+// the caller is not left waiting).
+func serveJob(j *handlerJob) {
+	returned := false
+	defer func() {
+		if !returned {
+			j.done <- recover()
+		}
+	}()
 	j.h.ServeHTTP(j.w, j.r)
-	return nil
+	returned = true
+	j.done <- nil
 }
 
 // close ends the idle workers; a busy one ends after its job. Call it once,

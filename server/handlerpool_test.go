@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -82,4 +83,23 @@ func TestHandlerPoolFullRunsInline(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), h2Request(ticketv1connect.LockServiceAcquireProcedure))
 	require.Equal(t, goroutineID(), ran)
 	p.workers.Store(0)
+}
+
+// TestHandlerPoolGoexitAnswersCaller: a handler that ends its goroutine
+// (runtime.Goexit) ends the worker, not the caller's wait.
+func TestHandlerPoolGoexitAnswersCaller(t *testing.T) {
+	p := newHandlerPool()
+	defer p.close()
+	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { runtime.Goexit() }))
+	done := make(chan struct{})
+	go func() {
+		h.ServeHTTP(httptest.NewRecorder(), h2Request(ticketv1connect.LockServiceAcquireProcedure))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the caller still waits for a worker that ended")
+	}
+	require.Eventually(t, func() bool { return p.workers.Load() == 0 }, 30*time.Second, 10*time.Millisecond)
 }
