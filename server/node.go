@@ -144,7 +144,7 @@ type Node struct {
 	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
 
 	server    *http.Server
-	workers   *handlerPool     // runs the unary API calls (handlerpool.go)
+	workers   *workerPool      // runs the unary API calls and detached proposals (workerpool.go)
 	metricsLn *metricsListener // listen_metrics_addr (metricslisten.go)
 	closeOnce sync.Once
 	closeErr  error
@@ -189,7 +189,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		proposeTimeout: proposeTimeout,
 		changed:        make(chan struct{}),
 		ghosts:         map[ghostID]struct{}{},
-		workers:        newHandlerPool(),
+		workers:        newWorkerPool(),
 	}
 	var err error
 	n.lessor, err = lessor.New(lessor.Config{

@@ -28,12 +28,12 @@ func goroutineID() string {
 	return string(id)
 }
 
-// TestHandlerPoolReusesWorker: unary API calls, one after another, are
+// TestWorkerPoolReusesWorker: unary API calls, one after another, are
 // served on one worker goroutine, not the caller's, so its grown stack is
 // reused; a streaming call (Watch) and a path outside the API run on the
 // caller's goroutine, as does any call over HTTP/1.1.
-func TestHandlerPoolReusesWorker(t *testing.T) {
-	p := newHandlerPool()
+func TestWorkerPoolReusesWorker(t *testing.T) {
+	p := newWorkerPool()
 	defer p.close()
 	var ran []string
 	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = append(ran, goroutineID()) }))
@@ -52,11 +52,11 @@ func TestHandlerPoolReusesWorker(t *testing.T) {
 	require.Equal(t, me, ran[len(ran)-1], "an HTTP/1.1 call stays on its connection's goroutine")
 }
 
-// TestHandlerPoolPanicReachesCaller: a handler's panic is raised again on
+// TestWorkerPoolPanicReachesCaller: a handler's panic is raised again on
 // the calling goroutine, as net/http expects (http.ErrAbortHandler aborts
 // the response), and the worker goes on serving.
-func TestHandlerPoolPanicReachesCaller(t *testing.T) {
-	p := newHandlerPool()
+func TestWorkerPoolPanicReachesCaller(t *testing.T) {
+	p := newWorkerPool()
 	defer p.close()
 	fail := true
 	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
@@ -72,12 +72,12 @@ func TestHandlerPoolPanicReachesCaller(t *testing.T) {
 	require.NotPanics(t, req)
 }
 
-// TestHandlerPoolFullRunsInline: beyond maxHandlerWorkers busy workers, a
+// TestWorkerPoolFullRunsInline: beyond maxWorkers busy workers, a
 // call runs on its own goroutine instead of waiting for a worker.
-func TestHandlerPoolFullRunsInline(t *testing.T) {
-	p := newHandlerPool()
+func TestWorkerPoolFullRunsInline(t *testing.T) {
+	p := newWorkerPool()
 	defer p.close()
-	p.workers.Store(maxHandlerWorkers) // every worker busy
+	p.workers.Store(maxWorkers) // every worker busy
 	var ran string
 	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = goroutineID() }))
 	h.ServeHTTP(httptest.NewRecorder(), h2Request(ticketv1connect.LockServiceAcquireProcedure))
@@ -85,10 +85,10 @@ func TestHandlerPoolFullRunsInline(t *testing.T) {
 	p.workers.Store(0)
 }
 
-// TestHandlerPoolGoexitAnswersCaller: a handler that ends its goroutine
+// TestWorkerPoolGoexitAnswersCaller: a handler that ends its goroutine
 // (runtime.Goexit) ends the worker, not the caller's wait.
-func TestHandlerPoolGoexitAnswersCaller(t *testing.T) {
-	p := newHandlerPool()
+func TestWorkerPoolGoexitAnswersCaller(t *testing.T) {
+	p := newWorkerPool()
 	defer p.close()
 	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { runtime.Goexit() }))
 	done := make(chan struct{})
@@ -102,4 +102,24 @@ func TestHandlerPoolGoexitAnswersCaller(t *testing.T) {
 		t.Fatal("the caller still waits for a worker that ended")
 	}
 	require.Eventually(t, func() bool { return p.workers.Load() == 0 }, 30*time.Second, 10*time.Millisecond)
+}
+
+// TestWorkerPoolGo: Go runs its function on an idle worker, the same one
+// for jobs one after another, and on a goroutine of its own when every
+// worker is busy; it never runs it on the caller's goroutine.
+func TestWorkerPoolGo(t *testing.T) {
+	p := newWorkerPool()
+	defer p.close()
+	ran := make(chan string)
+	run := func() string {
+		p.Go(func() { ran <- goroutineID() })
+		return <-ran
+	}
+	me := goroutineID()
+	first := run()
+	require.NotEqual(t, me, first)
+	require.Equal(t, first, run(), "the idle worker runs the next job")
+	p.workers.Store(maxWorkers) // every worker busy
+	require.NotEqual(t, me, run(), "with no worker free, a goroutine of its own")
+	p.workers.Store(1)
 }
