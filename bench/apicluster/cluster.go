@@ -73,7 +73,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("apicluster: %w", err)
 	}
-	c := &Cluster{dir: cfg.Dir, hc: h2cClient()}
+	c := &Cluster{dir: cfg.Dir, hc: HTTPClient()}
 
 	// API listeners stay open and are handed to Serve; Raft ports are
 	// reserved and released for the backends to bind.
@@ -195,8 +195,11 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
-// h2cClient speaks HTTP/2 without TLS (prior knowledge), as ticketd serves it.
-func h2cClient() *http.Client {
+// HTTPClient returns an HTTP client that speaks HTTP/2 without TLS (prior
+// knowledge) to the cluster's API, as ticketd serves it on loopback: one
+// connection per node, every call a stream on it. For clients in another
+// process, with LeaderURL.
+func HTTPClient() *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{Protocols: &p}}
