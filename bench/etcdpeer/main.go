@@ -28,8 +28,8 @@ func main() {
 		mode     = flag.String("mode", string(load.ModeClosed), "closed or open")
 		rate     = flag.Float64("rate", 0, "open loop: cycles per second")
 		dir      = flag.String("dir", "", "where to make the temporary data directory (default: system temp dir)")
-		workload = flag.String("workload", "lock", "lock (concurrency.Mutex Lock+Unlock), keepalive (LeaseKeepAlive, one KeepAliveOnce), session-keepalive (LeaseKeepAlive on an open stream, -keys keys per lease) or handoff (N clients, one Mutex prefix: handoffs)")
-		keys     = flag.Int("keys", report.KeepAliveKeys, "session-keepalive: keys attached to each lease")
+		workload = flag.String("workload", "lock", "lock (concurrency.Mutex Lock+Unlock), keepalive (LeaseKeepAlive, one KeepAliveOnce), session-keepalive (one KeepAliveOnce of a lease with -keys keys), session-keepalive-stream (the same on an open LeaseKeepAlive stream) or handoff (N clients, one Mutex prefix: handoffs)")
+		keys     = flag.Int("keys", report.KeepAliveKeys, "session-keepalive(-stream): keys attached to each lease")
 	)
 	flag.Parse()
 	if err := run(*workload, *levels, *duration, *warmup, load.Mode(*mode), *rate, *dir, *keys); err != nil {
@@ -44,6 +44,9 @@ var systems = map[string]string{
 	"handoff":           report.SystemEtcdMutex,
 	"keepalive":         report.SystemEtcdKeepAlive,
 	"session-keepalive": report.SystemEtcdKeepAlive,
+	// session-keepalive-stream is run by hand only (see
+	// measureSessionKeepAlive).
+	"session-keepalive-stream": report.SystemEtcdKeepAlive,
 }
 
 // run starts the members in this process and measures every level with the
@@ -96,8 +99,8 @@ func measureClients(ctx context.Context, spec loadproc.Spec) (load.Result, error
 		return measure(ctx, cli, spec.Load)
 	case "keepalive":
 		return measureKeepAlive(ctx, cli, spec.Load)
-	case "session-keepalive":
-		return measureSessionKeepAlive(ctx, cli, spec.Load, spec.Prefix, spec.Keys)
+	case "session-keepalive", "session-keepalive-stream":
+		return measureSessionKeepAlive(ctx, cli, spec.Load, spec.Prefix, spec.Keys, spec.Workload == "session-keepalive-stream")
 	case "handoff":
 		return measureHandoff(ctx, cli, spec.Load)
 	}

@@ -30,9 +30,9 @@ const (
 	// loop through ticketd's LockService.KeepAlive, one Raft entry renewing
 	// the session and every lock of it (systems SystemHashicorp and
 	// SystemEtcd); the peer (SystemEtcdKeepAlive) keeps alive a lease of the
-	// worker's own with KeepAliveKeys keys attached, one LeaseKeepAlive
-	// request and response per operation on a stream the worker keeps open
-	// (how clientv3 keeps leases alive; see bench/etcdpeer).
+	// worker's own with KeepAliveKeys keys attached, one clientv3
+	// KeepAliveOnce per operation: one call per keep-alive on both sides
+	// (see bench/etcdpeer).
 	WorkloadKeepAlive = "keepalive"
 	// WorkloadHandoff: the contended handoff workload (issue 21): N workers
 	// on ONE key, each Acquire-with-wait then Release in a loop (ticketd's
