@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -29,6 +30,10 @@ var (
 
 // Size is the number of nodes.
 const Size = 3
+
+// ProfileLabel is the pprof label whose value is the node id ("n1", "n2",
+// "n3") on every goroutine of that node.
+const ProfileLabel = "ticketd_node"
 
 // Config says what cluster to start.
 type Config struct {
@@ -107,7 +112,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if cfg.Tune != nil {
 			cfg.Tune(&nc)
 		}
-		node, err := server.New(nc, cfg.Options...)
+		// Every goroutine the node starts, now (Raft, storage) or later
+		// (connections, handlers), carries the profiler label
+		// ProfileLabel=<node id>, so a CPU profile of this process can be
+		// split by node (go tool pprof -tags, -tagfocus).
+		var node *server.Node
+		pprof.Do(ctx, pprof.Labels(ProfileLabel, p.ID), func(context.Context) {
+			node, err = server.New(nc, cfg.Options...)
+		})
 		if err != nil {
 			for _, ln := range apiLns[i:] {
 				ln.Close()
@@ -116,7 +128,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, fmt.Errorf("apicluster: start %s: %w", p.ID, err)
 		}
 		c.nodes = append(c.nodes, node)
-		c.served.Go(func() { _ = node.Serve(apiLns[i]) })
+		c.served.Go(func() {
+			pprof.Do(context.Background(), pprof.Labels(ProfileLabel, p.ID), func(context.Context) { _ = node.Serve(apiLns[i]) })
+		})
 	}
 
 	wait, cancel := context.WithTimeout(ctx, timeout)
