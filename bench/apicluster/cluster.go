@@ -60,6 +60,7 @@ type Cluster struct {
 	served sync.WaitGroup
 	hc     *http.Client
 	leader string // base URL of the leader found by Start
+	peers  []config.Peer
 	client ticketv1connect.LockServiceClient
 }
 
@@ -133,6 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		})
 	}
 
+	c.peers = peers
 	wait, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := c.awaitLeader(wait, peers); err != nil {
@@ -191,6 +193,27 @@ func (c *Cluster) Client() ticketv1connect.LockServiceClient { return c.client }
 
 // LeaderURL returns the leader's API base URL ("http://127.0.0.1:port").
 func (c *Cluster) LeaderURL() string { return c.leader }
+
+// CurrentLeaderURL returns the API base URL of the node that leads now, by
+// the Status of the nodes in turn (the first that names a leader it knows):
+// after an election, clients sent there need no forwarding hop. Errors: the
+// last Status error, or ErrNoLeader when no node names a leader.
+func (c *Cluster) CurrentLeaderURL(ctx context.Context) (string, error) {
+	last := ErrNoLeader
+	for _, p := range c.peers {
+		st, err := ticketv1connect.NewClusterServiceClient(c.hc, "http://"+p.APIAddr).Status(ctx, &ticketv1.StatusRequest{})
+		if err != nil {
+			last = err
+			continue
+		}
+		for _, q := range c.peers {
+			if q.ID == st.GetLeaderId() {
+				return "http://" + q.APIAddr, nil
+			}
+		}
+	}
+	return "", last
+}
 
 // Close stops every node at once (each with up to 10 s to finish in-flight
 // requests), removes the data directory and returns the first error.

@@ -26,6 +26,9 @@ func TestStartServeClose(t *testing.T) {
 			require.True(t, strings.HasPrefix(c.LeaderURL(), "http://127.0.0.1:"), c.LeaderURL())
 
 			ctx := context.Background()
+			now, err := c.CurrentLeaderURL(ctx)
+			require.NoError(t, err)
+			require.Equal(t, c.LeaderURL(), now, "no election since Start")
 			acq, err := c.Client().Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000, Owner: "test"})
 			require.NoError(t, err)
 			require.Positive(t, acq.GetToken())

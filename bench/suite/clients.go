@@ -61,10 +61,16 @@ func measureClients(ctx context.Context, spec loadproc.Spec) (load.Result, error
 }
 
 // clients runs one measurement of workload at n clients in a client process
-// against c's leader, with the CPU of this process (c's nodes) and of the
-// client process metered over the window.
+// against the node leading c when it starts (as etcd's clients talk to its
+// leader), with the CPU of this process (c's nodes) and of the client
+// process metered over the window. Errors: the leader lookup's, the client
+// process's (loadproc.ErrRun), ctx's.
 func (r *runner) clients(ctx context.Context, c lockCluster, workload string, n int, prefix string) (load.Result, error) {
-	spec := loadproc.Spec{Workload: workload, Target: c.LeaderURL(), Prefix: prefix, Load: r.loadConfig(n)}
+	url, err := c.CurrentLeaderURL(ctx)
+	if err != nil {
+		return load.Result{}, fmt.Errorf("find the leader: %w", err)
+	}
+	spec := loadproc.Spec{Workload: workload, Target: url, Prefix: prefix, Load: r.loadConfig(n)}
 	if workload == report.WorkloadKeepAlive {
 		spec.Keys = report.KeepAliveKeys
 	}
