@@ -78,16 +78,27 @@ func KeepAlives(ctx context.Context, client ticketv1connect.LockServiceClient, w
 }
 
 // openSession creates a session into *id and acquires keys locks
-// "<base>/k<j>" under it.
+// "<base>/k<j>" under it, as owner "ticketbench-<base>", each call retried
+// through an election (retrySetup; a repeated CreateSession may leave an
+// unused session behind, which expires).
 func openSession(ctx context.Context, client ticketv1connect.LockServiceClient, id *uint64, keys int, base string) error {
-	s, err := client.CreateSession(ctx, &ticketv1.CreateSessionRequest{TtlMs: LeaseMS})
+	var s *ticketv1.CreateSessionResponse
+	err := retrySetup(ctx, func() (err error) {
+		s, err = client.CreateSession(ctx, &ticketv1.CreateSessionRequest{TtlMs: LeaseMS})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("create session for %s: %w", base, err)
 	}
 	*id = s.GetSession()
+	owner := "ticketbench-" + base
 	for j := range keys {
 		key := fmt.Sprintf("%s/k%d", base, j)
-		acq, err := client.Acquire(ctx, &ticketv1.AcquireRequest{Key: key, Session: *id})
+		var acq *ticketv1.AcquireResponse
+		err := retrySetup(ctx, func() (err error) {
+			acq, err = client.Acquire(ctx, &ticketv1.AcquireRequest{Key: key, Session: *id, Owner: owner})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("acquire %s under session %d: %w", key, *id, err)
 		}
