@@ -123,9 +123,9 @@ func (r *runner) buildPeer(ctx context.Context) {
 }
 
 func (r *runner) rounds(ctx context.Context) error {
-	startWall, startCPU, startMachine := time.Now(), cputime.Self(), cputime.Machine()
+	startWall, startCPU, startChildren, startMachine := time.Now(), cputime.Self(), cputime.Children(), cputime.Machine()
 	shares := func() {
-		r.cpuShares(time.Since(startWall), cputime.Self()-startCPU, cputime.Machine()-startMachine)
+		r.cpuShares(time.Since(startWall), cputime.Self()-startCPU, cputime.Children()-startChildren, cputime.Machine()-startMachine)
 	}
 	defer shares()
 	for round := 1; round <= r.cfg.Rounds; round++ {
@@ -187,18 +187,23 @@ func (r *runner) rounds(ctx context.Context) error {
 	return nil
 }
 
-// cpuShares records, once, the CPU this process (ticketd's in-process nodes
-// and the load clients together) and the etcd peer processes used over the
-// rounds (wall), and what the whole machine used (other work included).
-func (r *runner) cpuShares(wall, self, machine time.Duration) {
+// cpuShares records, once, the CPU this process (ticketd's in-process nodes,
+// the commit workload's proposers), ticketd's client processes (children,
+// the exited child processes, less the etcd peer's, which include the
+// peer's clients) and the etcd peer processes used over the rounds (wall),
+// and what the whole machine used (other work included).
+func (r *runner) cpuShares(wall, self, children, machine time.Duration) {
 	if r.cpuDone {
 		return
 	}
 	r.cpuDone = true
 	part := "rounds"
-	r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "ticketbench (in-process ticketd nodes and the commit workload's proposers; includes the floor; API clients ran in processes of their own)", CPUSec: self.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(self, wall)})
+	r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "ticketbench (in-process ticketd nodes and the commit workload's proposers; includes the floor)", CPUSec: self.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(self, wall)})
+	if clients := children - r.peerCPU; clients > 0 {
+		r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "ticketd's client processes (one per API level)", CPUSec: clients.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(clients, wall)})
+	}
 	if r.peerCPU > 0 {
-		r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "etcd peer (3 embedded members; its clients ran in processes of their own)", CPUSec: r.peerCPU.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(r.peerCPU, wall)})
+		r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "etcd peer (3 embedded members, and its client processes)", CPUSec: r.peerCPU.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(r.peerCPU, wall)})
 	}
 	if machine > 0 {
 		r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "whole machine (/proc/stat: every process, other users' work included)", CPUSec: machine.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(machine, wall)})
