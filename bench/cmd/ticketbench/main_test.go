@@ -129,12 +129,17 @@ func TestSmoke(t *testing.T) {
 		require.LessOrEqual(t, row.P50US, row.P99US)
 		require.Equal(t, 1, row.CPURounds, "%s/%s/%d", row.Workload, row.System, row.Concurrency)
 	}
-	// The nodes and the lock clients did work in every lock window: at 4
-	// clients over 300 ms, at least one 10 ms tick each.
-	lock4, ok := rep.Summary.Find(report.WorkloadLock, suite.Backends()[0], 4)
-	require.True(t, ok)
-	require.Positive(t, lock4.ServerCPUPer1k)
-	require.Positive(t, lock4.ClientCPUPer1k)
+	// The nodes and the clients did work: over all API rows together (one
+	// row's 300 ms window on a loaded machine may fall under a 10 ms tick).
+	var server, client float64
+	for _, m := range rep.Measurements {
+		if m.Workload != report.WorkloadCommit {
+			server += m.CPU.ServerSec
+			client += m.CPU.ClientSec
+		}
+	}
+	require.Positive(t, server)
+	require.Positive(t, client)
 	require.Contains(t, stdout.String(), "srv CPU s/1k")
 	require.NotEmpty(t, rep.Summary.Ratios.Backends, "etcd ÷ hashicorp ratios")
 	require.NotEmpty(t, rep.Summary.Ratios.Floor, "commit p50 ÷ floor ratios")
