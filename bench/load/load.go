@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ticketd/ticketd/bench/cputime"
 	"github.com/ticketd/ticketd/bench/latency"
 )
 
@@ -52,6 +53,11 @@ type Config struct {
 	Rate float64
 	// OpTimeout bounds each operation through its ctx; 0 means 10 s.
 	OpTimeout time.Duration
+	// CPU, if set, is sampled when the measured window starts and when it
+	// ends (closed loop: at the window's end; open loop: once every
+	// recorded operation has completed, as ElapsedSec), and Result.CPU is
+	// what its processes used in between.
+	CPU *cputime.Meter
 }
 
 // Validate reports the first invalid field, wrapped in ErrInvalidConfig.
@@ -100,6 +106,11 @@ type Result struct {
 	PerSec float64 `json:"per_sec"`
 	// Latency is the distribution of the successful operations' latencies.
 	Latency latency.Summary `json:"latency"`
+	// CPU is what Config.CPU's server and client processes used over the
+	// window; nil when not asked for or when a process could not be read
+	// (CPUError says why).
+	CPU      *cputime.Usage `json:"cpu,omitempty"`
+	CPUError string         `json:"cpu_error,omitempty"`
 }
 
 // Run drives op as cfg says and returns what it measured. It calls op from
@@ -125,6 +136,7 @@ func Run(ctx context.Context, cfg Config, op Op) (Result, error) {
 
 	workers := make([]worker, cfg.Concurrency)
 	var errs errorCount
+	meter := startMeter(ctx, cfg, w)
 	var wg sync.WaitGroup
 	var next atomic.Int64 // open loop: index of the next scheduled operation
 	for i := range workers {
@@ -139,6 +151,7 @@ func Run(ctx context.Context, cfg Config, op Op) (Result, error) {
 		})
 	}
 	wg.Wait()
+	cpu, cpuErr := meter.stop()
 
 	total := latency.New()
 	elapsed := cfg.Duration
@@ -162,6 +175,10 @@ func Run(ctx context.Context, cfg Config, op Op) (Result, error) {
 		res.RatePerSec = cfg.Rate
 	}
 	res.PerSec = float64(res.Ops) / res.ElapsedSec
+	res.CPU = cpu
+	if cpuErr != nil {
+		res.CPUError = cpuErr.Error()
+	}
 	return res, ctx.Err()
 }
 

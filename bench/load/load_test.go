@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ticketd/ticketd/bench/cputime"
 	"github.com/ticketd/ticketd/bench/load"
 )
 
@@ -138,4 +139,34 @@ func TestParseLevels(t *testing.T) {
 			require.Equal(t, got, again, "FormatLevels writes what ParseLevels reads")
 		})
 	}
+}
+
+// With a Meter, Run reports the CPU of the window: here this process is
+// the client side and spins in every operation, so its CPU is positive; the
+// server side (also this process) is read at the same instants.
+func TestRunMetersTheWindow(t *testing.T) {
+	op := func(ctx context.Context, w int) error {
+		x := 0
+		for i := range 200_000 {
+			x += i
+		}
+		_ = x
+		return nil
+	}
+	meter := &cputime.Meter{Servers: []int{0}, Clients: []int{0}}
+	for _, mode := range []load.Mode{load.ModeClosed, load.ModeOpen} {
+		t.Run(string(mode), func(t *testing.T) {
+			res, err := load.Run(context.Background(), load.Config{Mode: mode, Rate: 20000, Concurrency: 2, Duration: 200 * time.Millisecond, Warmup: 20 * time.Millisecond, CPU: meter}, op)
+			require.NoError(t, err)
+			require.Empty(t, res.CPUError)
+			require.NotNil(t, res.CPU)
+			require.Positive(t, res.CPU.WallSec)
+			require.Positive(t, res.CPU.ClientSec)
+			require.Equal(t, res.CPU.ServerSec, res.CPU.ClientSec, "the same process, sampled at the same instants")
+			require.Equal(t, 1, res.CPU.ClientProcs)
+		})
+	}
+	res, err := load.Run(context.Background(), load.Config{Concurrency: 1, Duration: 20 * time.Millisecond}, op)
+	require.NoError(t, err)
+	require.Nil(t, res.CPU, "no Meter, no CPU figure")
 }
