@@ -209,7 +209,7 @@ func (r *runner) label(round int, parts ...any) string {
 }
 
 func (r *runner) loadConfig(n int) load.Config {
-	return load.Config{Mode: r.cfg.Mode, Concurrency: n, Duration: r.cfg.Duration, Warmup: r.cfg.Warmup, Rate: r.cfg.Rate}
+	return load.Config{Mode: r.cfg.Mode, Concurrency: n, Duration: r.cfg.Duration, Warmup: r.cfg.Warmup, Rate: r.cfg.Rate, MinOps: r.cfg.MinOps}
 }
 
 // failed records a part's failure as a note and reports whether the run must
