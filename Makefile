@@ -49,8 +49,10 @@ node: build
 ## it ends, then a summary: each suite's ok or FAIL and seconds, and what
 ## failed. Exits 1 when any suite failed.
 TEST_JOBS ?= 3
-# The suites of `make test`, the longest first (so that they start first).
-TEST_SUITES ?= server faults backends sdk ts bench core
+# The suites of `make test`: every module and ts, the longest first (so
+# that they start first).
+LONG_SUITES := server faults
+TEST_SUITES ?= $(filter $(LONG_SUITES),$(MODULES)) ts $(filter-out $(LONG_SUITES),$(MODULES))
 test: build build-tools ts-deps
 	@results=$$(mktemp -d "$${TMPDIR:-/tmp}/ticketd-test.XXXXXX"); start=$$(date +%s); \
 	TEST_RESULTS=$$results TICKETD_BIN=$(CURDIR)/bin/ticketd \

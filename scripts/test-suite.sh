@@ -7,14 +7,16 @@
 #
 #   NAME     the suite's name in the summary (ts, core, server, ...)
 #   LIMIT    wall-clock limit of the whole suite, in timeout(1)'s syntax (14m)
-#   SIGNAL   what the suite gets at the limit: QUIT for Go (every test binary
-#            still running prints its goroutines, the running tests' names in
-#            their stacks), TERM for node:test (its reporter names the tests
-#            still running); whatever is left 30 s later is killed
+#   SIGNAL   what the suite gets at the limit: QUIT for Go (sent to the test
+#            binaries still running, not to the go command: each prints its
+#            goroutines, the running tests' names in their stacks, and go
+#            prints that output; the rest of the suite gets TERM 15 s later),
+#            TERM for node:test (its reporter names the tests still running);
+#            whatever is left 30 s after TERM is killed
 #
 # The limit is a backstop: go test's -timeout and node's --test-timeout stop
-# a hung test first and name it. timeout(1) runs COMMAND in a process group
-# of its own and signals all of it, so the cluster processes a test started
+# a hung test first and name it. COMMAND runs as a process group of its own,
+# and the limit signals all of it, so the cluster processes a test started
 # go too; Ctrl-C (SIGINT) and SIGTERM are passed on to that group.
 #
 # $TEST_RESULTS, when set, is a directory: the suite's output goes to
@@ -39,32 +41,83 @@ if [ -n "$results" ]; then
 	: >"$log"
 fi
 
+# seconds converts a duration in timeout(1)'s syntax (90, 90s, 14m, 1h) to seconds.
+seconds() {
+	case $1 in
+	*s) echo "${1%s}" ;;
+	*m) echo $((${1%m} * 60)) ;;
+	*h) echo $((${1%h} * 3600)) ;;
+	*) echo "$1" ;;
+	esac
+}
+limit_s=$(seconds "$limit")
+marker=$(mktemp "${TMPDIR:-/tmp}/ticketd-suite.XXXXXX")
+trap 'rm -f "$marker"' EXIT
+
 echo "== $name: $* (wall-clock limit $limit)"
 start=$(date +%s)
-# In the background so that the traps below run while it goes on; its
-# output into the log when there is one.
+# With job control on, the command starts as a process group of its own
+# (its id is its pid), which the limit and the traps signal as a whole.
+set -m
 if [ -n "$results" ]; then
-	timeout --signal="$sig" --kill-after=30s "$limit" "$@" >>"$log" 2>&1 &
+	"$@" >>"$log" 2>&1 &
 else
-	timeout --signal="$sig" --kill-after=30s "$limit" "$@" &
+	"$@" &
 fi
-pid=$!
-trap 'kill -INT "$pid" 2>/dev/null' INT
-trap 'kill -TERM "$pid" 2>/dev/null' TERM HUP
+pgid=$!
+set +m
+
+# gotests prints the pids of the Go test binaries (*.test) in the group.
+gotests() {
+	ps -e -o pid= -o pgid= -o args= | awk -v g="$pgid" '$2 == g && $3 ~ /\.test$/ { print $1 }'
+}
+
+# The watchdog: at the limit, QUIT to the Go test binaries (if SIGNAL is
+# QUIT) or TERM to the group; TERM 15 s after a QUIT; KILL 30 s after TERM.
+(
+	trap 'kill "$napping" 2>/dev/null; exit 0' TERM
+	napping=""
+	# nap sleeps $1 seconds in a way the TERM trap can cut short.
+	nap() {
+		sleep "$1" &
+		napping=$!
+		wait "$napping"
+	}
+	nap "$limit_s"
+	echo "wall-clock limit of $limit" >"$marker"
+	echo "== $name: wall-clock limit of $limit reached: signalling the suite" >>"${log}"
+	if [ "$sig" = QUIT ]; then
+		# shellcheck disable=SC2046 # one pid a word
+		kill -QUIT $(gotests) 2>/dev/null
+		nap 15
+	fi
+	kill -TERM -- "-$pgid" 2>/dev/null
+	nap 30
+	kill -KILL -- "-$pgid" 2>/dev/null
+) &
+watchdog=$!
+
+trap 'kill -INT -- "-$pgid" 2>/dev/null' INT
+trap 'kill -TERM -- "-$pgid" 2>/dev/null' TERM HUP
 # wait returns early (above 128) when a trapped signal arrives: wait again
-# until timeout(1) itself has ended.
+# until the command itself has ended.
 while :; do
-	wait "$pid"
+	wait "$pgid"
 	rc=$?
-	kill -0 "$pid" 2>/dev/null || break
+	kill -0 "$pgid" 2>/dev/null || break
 done
 trap - INT TERM HUP
+kill -TERM "$watchdog" 2>/dev/null
+wait "$watchdog" 2>/dev/null
+# A test's process left in the group (its parent gone) goes too.
+kill -KILL -- "-$pgid" 2>/dev/null
 secs=$(($(date +%s) - start))
+[ -s "$marker" ] && rc=124
 
 [ -n "$results" ] && cat "$log"
 case $rc in
 0) outcome="ok" why="" ;;
-124 | 137) outcome="FAIL" why="stopped at the wall-clock limit of $limit" ;;
+124) outcome="FAIL" why="stopped at the wall-clock limit of $limit" ;;
 *) outcome="FAIL" why="exit status $rc" ;;
 esac
 echo "== $name: $outcome in ${secs}s${why:+ ($why)}"

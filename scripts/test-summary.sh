@@ -31,7 +31,8 @@ failures() {
 		{ timedout = 0 }
 		/^[ \t]*--- FAIL: / || /^FAIL[ \t]/ || /^FAIL$/ { print; next }
 		/^[ \t]*✖ / && !/✖ failing tests:/ { print; next }
-		match($0, /\.Test[A-Za-z0-9_]+\(/) {
+		/^SIGQUIT: quit/ { quit = 1 }
+		quit && match($0, /\.Test[A-Za-z0-9_]+\(/) {
 			fn = substr($0, RSTART + 1, RLENGTH - 2)
 			if (!(fn in dumped)) { dumped[fn] = 1; print "running when stopped (goroutine dump): " fn }
 		}

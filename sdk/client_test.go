@@ -360,7 +360,10 @@ func TestLeaseRenews(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	c := newClient(t, fc.endpoints())
 	ctx := testCtx(t)
-	l, err := c.TryLock(ctx, "k", 300*time.Millisecond)
+	// A TTL long enough that a renewal sent late on a starved machine
+	// still lands before the local deadline (TTL − 50 ms after the last
+	// acknowledged send; renewals every TTL/3).
+	l, err := c.TryLock(ctx, "k", 2*time.Second)
 	require.NoError(t, err)
 	first := l.Deadline()
 	require.Eventually(t, func() bool { return len(fc.callsTo("Renew")) >= 3 }, 10*time.Second, time.Millisecond)
@@ -380,7 +383,9 @@ func TestLeaseLostWhenRenewRefused(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	c := newClient(t, fc.endpoints())
 	ctx := testCtx(t)
-	l, err := c.TryLock(ctx, "k", 300*time.Millisecond)
+	// Long enough that the renewal goes out before the local deadline even
+	// when its timer fires late: the lease must end by the refusal.
+	l, err := c.TryLock(ctx, "k", 2*time.Second)
 	require.NoError(t, err)
 	fc.expire("k") // the server forgets the lock: the next renewal is refused
 	<-l.Done()
