@@ -10,10 +10,9 @@
 //     go.work workspace) or set TICKETD_BIN to a prebuilt binary.
 //  2. Choose the backends with TICKETD_TEST_BACKENDS (comma-separated;
 //     default "hashicorp,etcd"); every test runs once per backend as a
-//     subtest, the backends' subtests side by side (each on a cluster of its
-//     own; go test's -parallel, by default the number of CPUs, bounds how
-//     many run at once), and the tests of one backend beside each other at
-//     the end.
+//     subtest. The tests run side by side, each on clusters of its own
+//     (parallel tests; go test's -parallel, by default the number of CPUs,
+//     bounds how many run at once), after the few that run alone.
 //  3. go test -p 1 ./e2e
 //
 // Example:
