@@ -55,6 +55,39 @@ func TestRunCountsErrors(t *testing.T) {
 	require.Equal(t, "boom", res.FirstError)
 }
 
+// A closed-loop window in which no operation started and succeeded (here
+// the first one, started in the warm-up, outlasts the window) goes on with
+// MinOps until one has, and says how long it was.
+func TestRunClosedMinOpsExtendsTheWindow(t *testing.T) {
+	const warmup, window = 10 * time.Millisecond, 10 * time.Millisecond
+	var calls atomic.Int64
+	op := func(ctx context.Context, w int) error {
+		if calls.Add(1) == 1 {
+			time.Sleep(warmup + window + 20*time.Millisecond)
+		}
+		return nil
+	}
+	res, err := load.Run(context.Background(), load.Config{Concurrency: 1, Duration: window, Warmup: warmup, MinOps: 1}, op)
+	require.NoError(t, err)
+	require.Positive(t, res.Ops)
+	require.Greater(t, res.WindowSec, window.Seconds())
+	require.Equal(t, res.WindowSec, res.ElapsedSec)
+	require.InDelta(t, float64(res.Ops)/res.WindowSec, res.PerSec, 1e-6)
+}
+
+// MinOps extends a window at most OpTimeout past its Duration: operations
+// that never succeed end it there.
+func TestRunClosedMinOpsGivesUpAfterOpTimeout(t *testing.T) {
+	const window, opTimeout = 10 * time.Millisecond, 30 * time.Millisecond
+	boom := errors.New("boom")
+	res, err := load.Run(context.Background(), load.Config{Concurrency: 2, Duration: window, MinOps: 1, OpTimeout: opTimeout},
+		func(ctx context.Context, w int) error { return boom })
+	require.NoError(t, err)
+	require.Zero(t, res.Ops)
+	require.Positive(t, res.Errors)
+	require.InDelta(t, (window + opTimeout).Seconds(), res.WindowSec, 1e-9)
+}
+
 // In open loop a slow operation delays the ones scheduled after it, and their
 // latency counts from when they should have been sent: with one worker, a 2 ms
 // operation and one scheduled every 1 ms, the k-th operation cannot start

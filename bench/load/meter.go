@@ -16,17 +16,19 @@ var errNoWindow = errors.New("load: window not sampled")
 // from a goroutine of its own, so that the workers are never delayed by it.
 type windowMeter struct {
 	cfg Config
-	// done closes once the goroutine has set start, err and (closed loop)
-	// end.
+	// done closes once the goroutine has set start, err and (closed loop,
+	// unless the window was extended) end.
 	done       chan struct{}
 	start, end cputime.Sample
+	ended      bool // end was sampled at the window's end
 	err        error
 }
 
 // startMeter starts sampling cfg.CPU at w's edges; nil when cfg.CPU is nil.
-// In closed loop the goroutine also samples the end (w.end); in open loop
-// stop does, once every operation has completed.
-func startMeter(ctx context.Context, cfg Config, w window) *windowMeter {
+// In closed loop the goroutine also samples the end (w.end) unless MinOps
+// has extended the window past it; otherwise, and in open loop, stop does,
+// once every operation has completed.
+func startMeter(ctx context.Context, cfg Config, w *window) *windowMeter {
 	if cfg.CPU == nil {
 		return nil
 	}
@@ -45,7 +47,11 @@ func startMeter(ctx context.Context, cfg Config, w window) *windowMeter {
 			m.err = errNoWindow
 			return
 		}
+		if w.extended() {
+			return
+		}
 		m.end, m.err = cfg.CPU.Sample()
+		m.ended = m.err == nil
 	}()
 	return m
 }
@@ -59,7 +65,7 @@ func (m *windowMeter) stop() (*cputime.Usage, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
-	if m.cfg.Mode == ModeOpen {
+	if !m.ended {
 		if m.end, m.err = m.cfg.CPU.Sample(); m.err != nil {
 			return nil, m.err
 		}

@@ -27,6 +27,9 @@ type Config struct {
 	Concurrency []int
 	// Duration is each measurement's window; Warmup runs unrecorded before it.
 	Duration, Warmup time.Duration
+	// MinOps extends a closed-loop window until that many operations
+	// started in it have succeeded (load.Config.MinOps).
+	MinOps int
 	// Rounds is how many times every measurement is repeated; at least 1.
 	Rounds int
 	// Mode and Rate pace the clients (load.Config); Rate only in open loop.
@@ -96,7 +99,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: concurrency %d < 1", ErrInvalidConfig, n)
 		}
 	}
-	lc := load.Config{Mode: c.Mode, Concurrency: 1, Duration: c.Duration, Warmup: c.Warmup, Rate: c.Rate}
+	lc := load.Config{Mode: c.Mode, Concurrency: 1, Duration: c.Duration, Warmup: c.Warmup, Rate: c.Rate, MinOps: c.MinOps}
 	switch {
 	case len(c.Concurrency) == 0:
 		return fmt.Errorf("%w: no concurrency levels", ErrInvalidConfig)

@@ -219,7 +219,7 @@ func (r *runner) label(round int, parts ...any) string {
 }
 
 func (r *runner) loadConfig(n int) load.Config {
-	return load.Config{Mode: r.cfg.Mode, Concurrency: n, Duration: r.cfg.Duration, Warmup: r.cfg.Warmup, Rate: r.cfg.Rate}
+	return load.Config{Mode: r.cfg.Mode, Concurrency: n, Duration: r.cfg.Duration, Warmup: r.cfg.Warmup, Rate: r.cfg.Rate, MinOps: r.cfg.MinOps}
 }
 
 // inProcess is loadConfig for a workload whose clients run in this process

@@ -60,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	)
 	fs.DurationVar(&o.cfg.Duration, "duration", time.Second, "measured window of each measurement")
 	fs.DurationVar(&o.cfg.Warmup, "warmup", 500*time.Millisecond, "unrecorded run before each window")
+	fs.IntVar(&o.cfg.MinOps, "min-ops", 1, "closed loop: a window goes on past -duration until this many operations started in it have succeeded (at most 10s more), so a starved machine still measures something; 0: exactly -duration")
 	fs.IntVar(&o.cfg.Rounds, "rounds", 3, "repetitions of every measurement (backend order alternates per round)")
 	fs.Float64Var(&o.cfg.Rate, "rate", 0, "open loop: operations per second over all clients")
 	fs.BoolVar(&o.cfg.Peer, "peer", true, "also measure etcd itself (three embedded members): concurrency.Mutex for lock, LeaseKeepAlive for renew")

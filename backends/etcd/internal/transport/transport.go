@@ -207,7 +207,9 @@ type Transport struct {
 	ctx       context.Context // cancelled by Close: aborts POSTs in flight
 	cancel    context.CancelFunc
 	closeOnce sync.Once
-	wg        sync.WaitGroup // serve goroutine, peer goroutines, snapshot senders
+	// wg counts the serve goroutine, peer goroutines, snapshot senders and
+	// every accepted connection's goroutine (connState).
+	wg sync.WaitGroup
 }
 
 // New listens on cfg.BindAddr and starts serving. Errors: the listener's.
@@ -356,15 +358,28 @@ func (t *Transport) countError(peer, kind string) {
 //
 // A connection whose first request has arrived (StateActive) is marked
 // established for the connection cap (peerlimit.MarkEstablished).
+//
+// Every accepted connection's goroutine is counted in t.wg from StateNew
+// (reported by the serve goroutine before it starts the connection's, so
+// the count never drops to zero meanwhile) to StateClosed, which that
+// goroutine reports last: Close waits for them. http.Server.Close closes
+// the connections but does not wait, and an HTTP/1 connection whose
+// handler left the request body unread (an oversized batch) lingers up to
+// half a second after its answer so the client reads it before a reset
+// (net/http's rstAvoidanceDelay, RFC 7230 section 6.6).
 func (t *Transport) connState(c net.Conn, state http.ConnState) {
-	if state == http.StateActive {
+	switch state {
+	case http.StateNew:
+		t.wg.Add(1)
+	case http.StateActive:
 		peerlimit.MarkEstablished(c)
-	}
-	if state != http.StateClosed {
-		return
-	}
-	if tc, ok := c.(*tls.Conn); ok && !tc.ConnectionState().HandshakeComplete {
-		t.countError(c.RemoteAddr().String(), "handshake")
+	case http.StateHijacked:
+		t.wg.Done()
+	case http.StateClosed:
+		defer t.wg.Done()
+		if tc, ok := c.(*tls.Conn); ok && !tc.ConnectionState().HandshakeComplete {
+			t.countError(c.RemoteAddr().String(), "handshake")
+		}
 	}
 }
 
@@ -770,7 +785,8 @@ func DecodeBatch(body []byte) ([]*pb.Message, error) {
 }
 
 // Close stops serving, drops every queued message and waits for the
-// transport's goroutines. It is safe to call more than once.
+// transport's goroutines, accepted connections' included (at most half a
+// second more, see connState). It is safe to call more than once.
 func (t *Transport) Close() error {
 	var err error
 	t.closeOnce.Do(func() {
