@@ -111,15 +111,11 @@ func TestEnvGlobals(t *testing.T) {
 	assert.Equal(t, globals{endpoints: "10.0.0.1:7001", output: outJSON, timeout: time.Minute, grpc: true,
 		cacert: "/ca.pem", cert: "/c.pem", key: "/k.pem", token: "secret", stdout: &out}, *g)
 
-	// Inside `lock run`, TICKETD_TOKEN is the fencing token and the parent's
-	// bearer token comes in TICKETD_BEARER_TOKEN, which wins (even empty).
-	t.Setenv("TICKETD_TOKEN", "42")
+	// TICKETD_TOKEN is the bearer token everywhere; the former
+	// TICKETD_BEARER_TOKEN is not read any more.
 	t.Setenv("TICKETD_BEARER_TOKEN", "parent-secret")
 	_, g = newRootCmd(&out, &out)
-	assert.Equal(t, "parent-secret", g.token)
-	t.Setenv("TICKETD_BEARER_TOKEN", "")
-	_, g = newRootCmd(&out, &out)
-	assert.Empty(t, g.token, "the parent had no bearer token: the fencing token is not sent as one")
+	assert.Equal(t, "secret", g.token)
 
 	t.Setenv("TICKETD_GRPC", "maybe")
 	var errb bytes.Buffer
