@@ -86,7 +86,7 @@ lock acquire KEY --ttl 60s).
 	pf.StringVar(&g.token, "token", bearerToken(), "bearer token to authenticate with; prefer the env TICKETD_TOKEN (a flag shows in ps)")
 
 	root.AddCommand(newLockCmd(g), newStatusCmd(g), newMembersCmd(g), newTransferLeaderCmd(g), newCertCmd(stdout),
-		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g), newAuthCmd(stdout, os.Stdin), newEndpointCmd(g), newSessionCmd(g))
+		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g), newAuthCmd(stdout, os.Stdin), newEndpointCmd(g), newSessionCmd(g), newVersionCmd(g))
 	strictUsage(root)
 	return root, g
 }
