@@ -66,6 +66,9 @@ func TestUsageErrors(t *testing.T) {
 		{name: "bad_session_id", args: []string{"session", "keepalive", "x"}, want: "want a positive integer"},
 		{name: "zero_session_id", args: []string{"session", "close", "0"}, want: "want a positive integer"},
 		{name: "session_without_subcommand", args: []string{"session"}, want: "want a subcommand"},
+		{name: "ttl_with_session", args: []string{"lock", "acquire", "k", "--session", "5", "--ttl", "30s"}, want: "--ttl and --session exclude each other"},
+		{name: "observe_with_command", args: []string{"elect", "--observe", "e", "--", "true"}, want: "elect --observe NAME"},
+		{name: "session_run_without_dash", args: []string{"session", "run", "true"}, want: "usage: ticketctl session run"},
 		{name: "run_without_ttl", args: []string{"lock", "run", "k", "--ttl", "0", "--", "true"}, want: "--ttl must be positive"},
 	}
 	for _, tt := range tests {
