@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ee) && ee.err == nil {
 		return ee.code // "lock run": the command's own status, nothing to add
 	}
+	err = explainConn(err)
 	code := exitCode(err)
 	if g.output == outJSON {
 		_ = json.NewEncoder(stderr).Encode(errorOf(err, code))

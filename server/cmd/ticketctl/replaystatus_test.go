@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ticketd/ticketd/sdk/ticketdtest"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
 )
 
 // TestStatusReplaying: a node restarted alone after the whole cluster
