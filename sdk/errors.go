@@ -255,7 +255,7 @@ func wrapErr(op, key string, err error) error {
 
 // sessionOps are the operations whose NotFound answer means the session
 // is gone (Acquire is NotFound only for its session).
-var sessionOps = map[string]bool{"acquire": true, "keepalive": true, "close session": true}
+var sessionOps = map[string]bool{"acquire": true, "keepalive": true, "close session": true, "get session": true}
 
 // opKey names an operation in error messages: `acquire "k"` or `status`.
 func opKey(op, key string) string {
