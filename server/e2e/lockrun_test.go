@@ -141,7 +141,7 @@ func TestLockRunForwardsSignals(t *testing.T) {
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, "stderr: %s", stderr)
 	assert.Equal(t, 143, ee.ExitCode())
-	assert.Contains(t, stderr.String(), "stopped by terminated")
+	assert.Contains(t, stderr.String(), "stopped by SIGTERM")
 	requireFree(t, c, "run/sig")
 }
 

@@ -237,7 +237,7 @@ loop:
 			s := sig.(syscall.Signal)
 			if stopped == 0 && lost == nil {
 				stopped = s
-				fmt.Fprintf(stderr, "ticketctl: got %v; sending it to %s's process group (SIGKILL in %v)\n", s, argv[0], killTimeout)
+				fmt.Fprintf(stderr, "ticketctl: got %s; sending it to %s's process group (SIGKILL in %v)\n", signalName(s), argv[0], killTimeout)
 				killAt = time.After(killTimeout)
 			}
 			_ = signalGroup(pid, s)
@@ -272,9 +272,21 @@ loop:
 		fmt.Fprintf(stderr, "ticketctl: release: %v\n", err)
 	}
 	if stopped != 0 {
-		return &codeError{code: 128 + int(stopped), err: fmt.Errorf("stopped by %v: %s's process group was terminated and the hold released", stopped, argv[0])}
+		return &codeError{code: 128 + int(stopped), err: fmt.Errorf("stopped by %s: %s's process group was terminated and the hold released", signalName(stopped), argv[0])}
 	}
 	return childStatus(waitErr)
+}
+
+// signalName names the signals ticketctl passes on as a shell does
+// (SIGINT, SIGTERM); others by their description.
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
 }
 
 // childStatus turns a child's Wait error into ticketd's exit: nil for status
