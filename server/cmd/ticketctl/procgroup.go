@@ -23,14 +23,31 @@ const groupPoll = 50 * time.Millisecond
 // startGroup starts child as the leader of a new process group (its pgid is
 // its pid), ticketctl having become the reaper of its orphaned descendants
 // where the system allows it (becomeSubreaper), so that what the child
-// leaves behind is reaped here and seen gone.
-func startGroup(child *exec.Cmd) error {
+// leaves behind is reaped here and seen gone. When ticketctl runs in the
+// foreground of a terminal (its stdin), the child's group is made the
+// terminal's foreground group, as a shell does for a job, so that the child
+// can read the terminal (a background group reading it would be stopped by
+// SIGTTIN) and gets Ctrl-C from it; the returned release gives the terminal
+// back to ticketctl and must be called once the child has exited. It does
+// nothing otherwise.
+func startGroup(child *exec.Cmd) (release func(), err error) {
 	becomeSubreaper()
 	if child.SysProcAttr == nil {
 		child.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	child.SysProcAttr.Setpgid = true
-	return child.Start()
+	tty, fg := foregroundTerminal()
+	if fg {
+		// Foreground: the forked child makes its group the terminal's
+		// foreground group (tcsetpgrp on Ctty, the parent's fd) before exec.
+		child.SysProcAttr.Foreground, child.SysProcAttr.Ctty = true, tty
+	}
+	err = child.Start()
+	if !fg {
+		return func() {}, err
+	}
+	// Even a failed exec may have taken the terminal: always give it back.
+	return func() { takeTerminal(tty) }, err
 }
 
 // signalGroup sends sig to every process of the group led by pid. A group
@@ -41,6 +58,14 @@ func signalGroup(pid int, sig syscall.Signal) error {
 		return nil
 	}
 	return err
+}
+
+// terminateGroup sends SIGTERM to the group led by pid, then SIGCONT, so
+// that a member stopped by job control (SIGTTIN, SIGTSTP) acts on it, as a
+// shell's kill of a stopped job does.
+func terminateGroup(pid int) {
+	_ = signalGroup(pid, syscall.SIGTERM)
+	_ = signalGroup(pid, syscall.SIGCONT)
 }
 
 // groupAlive reports whether any process of the group led by pid remains
@@ -61,7 +86,7 @@ func reapGroup(pid int, killTimeout time.Duration, notify func(sig syscall.Signa
 		return true
 	}
 	notify(syscall.SIGTERM)
-	_ = signalGroup(pid, syscall.SIGTERM)
+	terminateGroup(pid)
 	if waitGroupGone(pid, killTimeout) {
 		return true
 	}

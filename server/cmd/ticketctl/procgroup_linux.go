@@ -1,6 +1,11 @@
 package main
 
-import "syscall"
+import (
+	"os"
+	"os/signal"
+	"syscall"
+	"unsafe"
+)
 
 // prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER (linux/prctl.h,
 // Linux 3.4).
@@ -27,4 +32,26 @@ func reapOrphans(pgid int) {
 			return
 		}
 	}
+}
+
+// foregroundTerminal returns the fd of ticketctl's stdin and true when it
+// is a terminal whose foreground process group is ticketctl's own (not when
+// ticketctl was started in the background, or without a terminal).
+func foregroundTerminal() (int, bool) {
+	fd := int(os.Stdin.Fd())
+	var pgrp int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCGPGRP, uintptr(unsafe.Pointer(&pgrp))); e != 0 {
+		return 0, false
+	}
+	return fd, int(pgrp) == syscall.Getpgrp()
+}
+
+// takeTerminal makes ticketctl's process group the foreground group of
+// terminal fd again (tcsetpgrp(3)). A background group that does so is
+// sent SIGTTOU, which is ignored for the call, as shells do.
+func takeTerminal(fd int) {
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	pgrp := int32(syscall.Getpgrp())
+	_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCSPGRP, uintptr(unsafe.Pointer(&pgrp)))
 }

@@ -165,7 +165,8 @@ func (f *childFlags) add(cmd *cobra.Command, lost string) {
 // commands that run a command under a hold, for their --help (and
 // docs/operations.md, "Running a command under a lock").
 const childEnvHelp = `CMD runs in a process group of its own: everything it starts (a shell's
-children, a pipeline) is signalled with it. When the hold ends under it
+children, a pipeline) is signalled with it (run from a terminal, that group
+gets the terminal's foreground while CMD runs, as a shell's job does). When the hold ends under it
 (lease or session lost, exit 5) the group gets SIGTERM, then SIGKILL after
 --kill-timeout. When ticketctl gets SIGINT or SIGTERM it passes the signal
 to the group (SIGKILL after --kill-timeout), releases the hold once the group
@@ -214,7 +215,9 @@ func runHeld(cmd *cobra.Command, h held, release func(context.Context) error, en
 	child := exec.Command(argv[0], argv[1:]...)
 	child.Env = env
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, cmd.OutOrStdout(), stderr
-	if err := startGroup(child); err != nil {
+	giveBack, err := startGroup(child)
+	if err != nil {
+		giveBack()
 		rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		defer cancel()
 		return errors.Join(fmt.Errorf("start %s: %w", argv[0], err), release(rctx))
@@ -241,6 +244,7 @@ loop:
 				killAt = time.After(killTimeout)
 			}
 			_ = signalGroup(pid, s)
+			_ = signalGroup(pid, syscall.SIGCONT) // a member stopped by job control acts on it
 		case <-done:
 			done = nil
 			if stopped != 0 {
@@ -248,7 +252,7 @@ loop:
 			}
 			lost = h.Err()
 			fmt.Fprintf(stderr, "ticketctl: %v; sending SIGTERM to %s's process group (SIGKILL in %v)\n", lost, argv[0], killTimeout)
-			_ = signalGroup(pid, syscall.SIGTERM)
+			terminateGroup(pid)
 			killAt = time.After(killTimeout)
 		case <-killAt:
 			fmt.Fprintf(stderr, "ticketctl: %s still running after %v; sending SIGKILL to its process group\n", argv[0], killTimeout)
@@ -257,6 +261,7 @@ loop:
 			break loop
 		}
 	}
+	giveBack()
 	gone := reapGroup(pid, killTimeout, func(sig syscall.Signal) {
 		fmt.Fprintf(stderr, "ticketctl: %s exited leaving processes in its group; sending %v\n", argv[0], sig)
 	})
