@@ -21,7 +21,7 @@ BUILDINFO := github.com/ticketd/ticketd/server/buildinfo
 GIT_REVISION := $(shell git rev-parse HEAD 2>/dev/null)
 GIT_VERSION  := $(shell git describe --tags --always 2>/dev/null)
 GIT_MODIFIED := $(shell test -n "$$(git status --porcelain 2>/dev/null)" && echo true)
-BUILD_LDFLAGS := -X $(BUILDINFO).revision=$(GIT_REVISION) -X $(BUILDINFO).modified=$(GIT_MODIFIED) $(if $(filter v%,$(GIT_VERSION)),-X $(BUILDINFO).version=$(GIT_VERSION))
+BUILD_LDFLAGS := -X $(BUILDINFO).revision=$(GIT_REVISION) -X $(BUILDINFO).modified=$(GIT_MODIFIED) $(if $(filter v%,$(GIT_VERSION)),-X main.version=$(GIT_VERSION))
 
 build:
 	mkdir -p bin

@@ -8,7 +8,9 @@
 // go command does not recognise as a repository) nor from a source tarball,
 // so `make build` also passes the revision with
 // -ldflags "-X github.com/ticketd/ticketd/server/buildinfo.revision=..."
-// (and version, modified), used when the toolchain recorded none.
+// (and modified), used when the toolchain recorded none. The release
+// version is each command's own main.version (-X main.version=v1.2.0, as
+// `make release` sets it), which the command hands to Read.
 package buildinfo
 
 import (
@@ -20,16 +22,15 @@ import (
 // Set at link time with -ldflags -X (see the package comment); empty when
 // not given.
 var (
-	version  string // the release version, e.g. v1.2.0 (git describe)
 	revision string // the full commit hash
 	modified string // "true" when the tree had uncommitted changes
 )
 
 // Info describes a build.
 type Info struct {
-	// Version is the release version given at link time, else the main
-	// module's version from the build info ("(devel)" for a local build),
-	// else "dev".
+	// Version is the release version given at link time (the command's
+	// main.version), else the main module's version from the build info
+	// ("(devel)" for a local build), else "dev".
 	Version string
 	// Revision is the VCS commit the binary was built from, "" when
 	// unknown.
@@ -40,8 +41,9 @@ type Info struct {
 	GoVersion string
 }
 
-// Read returns this binary's build information.
-func Read() Info {
+// Read returns this binary's build information; version is the release
+// version the command was linked with (its main.version), "" when none.
+func Read(version string) Info {
 	in := Info{Version: version, Revision: revision, Modified: modified == "true", GoVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {

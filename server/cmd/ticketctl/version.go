@@ -9,6 +9,10 @@ import (
 	"github.com/ticketd/ticketd/server/buildinfo"
 )
 
+// version is the release version, set at link time with
+// -ldflags "-X main.version=v1.2.3" (make release, make build on a tag).
+var version string
+
 // newVersionCmd builds "version": the module version, VCS revision and Go
 // version of this binary (buildinfo); -o json prints them as an object.
 func newVersionCmd(g *globals) *cobra.Command {
@@ -17,7 +21,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Short: "Print the version, VCS revision and Go version of this ticketctl",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in := buildinfo.Read()
+			in := buildinfo.Read(version)
 			if g.output == outJSON {
 				return json.NewEncoder(g.stdout).Encode(struct {
 					Version   string `json:"version"`

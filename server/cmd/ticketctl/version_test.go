@@ -12,14 +12,15 @@ import (
 )
 
 // TestVersionCommands builds ticketctl and ticketd as `make build` does
-// (the revision and version passed with -X, since the toolchain cannot
+// (the revision passed with -X, and the version as make release passes it,
+// -X main.version, since the toolchain cannot
 // stamp them inside a linked git worktree) and checks that both "version"
 // commands print the version, the revision and the Go version, and
 // ticketctl's -o json the same fields.
 func TestVersionCommands(t *testing.T) {
 	dir := t.TempDir()
 	const pkg = "github.com/ticketd/ticketd/server/buildinfo"
-	ldflags := "-X " + pkg + ".revision=0123456789abcdef -X " + pkg + ".version=v9.8.7"
+	ldflags := "-X " + pkg + ".revision=0123456789abcdef -X main.version=v9.8.7"
 	for _, name := range []string{"ticketctl", "ticketd"} {
 		out, err := exec.Command("go", "build", "-ldflags", ldflags, "-o", filepath.Join(dir, name),
 			"github.com/ticketd/ticketd/server/cmd/"+name).CombinedOutput()

@@ -10,9 +10,13 @@ import (
 	"github.com/ticketd/ticketd/server/buildinfo"
 )
 
+// version is the release version, set at link time with
+// -ldflags "-X main.version=v1.2.3" (make release, make build on a tag).
+var version string
+
 func main() {
 	restrictUmask()
-	server.Version = buildinfo.Read().Version
+	server.Version = buildinfo.Read(version).Version
 	if err := rootCmd().Execute(); err != nil {
 		os.Exit(1)
 	}
@@ -37,7 +41,7 @@ func versionCmd() *cobra.Command {
 		Short: "Print the version, VCS revision and Go version of this binary",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), buildinfo.Read().String("ticketd"))
+			fmt.Fprintln(cmd.OutOrStdout(), buildinfo.Read(version).String("ticketd"))
 		},
 	}
 }
