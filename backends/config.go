@@ -87,7 +87,9 @@ type Config struct {
 	// (ServerName set to the dialled host). MinVersion is raised to TLS 1.3
 	// on both sides. A peer with no certificate, or one from another CA, is
 	// refused at the handshake and logged (etcd --peer-client-cert-auth,
-	// Consul verify_incoming). Validate refuses a PeerTLS with no certificate,
+	// Consul verify_incoming); so is a certificate whose CN is not the id
+	// of a current member, and a member's certificate is refused from the
+	// moment its removal applies (backends/internal/peergate). Validate refuses a PeerTLS with no certificate,
 	// no CA pool or a ClientAuth weaker than RequireAndVerifyClientCert.
 	// The backend never modifies the value given.
 	PeerTLS *tls.Config
@@ -136,6 +138,15 @@ type Config struct {
 	// members added since (etcd says the same of its flag). New fails
 	// with ErrNoState when the data dir holds no Raft state.
 	ForceNewCluster bool
+	// AcceptMissingWatermark, when set, lets New start on a data dir whose
+	// stores hold Raft state (entries, a term or vote, a snapshot) although
+	// its watermark file is missing, empty or unreadable: a fresh mark is
+	// written at the log's end and a warn-level audit line logged. Unset,
+	// New refuses such a data dir with an error wrapping
+	// watermark.ErrMissing that says how to recover, because the check of
+	// a log shortened by damaged storage needs the mark (see
+	// backends/internal/watermark). Leave it set for one start only.
+	AcceptMissingWatermark bool
 	// DropMessage is a fault-injection hook for tests (nil in production): when
 	// it returns true, a message from node `from` to node `to` is dropped by the
 	// sender's transport, as a network partition would drop it.
@@ -143,8 +154,10 @@ type Config struct {
 }
 
 // PeerLearner is implemented by a backend whose joining node must be told
-// the current members' peer addresses before it can answer the leader: the
-// etcd backend, whose node in no configuration yet never takes an address
+// the current members before it can answer the leader: both backends, over
+// mutual TLS, to know whose certificates to accept while their
+// configuration is empty (peergate); the etcd backend also for their peer
+// addresses, since its node in no configuration yet never takes an address
 // from a peer's request headers (issue 12: a peer could claim to be the
 // leader at its own address and receive the joiner's replies). The members
 // must come from replicated membership through a channel the operator

@@ -215,7 +215,7 @@ func (s *StateMachine) Restore(r io.Reader) error {
 	defer s.mu.Unlock()
 	s.locks, s.delays, s.members, s.lastToken, s.applied = st.locks, st.delays, st.members, st.lastToken, st.applied
 	s.sessions, s.sessLocks, s.keys, s.extended = st.sessions, st.sessLocks, st.keys, st.extended
-	s.byPrincipal = st.byPrincipal
+	s.byPrincipal, s.holdersBy = st.byPrincipal, st.holdersBy
 	return nil
 }
 
@@ -260,11 +260,13 @@ type decodedSnapshot struct {
 	sessLocks *btree.BTreeG[sessionLock]
 	// byPrincipal counts the sessions by principal (derived, as sessLocks).
 	byPrincipal map[string]int
-	members     map[string]string
-	keys        int
-	extended    int
-	lastToken   uint64
-	applied     uint64
+	// holdersBy counts the holders by principal (derived, as sessLocks).
+	holdersBy map[string]int
+	members   map[string]string
+	keys      int
+	extended  int
+	lastToken uint64
+	applied   uint64
 }
 
 func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
@@ -297,6 +299,7 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 		sessions:    btree.NewG(btreeDegree, sessionLess),
 		sessLocks:   btree.NewG(btreeDegree, sessionLockLess),
 		byPrincipal: map[string]int{},
+		holdersBy:   map[string]int{},
 		lastToken:   hdr.GetLastToken(),
 		applied:     hdr.GetAppliedIndex(),
 	}
@@ -413,6 +416,7 @@ func (st *decodedSnapshot) readLocks(sr *snapshotReader, hdr *corepb.SnapshotHea
 			st.sessLocks.ReplaceOrInsert(sessionLock{session: l.Session, key: l.Key, token: l.Token})
 		}
 		st.locks.ReplaceOrInsert(l)
+		st.holdersBy[l.Principal]++
 		prev = l
 	}
 	return nil

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -37,11 +38,16 @@ type StateMachine struct {
 	// rebuilt on Restore, never in a snapshot. Only counted, never ranged
 	// over, so map order reaches no output.
 	byPrincipal map[string]int
-	members     map[string]string // member id -> client API address
-	keys        int               // keys with at least one holder
-	extended    int               // holders that need snapshot version 3 (see needsV3)
-	lastToken   uint64
-	applied     uint64
+	// holdersBy is derived: holders per principal ("" when authorization
+	// is off), kept on every grant and removal, rebuilt on Restore, never in
+	// a snapshot; counted only, as byPrincipal. The leader checks a
+	// principal's lock quota against it (docs/security.md#quotas).
+	holdersBy map[string]int
+	members   map[string]string // member id -> client API address
+	keys      int               // keys with at least one holder
+	extended  int               // holders that need snapshot version 3 (see needsV3)
+	lastToken uint64
+	applied   uint64
 
 	// Apply-goroutine scratch for holdersOf, so that a grant does not allocate.
 	scanKey string
@@ -79,6 +85,7 @@ func NewStateMachine() *StateMachine {
 		sessions:    btree.NewG(btreeDegree, sessionLess),
 		sessLocks:   btree.NewG(btreeDegree, sessionLockLess),
 		byPrincipal: map[string]int{},
+		holdersBy:   map[string]int{},
 		members:     map[string]string{},
 	}
 	s.collect = s.collectHolder
@@ -237,6 +244,7 @@ func (s *StateMachine) grant(index uint64, cmd Command) Result {
 	}
 	s.locks.ReplaceOrInsert(lock)
 	s.lastToken = lock.Token
+	s.holdersBy[lock.Principal]++
 	if len(holders) == 0 {
 		s.keys++
 		if s.delays.Len() > 0 {
@@ -260,6 +268,9 @@ func (s *StateMachine) grant(index uint64, cmd Command) Result {
 func (s *StateMachine) removed(index uint64, held Lock, expired bool) (int, LockDelay, bool) {
 	if held.Session != 0 {
 		s.sessLocks.Delete(sessionLock{session: held.Session, key: held.Key, token: held.Token})
+	}
+	if s.holdersBy[held.Principal]--; s.holdersBy[held.Principal] <= 0 {
+		delete(s.holdersBy, held.Principal)
 	}
 	if needsV3(held) {
 		s.extended--
@@ -352,6 +363,29 @@ func (s *StateMachine) HolderLen() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.locks.Len()
+}
+
+// PrincipalLocks returns the number of holders whose Grant was bound to
+// principal ("" counts those granted with authorization off), over every
+// key: a shared key or a semaphore counts each of the principal's holders.
+// The leader checks a principal's lock quota against it before it proposes
+// a Grant. It is derived state, kept on every grant and removal (Release,
+// Expire, a session's end) and rebuilt by Restore, so it is the same on
+// every node at the same applied index; it is never in a snapshot. Safe
+// concurrently with Apply.
+func (s *StateMachine) PrincipalLocks(principal string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.holdersBy[principal]
+}
+
+// PrincipalCounts returns a copy of the per-principal counts of holders
+// (PrincipalLocks) and open sessions (PrincipalSessions), principals with
+// none left out: for metrics read on scrape. Safe concurrently with Apply.
+func (s *StateMachine) PrincipalCounts() (locks, sessions map[string]int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.holdersBy), maps.Clone(s.byPrincipal)
 }
 
 // Get returns the holder of key, if it is held: for a shared key or a

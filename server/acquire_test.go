@@ -121,6 +121,9 @@ func TestSharedReadersThenWriter(t *testing.T) {
 	assert.Equal(t, "w1", w1.name)
 }
 
+// TestMaxLocksCountsHolders: limits.max_locks counts holders (a shared
+// key's too), a holder's retry is not a new one, and the refusal names the
+// key, as the session caps' messages do.
 func TestMaxLocksCountsHolders(t *testing.T) {
 	in, _ := memNode(t, withConfig(func(c *config.Config) { c.Limits.MaxLocks = 2 }))
 	ctx := ctxT(t)
@@ -133,6 +136,7 @@ func TestMaxLocksCountsHolders(t *testing.T) {
 	}
 	_, err := in.Lock.Acquire(ctx, shared("r3"))
 	requireCode(t, connect.CodeResourceExhausted, err) // one key, but a third holder
+	assert.Contains(t, err.Error(), "the lock table is full: 2 locks (limits.max_locks)", "the message names the key to raise")
 	_, err = in.Lock.Acquire(ctx, shared("r1"))
 	require.NoError(t, err, "a holder's retry is not a new holder")
 	assert.Len(t, held(t, in, "r").GetHolders(), 2)

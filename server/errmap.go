@@ -11,6 +11,7 @@ import (
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/server/lessor"
+	"github.com/ticketd/ticketd/server/security"
 	"github.com/ticketd/ticketd/server/waitq"
 	"github.com/ticketd/ticketd/server/watch"
 )
@@ -112,8 +113,10 @@ const InvalidFieldHeader = "Ticketd-Invalid-Field"
 //   - ResourceExhausted: the lock table or the key's wait queue is full,
 //     limits.max_sessions sessions are open (ErrTooManySessions), the
 //     session holds limits.max_locks_per_session locks (ErrSessionFull); a
-//     watcher too slow to keep up, or too many watchers. Retryable after a
-//     back-off (a Watch resumes from its last index).
+//     watcher too slow to keep up, or too many watchers; the principal is
+//     at its quota of locks, sessions, watchers or waiters
+//     (security.ErrQuotaExceeded, a *security.QuotaError naming it).
+//     Retryable after a back-off (a Watch resumes from its last index).
 //   - OutOfRange: a Watch start_index older than the node's retained
 //     history, or a watcher on a node whose history was dropped (it installed
 //     a snapshot from the leader); the WatchOutOfRange detail names the
@@ -164,7 +167,7 @@ func codeOf(err error) connect.Code {
 	case errors.Is(err, context.Canceled):
 		return connect.CodeCanceled
 	case errors.Is(err, waitq.ErrFull), errors.Is(err, ErrTooManyLocks), errors.Is(err, ErrTooManySessions), errors.Is(err, ErrSessionFull),
-		errors.Is(err, watch.ErrSlow), errors.Is(err, watch.ErrTooManyWatchers):
+		errors.Is(err, watch.ErrSlow), errors.Is(err, watch.ErrTooManyWatchers), errors.Is(err, security.ErrQuotaExceeded):
 		return connect.CodeResourceExhausted
 	case errors.Is(err, watch.ErrCompacted):
 		return connect.CodeOutOfRange

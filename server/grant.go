@@ -12,6 +12,7 @@ import (
 
 	"github.com/ticketd/ticketd/core"
 	"github.com/ticketd/ticketd/server/lessor"
+	"github.com/ticketd/ticketd/server/security"
 	"github.com/ticketd/ticketd/server/waitq"
 )
 
@@ -79,7 +80,10 @@ func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, erro
 	rounds := 0
 	principal := n.grantPrincipal(ctx) // issue 13: the lock is bound to it
 	id := holderID(r.owner, principal)
-	req := waitq.Request{Key: r.key, Owner: id, Mode: r.mode, Limit: r.limit, Wait: r.wait}
+	// The principal's waiters on this leader are held to its quota
+	// (quota.go); the waiters of the others are not affected.
+	req := waitq.Request{Key: r.key, Owner: id, Mode: r.mode, Limit: r.limit, Wait: r.wait,
+		Principal: principal, Admit: n.quotaAdmit(principal, security.QuotaWaiters)}
 	cmd := core.Grant(r.key, r.leaseMS, r.owner).WithPrincipal(principal).WithLockDelay(r.lockDelayMS).
 		WithMode(r.mode).WithLimit(r.limit).WithSession(r.session)
 	// A session this leader's table does not show as the caller's is refused
@@ -98,7 +102,12 @@ func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, erro
 	defer release()
 	for {
 		if lim := n.cfg.Limits.MaxLocks; lim > 0 && n.sm.HolderLen()+n.queue.Inflight() >= lim && n.addsHolder(r, id) {
-			return core.Result{}, fmt.Errorf("%w: %d locks", ErrTooManyLocks, lim)
+			return core.Result{}, fmt.Errorf("%w: %d locks (limits.max_locks)", ErrTooManyLocks, lim)
+		}
+		// The principal's lock quota (quota.go): refused before it waits,
+		// and checked again, with a reservation, at its turn.
+		if err := n.checkLockQuota(principal, r, id); err != nil {
+			return core.Result{}, err
 		}
 		turn, err := n.queue.Enter(ctx, req)
 		if errors.Is(err, waitq.ErrHeld) && !confirmed {
@@ -115,7 +124,7 @@ func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, erro
 		if err != nil {
 			return core.Result{}, err
 		}
-		res, err := n.grant(ctx, turn, cmd)
+		res, err := n.grantWithin(ctx, turn, cmd, principal, r, id)
 		// A pipelined turn's grant (handoff.go) rejected: the Release it
 		// followed did not free the key first. The turn was requeued at the
 		// head of the key's queue (FIFO kept); wait for the next one.
@@ -123,7 +132,7 @@ func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, erro
 			if turn, err = turn.Wait(ctx); err != nil {
 				return core.Result{}, err
 			}
-			res, err = n.grant(ctx, turn, cmd)
+			res, err = n.grantWithin(ctx, turn, cmd, principal, r, id)
 		}
 		if errors.Is(err, ErrLockEnding) && rounds < maxRegrantRounds &&
 			(errors.Is(err, lessor.ErrExpired) || errors.Is(err, lessor.ErrNotHeld)) {
@@ -154,12 +163,37 @@ func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, erro
 // shared or semaphore request may be granted beside the holders.
 func (n *Node) addsHolder(r acquireRequest, id string) bool {
 	holders := n.sm.Holders(r.key)
-	for _, lk := range holders {
-		if holderID(lk.Owner, lk.Principal) == id {
-			return false
-		}
+	if holderIn(holders, id) {
+		return false
 	}
 	return len(holders) == 0 || r.mode == core.ModeShared || r.limit > 0
+}
+
+// isHolder reports whether the holder id (holderID) holds key: a Grant by
+// it is an idempotent retry that returns that holder.
+func (n *Node) isHolder(key, id string) bool { return holderIn(n.sm.Holders(key), id) }
+
+// holderIn reports whether one of holders has the holder id (holderID).
+func holderIn(holders []core.Lock, id string) bool {
+	for _, lk := range holders {
+		if holderID(lk.Owner, lk.Principal) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// grantWithin proposes cmd with the turn (grant) once the grant is admitted
+// against the principal's lock quota (reserveLockGrant), where it counts
+// until its proposal returns; refused, the turn is passed on and the
+// *security.QuotaError returned.
+func (n *Node) grantWithin(ctx context.Context, turn *waitq.Turn, cmd core.Command, principal string, r acquireRequest, id string) (core.Result, error) {
+	done, err := n.reserveLockGrant(principal, r, id)
+	if err != nil {
+		turn.Done()
+		return core.Result{}, err
+	}
+	return n.grant(ctx, turn, cmd, done)
 }
 
 // Claim states of one grant proposal: the client takes the result, or the
@@ -189,7 +223,12 @@ const (
 //     for the next turn;
 //   - an internal proposal timeout is ErrOutcomeUnknown, never the client's
 //     context.DeadlineExceeded.
-func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command) (core.Result, error) {
+//
+// proposed, if not nil, is called once the proposal has returned (the
+// grant applied on this node, or failed), whether or not the client is
+// still there: it ends the grant's reservation against its principal's lock
+// quota.
+func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, proposed func()) (core.Result, error) {
 	type outcome struct {
 		res core.Result
 		err error
@@ -201,6 +240,9 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command) (c
 		defer n.bg.Done()
 		pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
 		res, err := n.raft.Propose(pctx, cmd)
+		if proposed != nil {
+			proposed()
+		}
 		if err != nil && pctx.Err() != nil && n.life.Err() == nil {
 			err = fmt.Errorf("%w: grant of %q: %v", ErrOutcomeUnknown, cmd.Key, err)
 		}

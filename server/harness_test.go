@@ -18,6 +18,7 @@ import (
 	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/internal/fakeclock"
 	"github.com/ticketd/ticketd/server/internal/memraft"
+	"github.com/ticketd/ticketd/server/watch"
 )
 
 // harness drives one Node step by step over memraft's step-by-step mode and a
@@ -48,6 +49,9 @@ type harness struct {
 	gate       grantGate
 
 	observe atomic.Bool // record applies (set once the node leads)
+
+	watches []*harnessWatch // Watch streams opened (harness_watch_test.go)
+	changes []watch.Event   // every change applied since observe, in log order
 }
 
 // harnessT is what the harness needs of *testing.T and *rapid.T.
@@ -206,6 +210,7 @@ func (h *harness) close() {
 	for _, op := range h.ops {
 		op.cancel()
 	}
+	h.watchClose()
 	_ = h.n.Close(ctx)
 }
 
@@ -245,6 +250,7 @@ func (h *harness) onApply(index uint64, cmd core.Command, res core.Result) {
 		return
 	}
 	h.check.applied(h.clock.Now(), cmd, res)
+	h.recordChanges(index, cmd, res)
 	if cmd.Op == core.OpGrant || cmd.Op == core.OpRelease || cmd.Op == core.OpExpire {
 		h.check.table(cmd.Key, h.n.sm.Holders(cmd.Key))
 	}
@@ -323,6 +329,7 @@ func (h *harness) settle() {
 		}
 	}
 	h.collect()
+	h.watchSettled()
 }
 
 // busy reports whether a goroutine other than the first (the caller) in a

@@ -12,6 +12,7 @@ import (
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 	"github.com/ticketd/ticketd/server/forward"
+	"github.com/ticketd/ticketd/server/security"
 )
 
 // procedures are every RPC the node serves, for metric label children
@@ -70,6 +71,19 @@ type metrics struct {
 	// and role: "follower" (this node forwarded a client's request to the
 	// leader) or "leader" (this node served a request forwarded to it).
 	forwarded *prometheus.CounterVec
+	// quotaRefusals counts requests refused at a per-principal quota, by
+	// kind, and by principal too with metrics_principal_labels (quota.go).
+	quotaRefusals   *prometheus.CounterVec
+	principalLabels bool
+}
+
+// quotaRefused counts one request of principal refused at its quota of kind.
+func (m *metrics) quotaRefused(kind security.QuotaKind, principal string) {
+	if m.principalLabels {
+		m.quotaRefusals.WithLabelValues(string(kind), principal).Inc()
+		return
+	}
+	m.quotaRefusals.WithLabelValues(string(kind)).Inc()
 }
 
 // newMetrics registers the node's metrics on reg: per-RPC counts by code and
@@ -135,10 +149,25 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 		Namespace: "ticketd", Name: "renewals_refused_total",
 		Help: "Renew requests refused with not_found (lease ended or released, or not the holder's token), counted on the node the client called.",
 	})
+	quotaLabels := []string{"kind"}
+	m.principalLabels = n.cfg.MetricsPrincipalLabels
+	if m.principalLabels {
+		quotaLabels = append(quotaLabels, "principal")
+	}
+	m.quotaRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "ticketd", Name: "quota_refusals_total",
+		Help: "Requests refused with resource_exhausted because their principal was at its quota (policy quotas or default_quota), by kind: locks, sessions (counted on the leader), watchers, waiters; by principal too with --metrics-principal-labels.",
+	}, quotaLabels)
+	if !m.principalLabels {
+		for _, k := range security.QuotaKinds {
+			m.quotaRefusals.WithLabelValues(string(k)) // present from the start, for dashboards
+		}
+	}
 	var clusterCs []prometheus.Collector
 	m.cluster, clusterCs = newClusterMetrics(n)
 	cs := []prometheus.Collector{
 		requests, durations, m.expired, m.ghosts, m.watchEvents, m.forwarded, acquireWait, m.renewRefused,
+		m.quotaRefusals, newQuotaCollector(n, m.principalLabels),
 		m.handoffsPipelined, m.handoffGrantsRejected,
 		gauge("watchers", "Watch streams open on this node.", func() float64 { return float64(n.hub.Watchers()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

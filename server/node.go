@@ -136,11 +136,15 @@ type Node struct {
 	// that concurrent ones cannot overshoot limits.max_locks_per_session
 	// (sessioncap.go).
 	sessSlots sessionSlots
+	// lockGrants counts Grant proposals in flight per principal, so that
+	// concurrent ones cannot overshoot a principal's lock quota (quota.go).
+	lockGrants grantsInFlight
 
 	ghostMu sync.Mutex
 	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
 
 	server    *http.Server
+	metricsLn *metricsListener // listen_metrics_addr (metricslisten.go)
 	closeOnce sync.Once
 	closeErr  error
 	served    atomic.Bool
@@ -222,20 +226,23 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	}
 
 	bcfg := backends.Config{
-		ID:                cfg.ID,
-		RaftAddr:          cfg.RaftAddr,
-		DataDir:           cfg.DataDir,
-		Bootstrap:         cfg.Members(),
-		ForceNewCluster:   cfg.ForceNewCluster,
-		StateMachine:      n.sm,
-		OnApply:           n.onApply,
-		OnRestore:         n.onRestore,
-		OnLeaderChange:    n.met.cluster.countLeaderChanges(n.onLeaderChange),
-		Observer:          n.met.cluster,
-		SnapshotThreshold: cfg.Raft.SnapshotThreshold,
-		HeartbeatInterval: time.Duration(cfg.Raft.HeartbeatMS) * time.Millisecond,
-		ElectionTimeout:   time.Duration(cfg.Raft.ElectionTimeoutMS) * time.Millisecond,
-		Logger:            o.logger.Named("raft"), // the backend adds the node id itself
+		ID:              cfg.ID,
+		RaftAddr:        cfg.RaftAddr,
+		DataDir:         cfg.DataDir,
+		Bootstrap:       cfg.Members(),
+		ForceNewCluster: cfg.ForceNewCluster,
+		// A data dir with a log but no watermark is refused unless the
+		// operator accepts it (docs/operations.md).
+		AcceptMissingWatermark: cfg.AcceptMissingWatermark,
+		StateMachine:           n.sm,
+		OnApply:                n.onApply,
+		OnRestore:              n.onRestore,
+		OnLeaderChange:         n.met.cluster.countLeaderChanges(n.onLeaderChange),
+		Observer:               n.met.cluster,
+		SnapshotThreshold:      cfg.Raft.SnapshotThreshold,
+		HeartbeatInterval:      time.Duration(cfg.Raft.HeartbeatMS) * time.Millisecond,
+		ElectionTimeout:        time.Duration(cfg.Raft.ElectionTimeoutMS) * time.Millisecond,
+		Logger:                 o.logger.Named("raft"), // the backend adds the node id itself
 	}
 	if err := n.secure(&bcfg); err != nil {
 		stop()
@@ -260,6 +267,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		go n.join()
 	}
 	n.server = n.newHTTPServer(o.registry)
+	n.metricsLn = n.newMetricsListener(n.sec.metricsTLS)
 	return n, nil
 }
 
@@ -352,6 +360,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if err := n.server.Shutdown(ctx); err != nil {
 			_ = n.server.Close()
 		}
+		_ = n.metricsLn.srv.Close()
 		n.stop()
 		_ = n.lessor.Close()
 		n.bg.Wait()

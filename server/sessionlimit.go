@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"sync"
+
+	"github.com/ticketd/ticketd/server/security"
 )
 
 // This file is the session caps on the leader (issue 17, security review):
@@ -26,11 +28,13 @@ type createsInFlight struct {
 // ("" with authorization off) may be proposed now: the open sessions plus
 // the creates in flight, this one included, must stay within
 // limits.max_sessions and, with authorization on, within
-// limits.max_sessions_per_principal for principal (0 disables a cap). When
+// limits.max_sessions_per_principal and the policy's sessions quota
+// (quota.go) for principal (0 disables a cap). When
 // admitted, the create counts as in flight until the returned done is
 // called (once, after the proposal returned: it has applied or failed).
 //
-// Errors: ErrTooManySessions, naming the cap that was reached.
+// Errors: ErrTooManySessions, naming the cap that was reached, or a
+// *security.QuotaError.
 func (n *Node) admitSessionCreate(principal string) (done func(), err error) {
 	total := n.cfg.Limits.MaxSessions
 	per := n.cfg.Limits.MaxSessionsPerPrincipal
@@ -46,6 +50,9 @@ func (n *Node) admitSessionCreate(principal string) (done func(), err error) {
 	if per > 0 && n.sm.PrincipalSessions(principal)+c.by[principal] >= per {
 		return nil, fmt.Errorf("%w: principal %q reached its cap of %d (limits.max_sessions_per_principal)",
 			ErrTooManySessions, principal, per)
+	}
+	if q, key := n.quotaOf(principal, security.QuotaSessions); q > 0 && n.sm.PrincipalSessions(principal)+c.by[principal] >= q {
+		return nil, n.quotaRefusal(principal, security.QuotaSessions, q, key)
 	}
 	if c.by == nil {
 		c.by = map[string]int{}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/server/security"
 	"github.com/ticketd/ticketd/server/watch"
 )
 
@@ -29,8 +30,17 @@ const appliedPoll = 2 * time.Millisecond
 // served) and waits until it has applied it. Errors: InvalidArgument (prefix
 // too long), OutOfRange with a WatchOutOfRange detail (start_index below the
 // retained history), ResourceExhausted (too slow, or too many watchers),
-// Unavailable (node shutting down, no leader).
+// Unavailable (node shutting down, no leader). A principal at its watchers
+// quota (docs/security.md#quotas) gets ResourceExhausted naming it.
 func (s *lockService) Watch(ctx context.Context, req *ticketv1.WatchRequest, stream *connect.ServerStream[ticketv1.WatchEvent]) error {
+	return s.watch(ctx, req, stream.Send)
+}
+
+// watch is Watch with its stream's send: the linearizable start, then
+// serveWatch, whose first message after the existing locks is a STARTED
+// event with the index the watch starts after. Its errors are connect
+// errors.
+func (s *lockService) watch(ctx context.Context, req *ticketv1.WatchRequest, send func(*ticketv1.WatchEvent) error) error {
 	n := s.n
 	if len(req.GetPrefix()) > core.MaxKeyBytes {
 		return n.toConnect(fmt.Errorf("%w: prefix is longer than %d bytes", core.ErrInvalidArgument, core.MaxKeyBytes))
@@ -44,15 +54,19 @@ func (s *lockService) Watch(ctx context.Context, req *ticketv1.WatchRequest, str
 			return n.toConnect(err)
 		}
 	}
-	return n.toConnect(n.serveWatch(ctx, req, stream.Send))
+	return n.toConnect(n.serveWatch(ctx, req, send))
 }
 
 // serveWatch registers a watcher for req and sends its events with send
 // until the client goes (nil) or the hub ends it (its error). Once the
 // watcher is registered it sends the response headers (send of nil), so a
-// client's Watch call returns when the watch is in place.
+// client's Watch call returns when the watch is in place; then the existing
+// locks (include_existing), a STARTED event with the index the watch starts
+// after, and the changes after it.
 func (n *Node) serveWatch(ctx context.Context, req *ticketv1.WatchRequest, send func(*ticketv1.WatchEvent) error) error {
-	wreq := watch.Request{Prefix: req.GetPrefix(), StartIndex: req.GetStartIndex()}
+	principal := n.grantPrincipal(ctx)
+	wreq := watch.Request{Prefix: req.GetPrefix(), StartIndex: req.GetStartIndex(),
+		Principal: principal, Admit: n.quotaAdmit(principal, security.QuotaWatchers)}
 	var existing []core.Lock
 	var readAt uint64
 	if req.GetIncludeExisting() {
@@ -86,6 +100,12 @@ func (n *Node) serveWatch(ctx context.Context, req *ticketv1.WatchRequest, send 
 			return err
 		}
 		n.met.watchEvents.Inc()
+	}
+	// Announce the start before any change, as etcd's first WatchResponse
+	// (created, header.revision) does (docs/api.md#watch): every change
+	// after this index follows, none at or below it.
+	if err := send(&ticketv1.WatchEvent{Type: ticketv1.WatchEvent_TYPE_STARTED, Index: w.StartIndex() - 1}); err != nil {
+		return err
 	}
 	for _, ev := range w.Backlog() {
 		if err := sendEv(ev); err != nil {

@@ -35,6 +35,8 @@ func Run(t *testing.T, open Factory) {
 		{"errors_are_core", testErrorsAreCore},
 		{"recovered_commit_index", testRecoveredCommitIndex},
 		{"damaged_log_refused", testDamagedLogRefused},
+		{"missing_watermark_refused", testMissingWatermarkRefused},
+		{"file_loss_never_shortens", testFileLossNeverShortens},
 		{"disk_full_stops", testDiskFullStops},
 		{"observer", testObserver},
 	}

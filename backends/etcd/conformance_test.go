@@ -11,13 +11,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// badger.Open leaves these two behind when it fails on damaged
-		// tables (TestBadgerFileDamageIsRefused); a DB leaked by this
-		// package would still show its many other goroutines.
-		goleak.IgnoreTopFunction("github.com/dgraph-io/ristretto/v2/z.(*AllocatorPool).freeupAllocators"),
-		goleak.IgnoreTopFunction("github.com/dgraph-io/badger/v4.(*DB).monitorCache"),
-	)
+	// badger.Open's leftovers after a refused start (also
+	// TestBadgerFileDamageIsRefused).
+	goleak.VerifyTestMain(m, backendtest.FailedOpenLeaks()...)
 }
 
 func TestConformance(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/ticketd/ticketd/backends/etcd/internal/raftstore"
 	"github.com/ticketd/ticketd/backends/etcd/internal/transport"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/peergate"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
@@ -71,6 +72,13 @@ type Node struct {
 	view  statusView
 	fatal error
 
+	// gate binds peer certificates to the applied configuration (peer
+	// identity is membership; backends/internal/peergate); memberIDs is
+	// its source, the ids of the members refreshMembers last listed (nil
+	// until open has read the configuration).
+	gate      *peergate.Gate
+	memberIDs atomic.Pointer[[]string]
+
 	loopState // owned by the loop goroutine
 }
 
@@ -110,6 +118,8 @@ func New(cfg backends.Config) (*Node, error) {
 		stopc:  make(chan struct{}),
 		done:   make(chan struct{}),
 	}
+	n.gate = peergate.New(n.currentMemberIDs, n.log.Named("transport"), backends.PeerErrorCounter(cfg.Observer))
+	n.gate.Learn(cfg.Bootstrap)
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	// Random start: ids from an earlier run of this node, still in the log,
@@ -137,8 +147,13 @@ func (n *Node) open() error {
 	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {
 		return err
 	}
-	if n.store, err = raftstore.Open(db); err != nil {
+	if n.store, err = raftstore.Open(db); errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("etcd: data dir %s: %w; refusing to start: recover by %s", n.cfg.DataDir, err, watermark.ReplaceMember)
+	} else if err != nil {
 		return fmt.Errorf("etcd: data dir %s: %w", n.cfg.DataDir, err)
+	}
+	if err := n.openWatermark(); err != nil {
+		return err
 	}
 	if n.cfg.ForceNewCluster {
 		if err := n.forceNewCluster(); err != nil {
@@ -174,14 +189,12 @@ func (n *Node) open() error {
 			}
 		}
 	}
-	if err := n.openWatermark(); err != nil {
-		return err
-	}
 	n.applied = snap.GetMetadata().GetIndex()
 	n.snapIndex = n.applied
 	hs, cs, _ := n.store.InitialState()
 	n.confState = cs
 	n.hs = hs
+	n.recovered = max(n.recovered, hs.GetCommit())
 	if n.hs == nil {
 		n.hs = &pb.HardState{}
 	}
@@ -203,9 +216,10 @@ func (n *Node) open() error {
 		MaxConns:      n.cfg.MaxPeerConns,
 		MaxConnsPerIP: n.cfg.MaxPeerConnsPerIP,
 		IdleTimeout:   n.cfg.PeerIdleTimeout,
-		// A peer certificate whose CN is a member's id may only send as
-		// that member's raft id.
-		PeerBinding: n.peerBinding,
+		// A peer certificate must name a current member and may only
+		// send as that member's raft id (peergate).
+		Gate:   n.gate,
+		RaftID: raftID,
 	})
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -405,6 +419,22 @@ func (n *Node) refreshMembers() {
 		return 0
 	})
 	n.members = ms
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	n.memberIDs.Store(&ids)
+	n.gate.Refresh() // close the streams of members this change removed
+}
+
+// currentMemberIDs is the gate's source: the ids of the applied
+// configuration's voters and learners, and whether open has read it yet.
+func (n *Node) currentMemberIDs() ([]string, bool) {
+	p := n.memberIDs.Load()
+	if p == nil {
+		return nil, false
+	}
+	return *p, true
 }
 
 // publish copies the loop's view into the status view.

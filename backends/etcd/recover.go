@@ -15,6 +15,7 @@ import (
 	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/etcd/internal/raftstore"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
 
@@ -65,6 +66,10 @@ func Restore(cfg backends.Config, snapshot io.Reader) error {
 		hs := &pb.HardState{Term: new(uint64(restoreTerm)), Vote: new(uint64(raft.None)), Commit: new(st.Index)}
 		errs = append(errs, writeInitialState(store, hs, book, voters, st.StateMachine.Snapshot(), st.Index))
 		errs = append(errs, store.Close())
+		if err := errors.Join(errs...); err == nil {
+			// New refuses Raft state without a watermark beside it.
+			errs = append(errs, watermark.Create(cfg.DataDir, watermark.Mark{LastIndex: st.Index}))
+		}
 	}
 	if err := db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("etcd: restore: close badger: %w", err))

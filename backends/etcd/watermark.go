@@ -4,35 +4,77 @@ import (
 	"errors"
 	"fmt"
 
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
+// storedLog is the watermark's view (watermark.Log) of a node's Raft
+// storage: any etcd raft.Storage, so every log store a node can be given is
+// checked the same way.
+type storedLog struct{ s raft.Storage }
+
+// Extent reads what the storage holds: its HardState's term, its snapshot,
+// and the entries after the snapshot (raft.Storage serves the snapshot's
+// index as FirstIndex-1, and its term through Term).
+func (l storedLog) Extent() (watermark.Extent, error) {
+	var e watermark.Extent
+	hs, _, err := l.s.InitialState()
+	if err != nil {
+		return e, err
+	}
+	e.Term = hs.GetTerm()
+	snap, err := l.s.Snapshot()
+	if err != nil && !errors.Is(err, raft.ErrSnapshotTemporarilyUnavailable) {
+		return e, err
+	}
+	e.Snapshot = snap.GetMetadata().GetIndex()
+	first, err := l.s.FirstIndex()
+	if err != nil {
+		return e, err
+	}
+	last, err := l.s.LastIndex()
+	if err != nil {
+		return e, err
+	}
+	if last >= first && last > 0 {
+		e.First, e.Last = first, last
+	}
+	if e.LastTerm, err = l.s.Term(max(last, e.Snapshot)); err != nil && max(last, e.Snapshot) > 0 {
+		return e, fmt.Errorf("term of index %d: %w", max(last, e.Snapshot), err)
+	}
+	return e, nil
+}
+
 // openWatermark opens the node's watermark (package watermark) and refuses a
-// log that ends before the index it records (issue 14, item 7): badger
+// log that ends before the index it records (issue 14, item 7), or one with
+// no usable watermark beside it unless Config.AcceptMissingWatermark: badger
 // drops the tail of a damaged memtable write-ahead log without an error, and
 // raftstore's own checks (gaps, HardState past the log) cannot see a log
-// that is merely shorter. It sets recovered, Status().RecoveredCommitIndex
-// (issue 14, item 6): the larger of the HardState's Commit on disk and the
-// applied index the mark records (the stored Commit is a lower bound that
-// only reaches the disk with a term or vote change, a snapshot or Close).
-// Errors: a *watermark.GapError (errors.Is watermark.ErrLogShortened), also
-// wrapping ErrCorrupt; watermark.ErrCorrupt; or the file system's.
+// that is merely shorter. It runs before anything writes Raft state
+// (bootstrap, ForceNewCluster), so a new data dir is told apart from a
+// damaged one. It sets recovered to the applied index the mark records; open
+// raises it to the HardState's Commit (Status().RecoveredCommitIndex, issue
+// 14, item 6: the stored Commit is a lower bound that only reaches the disk
+// with a term or vote change, a snapshot or Close).
+// Errors: a *watermark.GapError (errors.Is watermark.ErrLogShortened) or a
+// *watermark.MissingError (errors.Is watermark.ErrMissing), both also
+// wrapping ErrCorrupt; or the file system's.
 func (n *Node) openWatermark() error {
-	wm, mark, err := watermark.Open(n.cfg.DataDir)
+	wm, mark, err := watermark.Open(n.cfg.DataDir, storedLog{s: n.store},
+		watermark.Options{AcceptMissing: n.cfg.AcceptMissingWatermark, Logger: n.log})
+	if errors.Is(err, watermark.ErrLogShortened) || errors.Is(err, watermark.ErrMissing) {
+		n.log.Error("raft log cannot be trusted; refusing to start", zap.Error(err))
+		return fmt.Errorf("etcd: data dir %s: %w: %w", n.cfg.DataDir, ErrCorrupt, err)
+	}
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
 	n.wm = wm
-	last, _ := n.store.LastIndex()
-	if err := watermark.Check(mark, last); err != nil {
-		n.log.Error("damaged raft log; refusing to start")
-		return fmt.Errorf("etcd: data dir %s: %w: %w", n.cfg.DataDir, ErrCorrupt, err)
-	}
-	hs, _, _ := n.store.InitialState()
-	n.recovered = max(hs.GetCommit(), mark.Applied)
+	n.recovered = mark.Applied
 	return nil
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, backendtest.FailedOpenLeaks()...)
 }
 
 func TestConformance(t *testing.T) {

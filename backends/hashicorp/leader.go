@@ -42,8 +42,14 @@ func (n *Node) runLeadership() {
 		case <-n.stopCh:
 			return
 		case <-n.fatalCh:
-			// Close waits for this goroutine, so it runs on its own.
-			go func() { _ = n.Close() }()
+			// Stop Raft (no more appends, votes or heartbeats) but leave
+			// badger open: closing it flushes its memtable into a new
+			// table, which on a full disk dies of SIGBUS inside badger's
+			// mmap and leaves a partial table. The process exits instead
+			// (fail-stop); every acknowledged entry is already synced, as
+			// after kill -9. An in-process owner still calls Close.
+			// halt waits for in-flight calls, so it runs on its own.
+			go func() { _ = n.halt() }()
 			continue
 		case <-n.obsCh:
 		case <-tick.C:

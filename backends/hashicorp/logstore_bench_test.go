@@ -15,7 +15,7 @@ import (
 func openMarkedStore(b *testing.B, dir string) *logStore {
 	b.Helper()
 	s := openStore(b, dir)
-	wm, _, err := watermark.Open(dir)
+	wm, _, err := watermark.Open(dir, storedLog{logs: s, stable: s, snaps: raft.NewInmemSnapshotStore()}, watermark.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -362,7 +362,7 @@ func TestCrashRecovery(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var acked, compacted uint64
+	var acked, compacted, snapshot uint64
 	truncating := false
 	sc := bufio.NewScanner(out)
 	killed := false
@@ -377,6 +377,8 @@ func TestCrashRecovery(t *testing.T) {
 			acked, truncating = v, false
 		case "compacted":
 			compacted = v
+		case "snapshot":
+			snapshot = v
 		case "truncating":
 			truncating = true
 		}
@@ -394,7 +396,7 @@ func TestCrashRecovery(t *testing.T) {
 	defer closeStore(t, s)
 	first, _ := s.FirstIndex()
 	last, _ := s.LastIndex()
-	wm, mark, err := watermark.Open(dir)
+	wm, mark, err := watermark.Open(dir, storedLog{logs: s, stable: s, snaps: snapshotAt(t, snapshot)}, watermark.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +443,7 @@ func crashChild(dir string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	wm, _, err := watermark.Open(dir)
+	wm, _, err := watermark.Open(dir, storedLog{logs: s, stable: s, snaps: raft.NewInmemSnapshotStore()}, watermark.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -463,6 +465,9 @@ func crashChild(dir string) {
 		fmt.Fprintf(w, "acked %d\n", next-1)
 		if next > 1000 && batch%40 == 0 {
 			to := next - 500
+			// A node compacts only after a snapshot up to the same index.
+			fmt.Fprintf(w, "snapshot %d\n", to)
+			_ = w.Flush()
 			if err := s.DeleteRange(0, to); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(2)
@@ -547,4 +552,24 @@ func TestCompactionInChunks(t *testing.T) {
 	s = openStore(t, dir)
 	defer closeStore(t, s)
 	check(s)
+}
+
+// snapshotAt returns a snapshot store holding an empty snapshot at index
+// (none for 0): what a node that compacted its log up to index had taken.
+func snapshotAt(t *testing.T, index uint64) raft.SnapshotStore {
+	t.Helper()
+	snaps := raft.NewInmemSnapshotStore()
+	if index == 0 {
+		return snaps
+	}
+	_, trans := raft.NewInmemTransport("")
+	defer func() { _ = trans.Close() }()
+	sink, err := snaps.Create(raft.SnapshotVersionMax, index, entry(index).Term, raft.Configuration{}, 1, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return snaps
 }

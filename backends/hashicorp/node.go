@@ -17,6 +17,7 @@ import (
 
 	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/peergate"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
@@ -83,6 +84,8 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	haltOnce  sync.Once // halt: stop Raft, keep the storage open
+	haltErr   error
 
 	fatal   atomic.Pointer[error] // first fatal apply error
 	fatalCh chan struct{}         // signalled once on the first fatal error
@@ -98,12 +101,17 @@ type Node struct {
 	snapCh    chan struct{}
 
 	progress *progressTransport // followers' lag and last contact (progress.go); nil: not tracked
+
+	// gate binds peer certificates to the latest configuration (peer
+	// identity is membership; backends/internal/peergate).
+	gate *peergate.Gate
 }
 
 var (
-	_ core.Consensus     = (*Node)(nil)
-	_ core.Membership    = (*Node)(nil)
-	_ core.TermConfirmer = (*Node)(nil)
+	_ backends.PeerLearner = (*Node)(nil)
+	_ core.Consensus       = (*Node)(nil)
+	_ core.Membership      = (*Node)(nil)
+	_ core.TermConfirmer   = (*Node)(nil)
 )
 
 // New opens (or creates) the node's storage under cfg.DataDir, starts the TCP
@@ -183,7 +191,9 @@ func New(cfg backends.Config) (*Node, error) {
 		return nil, err
 	}
 	members := &peerMembers{}
-	trans, closer, err := newTransport(cfg, hl, members)
+	n.gate = peergate.New(members.ids, logger.Named("transport"), backends.PeerErrorCounter(cfg.Observer))
+	n.gate.Learn(cfg.Bootstrap)
+	trans, closer, err := newTransport(cfg, hl, n.gate)
 	if err != nil {
 		cleanup()
 		return nil, err
@@ -407,6 +417,16 @@ func (n *Node) AddVoter(ctx context.Context, m core.Member) error {
 	return err
 }
 
+// LearnPeers implements backends.PeerLearner: a node in no configuration
+// yet (a joiner before the leader's first append reaches it) accepts peer
+// traffic from the members given, and from no one else (peergate); a node
+// in a configuration goes by it alone. hashicorp takes the leader's address
+// from its requests, so only the ids are used. It never fails.
+func (n *Node) LearnPeers(_ context.Context, members []core.Member) error {
+	n.gate.Learn(members)
+	return nil
+}
+
 // RemoveServer removes the server id from the configuration and returns once
 // the change is committed. Must be called on the leader; removing the leader
 // itself makes it step down after the commit. Errors as for Propose.
@@ -463,25 +483,9 @@ func (n *Node) Close() error {
 }
 
 func (n *Node) close() error {
-	n.mu.Lock()
-	n.closed = true
-	close(n.stopCh)
-	n.mu.Unlock()
-
-	// hashicorp/raft never resolves futures stranded in its queues by
-	// Shutdown, so let in-flight ones resolve while Raft still runs; then the
-	// goroutines waiting on them exit and nothing leaks.
-	drained := make(chan struct{})
-	go func() { n.inflight.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(2 * n.cfg.ElectionTimeout):
-		n.logger.Warn("closing with raft futures still pending")
-	}
-
 	var errs []error
-	if err := n.raft.Shutdown().Error(); err != nil {
-		errs = append(errs, fmt.Errorf("hashicorp: shutdown raft: %w", err))
+	if err := n.halt(); err != nil {
+		errs = append(errs, err)
 	}
 	n.raft.DeregisterObserver(n.observer)
 	n.wg.Wait()
@@ -502,6 +506,41 @@ func (n *Node) close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// halt stops the node without touching its storage: every later call is
+// refused (core.ErrStopped, with the fatal error if one stopped it),
+// in-flight futures resolve, and Raft shuts down (no more appends, votes or
+// heartbeats). Close starts with it; the fatal path calls it alone, leaving
+// badger open for the process to exit without a memtable flush (see
+// runLeadership). Safe to call more than once: later calls return the
+// first one's error.
+func (n *Node) halt() error {
+	n.haltOnce.Do(func() { n.haltErr = n.doHalt() })
+	return n.haltErr
+}
+
+func (n *Node) doHalt() error {
+	n.mu.Lock()
+	n.closed = true
+	close(n.stopCh)
+	n.mu.Unlock()
+
+	// hashicorp/raft never resolves futures stranded in its queues by
+	// Shutdown, so let in-flight ones resolve while Raft still runs; then the
+	// goroutines waiting on them exit and nothing leaks.
+	drained := make(chan struct{})
+	go func() { n.inflight.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(2 * n.cfg.ElectionTimeout):
+		n.logger.Warn("closing with raft futures still pending")
+	}
+
+	if err := n.raft.Shutdown().Error(); err != nil {
+		return fmt.Errorf("hashicorp: shutdown raft: %w", err)
+	}
+	return nil
 }
 
 // do starts a Raft operation and waits for its future, honouring ctx and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
 
@@ -64,6 +65,10 @@ func Restore(cfg backends.Config, snapshot io.Reader) error {
 	}
 	if len(errs) == 0 {
 		errs = append(errs, writeRestoreSnapshot(cfg, st))
+	}
+	if err := errors.Join(errs...); err == nil {
+		// New refuses Raft state without a watermark beside it.
+		errs = append(errs, watermark.Create(cfg.DataDir, watermark.Mark{LastIndex: st.Index}))
 	}
 	if err := db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("hashicorp: restore: close badger: %w", err))

@@ -48,12 +48,13 @@ type tlsStreamLayer struct {
 var _ raft.StreamLayer = (*tlsStreamLayer)(nil)
 
 // newTLSStreamLayer listens on bindAddr (plain TCP capped by limit, TLS on
-// top) and starts accepting. advertise is what Addr returns. An accepted
+// top with server, the accepting side of peerTLS) and starts accepting.
+// advertise is what Addr returns. An accepted
 // connection must complete its handshake within acceptHS (at most
 // handshakeTimeout); it is then marked established (peerlimit). count, if
 // not nil, counts failed dials ("dial") and refused handshakes either way
 // ("handshake").
-func newTLSStreamLayer(bindAddr string, advertise net.Addr, peerTLS *tls.Config, limit peerlimit.Config, acceptHS time.Duration, log *zap.Logger, count func(peer, kind string)) (*tlsStreamLayer, error) {
+func newTLSStreamLayer(bindAddr string, advertise net.Addr, server, peerTLS *tls.Config, limit peerlimit.Config, acceptHS time.Duration, log *zap.Logger, count func(peer, kind string)) (*tlsStreamLayer, error) {
 	ln, err := net.Listen("tcp", bindAddr)
 	if err != nil {
 		return nil, err
@@ -65,7 +66,7 @@ func newTLSStreamLayer(bindAddr string, advertise net.Addr, peerTLS *tls.Config,
 		ln:        peerlimit.NewListener(ln, limit),
 		acceptHS:  acceptHS,
 		advertise: advertise,
-		server:    backends.PeerServerTLS(peerTLS),
+		server:    server,
 		client:    peerTLS,
 		log:       log,
 		count:     count,

@@ -5,37 +5,79 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/raft"
+	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
+// storedLog is the watermark's view (watermark.Log) of a node's Raft stores:
+// any hashicorp/raft LogStore, StableStore and SnapshotStore, so every log
+// store a node can be given is checked the same way.
+type storedLog struct {
+	logs   raft.LogStore
+	stable raft.StableStore
+	snaps  raft.SnapshotStore
+}
+
+// Extent reads what the stores hold. The snapshot is the newest one that
+// opens (FileSnapshotStore.Open reads it whole and checks its CRC), because
+// that is the one Raft restores at start (it skips unreadable ones). The
+// term is read as raft.HasExistingState reads it (a missing key is 0).
+func (s storedLog) Extent() (watermark.Extent, error) {
+	var e watermark.Extent
+	var err error
+	if e.Last, err = s.logs.LastIndex(); err != nil {
+		return e, err
+	}
+	if e.Last > 0 {
+		if e.First, err = s.logs.FirstIndex(); err != nil {
+			return e, err
+		}
+		var l raft.Log
+		if err := s.logs.GetLog(e.Last, &l); err != nil {
+			return e, fmt.Errorf("read the last entry %d: %w", e.Last, err)
+		}
+		e.LastTerm = l.Term
+	}
+	metas, err := s.snaps.List()
+	if err != nil {
+		return e, fmt.Errorf("list snapshots: %w", err)
+	}
+	for _, m := range metas { // newest first
+		_, rc, err := s.snaps.Open(m.ID)
+		if err != nil {
+			continue
+		}
+		_ = rc.Close()
+		e.Snapshot = m.Index
+		if e.Last == 0 {
+			e.LastTerm = m.Term
+		}
+		break
+	}
+	if term, err := s.stable.GetUint64(keyCurrentTerm); err == nil {
+		e.Term = term
+	}
+	return e, nil
+}
+
 // openWatermark opens the node's watermark (package watermark), refuses a
-// log that ends before the index it records (issue 14, item 7), and has
+// log that ends before the index it records (issue 14, item 7) or that has
+// no usable watermark beside it (unless Config.AcceptMissingWatermark), and has
 // store keep it up to date: after every durable append (a synced 20-byte
 // write in the background, overlapping the next append: watermark.File.Advance,
 // issue 21) and, synchronously, before every suffix deletion. The mark also
 // carries the applied index, which hashicorp/raft does not persist; the one
 // read here is Status().RecoveredCommitIndex of this run (issue 14, item 6).
 // Errors: a *watermark.GapError (errors.Is watermark.ErrLogShortened) for a
-// shortened log, watermark.ErrCorrupt, or the file system's.
+// shortened log, a *watermark.MissingError (errors.Is watermark.ErrMissing)
+// for a log without a usable watermark, or the file system's.
 func (n *Node) openWatermark(store *logStore, snaps raft.SnapshotStore) error {
-	wm, mark, err := watermark.Open(n.cfg.DataDir)
+	wm, mark, err := watermark.Open(n.cfg.DataDir, storedLog{logs: store, stable: store, snaps: snaps},
+		watermark.Options{AcceptMissing: n.cfg.AcceptMissingWatermark, Logger: n.logger})
 	if err != nil {
-		return fmt.Errorf("hashicorp: %w", err)
-	}
-	last, _ := store.LastIndex()
-	metas, err := snaps.List()
-	if err != nil {
-		_ = wm.Close()
-		return fmt.Errorf("hashicorp: list snapshots: %w", err)
-	}
-	if len(metas) > 0 && metas[0].Index > last {
-		last = metas[0].Index // newest first
-	}
-	if err := watermark.Check(mark, last); err != nil {
-		_ = wm.Close()
-		n.logger.Error("damaged raft log; refusing to start")
+		n.logger.Error("raft log cannot be trusted; refusing to start", zap.Error(err))
 		return fmt.Errorf("hashicorp: data dir %s: %w", n.cfg.DataDir, err)
 	}
 	n.wm, n.recovered = wm, mark.Applied

@@ -83,6 +83,12 @@ func writeAt(path string, b []byte, off int64) error {
 // place whose free space is fullReserve. It needs root (mount).
 func (k *target) FillDisk(i int) error {
 	k.markLog(i)
+	return k.moveToTmpfs(i, fullReserve)
+}
+
+// moveToTmpfs moves node i's data dir (node killed) onto a tmpfs mounted in
+// its place with free bytes of free space after the copy. It needs root.
+func (k *target) moveToTmpfs(i int, free int64) error {
 	dir := k.c.Node(i).DataDir
 	aside := dir + ".roomy"
 	if err := os.Rename(dir, aside); err != nil {
@@ -93,7 +99,7 @@ func (k *target) FillDisk(i int) error {
 		err = os.Mkdir(dir, 0o700)
 	}
 	if err == nil {
-		err = run("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", used+fullReserve), "tmpfs", dir)
+		err = run("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", used+free), "tmpfs", dir)
 	}
 	if err == nil {
 		err = run("cp", "-a", "--sparse=always", aside+"/.", dir+"/")

@@ -75,6 +75,18 @@ func (n *Node) PID() int {
 	return n.cmd.Process.Pid
 }
 
+// ExitCode returns the exit status of the node's last process and true once
+// it has exited (-1 when a signal ended it), or false while it runs or
+// before it was started.
+func (n *Node) ExitCode() (int, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || !isClosed(n.exited) {
+		return 0, false
+	}
+	return n.cmd.ProcessState.ExitCode(), true
+}
+
 // Running reports whether the node's process is alive (possibly stopped).
 func (n *Node) Running() bool { return n.PID() != 0 }
 

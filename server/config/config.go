@@ -62,6 +62,14 @@ type Config struct {
 	// the token counter survive, new members then join with empty data
 	// dirs. Set it for one start only (docs/operations.md).
 	ForceNewCluster bool `koanf:"force_new_cluster"`
+	// AcceptMissingWatermark starts this node although its data dir holds a
+	// Raft log but no usable watermark file (missing, empty or unreadable),
+	// which it otherwise refuses (key "accept_missing_watermark", flag
+	// --accept-missing-watermark; backends.Config.AcceptMissingWatermark):
+	// a fresh watermark is written at the log's end and the decision is
+	// logged at warn level. Set it for one start only, and only for a log
+	// known to be complete (docs/operations.md).
+	AcceptMissingWatermark bool `koanf:"accept_missing_watermark"`
 	// Lease bounds the lease_ms that Acquire accepts.
 	Lease Lease `koanf:"lease"`
 	// Limits bounds the lock table and the wait queues.
@@ -83,6 +91,12 @@ type Config struct {
 	// ClientCertAuth requires every API client to present a certificate
 	// signed by TrustedCAFile (key "client_cert_auth"; etcd's name).
 	ClientCertAuth bool `koanf:"client_cert_auth"`
+	// ClientCRLFile is a certificate revocation list (PEM or DER; several
+	// PEM blocks allowed) signed by a CA of TrustedCAFile (key
+	// "client_crl_file"; etcd's --client-crl-file). A client certificate
+	// it lists is refused at the TLS handshake. Reloaded with the
+	// certificates.
+	ClientCRLFile string `koanf:"client_crl_file"`
 	// PeerCertFile, PeerKeyFile and PeerTrustedCAFile turn on mutual TLS 1.3
 	// for peer traffic (Raft and follower-to-leader forwarding): both sides
 	// present a certificate verified against PeerTrustedCAFile (keys
@@ -90,6 +104,10 @@ type Config struct {
 	PeerCertFile      string `koanf:"peer_cert_file"`
 	PeerKeyFile       string `koanf:"peer_key_file"`
 	PeerTrustedCAFile string `koanf:"peer_trusted_ca_file"`
+	// PeerCRLFile is a revocation list signed by a CA of PeerTrustedCAFile
+	// (key "peer_crl_file"; etcd's --peer-crl-file): a peer certificate it
+	// lists is refused at the handshake, accepting and dialing.
+	PeerCRLFile string `koanf:"peer_crl_file"`
 	// Insecure allows a non-loopback api_addr or raft_addr without TLS (key
 	// "insecure"). Without it such a node refuses to start (CockroachDB's rule).
 	Insecure bool `koanf:"insecure"`
@@ -106,8 +124,21 @@ type Config struct {
 	// "cors_allowed_origins", comma-separated as a flag). Empty: CORS off.
 	CORSAllowedOrigins []string `koanf:"cors_allowed_origins"`
 	// ListenMetricsAddr, when set, serves /metrics on this host:port instead
-	// of the API port (key "listen_metrics_addr").
+	// of the API port, and /livez and /readyz there too, without client
+	// certificates (key "listen_metrics_addr"; etcd's --listen-metrics-urls):
+	// load balancers and Prometheus reach them when the API port requires
+	// a client certificate.
 	ListenMetricsAddr string `koanf:"listen_metrics_addr"`
+	// MetricsPrincipalLabels adds a principal label to the per-principal
+	// quota metrics (key "metrics_principal_labels"). Off by default: one
+	// series per principal is unbounded cardinality for Prometheus, and
+	// principal names may be sensitive.
+	MetricsPrincipalLabels bool `koanf:"metrics_principal_labels"`
+	// MetricsCertFile and MetricsKeyFile make listen_metrics_addr serve TLS
+	// with this certificate (keys "metrics_cert_file", "metrics_key_file"),
+	// never asking for a client certificate; without them it is plain HTTP.
+	MetricsCertFile string `koanf:"metrics_cert_file"`
+	MetricsKeyFile  string `koanf:"metrics_key_file"`
 }
 
 // Peer is one bootstrap member.
@@ -246,6 +277,7 @@ var keys = []struct {
 	{"bootstrap", "voters of a new cluster: id=raft_addr/api_addr,... (this node included)", func(c *Config) any { return FormatPeers(c.Bootstrap) }},
 	{"join", "API host:port of a running member to join through on first start", func(c *Config) any { return c.Join }},
 	{"force_new_cluster", "after quorum loss: start as a one-member cluster from this node's data (one start only)", func(c *Config) any { return c.ForceNewCluster }},
+	{"accept_missing_watermark", "start although the data dir holds a raft log but no usable watermark file (logged; one start only)", func(c *Config) any { return c.AcceptMissingWatermark }},
 	{"lease.min_ms", "smallest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MinMS }},
 	{"lease.max_ms", "largest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MaxMS }},
 	{"lease.max_lock_delay_ms", "largest lock_delay_ms accepted, in milliseconds (0: lock-delay off)", func(c *Config) any { return c.Lease.MaxLockDelayMS }},
@@ -272,14 +304,19 @@ var keys = []struct {
 	{"key_file", "client API TLS private key (PEM)", func(c *Config) any { return c.KeyFile }},
 	{"trusted_ca_file", "CA bundle (PEM) that client certificates are verified against", func(c *Config) any { return c.TrustedCAFile }},
 	{"client_cert_auth", "require a client certificate signed by trusted_ca_file", func(c *Config) any { return c.ClientCertAuth }},
+	{"client_crl_file", "revocation list (PEM or DER) signed by trusted_ca_file: client certificates it lists are refused", func(c *Config) any { return c.ClientCRLFile }},
 	{"peer_cert_file", "peer TLS certificate (PEM): mutual TLS 1.3 for Raft traffic and forwarding", func(c *Config) any { return c.PeerCertFile }},
 	{"peer_key_file", "peer TLS private key (PEM)", func(c *Config) any { return c.PeerKeyFile }},
 	{"peer_trusted_ca_file", "CA bundle (PEM) that peer certificates are verified against", func(c *Config) any { return c.PeerTrustedCAFile }},
+	{"peer_crl_file", "revocation list (PEM or DER) signed by peer_trusted_ca_file: peer certificates it lists are refused", func(c *Config) any { return c.PeerCRLFile }},
 	{"insecure", "allow a non-loopback api_addr or raft_addr without TLS", func(c *Config) any { return c.Insecure }},
 	{"auth_policy_file", "authorization policy (YAML: rules of principal, prefix, allow read|lock|admin); empty: authorization off", func(c *Config) any { return c.AuthPolicyFile }},
 	{"auth_tokens_file", "bearer tokens (YAML: tokens of principal and sha256 digest of the token)", func(c *Config) any { return c.AuthTokensFile }},
 	{"cors_allowed_origins", "browser origins allowed to call the API cross-origin, comma-separated (empty: CORS off)", func(c *Config) any { return strings.Join(c.CORSAllowedOrigins, ",") }},
-	{"listen_metrics_addr", "serve /metrics on this host:port instead of the API port", func(c *Config) any { return c.ListenMetricsAddr }},
+	{"listen_metrics_addr", "serve /metrics, /livez and /readyz on this host:port without client certificates (/metrics leaves the API port)", func(c *Config) any { return c.ListenMetricsAddr }},
+	{"metrics_principal_labels", "label the quota metrics with the principal (one series per principal)", func(c *Config) any { return c.MetricsPrincipalLabels }},
+	{"metrics_cert_file", "TLS certificate (PEM) of listen_metrics_addr; without it plain HTTP", func(c *Config) any { return c.MetricsCertFile }},
+	{"metrics_key_file", "TLS private key (PEM) of listen_metrics_addr", func(c *Config) any { return c.MetricsKeyFile }},
 	{"log.level", "log level: debug, info, warn, error", func(c *Config) any { return c.Log.Level }},
 	{"log.format", "log format: json or console", func(c *Config) any { return c.Log.Format }},
 }

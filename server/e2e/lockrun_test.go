@@ -102,6 +102,7 @@ func requireFree(t *testing.T, c *ticketdtest.Cluster, key string) {
 // exit status becomes ticketctl's, and the lock is released when it exits; a
 // held key without --wait exits 2.
 func TestLockRun(t *testing.T) {
+	t.Parallel() // one backend, its own cluster: beside the others (see matrix)
 	c := start(t, backends()[0])
 	dir := t.TempDir()
 	envFile := filepath.Join(dir, "env")
@@ -130,6 +131,7 @@ func TestLockRun(t *testing.T) {
 // ticketctl releases the lock and exits 143 (128+SIGTERM), saying it was
 // stopped, whatever status the command chose.
 func TestLockRunForwardsSignals(t *testing.T) {
+	t.Parallel() // one backend, its own cluster: beside the others (see matrix)
 	c := start(t, backends()[0])
 	ready := filepath.Join(t.TempDir(), "ready")
 	cmd, _, stderr := ctlCmd(t, c, "lock", "run", "run/sig", "--",
@@ -150,6 +152,7 @@ func TestLockRunForwardsSignals(t *testing.T) {
 // fails): the command, which ignores SIGTERM, is killed after --kill-timeout
 // and ticketctl exits 5 saying the lease was lost.
 func TestLockRunKillsOnLeaseLoss(t *testing.T) {
+	t.Parallel() // one backend, its own cluster: beside the others (see matrix)
 	c := start(t, backends()[0])
 	tokFile := filepath.Join(t.TempDir(), "token")
 	cmd, _, stderr := ctlCmd(t, c, "lock", "run", "run/lost", "--ttl", "600ms", "--kill-timeout", "300ms", "--",
@@ -176,6 +179,7 @@ func TestLockRunKillsOnLeaseLoss(t *testing.T) {
 // TestLockAcquireHold: --hold prints the token first, keeps the lock, and
 // releases it on Ctrl-C (SIGINT), exiting 0.
 func TestLockAcquireHold(t *testing.T) {
+	t.Parallel() // one backend, its own cluster: beside the others (see matrix)
 	c := start(t, backends()[0])
 	cmd, _, stderr := ctlCmd(t, c, "-o", "json", "lock", "acquire", "hold/a", "--ttl", "1s", "--hold")
 	cmd.Stdout = nil

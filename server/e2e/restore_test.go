@@ -189,6 +189,7 @@ func TestRestoreAcrossBackends(t *testing.T) {
 		{from: "etcd", to: "hashicorp"},
 	} {
 		t.Run(tc.from+"_to_"+tc.to, func(t *testing.T) {
+			t.Parallel() // its own cluster: beside the other direction (see matrix)
 			if bs := backends(); !slices.Contains(bs, tc.from) || !slices.Contains(bs, tc.to) {
 				t.Skipf("needs both backends, testing %v", bs)
 			}

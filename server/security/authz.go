@@ -189,14 +189,16 @@ func (c *checkedConn) Receive(msg any) error {
 }
 
 // ToConnect maps this package's errors to connect errors: ErrUnauthenticated
-// to Unauthenticated, ErrPermissionDenied to PermissionDenied; anything else
-// is returned unchanged.
+// to Unauthenticated, ErrPermissionDenied to PermissionDenied,
+// ErrQuotaExceeded to ResourceExhausted; anything else is returned unchanged.
 func ToConnect(err error) error {
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
 		return connect.NewError(connect.CodeUnauthenticated, err)
 	case errors.Is(err, ErrPermissionDenied):
 		return connect.NewError(connect.CodePermissionDenied, err)
+	case errors.Is(err, ErrQuotaExceeded):
+		return connect.NewError(connect.CodeResourceExhausted, err)
 	}
 	return err
 }

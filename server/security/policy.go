@@ -64,6 +64,9 @@ type Rule struct {
 // allows is denied. Immutable once parsed; safe for concurrent use.
 type Policy struct {
 	rules []Rule
+	// quotas and defaultQuota are the per-principal quotas (quota.go).
+	quotas       map[string]Quota
+	defaultQuota Quota
 }
 
 // policyFile is the YAML form (names binding, issue 13).
@@ -73,16 +76,18 @@ type policyFile struct {
 		Prefix    string   `yaml:"prefix"`
 		Allow     []string `yaml:"allow"`
 	} `yaml:"rules"`
+	Quotas       []principalQuota `yaml:"quotas"`
+	DefaultQuota *quotaFields     `yaml:"default_quota"`
 }
 
 // ParsePolicy parses a policy file strictly. Errors wrap ErrBadPolicy: an
 // unknown field, a missing or empty principal, an empty or unknown
 // permission list, admin with a non-empty prefix (admin is cluster-wide),
-// a prefix with control characters.
+// a prefix with control characters, and the quota errors of parseQuotas.
 func ParsePolicy(data []byte) (*Policy, error) {
 	var f policyFile
 	if err := decodeStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadPolicy, err)
+		return nil, fmt.Errorf("%w: %s", ErrBadPolicy, quotaTypeNames.Replace(err.Error()))
 	}
 	p := &Policy{}
 	for i, r := range f.Rules {
@@ -112,6 +117,10 @@ func ParsePolicy(data []byte) (*Policy, error) {
 			rule.Allow = append(rule.Allow, perm)
 		}
 		p.rules = append(p.rules, rule)
+	}
+	var err error
+	if p.defaultQuota, p.quotas, err = parseQuotas(f.DefaultQuota, f.Quotas); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

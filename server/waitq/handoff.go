@@ -68,7 +68,7 @@ func (t *Turn) Requeue() {
 		q := t.q
 		t.sh.mu.Lock()
 		defer t.sh.mu.Unlock()
-		w := &waiter{owner: t.owner, mode: t.mode, limit: t.limit, done: make(chan struct{})}
+		w := &waiter{owner: t.owner, principal: t.principal, mode: t.mode, limit: t.limit, done: make(chan struct{})}
 		t.requeued = w
 		if q.gen != t.gen || !q.open {
 			w.err = ErrClosed
@@ -84,6 +84,7 @@ func (t *Turn) Requeue() {
 		st.queue = append([]*waiter{w}, st.queue...)
 		st.limit = t.limit
 		q.waiting.Add(1)
+		_ = q.admitPrincipal(w, nil, true) // back in its place: never refused
 		q.kick(t.sh, t.key)
 	})
 }

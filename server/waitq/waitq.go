@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -112,6 +113,17 @@ type Request struct {
 	Limit uint32
 	// Wait is AcquireRequest.wait: queue when the key cannot be had now.
 	Wait bool
+	// Principal is the caller's principal ("" with authorization off: not
+	// counted). The queue counts each principal's waiting requests.
+	Principal string
+	// Admit, if set, decides whether the request may join the queue as a
+	// waiter when Principal already has waiting requests waiting on this
+	// queue (over all keys): a non-nil error refuses it, and Enter returns
+	// that error (a per-principal quota, docs/security.md#quotas). It is
+	// called with the queue's locks held and must not call the queue. A
+	// retry of a request in flight always gets its place, as with
+	// MaxWaitersTotal.
+	Admit func(waiting int) error
 }
 
 // Config configures a Queue.
@@ -156,6 +168,10 @@ type Queue struct {
 	gen      uint64 // bumped by Open and Close: turns of an older generation are void
 	waiting  atomic.Int64
 	inflight atomic.Int64
+	// byPrincipal counts the waiting requests per principal (Request.Principal,
+	// "" not counted), under pmu; taken after a shard's mutex.
+	pmu         sync.Mutex
+	byPrincipal map[string]int
 }
 
 // shardCount is the number of key shards of a Queue.
@@ -204,9 +220,10 @@ type keyState struct {
 func (st *keyState) idle() bool { return len(st.flights) == 0 && len(st.queue) == 0 }
 
 type waiter struct {
-	owner string
-	mode  core.Mode
-	limit uint32
+	owner     string
+	principal string // counted in Queue.byPrincipal while queued ("" never)
+	mode      core.Mode
+	limit     uint32
 	// tentative: a request without wait that the table alone did not refuse
 	// but that could not be served at once; it fails with ErrHeld once the
 	// table shows the key held incompatibly by another owner
@@ -226,6 +243,7 @@ type Turn struct {
 	sh        *shard
 	key       string
 	owner     string
+	principal string
 	mode      core.Mode
 	limit     uint32
 	gen       uint64
@@ -242,7 +260,7 @@ func New(cfg Config) (*Queue, error) {
 	if cfg.MaxWaiters < 0 || cfg.MaxWaitersTotal < 0 {
 		return nil, errors.New("waitq: negative MaxWaiters or MaxWaitersTotal")
 	}
-	q := &Queue{cfg: cfg}
+	q := &Queue{cfg: cfg, byPrincipal: map[string]int{}}
 	for i := range q.shards {
 		q.shards[i].keys = map[string]*keyState{}
 	}
@@ -276,6 +294,9 @@ func (q *Queue) Close() {
 	}
 	q.waiting.Store(0)
 	q.inflight.Store(0)
+	q.pmu.Lock()
+	clear(q.byPrincipal)
+	q.pmu.Unlock()
 }
 
 // Enter asks for the turn to propose a grant of r.Key for r.Owner in r.Mode
@@ -334,7 +355,7 @@ func (q *Queue) Enter(ctx context.Context, r Request) (*Turn, error) {
 		sh.mu.Unlock()
 		return nil, &LimitMismatchError{Key: key, Limit: limit}
 	}
-	w := &waiter{owner: owner, mode: r.Mode, limit: r.Limit, done: make(chan struct{})}
+	w := &waiter{owner: owner, principal: r.Principal, mode: r.Mode, limit: r.Limit, done: make(chan struct{})}
 	if fits(ks, st, w) && (len(st.queue) == 0 || holds(ks, owner)) {
 		t := q.take(sh, key, st, w)
 		sh.mu.Unlock()
@@ -369,6 +390,12 @@ func (q *Queue) Enter(ctx context.Context, r Request) (*Turn, error) {
 		forget(sh, key, st)
 		sh.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d requests wait in all", ErrFull, n-1)
+	}
+	if err := q.admitPrincipal(w, r.Admit, retry); err != nil {
+		q.waiting.Add(-1)
+		forget(sh, key, st)
+		sh.mu.Unlock()
+		return nil, err
 	}
 	if w.tentative {
 		st.tentative++
@@ -408,7 +435,7 @@ func (q *Queue) await(ctx context.Context, key string, w *waiter) (*Turn, error)
 		for i, x := range st.queue {
 			if x == w {
 				st.queue = append(st.queue[:i], st.queue[i+1:]...)
-				q.waiting.Add(-1)
+				q.left(w)
 				if w.tentative {
 					st.tentative--
 				}
@@ -423,7 +450,7 @@ func (q *Queue) await(ctx context.Context, key string, w *waiter) (*Turn, error)
 
 // take hands a turn of key to w's owner, in w's mode; sh.mu held.
 func (q *Queue) take(sh *shard, key string, st *keyState, w *waiter) *Turn {
-	t := &Turn{q: q, sh: sh, key: key, owner: w.owner, mode: w.mode, limit: w.limit, gen: q.gen}
+	t := &Turn{q: q, sh: sh, key: key, owner: w.owner, principal: w.principal, mode: w.mode, limit: w.limit, gen: q.gen}
 	st.flights = append(st.flights, t)
 	st.limit = w.limit
 	q.inflight.Add(1)
@@ -501,7 +528,7 @@ func (q *Queue) refuseTentative(key string, st *keyState, ks KeyState) {
 		w.err = heldError(key, ks)
 		close(w.done)
 		st.tentative--
-		q.waiting.Add(-1)
+		q.left(w)
 	}
 	clear(st.queue[len(keep):])
 	st.queue = keep
@@ -512,7 +539,7 @@ func (q *Queue) serveHead(sh *shard, key string, st *keyState) *Turn {
 	head := st.queue[0]
 	st.queue[0] = nil
 	st.queue = st.queue[1:]
-	q.waiting.Add(-1)
+	q.left(head)
 	if head.tentative {
 		st.tentative--
 	}
@@ -551,6 +578,53 @@ func (q *Queue) end(t *Turn) {
 			return
 		}
 	}
+}
+
+// admitPrincipal counts w as one more waiting request of its principal,
+// asking admit first (unless the request is a retry, which keeps its
+// place). It returns admit's error, counting nothing. The caller holds w's
+// shard mutex and has counted w in q.waiting.
+func (q *Queue) admitPrincipal(w *waiter, admit func(int) error, retry bool) error {
+	if w.principal == "" {
+		return nil
+	}
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	if admit != nil && !retry {
+		if err := admit(q.byPrincipal[w.principal]); err != nil {
+			return err
+		}
+	}
+	q.byPrincipal[w.principal]++
+	return nil
+}
+
+// left uncounts w, which stopped waiting (served, refused, gone).
+func (q *Queue) left(w *waiter) {
+	q.waiting.Add(-1)
+	if w.principal == "" {
+		return
+	}
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	if q.byPrincipal[w.principal]--; q.byPrincipal[w.principal] <= 0 {
+		delete(q.byPrincipal, w.principal)
+	}
+}
+
+// PrincipalWaiting returns the requests of principal waiting on this queue,
+// over all keys.
+func (q *Queue) PrincipalWaiting(principal string) int {
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	return q.byPrincipal[principal]
+}
+
+// PrincipalCounts returns a copy of the waiting requests per principal.
+func (q *Queue) PrincipalCounts() map[string]int {
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	return maps.Clone(q.byPrincipal)
 }
 
 // Key returns the key the turn is for.

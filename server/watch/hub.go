@@ -2,6 +2,7 @@ package watch
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -65,8 +66,11 @@ type Hub struct {
 	last      uint64     // highest index fed
 	lastToken uint64     // token of the last created grant fed (gap detection)
 	watchers  []*Watcher // registered watchers; w.slot is w's position
-	scratch   []Event    // the events of the entry being applied (reused)
-	closed    bool
+	// byPrincipal counts the registered watchers per principal
+	// (Request.Principal; "" is not counted).
+	byPrincipal map[string]int
+	scratch     []Event // the events of the entry being applied (reused)
+	closed      bool
 
 	dropped atomic.Uint64
 }
@@ -79,7 +83,7 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.Applied == nil {
 		cfg.Applied = func() uint64 { return 0 }
 	}
-	return &Hub{cfg: cfg}, nil
+	return &Hub{cfg: cfg, byPrincipal: map[string]int{}}, nil
 }
 
 // Apply records the entry applied at index and hands its events
@@ -236,12 +240,20 @@ type Request struct {
 	// state machine's own read lock during the read): snapshot and events
 	// neither overlap nor leave a gap. It must not call the hub.
 	Snapshot func() uint64
+	// Principal is the caller's principal ("" with authorization off: not
+	// counted). The hub counts each principal's open watchers.
+	Principal string
+	// Admit, if set, is called with the number of watchers Principal has
+	// open on this hub, under the hub's lock; a non-nil error refuses the
+	// watch and Watch returns it (a per-principal quota,
+	// docs/security.md#quotas). It must not call the hub.
+	Admit func(open int) error
 }
 
 // Watch registers a watcher: its Backlog holds the retained events at or
 // after StartIndex under Prefix, and its Events channel every later one.
 // Errors: *CompactedError when StartIndex is older than the retained history,
-// ErrTooManyWatchers at the cap, ErrClosed after Close.
+// ErrTooManyWatchers at the cap, Admit's error, ErrClosed after Close.
 func (h *Hub) Watch(req Request) (*Watcher, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -250,6 +262,11 @@ func (h *Hub) Watch(req Request) (*Watcher, error) {
 	}
 	if h.cfg.MaxWatchers > 0 && len(h.watchers) >= h.cfg.MaxWatchers {
 		return nil, fmt.Errorf("%w (%d)", ErrTooManyWatchers, h.cfg.MaxWatchers)
+	}
+	if req.Principal != "" && req.Admit != nil {
+		if err := req.Admit(h.byPrincipal[req.Principal]); err != nil {
+			return nil, err
+		}
 	}
 	start := req.StartIndex
 	if req.Snapshot != nil {
@@ -270,11 +287,14 @@ func (h *Hub) Watch(req Request) (*Watcher, error) {
 		}
 	}
 	w := &Watcher{
-		hub: h, prefix: req.Prefix, start: start, backlog: backlog,
+		hub: h, prefix: req.Prefix, principal: req.Principal, start: start, backlog: backlog,
 		ch: make(chan Event, h.cfg.BufferEvents), done: make(chan struct{}),
 	}
 	w.slot = len(h.watchers)
 	h.watchers = append(h.watchers, w)
+	if w.principal != "" {
+		h.byPrincipal[w.principal]++
+	}
 	return w, nil
 }
 
@@ -291,6 +311,11 @@ func (h *Hub) endLocked(w *Watcher, err error) {
 	w.slot = -1
 	w.err = err
 	close(w.done)
+	if w.principal != "" {
+		if h.byPrincipal[w.principal]--; h.byPrincipal[w.principal] <= 0 {
+			delete(h.byPrincipal, w.principal)
+		}
+	}
 }
 
 // Close ends every watcher with ErrClosed and refuses new ones: call it when
@@ -322,20 +347,35 @@ func (h *Hub) Watchers() int {
 	return len(h.watchers)
 }
 
+// PrincipalWatchers returns the number of watchers principal has open.
+func (h *Hub) PrincipalWatchers(principal string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.byPrincipal[principal]
+}
+
+// PrincipalCounts returns a copy of the open watchers per principal.
+func (h *Hub) PrincipalCounts() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.byPrincipal)
+}
+
 // Dropped returns how many watchers were ended with ErrSlow since New.
 func (h *Hub) Dropped() uint64 { return h.dropped.Load() }
 
 // Watcher is one registered watch. Its methods are safe for concurrent use;
 // one goroutine reads its events.
 type Watcher struct {
-	hub     *Hub
-	prefix  string
-	start   uint64
-	backlog []Event
-	ch      chan Event
-	done    chan struct{}
-	slot    int   // index in hub.watchers; -1 once ended (under hub.mu)
-	err     error // set under hub.mu before done is closed
+	hub       *Hub
+	prefix    string
+	principal string // Request.Principal, counted in hub.byPrincipal while registered
+	start     uint64
+	backlog   []Event
+	ch        chan Event
+	done      chan struct{}
+	slot      int   // index in hub.watchers; -1 once ended (under hub.mu)
+	err       error // set under hub.mu before done is closed
 }
 
 // StartIndex is the first index this watcher reports.

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
 // Sentinel errors of package badgerlog. Compare with errors.Is.
@@ -62,7 +63,10 @@ func Open(dataDir, backend string, logger *zap.Logger) (*badger.DB, error) {
 	}
 	db, err := badger.Open(Options(dir, logger))
 	if err != nil {
-		return nil, fmt.Errorf("badgerlog: open %s: %w", dir, err)
+		// A file badger's MANIFEST names is missing or damaged: the log
+		// cannot be read whole, so the node must not start on it.
+		return nil, fmt.Errorf("badgerlog: open %s: %w; the raft log cannot be read, so this node refuses to start: "+
+			"if a file of the data dir was lost or damaged, recover by %s", dir, err, watermark.ReplaceMember)
 	}
 	if err := claim(db, backend); err != nil {
 		_ = db.Close()

@@ -2,6 +2,7 @@ package watermark_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/ticketd/ticketd/backends/internal/watermark"
@@ -13,7 +14,7 @@ func reopenMark(t *testing.T, dir string, w *watermark.File) watermark.Mark {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	w, m, err := watermark.Open(dir)
+	w, m, err := watermark.Open(dir, logUpTo(math.MaxUint64), watermark.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestAdvance(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			w, _, err := watermark.Open(dir)
+			w, _, err := watermark.Open(dir, newDataDir, watermark.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +95,7 @@ func TestAdvance(t *testing.T) {
 }
 
 func TestAdvanceAfterCloseFails(t *testing.T) {
-	w, _, err := watermark.Open(t.TempDir())
+	w, _, err := watermark.Open(t.TempDir(), newDataDir, watermark.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,27 +33,36 @@
 // opened with O_DSYNC (one data sync, no metadata journal commit, and no
 // allocation: it cannot fail for lack of space).
 //
+// The check depends on the mark surviving, so Open also refuses stores that
+// hold Raft state beside a watermark file that is missing, empty or
+// unreadable (*MissingError), unless Options.AcceptMissing (ticketd's
+// --accept-missing-watermark) says to write a fresh mark at the log's end,
+// which it logs at warn level. It refuses too stores that Raft cannot have
+// written as they are, whatever the mark (*HoleError): entries missing
+// between the newest snapshot and the log, or a stored term below the last
+// entry's. Every Raft log store is checked the same way through Log, which
+// each backend implements once over its library's storage interfaces.
+//
 // # Usage
 //
-//  1. Open(dataDir) when the node starts, before Raft; it returns the Mark of
-//     the previous run (zero for a new data dir).
-//  2. Check(mark, last): refuse to start when the log (or the latest
-//     snapshot) ends before mark.LastIndex; the error names the gap and the
-//     way to recover.
-//  3. After each durable append, Advance(last, applied) (it does not wait for
+//  1. Open(dataDir, log, opts) when the node starts, before Raft and before
+//     anything writes Raft state (bootstrap): it returns the Mark of the
+//     previous run (zero for a new data dir), or refuses a log that ends
+//     before mark.LastIndex (*GapError), a log without a usable mark
+//     (*MissingError) or a log with a hole (*HoleError); each error names
+//     what is missing and the way to recover.
+//  2. After each durable append, Advance(last, applied) (it does not wait for
 //     the disk); before deleting a suffix, Update the mark with LastIndex
 //     lowered to what remains (synchronous, and it absorbs a pending
 //     Advance, so a later background write cannot undo it).
-//  4. Close when the node stops.
+//  3. Close when the node stops.
 //
 // Example:
 //
-//	wm, mark, err := watermark.Open(cfg.DataDir)
+//	wm, mark, err := watermark.Open(cfg.DataDir, stores, watermark.Options{
+//		AcceptMissing: cfg.AcceptMissingWatermark, Logger: logger})
 //	if err != nil {
-//		return err
-//	}
-//	if err := watermark.Check(mark, lastIndex); err != nil {
-//		return err // damaged log: replace the member
+//		return err // damaged log or missing mark: replace the member
 //	}
 //	// after each synced append of entries up to last:
 //	err = wm.Advance(last, applied)

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"go.uber.org/zap"
 )
 
 // Sentinel errors of package watermark. Compare with errors.Is.
@@ -22,7 +25,24 @@ var (
 	ErrCorrupt = errors.New("watermark: damaged watermark file")
 	// ErrClosed: Store after Close.
 	ErrClosed = errors.New("watermark: closed")
+	// ErrMissing: the data dir holds Raft state but no usable watermark
+	// (missing, empty or unreadable file); the error is a *MissingError.
+	ErrMissing = errors.New("watermark: no usable watermark beside a raft log")
 )
+
+// Why a watermark file holds no usable mark (MissingError.Cause).
+var (
+	errNoFile    = errors.New("is missing")
+	errEmptyFile = errors.New("is empty (0 bytes)")
+)
+
+// ReplaceMember is how to recover a member whose log cannot be trusted,
+// for the errors that refuse a start ("recover by " + ReplaceMember): the
+// leader's copy replaces its log (Raft thesis §4.2: a new server catches
+// up from the leader before it counts).
+const ReplaceMember = "replacing the member: remove it from the cluster " +
+	"(RemoveMember), move its data dir away, and add it back as a new member (AddMember) with an empty data dir, so it copies the log " +
+	"from the leader"
 
 // FileName is the watermark file's name inside a node's data dir.
 const FileName = "watermark"
@@ -54,14 +74,57 @@ type GapError struct {
 func (e *GapError) Error() string {
 	return fmt.Sprintf("watermark: log ends at index %d but this node had durably appended up to index %d: "+
 		"entries %d-%d were lost by its storage (damaged log files); refusing to start, because rejoining with a "+
-		"shorter log can lose acknowledged writes. Recover by replacing the member: remove it from the cluster "+
-		"(RemoveMember), move its data dir away, and add it back as a new member (AddMember) so it copies the log "+
-		"from the leader",
+		"shorter log can lose acknowledged writes. Recover by "+ReplaceMember,
 		e.Found, e.Recorded, e.Found+1, e.Recorded)
 }
 
 // Is reports whether target is ErrLogShortened.
 func (e *GapError) Is(target error) bool { return target == ErrLogShortened }
+
+// MissingError says that DataDir holds Raft state up to index Last but no
+// usable watermark, for the reason Cause. errors.Is(err, ErrMissing) is
+// true for it, and errors.Is(err, ErrCorrupt) for a damaged file.
+type MissingError struct {
+	DataDir string
+	Last    uint64
+	Cause   error
+}
+
+// Error says what is missing and the two ways to recover.
+func (e *MissingError) Error() string {
+	why := e.Cause.Error()
+	if !errors.Is(e.Cause, errNoFile) && !errors.Is(e.Cause, errEmptyFile) {
+		why = "is unreadable (" + why + ")"
+	}
+	return fmt.Sprintf("watermark: data dir %s holds a raft log or snapshot (up to index %d) but its %s file %s: "+
+		"without it this node cannot tell whether its storage lost acknowledged entries, so it refuses to start "+
+		"(rejoining with a shorter log can lose acknowledged writes). Recover by %s; or, only if you know this log is complete "+
+		"(for example a data dir written by a version without watermarks), start the node once with "+
+		"--accept-missing-watermark (config key accept_missing_watermark), which logs the decision and writes a fresh watermark at the log's end",
+		e.DataDir, e.Last, FileName, why, ReplaceMember)
+}
+
+// HoleError says that the Raft stores in DataDir cannot be as Raft wrote
+// them (What says why): part of the log or the stable state was lost.
+// errors.Is(err, ErrLogShortened) is true for it.
+type HoleError struct {
+	DataDir, What string
+}
+
+// Error says what is missing and how to recover.
+func (e *HoleError) Error() string {
+	return fmt.Sprintf("watermark: data dir %s: %s (a file of the raft log was lost or damaged); refusing to start, "+
+		"because rejoining with it can lose acknowledged writes. Recover by %s", e.DataDir, e.What, ReplaceMember)
+}
+
+// Is reports whether target is ErrLogShortened.
+func (e *HoleError) Is(target error) bool { return target == ErrLogShortened }
+
+// Is reports whether target is ErrMissing.
+func (e *MissingError) Is(target error) bool { return target == ErrMissing }
+
+// Unwrap returns Cause.
+func (e *MissingError) Unwrap() error { return e.Cause }
 
 // Check returns a *GapError when last, the last index of the log (or of the
 // latest snapshot when that is later), is below m.LastIndex, and nil
@@ -92,49 +155,221 @@ type File struct {
 	async asyncWriter
 }
 
-// Open opens the watermark file in dataDir (creating it, synced, with a zero
-// Mark when missing) and returns it with the Mark it holds. Errors: ErrCorrupt
-// for a damaged file, or the file system's.
-func Open(dataDir string) (*File, Mark, error) {
+// Log is what Open checks the watermark against: the node's Raft log
+// store together with its stable (term, vote) and snapshot stores, whatever
+// their implementation. Each backend adapts its Raft library's storage
+// interfaces to it once, so every log store it can be given is checked the
+// same way.
+type Log interface {
+	// Extent returns what the stores hold.
+	Extent() (Extent, error)
+}
+
+// Extent is what a node's Raft stores hold, as far as Open checks it.
+type Extent struct {
+	// Snapshot is the index of the newest snapshot the node can restore
+	// (0: none).
+	Snapshot uint64
+	// First and Last are the indexes of the first and last log entries
+	// (both 0 when the log is empty).
+	First, Last uint64
+	// Term is the stored current term (0: none stored).
+	Term uint64
+	// LastTerm is the term of the last entry, or of the snapshot when the
+	// log is empty.
+	LastTerm uint64
+}
+
+// HasState reports whether the stores hold any Raft state: a log entry, a
+// term, or a snapshot.
+func (e Extent) HasState() bool { return e.Snapshot > 0 || e.Last > 0 || e.Term > 0 }
+
+// LastIndex returns the highest index the stores reach: the last entry's,
+// or the snapshot's when that is later.
+func (e Extent) LastIndex() uint64 { return max(e.Last, e.Snapshot) }
+
+// whole returns a *HoleError when the stores cannot have been written by
+// Raft as they are: entries between the snapshot and the first entry are
+// missing (the node could never apply past the hole), or the stored term is
+// below the last entry's (the term and vote were lost, so the node could
+// vote twice in one term; Raft thesis §3.8 requires both to be on stable
+// storage before it answers). Both happen when a file holding the older
+// part of the log or the stable state is lost, while the newest entries
+// survive in another.
+func (e Extent) whole(dataDir string) error {
+	switch {
+	case e.Last > 0 && e.First > e.Snapshot+1:
+		return &HoleError{DataDir: dataDir, What: fmt.Sprintf(
+			"its log starts at index %d but its newest readable snapshot ends at index %d: entries %d-%d are missing",
+			e.First, e.Snapshot, e.Snapshot+1, e.First-1)}
+	case e.Term < e.LastTerm:
+		return &HoleError{DataDir: dataDir, What: fmt.Sprintf(
+			"its stored current term %d is below the term %d of its last entry: its term and vote were lost", e.Term, e.LastTerm)}
+	}
+	return nil
+}
+
+// Options tune Open.
+type Options struct {
+	// AcceptMissing starts a node whose stores hold Raft state although its
+	// watermark file is missing, empty or unreadable: Open writes a fresh
+	// mark at the log's current end and logs the decision at warn level
+	// (ticketd's --accept-missing-watermark). Without it Open refuses with a
+	// *MissingError.
+	AcceptMissing bool
+	// Logger receives the warn-level audit line of AcceptMissing; nil
+	// means zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Open opens the watermark file in dataDir, checks it against log and
+// returns it with the Mark of the previous run:
+//
+//   - a readable mark: log must reach mark.LastIndex (Check), else a
+//     *GapError;
+//   - no usable mark (the file is missing, empty or unreadable) and log
+//     empty: a new data dir; a zero mark is written, synced, and returned;
+//   - no usable mark and log holding state: a *MissingError (errors.Is
+//     ErrMissing; also ErrCorrupt for a damaged file), because the check
+//     above cannot be made without the mark and a node that lost the end of
+//     its log would otherwise rejoin with it (a file that comes back empty
+//     after a crash, a lost directory entry, a data dir copied without it),
+//     unless opts.AcceptMissing, which writes a fresh mark at the log's
+//     end and logs that it did.
+//
+// The mark is a file of its own rather than a key written in the log's own
+// batches: badger drops the damaged tail of its write-ahead log without an
+// error, and a mark written in the same batch would be dropped with the
+// entries whose loss it must reveal (see the package doc).
+//
+// Errors: *GapError, *MissingError, or the file system's and log's.
+func Open(dataDir string, log Log, opts Options) (*File, Mark, error) {
+	ext, err := log.Extent()
+	if err != nil {
+		return nil, Mark{}, fmt.Errorf("watermark: read the raft stores of %s: %w; recover by %s", dataDir, err, ReplaceMember)
+	}
+	if err := ext.whole(dataDir); err != nil {
+		return nil, Mark{}, err
+	}
+	hasState, last := ext.HasState(), ext.LastIndex()
+	w, mark, problem, err := openFile(dataDir, !hasState)
+	if err != nil {
+		return nil, Mark{}, err
+	}
+	closeFile := func() {
+		if w != nil {
+			_ = w.f.Close()
+		}
+	}
+	if problem == nil {
+		if err := Check(mark, last); err != nil {
+			_ = w.f.Close()
+			return nil, Mark{}, err
+		}
+		w.mark = mark
+		w.startAsync()
+		return w, mark, nil
+	}
+	fresh := Mark{}
+	if hasState {
+		missing := &MissingError{DataDir: dataDir, Last: last, Cause: problem}
+		if !opts.AcceptMissing {
+			closeFile()
+			return nil, Mark{}, missing
+		}
+		if w == nil {
+			if w, _, _, err = openFile(dataDir, true); err != nil {
+				return nil, Mark{}, err
+			}
+		}
+		logger := opts.Logger
+		if logger == nil {
+			logger = zap.NewNop()
+		}
+		fresh.LastIndex = last
+		logger.Warn("AUDIT: starting without a usable watermark because --accept-missing-watermark is set; "+
+			"entries this node's storage lost before this start go unnoticed; a fresh watermark is written at the log's end",
+			zap.String("data_dir", dataDir), zap.String("watermark", problem.Error()), zap.Uint64("log_last_index", last))
+	}
+	if err := w.reset(fresh); err != nil {
+		closeFile()
+		return nil, Mark{}, err
+	}
+	if err := syncDir(dataDir); err != nil {
+		closeFile()
+		return nil, Mark{}, err
+	}
+	w.startAsync()
+	return w, fresh, nil
+}
+
+// openFile opens the watermark file in dataDir, creating it only when
+// create is set (a refused start leaves the data dir as it was). problem
+// says why it holds no usable mark (missing, empty or damaged); it is nil
+// when mark was read from it. w is nil when the file is missing and create
+// is unset. err is a failure to open the file.
+func openFile(dataDir string, create bool) (w *File, mark Mark, problem, err error) {
 	path := filepath.Join(dataDir, FileName)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, Mark{}, fmt.Errorf("watermark: %w", err)
+		return nil, Mark{}, nil, fmt.Errorf("watermark: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_DSYNC, 0o600)
+	flags := os.O_RDWR | syscall.O_DSYNC
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if errors.Is(err, fs.ErrNotExist) && !create {
+		return nil, Mark{}, errNoFile, nil
+	}
 	if err != nil {
-		return nil, Mark{}, fmt.Errorf("watermark: %w", err)
+		return nil, Mark{}, nil, fmt.Errorf("watermark: %w", err)
 	}
-	w := &File{f: f}
+	w = &File{f: f}
 	fi, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
-		return nil, Mark{}, fmt.Errorf("watermark: %w", err)
+		return nil, Mark{}, nil, fmt.Errorf("watermark: %w", err)
 	}
 	if fi.Size() == 0 {
-		if err := w.write(Mark{}); err != nil {
-			_ = f.Close()
-			return nil, Mark{}, err
-		}
-		if err := syncDir(dataDir); err != nil {
-			_ = f.Close()
-			return nil, Mark{}, err
-		}
-		w.startAsync()
-		return w, Mark{}, nil
+		return w, Mark{}, errEmptyFile, nil
 	}
 	var rec [recordSize]byte
 	if _, err := f.ReadAt(rec[:], 0); err != nil && !errors.Is(err, io.EOF) {
-		_ = f.Close()
-		return nil, Mark{}, fmt.Errorf("watermark: read %s: %w", path, err)
+		return w, Mark{}, fmt.Errorf("%w: read %s: %w", ErrCorrupt, path, err), nil
 	}
 	m, err := decode(rec[:], fi.Size())
 	if err != nil {
-		_ = f.Close()
-		return nil, Mark{}, fmt.Errorf("%s: %w", path, err)
+		return w, Mark{}, err, nil
 	}
-	w.mark = m
-	w.startAsync()
-	return w, m, nil
+	return w, m, nil, nil
+}
+
+// reset replaces the file's content with m alone (cutting off whatever a
+// damaged file held past the record); w is not shared yet.
+func (w *File) reset(m Mark) error {
+	if err := w.f.Truncate(0); err != nil {
+		return fmt.Errorf("watermark: %w", err)
+	}
+	return w.write(m)
+}
+
+// Create writes a new watermark file holding m into dataDir, replacing any,
+// and syncs it and the directory: for a data dir whose Raft state this
+// process has just written from scratch (a restore from a snapshot), so
+// that the next Open finds the mark. Errors: the file system's.
+func Create(dataDir string, m Mark) error {
+	w, _, _, err := openFile(dataDir, true)
+	if err != nil {
+		return err
+	}
+	err = w.reset(m)
+	if cerr := w.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("watermark: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(dataDir)
 }
 
 func decode(rec []byte, size int64) (Mark, error) {

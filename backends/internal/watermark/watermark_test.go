@@ -12,7 +12,7 @@ import (
 
 func TestStoreSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
-	w, m, err := watermark.Open(dir)
+	w, m, err := watermark.Open(dir, newDataDir, watermark.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 	if err := w.Store(want); !errors.Is(err, watermark.ErrClosed) {
 		t.Fatalf("store after close: %v, want ErrClosed", err)
 	}
-	w, m, err = watermark.Open(dir)
+	w, m, err = watermark.Open(dir, logUpTo(511), watermark.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestDamagedFileRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			w, _, err := watermark.Open(dir)
+			w, _, err := watermark.Open(dir, newDataDir, watermark.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,8 +65,8 @@ func TestDamagedFileRefused(t *testing.T) {
 			if err := os.WriteFile(path, tc.damage(b), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := watermark.Open(dir); !errors.Is(err, watermark.ErrCorrupt) {
-				t.Fatalf("open damaged file: %v, want ErrCorrupt", err)
+			if _, _, err := watermark.Open(dir, logUpTo(40), watermark.Options{}); !errors.Is(err, watermark.ErrCorrupt) || !errors.Is(err, watermark.ErrMissing) {
+				t.Fatalf("open damaged file: %v, want ErrCorrupt and ErrMissing", err)
 			}
 		})
 	}
@@ -93,7 +93,7 @@ func TestCheck(t *testing.T) {
 // BenchmarkStore measures one durable Store (a 20-byte O_DSYNC write): the
 // cost the watermark adds to every Raft append batch.
 func BenchmarkStore(b *testing.B) {
-	w, _, err := watermark.Open(b.TempDir())
+	w, _, err := watermark.Open(b.TempDir(), newDataDir, watermark.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

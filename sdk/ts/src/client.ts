@@ -27,8 +27,8 @@ import {
 } from "./errors.js";
 import { Lease } from "./lease.js";
 import { Session } from "./session.js";
-import { watchEvents } from "./watch.js";
-import type { WatchOptions, LockEvent } from "./watch.js";
+import { watch } from "./watch.js";
+import type { Watch, WatchOptions } from "./watch.js";
 
 /** Options of createClient. Durations are in milliseconds. */
 export interface ClientOptions {
@@ -597,8 +597,8 @@ export class Client {
    * every lock held under it, in one replicated command (etcd
    * LeaseKeepAlive), and returns the session's TTL in milliseconds. A
    * Session does this by itself; call it for a session kept alive by hand.
-   * Throws SessionNotFoundError (unknown or ended: its locks are gone),
-   * PermissionDeniedError (another principal's session).
+   * Throws SessionNotFoundError (unknown or ended: its locks are gone; also
+   * another principal's session, which servers answer as an unknown one).
    */
   async keepAlive(id: bigint, opts: CallOpts = {}): Promise<number> {
     return (await this.keepAliveWith(id, 0, opts.signal)).ttlMs;
@@ -624,8 +624,8 @@ export class Client {
    * one committed entry (etcd LeaseRevoke, Consul session destroy);
    * Session.close() does this for a Session. When an
    * earlier attempt may have closed it and a later one finds it gone, it
-   * succeeds. Throws SessionNotFoundError, PermissionDeniedError,
-   * AmbiguousError.
+   * succeeds. Throws SessionNotFoundError (also for another principal's
+   * session, unless an admin closes it), AmbiguousError.
    */
   async closeSession(id: bigint, opts: CallOpts = {}): Promise<void> {
     const spec: CallSpec = { op: "close session", key: String(id), toLeader: true, mutates: true, timeoutMs: this.opts.requestTimeoutMs };
@@ -697,10 +697,13 @@ export class Client {
    * (see LockEvent), on any node, resuming on another node from the last
    * index seen + 1 after a retryable failure. Ends when opts.signal aborts
    * or the client closes. Throws WatchOutOfRangeError when the start index
-   * is older than the node's retained history.
+   * is older than the node's retained history. `await w.started` gives the
+   * index the watch starts after, once the stream (opened by the first
+   * next()) is in place and before any change: wait for it before making
+   * changes the watch must see.
    */
-  watch(prefix: string, opts: WatchOptions = {}): AsyncIterable<LockEvent> {
-    return watchEvents(this, prefix, opts);
+  watch(prefix: string, opts: WatchOptions = {}): Watch {
+    return watch(this, prefix, opts);
   }
 
   /** headers returns the per-call headers (authorization). @internal */

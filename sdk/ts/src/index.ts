@@ -9,7 +9,7 @@ export type { Keeper } from "./keeper.js";
 export { Lease } from "./lease.js";
 export { Session } from "./session.js";
 export { LockEventType } from "./watch.js";
-export type { LockEvent, WatchOptions } from "./watch.js";
+export type { LockEvent, Watch, WatchOptions } from "./watch.js";
 export type { TransportFactory } from "./transport.js";
 export {
   AmbiguousError,

@@ -112,7 +112,7 @@ func TestEnvGlobals(t *testing.T) {
 	root, g := newRootCmd(&out, &out)
 	require.NoError(t, root.ParseFlags(nil))
 	assert.Equal(t, globals{endpoints: "10.0.0.1:7001", output: outJSON, timeout: time.Minute, grpc: true,
-		cacert: "/ca.pem", cert: "/c.pem", key: "/k.pem", token: "secret", stdout: &out}, *g)
+		cacert: "/ca.pem", cert: "/c.pem", key: "/k.pem", token: "secret", stdout: &out, stderr: &out}, *g)
 
 	// TICKETD_TOKEN is the bearer token everywhere; the former
 	// TICKETD_BEARER_TOKEN is not read any more.

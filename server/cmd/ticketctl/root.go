@@ -36,12 +36,13 @@ type globals struct {
 	cert, key string // --cert, --key: client certificate for --client-cert-auth
 	token     string // --token: bearer token (--auth-tokens-file on the server)
 	stdout    io.Writer
+	stderr    io.Writer // warnings (a bearer token over plaintext loopback)
 }
 
 // newRootCmd builds the ticketctl command tree writing to stdout and
 // stderr, and returns it with the globals its flags fill.
 func newRootCmd(stdout, stderr io.Writer) (*cobra.Command, *globals) {
-	g := &globals{stdout: stdout}
+	g := &globals{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:   "ticketctl",
 		Short: "Command-line client of a ticketd lock cluster",
@@ -191,12 +192,15 @@ func (g *globals) client() (*sdk.Client, error) {
 	if g.grpc {
 		opts = append(opts, sdk.WithGRPC())
 	}
-	if g.token != "" {
-		opts = append(opts, sdk.WithBearerToken(g.token))
-	}
 	tc, err := g.tlsConfig(eps)
 	if err != nil {
 		return nil, err
+	}
+	if g.token != "" {
+		if err := checkTokenTransport(eps, tc != nil, g.stderr); err != nil {
+			return nil, err
+		}
+		opts = append(opts, sdk.WithBearerToken(g.token))
 	}
 	if tc != nil {
 		opts = append(opts, sdk.WithTLS(tc))

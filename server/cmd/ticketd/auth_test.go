@@ -17,8 +17,8 @@ import (
 	"github.com/ticketd/ticketd/server/security"
 )
 
-// TestServeRefusesBadAuthFiles: a policy or tokens file that does not
-// parse strictly stops `ticketd serve` at start with an error naming the
+// TestServeRefusesBadAuthFiles: a policy (its quotas included) or tokens
+// file that does not parse strictly stops `ticketd serve` at start with an error naming the
 // file (never a node running with no policy or half of one).
 func TestServeRefusesBadAuthFiles(t *testing.T) {
 	tests := []struct {
@@ -28,6 +28,9 @@ func TestServeRefusesBadAuthFiles(t *testing.T) {
 		{"unknown_permission", "rules:\n  - principal: a\n    allow: [write]\n", "", security.ErrBadPolicy},
 		{"unknown_field", "rules:\n  - principal: a\n    allow: [read]\n    prefixes: [x]\n", "", security.ErrBadPolicy},
 		{"empty_principal", "rules:\n  - principal: \"\"\n    allow: [read]\n", "", security.ErrBadPolicy},
+		{"unknown_quota_field", "rules: []\nquotas:\n  - {principal: a, lockz: 3}\n", "", security.ErrBadPolicy},
+		{"negative_default_quota", "rules: []\ndefault_quota: {watchers: -1}\n", "", security.ErrBadPolicy},
+		{"quota_named_twice", "rules: []\nquotas:\n  - {principal: a, locks: 3}\n  - {principal: a, waiters: 3}\n", "", security.ErrBadPolicy},
 		{"token_not_a_digest", "rules: []\n", "tokens:\n  - principal: a\n    sha256: plaintext\n", security.ErrBadTokens},
 	}
 	saved := extraOptions

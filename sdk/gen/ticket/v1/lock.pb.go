@@ -89,6 +89,15 @@ const (
 	WatchEvent_TYPE_EXPIRED WatchEvent_Type = 3
 	// RENEWED: the lease was restarted (a renewal or a retried grant).
 	WatchEvent_TYPE_RENEWED WatchEvent_Type = 4
+	// STARTED: the watch is in place; index is the log index it starts
+	// after: every change with a greater index under prefix follows, once,
+	// and none at or below it (etcd's first WatchResponse with created set
+	// and header.revision). Sent once per stream, as its first message or,
+	// with include_existing, right after the existing locks (index is then
+	// their read index); before any change, once the linearizable start
+	// (ReadIndex, then apply up to it) is done. key and the other fields
+	// are empty. A stream opened with start_index N announces N - 1.
+	WatchEvent_TYPE_STARTED WatchEvent_Type = 5
 )
 
 // Enum value maps for WatchEvent_Type.
@@ -99,6 +108,7 @@ var (
 		2: "TYPE_RELEASED",
 		3: "TYPE_EXPIRED",
 		4: "TYPE_RENEWED",
+		5: "TYPE_STARTED",
 	}
 	WatchEvent_Type_value = map[string]int32{
 		"TYPE_UNSPECIFIED": 0,
@@ -106,6 +116,7 @@ var (
 		"TYPE_RELEASED":    2,
 		"TYPE_EXPIRED":     3,
 		"TYPE_RENEWED":     4,
+		"TYPE_STARTED":     5,
 	}
 )
 
@@ -1874,7 +1885,10 @@ type WatchRequest struct {
 	// prefix selects the keys watched ("" is every key).
 	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	// start_index is the first log index whose change is wanted; 0 means from
-	// now on (after the index the watch started at).
+	// now on (after the index the watch started at, which the first STARTED
+	// event announces). A watcher that needs every change after a point it
+	// already knows (a ListLocks read_index, the last index it handled) passes
+	// that point + 1 here rather than 0.
 	StartIndex uint64 `protobuf:"varint,2,opt,name=start_index,json=startIndex,proto3" json:"start_index,omitempty"`
 	// include_existing first sends every lock held under prefix as a GRANTED
 	// event whose index is the index the table was read at; the changes after
@@ -1957,7 +1971,8 @@ type WatchEvent struct {
 	// lease_ms is the lease in milliseconds (GRANTED, RENEWED).
 	LeaseMs int64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
 	// index is the Raft log index of the entry that applied the change; for
-	// an existing lock (include_existing), the index the table was read at.
+	// an existing lock (include_existing), the index the table was read at;
+	// for STARTED, the index the watch starts after.
 	Index uint64 `protobuf:"varint,6,opt,name=index,proto3" json:"index,omitempty"`
 	// existing marks the held locks sent first for include_existing (type
 	// GRANTED), as opposed to changes.
@@ -2246,7 +2261,7 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\vstart_index\x18\x02 \x01(\x04R\n" +
 	"startIndex\x12)\n" +
 	"\x10include_existing\x18\x03 \x01(\bR\x0fincludeExisting\x12\x14\n" +
-	"\x05stale\x18\x04 \x01(\bR\x05stale\"\x83\x03\n" +
+	"\x05stale\x18\x04 \x01(\bR\x05stale\"\x95\x03\n" +
 	"\n" +
 	"WatchEvent\x12.\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1a.ticket.v1.WatchEvent.TypeR\x04type\x12\x10\n" +
@@ -2259,13 +2274,14 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\x04mode\x18\b \x01(\x0e2\x0f.ticket.v1.ModeR\x04mode\x12\x14\n" +
 	"\x05limit\x18\t \x01(\rR\x05limit\x12\x18\n" +
 	"\asession\x18\n" +
-	" \x01(\x04R\asession\"e\n" +
+	" \x01(\x04R\asession\"w\n" +
 	"\x04Type\x12\x14\n" +
 	"\x10TYPE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fTYPE_GRANTED\x10\x01\x12\x11\n" +
 	"\rTYPE_RELEASED\x10\x02\x12\x10\n" +
 	"\fTYPE_EXPIRED\x10\x03\x12\x10\n" +
-	"\fTYPE_RENEWED\x10\x04\"4\n" +
+	"\fTYPE_RENEWED\x10\x04\x12\x10\n" +
+	"\fTYPE_STARTED\x10\x05\"4\n" +
 	"\x0fWatchOutOfRange\x12!\n" +
 	"\foldest_index\x18\x01 \x01(\x04R\voldestIndex*+\n" +
 	"\x04Mode\x12\x12\n" +

@@ -84,7 +84,8 @@ type LockServiceClient interface {
 	CheckToken(context.Context, *v1.CheckTokenRequest) (*v1.CheckTokenResponse, error)
 	// Watch streams the changes to locks under prefix (grants, renewals,
 	// releases, expiries), each with the Raft log index that applied it, in
-	// apply order, exactly once, on any node. A node sends one entry's events
+	// apply order, exactly once, on any node, after a STARTED event that says
+	// the index the stream starts after. A node sends one entry's events
 	// whole or ends the stream before them; resume after a stream the server
 	// ended with start_index = the last index seen + 1, and after a cut stream
 	// (no status) with start_index = the last index seen, skipping the events
@@ -352,7 +353,8 @@ type LockServiceHandler interface {
 	CheckToken(context.Context, *v1.CheckTokenRequest) (*v1.CheckTokenResponse, error)
 	// Watch streams the changes to locks under prefix (grants, renewals,
 	// releases, expiries), each with the Raft log index that applied it, in
-	// apply order, exactly once, on any node. A node sends one entry's events
+	// apply order, exactly once, on any node, after a STARTED event that says
+	// the index the stream starts after. A node sends one entry's events
 	// whole or ends the stream before them; resume after a stream the server
 	// ended with start_index = the last index seen + 1, and after a cut stream
 	// (no status) with start_index = the last index seen, skipping the events

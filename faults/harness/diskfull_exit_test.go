@@ -1,0 +1,167 @@
+//go:build faults
+
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
+)
+
+// TestDiskFullExitsCleanly: a running follower whose data dir (on a tmpfs
+// of the test's own) fills up completely stops on its next write with the
+// fail-stop log line and exits with status 1: no Go crash dump (badger
+// flushing its memtable into a full tmpfs on close dies of SIGBUS inside
+// its mmap), and once space is freed it starts again and catches up with
+// every acknowledged grant. It needs root (mount) and is skipped otherwise.
+func TestDiskFullExitsCleanly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs for the node's data dir (mount -t tmpfs)")
+	}
+	for _, b := range []string{"hashicorp", "etcd"} {
+		t.Run(b, func(t *testing.T) { diskFullExit(t, b) })
+	}
+}
+
+func diskFullExit(t *testing.T, backend string) {
+	c := StartCluster(t, backend, 3, 500*time.Millisecond, "")
+	k := &target{c: c}
+	acked := map[string]uint64{}
+	grant := func(key string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		res, err := c.Lock(c.Leader(t)).Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: 600_000, Owner: "o-" + key})
+		if err == nil {
+			acked[key] = res.GetToken()
+		}
+		return err
+	}
+	for i := range 20 {
+		if err := grant(fmt.Sprintf("before/%02d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := (c.Leader(t) + 1) % c.Len()
+	dir := c.Node(v).DataDir
+	c.Kill(v)
+	if err := k.moveToTmpfs(v, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	mounted := true
+	t.Cleanup(func() { // before the cluster's Close: unmount whatever happens
+		if mounted {
+			c.Kill(v)
+			if err := run("umount", dir); err != nil {
+				t.Errorf("unmount the tmpfs at %s: %v", dir, err)
+			}
+		}
+	})
+	c.Restart(v)
+	waitCaughtUp(t, c, v)
+	for i := range 10 {
+		if err := grant(fmt.Sprintf("memtable/%02d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCaughtUp(t, c, v)
+
+	k.markLog(v)
+	filler := filepath.Join(dir, "filler")
+	if err := fillUp(filler); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; c.Node(v).Running(); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still runs 60 s after its disk filled", c.Node(v).ID)
+		}
+		_ = grant(fmt.Sprintf("full/%04d", i)) // acknowledged by the other two
+	}
+	code, _ := c.Node(v).ExitCode()
+	_, why := k.Exited(v)
+	out, _ := os.ReadFile(c.Node(v).LogFile)
+	out = out[k.logMark[v]:]
+	t.Logf("%s exited with status %d: %s", c.Node(v).ID, code, why)
+	for _, dump := range []string{"goroutine ", "SIGBUS", "panic"} {
+		if strings.Contains(string(out), dump) {
+			t.Errorf("the log of the stopped node holds %q (a Go crash dump):\n%s", dump, tailOf(out, 3000))
+		}
+	}
+	if code != 1 {
+		t.Fatalf("exit status %d, want 1", code)
+	}
+	if !strings.Contains(why, "disk full") {
+		t.Fatalf("no fail-stop line saying the disk is full (last: %q)", why)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.FreeDisk(v); err != nil {
+		t.Fatal(err)
+	}
+	mounted = false
+	c.Restart(v)
+	waitCaughtUp(t, c, v)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for key, tok := range acked {
+		res, err := c.Lock(v).GetLock(ctx, &ticketv1.GetLockRequest{Key: key, Stale: true})
+		if err != nil || !res.GetHeld() || res.GetToken() != tok {
+			t.Fatalf("%s after rejoining: %s = %+v, %v; want held with token %d", c.Node(v).ID, key, res, err, tok)
+		}
+	}
+	t.Logf("%s rejoined with all %d acknowledged grants", c.Node(v).ID, len(acked))
+}
+
+// fillUp writes path until the file system holding it has no space left.
+func fillUp(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err = f.Write(chunk); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		return errors.Join(err, f.Close())
+	}
+	return f.Close()
+}
+
+// waitCaughtUp waits until node v has applied what the leader had committed.
+func waitCaughtUp(t *testing.T, c *ticketdtest.Cluster, v int) {
+	t.Helper()
+	l := c.WaitLeader(t, 30*time.Second)
+	st, err := c.Status(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if sv, err := c.Status(v); err == nil && sv.GetAppliedIndex() >= st.GetCommitIndex() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not catch up to index %d in 60 s", c.Node(v).ID, st.GetCommitIndex())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// tailOf returns the last n bytes of b.
+func tailOf(b []byte, n int) string {
+	return string(b[max(0, len(b)-n):])
+}
