@@ -26,9 +26,18 @@ NET ?=
 
 all: build
 
+# VCS stamping: -buildvcs=true (over a GOFLAGS=-buildvcs=false) lets the
+# toolchain record the revision; inside a linked git worktree or a tarball it
+# cannot, so the revision is also passed with -X (server/buildinfo).
+BUILDINFO := github.com/ticketd/ticketd/server/buildinfo
+GIT_REVISION := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_VERSION  := $(shell git describe --tags --always 2>/dev/null)
+GIT_MODIFIED := $(shell test -n "$$(git status --porcelain 2>/dev/null)" && echo true)
+BUILD_LDFLAGS := -X $(BUILDINFO).revision=$(GIT_REVISION) -X $(BUILDINFO).modified=$(GIT_MODIFIED) $(if $(filter v%,$(GIT_VERSION)),-X main.version=$(GIT_VERSION))
+
 build:
 	mkdir -p bin
-	$(GO) build -o bin/ ./server/cmd/ticketd ./server/cmd/ticketctl
+	$(GO) build -buildvcs=true -ldflags '$(BUILD_LDFLAGS)' -o bin/ ./server/cmd/ticketd ./server/cmd/ticketctl
 
 ## release: static binaries of ticketd and ticketctl (CGO_ENABLED=0,
 ## -trimpath, the VCS revision stamped by the go command, version from
@@ -185,5 +194,7 @@ lint:
 tidy:
 	@for m in $(MODULES) tools; do [ -f $$m/go.mod ] || continue; (cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; done
 
+## clean: remove bin/ and data/; refuses while a node that `make run` started
+## on data/ is alive (scripts/clean.sh).
 clean:
-	rm -rf bin data
+	./scripts/clean.sh

@@ -270,6 +270,26 @@ describe("client against a three-node cluster", () => {
     await assert.rejects(client.closeSession(s.id), SessionNotFoundError);
   });
 
+  test("session_get_and_list", async () => {
+    const s1 = await client.createSession(30000);
+    const s2 = await client.createSession(20000);
+    const a = await client.lock("ts/sl/jobs/a", { ttlMs: 0, session: s2 });
+    const got = await client.getSession(s2.id);
+    assert.equal(got.id, s2.id);
+    assert.equal(got.ttlMs, 20000);
+    assert.ok(got.remainingMs > 0 && got.remainingMs <= 20000, `remaining ${got.remainingMs}`);
+    assert.equal(got.principal, "", "authorization is off");
+    assert.deepEqual(got.locks.map((l) => [l.key, l.token, l.owner, l.mode, l.limit]), [["ts/sl/jobs/a", a.token, a.owner, Mode.EXCLUSIVE, 0]]);
+    const ids = (await client.listSessions()).map((x) => x.id);
+    assert.ok(ids.includes(s1.id) && ids.includes(s2.id), `${ids}`);
+    assert.ok(ids.indexOf(s1.id) < ids.indexOf(s2.id), "ascending id order");
+    assert.deepEqual((await client.listSessions({ keyPrefix: "ts/sl/jobs/" })).map((x) => x.id), [s2.id]);
+    await s1.close();
+    await s2.close();
+    await assert.rejects(client.getSession(s2.id), SessionNotFoundError);
+    assert.ok(!(await client.listSessions()).some((x) => x.id === s1.id || x.id === s2.id));
+  });
+
   test("failover_after_leader_kill", async () => {
     const a = await client.lock("ts/f", { ttlMs: 5000 });
     const leader = await cluster.leader();
