@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -413,7 +414,7 @@ func (t *Transport) verifyServerIdentity(addr string, cs tls.ConnectionState) er
 	}
 	var ids []uint64
 	if m := t.peerAt.Load(); m != nil {
-		ids = (*m)[addr]
+		ids = (*m)[strings.ToLower(addr)]
 	}
 	if !slices.Contains(ids, t.cfg.RaftID(cn)) {
 		return fmt.Errorf("%w: %s presented a certificate for %q, which is not the member set at that address", ErrForgedSender, addr, cn)
@@ -421,11 +422,13 @@ func (t *Transport) verifyServerIdentity(addr string, cs tls.ConnectionState) er
 	return nil
 }
 
-// indexPeers rebuilds peerAt from t.peers (called from the raft loop).
+// indexPeers rebuilds peerAt from t.peers (called from the raft loop),
+// keyed by the lower-cased address, as http.Transport lower-cases the host
+// it dials.
 func (t *Transport) indexPeers() {
 	m := make(map[string][]uint64, len(t.peers))
 	for id, p := range t.peers {
-		a := *p.addr.Load()
+		a := strings.ToLower(*p.addr.Load())
 		m[a] = append(m[a], id)
 	}
 	t.peerAt.Store(&m)
