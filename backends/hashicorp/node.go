@@ -193,7 +193,7 @@ func New(cfg backends.Config) (*Node, error) {
 	members := &peerMembers{}
 	n.gate = peergate.New(members.ids, logger.Named("transport"), backends.PeerErrorCounter(cfg.Observer))
 	n.gate.Learn(cfg.Bootstrap)
-	trans, closer, err := newTransport(cfg, hl, n.gate)
+	trans, closer, err := newTransport(cfg, hl, n.gate, members)
 	if err != nil {
 		cleanup()
 		return nil, err
