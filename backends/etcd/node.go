@@ -129,6 +129,9 @@ func (n *Node) open() error {
 	if err := backends.PrepareDataDir(n.cfg.DataDir); err != nil {
 		return err
 	}
+	if err := claimLogStore(n.cfg); err != nil {
+		return err
+	}
 	db, err := badgerlog.Open(n.cfg.DataDir, BackendName, n.cfg.Logger)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)

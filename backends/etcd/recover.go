@@ -54,6 +54,9 @@ func Restore(cfg backends.Config, snapshot io.Reader) error {
 	if err := backends.PrepareDataDir(cfg.DataDir); err != nil {
 		return err
 	}
+	if err := claimLogStore(cfg); err != nil {
+		return err
+	}
 	db, err := badgerlog.Open(cfg.DataDir, BackendName, cfg.Logger)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)

@@ -14,8 +14,18 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, backendtest.FailedOpenLeaks()...)
 }
 
+// forEachStore runs fn as a subtest per log store (backends.LogStores),
+// with a Factory and a Restore writing that store.
+func forEachStore(t *testing.T, fn func(t *testing.T, open backendtest.Factory, restore backends.RestoreFunc)) {
+	for _, store := range backends.LogStores() {
+		t.Run(store, func(t *testing.T) {
+			fn(t, backendtest.WithLogStore(newNode, store), backendtest.RestoreWithLogStore(hashicorp.Restore, store))
+		})
+	}
+}
+
 func TestConformance(t *testing.T) {
-	backendtest.Run(t, newNode)
+	forEachStore(t, func(t *testing.T, open backendtest.Factory, _ backends.RestoreFunc) { backendtest.Run(t, open) })
 }
 
 // newNode is the backendtest.Factory of this backend.
@@ -26,5 +36,5 @@ func TestPeerTLS(t *testing.T) {
 }
 
 func TestRecovery(t *testing.T) {
-	backendtest.RunRecovery(t, newNode, hashicorp.Restore)
+	forEachStore(t, backendtest.RunRecovery)
 }

@@ -14,7 +14,7 @@ import (
 // runs it.
 func openMarkedStore(b *testing.B, dir string) *logStore {
 	b.Helper()
-	s := openStore(b, dir)
+	s := openBadger(b, dir)
 	wm, _, err := watermark.Open(dir, storedLog{logs: s, stable: s, snaps: raft.NewInmemSnapshotStore()}, watermark.Options{})
 	if err != nil {
 		b.Fatal(err)
