@@ -4,6 +4,8 @@ MODULES := core backends server sdk bench faults
 GO      ?= go
 # Empty BACKEND: the backend the data dir was made with, else hashicorp.
 BACKEND ?=
+# Empty LOG_STORE: the Raft log store the data dir was made with, else ticketd's default.
+LOG_STORE ?=
 # Test timeout per module; the whole `make test` is kept under 15 minutes on 2 cores.
 TEST_TIMEOUT ?= 8m
 DURATION ?= 30m
@@ -20,14 +22,14 @@ build:
 
 ## run: start a local three-node cluster (data under ./data, API on 127.0.0.1:7001-7003).
 run: build
-	BACKEND=$(BACKEND) ./scripts/cluster.sh
+	BACKEND=$(BACKEND) LOG_STORE=$(LOG_STORE) ./scripts/cluster.sh
 
 ## node: restart one node of the cluster `make run` started (make node N=n3):
 ## SIGTERM (leadership moves away), then the same command again.
 N ?=
 node: build
 	@test -n "$(N)" || (echo "usage: make node N=n1|n2|n3" >&2; exit 2)
-	BACKEND=$(BACKEND) ./scripts/cluster.sh restart $(N)
+	BACKEND=$(BACKEND) LOG_STORE=$(LOG_STORE) ./scripts/cluster.sh restart $(N)
 
 ## test: every test that needs no extra machine: the TypeScript client's node
 ## tests, then every module's Go tests (the faults module's short fault runs and

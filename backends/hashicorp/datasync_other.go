@@ -4,6 +4,6 @@ package hashicorp
 
 import "os"
 
-// dataSyncFile is a raft-wal segment file; outside Linux its Sync is
-// os.File's (fsync, or F_FULLFSYNC on macOS).
-type dataSyncFile struct{ *os.File }
+// dataSyncOS is os.File's Sync outside Linux (fsync, or F_FULLFSYNC on
+// macOS), which has no fdatasync.
+func dataSyncOS(f *os.File) error { return f.Sync() }

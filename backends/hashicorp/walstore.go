@@ -268,7 +268,7 @@ func (v restrictedVFS) Create(dir, name string, size uint64) (types.WritableFile
 		_ = f.Close()
 		return nil, err
 	}
-	return dataSync(f), nil
+	return dataSync(f, dir), nil
 }
 
 func (v restrictedVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
@@ -276,14 +276,5 @@ func (v restrictedVFS) OpenWriter(dir, name string) (types.WritableFile, error) 
 	if err != nil {
 		return nil, err
 	}
-	return dataSync(f), nil
-}
-
-// dataSync returns f with Sync made a data sync when f is an *os.File (see
-// dataSyncFile), and f unchanged otherwise.
-func dataSync(f types.WritableFile) types.WritableFile {
-	if osf, ok := f.(*os.File); ok {
-		return dataSyncFile{osf}
-	}
-	return f
+	return dataSync(f, ""), nil
 }
