@@ -71,6 +71,7 @@ func TestSmoke(t *testing.T) {
 	require.Positive(t, rep.Floors[0].Badger.Count)
 	require.Positive(t, rep.Summary.Floor.FloorUS)
 	want := len(suite.Backends()) * (3*len(levels) + 1 + 4) // commit, lock, renew; handoff at 2; 4 shared cases at 4
+	want += len(levels)                                     // commit on hashicorp's second log store (wal)
 	if peer {
 		want += 2*len(levels) + 1 // etcd Mutex, etcd LeaseKeepAlive, etcd Mutex handoff
 	}
@@ -92,6 +93,9 @@ func TestSmoke(t *testing.T) {
 		}
 		require.True(t, m.Latency.Ordered(), "%s: %+v", name, m.Latency)
 		require.InDelta(t, float64(m.Ops)/m.ElapsedSec, m.PerSec, 1e-6, name)
+	}
+	for _, c := range levels {
+		require.True(t, seen[fmt.Sprintf("commit/hashicorp/wal/%d", c)], "commit/hashicorp/wal/%d", c)
 	}
 	for _, b := range suite.Backends() {
 		for _, c := range levels {
@@ -131,6 +135,7 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{1, 16, 64, 256}, o.cfg.Concurrency)
 	require.Equal(t, []string{"hashicorp", "etcd"}, o.cfg.Backends)
+	require.Equal(t, []string{"badger", "wal"}, o.cfg.LogStores, "commit rows for every backend × log store")
 	require.True(t, o.cfg.Commit && o.cfg.Lock && o.cfg.Peer)
 	require.Equal(t, 3, o.cfg.Rounds)
 	require.True(t, o.cfg.Handoff && o.cfg.Snapshots && o.cfg.Failover, "issue 21's measurements are on by default")
