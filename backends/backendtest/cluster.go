@@ -661,3 +661,15 @@ func RestoreWithLogStore(restore backends.RestoreFunc, store string) backends.Re
 		return restore(cfg, snapshot)
 	}
 }
+
+// ForEachLogStore runs fn as a subtest per Raft log store
+// (backends.LogStores), with open and restore set to write that store
+// (WithLogStore, RestoreWithLogStore): a backend's conformance test runs
+// every suite on every store with it.
+func ForEachLogStore(t *testing.T, open Factory, restore backends.RestoreFunc, fn func(t *testing.T, open Factory, restore backends.RestoreFunc)) {
+	for _, store := range backends.LogStores() {
+		t.Run(store, func(t *testing.T) {
+			fn(t, WithLogStore(open, store), RestoreWithLogStore(restore, store))
+		})
+	}
+}

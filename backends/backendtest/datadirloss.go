@@ -108,11 +108,12 @@ func testMissingWatermarkRefused(t *testing.T, open Factory) {
 
 // storeFileKinds are kinds of file (see fileKinds) that a data dir of each
 // log store must hold for testFileLossNeverShortens to cover it: badger's
-// MANIFEST, a table and a memtable log; raft-wal's meta database
-// (wal-meta.db) and a segment.
+// MANIFEST, a table and a memtable log; a write-ahead log segment (both
+// backends' WALs; hashicorp's raft-wal also has its wal-meta.db, etcd's
+// its snapshot files).
 var storeFileKinds = map[string][]string{
 	backends.LogStoreBadger: {"MANIFEST", ".sst", ".mem"},
-	backends.LogStoreWAL:    {".db", ".wal"},
+	backends.LogStoreWAL:    {".wal"},
 }
 
 // testFileLossNeverShortens: each kind of file in a data dir (the

@@ -117,9 +117,11 @@ func crashImage(t *testing.T, src, dst string) {
 // hold its newest appends: badger's memtable write-ahead logs (*.mem), the
 // write-ahead log stores' segments (*.wal, both backends). The names are
 // zero-padded numbers, so the last in order is the newest.
-var newestLogFiles = map[string]string{
-	backends.LogStoreBadger: filepath.Join("raft", "*.mem"),
-	backends.LogStoreWAL:    filepath.Join("wal-*", "*.wal"),
+var newestLogFiles = map[string][]string{
+	backends.LogStoreBadger: {filepath.Join("raft", "*.mem")},
+	// hashicorp's raft-wal keeps its segments in wal-hashicorp, etcd's WAL
+	// in wal-etcd/wal.
+	backends.LogStoreWAL: {filepath.Join("wal-*", "*.wal"), filepath.Join("wal-*", "wal", "*.wal")},
 }
 
 // damageNewestLog flips 4 bytes about 1.5 KiB before the end of the data
@@ -132,9 +134,16 @@ func damageNewestLog(t *testing.T, dataDir string) (string, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob(filepath.Join(dataDir, newestLogFiles[store]))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no %s log file under %s (%v)", store, dataDir, err)
+	var files []string
+	for _, pattern := range newestLogFiles[store] {
+		m, err := filepath.Glob(filepath.Join(dataDir, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no %s log file under %s", store, dataDir)
 	}
 	slices.Sort(files)
 	path := files[len(files)-1]

@@ -14,14 +14,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, backendtest.FailedOpenLeaks()...)
 }
 
-// forEachStore runs fn as a subtest per log store (backends.LogStores),
-// with a Factory and a Restore writing that store.
+// forEachStore runs fn once per log store (backendtest.ForEachLogStore).
 func forEachStore(t *testing.T, fn func(t *testing.T, open backendtest.Factory, restore backends.RestoreFunc)) {
-	for _, store := range backends.LogStores() {
-		t.Run(store, func(t *testing.T) {
-			fn(t, backendtest.WithLogStore(newNode, store), backendtest.RestoreWithLogStore(hashicorp.Restore, store))
-		})
-	}
+	backendtest.ForEachLogStore(t, newNode, hashicorp.Restore, fn)
 }
 
 func TestConformance(t *testing.T) {
