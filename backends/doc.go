@@ -2,7 +2,7 @@
 // Config that New takes. The adapters live in sub-packages — hashicorp (over
 // github.com/hashicorp/raft) and etcd (over go.etcd.io/raft/v3) — both storing
 // their log and stable state in the log store Config.LogStore names (badger/v4
-// by default; LogStoreWAL, the library's own write-ahead log, on hashicorp),
+// by default; LogStoreWAL, the library's own write-ahead log),
 // and both meeting core.Consensus and core.Membership. backendtest is the
 // conformance suite every adapter passes, with every log store.
 //

@@ -18,10 +18,11 @@ const (
 	// badger/v4 database with SyncWrites under <data-dir>/raft.
 	LogStoreBadger = "badger"
 	// LogStoreWAL keeps them in the write-ahead log the backend's own Raft
-	// library's project uses: github.com/hashicorp/raft-wal (HashiCorp's
-	// segment WAL, Consul's log store) for hashicorp, under
-	// <data-dir>/wal-hashicorp; one fdatasync per appended batch,
-	// preallocated segments, a CRC over every batch.
+	// library's project uses, under <data-dir>/wal-<backend>:
+	// github.com/hashicorp/raft-wal (HashiCorp's segment WAL, Consul's log
+	// store) for hashicorp, etcd's server/v3/storage/wal with its snapshot
+	// files for etcd. One fdatasync per appended batch, preallocated
+	// segments, CRCs on every batch or record.
 	LogStoreWAL = "wal"
 	// DefaultLogStore is the store of a Config whose LogStore is empty.
 	DefaultLogStore = LogStoreBadger

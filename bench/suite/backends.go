@@ -33,7 +33,7 @@ func Backends() []string {
 // on each (Config.LogStores).
 var backendStores = map[string][]string{
 	report.SystemHashicorp: {backends.LogStoreBadger, backends.LogStoreWAL},
-	report.SystemEtcd:      {backends.LogStoreBadger},
+	report.SystemEtcd:      {backends.LogStoreBadger, backends.LogStoreWAL},
 }
 
 // commitTarget is one backend with one of its log stores.

@@ -96,12 +96,12 @@ func TestCommitTargets(t *testing.T) {
 	require.Equal(t, []commitTarget{{"hashicorp", "badger"}, {"etcd", "badger"}}, c.commitTargets())
 	c.LogStores = LogStores()
 	targets := c.commitTargets()
-	require.Equal(t, []commitTarget{{"hashicorp", "badger"}, {"hashicorp", "wal"}, {"etcd", "badger"}}, targets)
+	require.Equal(t, []commitTarget{{"hashicorp", "badger"}, {"hashicorp", "wal"}, {"etcd", "badger"}, {"etcd", "wal"}}, targets)
 	var systems []string
 	for _, tg := range targets {
 		systems = append(systems, tg.system())
 	}
-	require.Equal(t, []string{"hashicorp", "hashicorp/wal", "etcd"}, systems)
+	require.Equal(t, []string{"hashicorp", "hashicorp/wal", "etcd", "etcd/wal"}, systems)
 	c.LogStores = []string{"wal"}
-	require.Equal(t, []commitTarget{{"hashicorp", "wal"}}, c.commitTargets())
+	require.Equal(t, []commitTarget{{"hashicorp", "wal"}, {"etcd", "wal"}}, c.commitTargets())
 }

@@ -219,7 +219,8 @@ type Raft struct {
 	MaxMessageBytes int `koanf:"max_message_bytes"`
 	// LogStore is the Raft log store (key "raft.log_store", flag
 	// --raft-log-store): "badger" (the default) or "wal", the backend's
-	// own write-ahead log (hashicorp/raft-wal for hashicorp). A data dir
+	// own write-ahead log (hashicorp/raft-wal for hashicorp, etcd's
+	// storage/wal for etcd). A data dir
 	// records its store, and a node refuses one written by another;
 	// moving between stores is a snapshot and `ticketd restore`
 	// (docs/operations.md).

@@ -94,8 +94,10 @@ func TestSmoke(t *testing.T) {
 		require.True(t, m.Latency.Ordered(), "%s: %+v", name, m.Latency)
 		require.InDelta(t, float64(m.Ops)/m.ElapsedSec, m.PerSec, 1e-6, name)
 	}
-	for _, c := range levels {
-		require.True(t, seen[fmt.Sprintf("commit/hashicorp/wal/%d", c)], "commit/hashicorp/wal/%d", c)
+	for _, b := range suite.Backends() {
+		for _, c := range levels {
+			require.True(t, seen[fmt.Sprintf("commit/%s/wal/%d", b, c)], "commit/%s/wal/%d", b, c)
+		}
 	}
 	for _, b := range suite.Backends() {
 		for _, c := range levels {
