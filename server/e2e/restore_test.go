@@ -241,16 +241,17 @@ func mustOpen(t *testing.T, path string) *os.File {
 	return f
 }
 
-// TestRestoreAcrossLogStores moves a hashicorp cluster from the badger log
-// store to the wal store and back with `ticketctl snapshot save` and
+// TestRestoreAcrossLogStores moves a cluster of each backend from the
+// badger log store to the wal store and back with `ticketctl snapshot save` and
 // `ticketd restore --raft-log-store` (docs/operations.md, Raft log
 // stores): every lock and the token counter survive each move, and a node
 // started with the store its data dir was not written by is refused.
 func TestRestoreAcrossLogStores(t *testing.T) {
-	if !slices.Contains(backends(), "hashicorp") {
-		t.Skip("needs the hashicorp backend")
-	}
-	c := start(t, "hashicorp")
+	matrix(t, testRestoreAcrossLogStores)
+}
+
+func testRestoreAcrossLogStores(t *testing.T, backend string) {
+	c := start(t, backend)
 	bin := ticketdtest.Binary(t)
 	for round, store := range []string{"wal", "badger"} {
 		held := heldLocks(t, c, fmt.Sprintf("store-%d", round), 5)
