@@ -219,6 +219,10 @@ func (s *Store) CreateSnapshot(sn *pb.Snapshot, compactTo uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	md := sn.GetMetadata()
+	if last, _ := s.LastIndex(); md.GetIndex() > last {
+		// MemoryStorage would panic.
+		return fmt.Errorf("walstore: create snapshot %d past the log's end %d: %w", md.GetIndex(), last, raft.ErrUnavailable)
+	}
 	made, err := s.MemoryStorage.CreateSnapshot(md.GetIndex(), md.GetConfState(), sn.GetData())
 	if err != nil {
 		return fmt.Errorf("walstore: create snapshot %d: %w", md.GetIndex(), err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/goleak"
 )
@@ -87,13 +88,16 @@ func TestReopen(t *testing.T) {
 	require.Equal(t, uint64(2), e[0].GetTerm(), "the overwritten suffix is the new term's")
 }
 
-// TestGapRefused: entries that start past the log's end are an error, not
-// a panic inside MemoryStorage.
+// TestGapRefused: entries that start past the log's end, and a snapshot
+// past it, are errors, not panics inside MemoryStorage.
 func TestGapRefused(t *testing.T) {
 	s := open(t, t.TempDir())
 	defer func() { require.NoError(t, s.Close()) }()
 	require.NoError(t, s.Save(hardState(1, 1, 0), ents(1, 5, 1), nil))
 	require.ErrorIs(t, s.Save(nil, ents(8, 9, 1), nil), ErrLogGap)
+	cs := &pb.ConfState{Voters: []uint64{1}}
+	err := s.CreateSnapshot(&pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(9)), Term: new(uint64(1)), ConfState: cs}}, 9)
+	require.ErrorIs(t, err, raft.ErrUnavailable)
 }
 
 // TestDamagedRecordRefused flips a byte of an early entry in the WAL
