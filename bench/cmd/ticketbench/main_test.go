@@ -71,7 +71,7 @@ func TestSmoke(t *testing.T) {
 	require.Positive(t, rep.Floors[0].Badger.Count)
 	require.Positive(t, rep.Summary.Floor.FloorUS)
 	want := len(suite.Backends()) * (3*len(levels) + 1 + 4) // commit, lock, renew; handoff at 2; 4 shared cases at 4
-	want += len(levels)                                     // commit on hashicorp's second log store (wal)
+	want += len(suite.Backends()) * len(levels)             // commit on each backend's second log store (wal)
 	if peer {
 		want += 2*len(levels) + 1 // etcd Mutex, etcd LeaseKeepAlive, etcd Mutex handoff
 	}
