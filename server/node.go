@@ -233,6 +233,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ID:              cfg.ID,
 		RaftAddr:        cfg.RaftAddr,
 		DataDir:         cfg.DataDir,
+		LogStore:        cfg.Raft.LogStore,
 		Bootstrap:       cfg.Members(),
 		ForceNewCluster: cfg.ForceNewCluster,
 		// A data dir with a log but no watermark is refused unless the
