@@ -51,11 +51,11 @@ type acquireRequest struct {
 // acquire serves Acquire on the promoted leader: the wait queue gives the turn
 // to propose, then the grant is proposed (group-committed with others). A
 // retry whose grant returned its owner's existing lock while an Expire of
-// that lock is in flight goes round again (issue 14, race 1): the queue makes
-// it wait while the lock is being removed; since issue 15 that Expire removes
-// nothing when the retry applied after its decision (the retry restarted the
-// lease, core.ExpireSeen), so the next round returns the same token, else a
-// fresh grant with a new token.
+// that lock is in flight goes round again (testdata/interaction/
+// retry_waits_for_expire_in_flight.txt): the queue makes it wait while the
+// lock is being removed; that Expire removes nothing when the retry applied
+// after its decision (the retry restarted the lease, core.ExpireSeen), so
+// the next round returns the same token, else a fresh grant with a new token.
 //
 // Without wait, the queue refuses (waitq.ErrHeld) only when this node's
 // applied table shows key held incompatibly with the request by another
@@ -211,11 +211,11 @@ const (
 //     is a ghost: it is released at once (DESIGN.md, Leases), and a retry by
 //     the same owner waits for that release (marked before the turn ends);
 //   - a grant that returned the lock its owner already held (an idempotent
-//     retry) is never a ghost (issue 14, race 2), and is answered only if the
+//     retry) is never a ghost (abandoned_retry_is_not_ghost.txt), and is answered only if the
 //     lessor, atomically with expiry, restarts that lock's lease
 //     (lessor.Regrant); if an Expire of it is decided or in flight, the
 //     answer is ErrLockEnding and the caller goes round for a fresh grant
-//     (issue 14, race 1);
+//     (retry_waits_for_expire_in_flight.txt);
 //   - a grant of a Pipelined turn (handed off as the previous holder's
 //     Release was proposed; handoff.go) that was rejected because the key was
 //     still held when it applied requeues the turn at the head of the key's
