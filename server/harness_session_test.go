@@ -1,8 +1,10 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -141,24 +143,29 @@ func (c *checker) sessionApplied(now time.Time, index uint64, cmd core.Command, 
 			c.violate("I10", "session %d expired (seen=%d) %s before the end acknowledged to its client, ending %s",
 				s, cmd.SeenIndex, c.sess.ackEnd[s].Sub(now), locksList(res.Ended.Locks))
 		}
+		// (c): the table lists no holder under s, and none of the holders the
+		// end reports, or that a client was given under s, is still held.
 		if left := table.SessionLocks(s); len(left) > 0 {
 			c.violate("I10", "session %d ended at %d but %s are still held under it", s, index, locksList(left))
 		}
+		ended := map[lockID]bool{}
 		for _, lk := range res.Ended.Locks {
-			id := lockID{lk.Key, lk.Token}
+			ended[lockID{lk.Key, lk.Token}] = true
+		}
+		for id, under := range c.sess.under {
+			if under == s {
+				ended[id] = true
+			}
+		}
+		for _, id := range sortedIDs(ended) {
+			if _, held := table.Holder(id.key, id.token); held {
+				c.violate("I10", "session %d ended at %d but its holder %s/%d is still held", s, index, id.key, id.token)
+			}
 			delete(c.ackEnd, id)
 			delete(c.sess.under, id)
 		}
 		for _, d := range res.Ended.Delays {
 			c.delayEnd[d.Key] = now.Add(ms(d.LockDelayMS))
-		}
-		for m := range c.sess.under { // holders the table no longer lists under s (c)
-			if c.sess.under[m] == s {
-				if _, held := table.Holder(m.key, m.token); held {
-					c.violate("I10", "session %d ended at %d but its holder %s/%d is still held", s, index, m.key, m.token)
-				}
-				delete(c.sess.under, m)
-			}
 		}
 		delete(c.sess.ackEnd, s)
 		delete(c.sess.deadline, s)
@@ -251,4 +258,19 @@ func delaysString(delays []core.LockDelay) string {
 		parts = append(parts, fmt.Sprintf("%s:%dms", d.Key, d.LockDelayMS))
 	}
 	return " delays=[" + strings.Join(parts, " ") + "]"
+}
+
+// sortedIDs returns the ids of set in key and token order.
+func sortedIDs(set map[lockID]bool) []lockID {
+	out := make([]lockID, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	slices.SortFunc(out, func(a, b lockID) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.token, b.token)
+	})
+	return out
 }
