@@ -221,6 +221,9 @@ const (
 //     still held when it applied requeues the turn at the head of the key's
 //     queue (waitq.Turn.Requeue), unless the client left; acquire then waits
 //     for the next turn;
+//   - a grant that created its holder under a session whose lease has run
+//     out (SessionExpiring) is answered *SessionNotFoundError: the session's
+//     ExpireSession removes that holder too;
 //   - an internal proposal timeout is ErrOutcomeUnknown, never the client's
 //     context.DeadlineExceeded.
 //
@@ -252,6 +255,16 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 			n.met.handoffGrantsRejected.Inc()
 		}
 		switch {
+		case granted && res.Created && res.Session != 0 && n.lessor.SessionExpiring(res.Session):
+			// The session's lease ran out while the grant was in flight
+			// (docs/design.md#sessions): its ExpireSession, decided or in
+			// flight, carries a seen index the Grant did not move, so it
+			// removes this holder with the others. The client is refused as
+			// its KeepAlive would be, never handed a token being removed
+			// (testdata/interaction/acquire_under_expiring_session.txt); the
+			// holder needs no ghost release.
+			turn.Done()
+			res, err = core.Result{}, &SessionNotFoundError{Session: res.Session}
 		case granted && res.Created && !claim.CompareAndSwap(claimPending, claimDelivered):
 			n.addGhost(cmd.Key, res.Token)
 			turn.Done()

@@ -823,7 +823,8 @@ func (c *checker) applied(now time.Time, cmd core.Command, res core.Result) {
 	}
 }
 
-// answered checks a reply heard by a client: I1 (a returned token is held),
+// answered checks a reply heard by a client: I1 (a returned token is held
+// and not being removed),
 // I4 (one holder per key among live acknowledged leases) and I7 (an Acquire
 // without wait is refused only if the table showed the key held by another
 // owner during the call); h.mu held.
@@ -839,8 +840,12 @@ func (c *checker) answered(h *harness, op *clientOp) {
 	case "acquire":
 		id := lockID{op.id.key, op.res.res.Token}
 		lk, ok := h.n.sm.Holder(id.key, id.token)
-		if !ok {
+		switch {
+		case !ok && !c.sess.closed[id]:
 			c.violate("I1", "%s got %s/%d, which is not held", op.name, id.key, id.token)
+		case ok && h.n.ending(lk):
+			c.violate("I1", "%s got %s/%d, which is being removed (its Expire, or its session's, is decided or in flight)",
+				op.name, id.key, id.token)
 		}
 		c.delivered[id] = true
 		c.kind[id] = lockKind{lk.Mode, lk.Limit} // the holder's: a retry may have asked another mode
