@@ -48,11 +48,11 @@ type sessionCheck struct {
 	seen     map[uint64]uint64    // the index of that apply: the seen_index its ExpireSession must carry (b)
 	late     map[uint64]uint64    // seen index already reported late, so (b) is reported once per deadline
 	under    map[lockID]uint64    // holders handed to a client under a session, and that session
+	ids      []uint64             // every session created since the harness observes, in log order
 	// closed are the holders a client's CloseSession released: a client may
 	// close its session while an Acquire under it is in flight, and the
 	// grant, applied before the close, is answered after it (I1 allows it).
 	closed map[lockID]bool
-	ids      []uint64             // every session created since the harness observes, in log order
 }
 
 func (s *sessionCheck) init() {
