@@ -333,11 +333,12 @@ func (n *Node) keyState(key string) waitq.KeyState {
 
 // ending reports whether holder lk is being removed: an Expire of it, or a
 // ghost Release, is decided or in flight, or, for a holder under a session
-// (issue 17), its session's lease ran out or its ExpireSession is decided or
-// in flight. Such a holder is no longer valid (CheckToken) and never handed
-// out again, not even to its owner.
+// (issue 17), its session's lease ran out, its ExpireSession is decided or
+// in flight, or its CloseSession is in flight (proposeClose). Such a holder
+// is no longer valid (CheckToken) and never handed out again, not even to
+// its owner.
 func (n *Node) ending(lk core.Lock) bool {
-	if lk.Session != 0 && n.lessor.SessionExpiring(lk.Session) {
+	if lk.Session != 0 && (n.lessor.SessionExpiring(lk.Session) || n.closes.closing(lk.Session)) {
 		return true
 	}
 	return n.lessor.Expiring(lk.Key, lk.Token) || n.isGhost(lk.Key, lk.Token)

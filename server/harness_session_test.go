@@ -242,6 +242,9 @@ func (h *harness) sessionsString() string {
 		if h.n.lessor.SessionExpiring(s.ID) {
 			b.WriteString(" expiring")
 		}
+		if h.n.closes.closing(s.ID) {
+			b.WriteString(" closing")
+		}
 		b.WriteString("\n")
 		return true
 	})

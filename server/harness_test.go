@@ -843,7 +843,7 @@ func (c *checker) answered(h *harness, op *clientOp) {
 		switch {
 		case !ok && !c.sess.closed[id]:
 			c.violate("I1", "%s got %s/%d, which is not held", op.name, id.key, id.token)
-		case ok && h.n.ending(lk):
+		case ok && h.n.ending(lk) && (lk.Session == 0 || !h.n.closes.closing(lk.Session)):
 			c.violate("I1", "%s got %s/%d, which is being removed (its Expire, or its session's, is decided or in flight)",
 				op.name, id.key, id.token)
 		}
