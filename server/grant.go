@@ -333,10 +333,10 @@ func (n *Node) keyState(key string) waitq.KeyState {
 
 // ending reports whether holder lk is being removed: an Expire of it, or a
 // ghost Release, is decided or in flight, or, for a holder under a session
-// (issue 17), its session's lease ran out, its ExpireSession is decided or
-// in flight, or its CloseSession is in flight (proposeClose). Such a holder
-// is no longer valid (CheckToken) and never handed out again, not even to
-// its owner.
+// (docs/design.md#sessions), its session's lease ran out, its ExpireSession
+// is decided or in flight, or its CloseSession is in flight (proposeClose).
+// Such a holder is no longer valid (CheckToken) and never handed out again,
+// not even to its owner.
 func (n *Node) ending(lk core.Lock) bool {
 	if lk.Session != 0 && (n.lessor.SessionExpiring(lk.Session) || n.closes.closing(lk.Session)) {
 		return true
