@@ -222,8 +222,8 @@ const (
 //     queue (waitq.Turn.Requeue), unless the client left; acquire then waits
 //     for the next turn;
 //   - a grant that created its holder under a session whose lease has run
-//     out (SessionExpiring) is answered *SessionNotFoundError: the session's
-//     ExpireSession removes that holder too;
+//     out, or that has ended, by the time the grant applied, is answered
+//     *SessionNotFoundError: the session's end removes that holder too;
 //   - an internal proposal timeout is ErrOutcomeUnknown, never the client's
 //     context.DeadlineExceeded.
 //
@@ -255,14 +255,15 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 			n.met.handoffGrantsRejected.Inc()
 		}
 		switch {
-		case granted && res.Created && res.Session != 0 && n.lessor.SessionExpiring(res.Session):
+		case granted && res.Created && res.Session != 0 && n.sessionOver(res.Session):
 			// The session's lease ran out while the grant was in flight
-			// (docs/design.md#sessions): its ExpireSession, decided or in
-			// flight, carries a seen index the Grant did not move, so it
-			// removes this holder with the others. The client is refused as
-			// its KeepAlive would be, never handed a token being removed
-			// (testdata/interaction/acquire_under_expiring_session.txt); the
-			// holder needs no ghost release.
+			// (docs/design.md#sessions): its ExpireSession, decided, in
+			// flight or already applied, carries a seen index the Grant did
+			// not move, so it removes this holder with the others (a session
+			// that has ended took the holder with it). The client is refused
+			// as its KeepAlive would be, never handed a token being removed
+			// or gone (testdata/interaction/acquire_under_expiring_session.txt);
+			// the holder needs no ghost release.
 			turn.Done()
 			res, err = core.Result{}, &SessionNotFoundError{Session: res.Session}
 		case granted && res.Created && !claim.CompareAndSwap(claimPending, claimDelivered):
@@ -329,6 +330,15 @@ func (n *Node) keyState(key string) waitq.KeyState {
 		ks.Holders[i] = waitq.Holder{Owner: holderID(lk.Owner, lk.Principal), Removing: n.ending(lk), LockDelay: lk.LockDelayMS > 0}
 	}
 	return ks
+}
+
+// sessionOver reports whether session id has ended (the table no longer
+// has it) or its lease has run out by this leader's measure.
+func (n *Node) sessionOver(id uint64) bool {
+	if _, open := n.sm.Session(id); !open {
+		return true
+	}
+	return n.lessor.SessionExpiring(id)
 }
 
 // ending reports whether holder lk is being removed: an Expire of it, or a
