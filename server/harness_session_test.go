@@ -49,10 +49,6 @@ type sessionCheck struct {
 	late     map[uint64]uint64    // seen index already reported late, so (b) is reported once per deadline
 	under    map[lockID]uint64    // holders handed to a client under a session, and that session
 	ids      []uint64             // every session created since the harness observes, in log order
-	// closed are the holders a client's CloseSession released: a client may
-	// close its session while an Acquire under it is in flight, and the
-	// grant, applied before the close, is answered after it (I1 allows it).
-	closed map[lockID]bool
 }
 
 func (s *sessionCheck) init() {
@@ -61,7 +57,6 @@ func (s *sessionCheck) init() {
 	s.seen = map[uint64]uint64{}
 	s.late = map[uint64]uint64{}
 	s.under = map[lockID]uint64{}
-	s.closed = map[lockID]bool{}
 }
 
 // ack records that session id's lease was acknowledged to last until end.
@@ -174,7 +169,7 @@ func (c *checker) sessionApplied(now time.Time, index uint64, cmd core.Command, 
 		}
 		if cmd.Op == core.OpCloseSession {
 			for _, lk := range res.Ended.Locks {
-				c.sess.closed[lockID{lk.Key, lk.Token}] = true
+				c.clientRemoved[lockID{lk.Key, lk.Token}] = true
 			}
 		}
 		delete(c.sess.ackEnd, s)

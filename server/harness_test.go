@@ -258,6 +258,9 @@ func (h *harness) onApply(index uint64, cmd core.Command, res core.Result) {
 	if cmd.Op == core.OpNoop || cmd.Op == core.OpSetMember {
 		return
 	}
+	if cmd.Op == core.OpRelease && res.Outcome == core.OutcomeReleased && h.released[lockID{cmd.Key, cmd.Token}] > 0 {
+		h.check.clientRemoved[lockID{cmd.Key, cmd.Token}] = true
+	}
 	h.check.sessionApplied(h.clock.Now(), index, cmd, res, h.n.sm) // before applied forgets the holders it removed
 	h.check.applied(h.clock.Now(), cmd, res)
 	h.recordChanges(index, cmd, res)
@@ -771,13 +774,18 @@ func connectErr(err error) error { return connect.NewError(codeOf(err), err) }
 // interleaving property (interleave_test.go); violations are also printed as
 // events by the scripts.
 type checker struct {
-	ackEnd     map[lockID]time.Time // latest lease end acknowledged to a client (send time + lease)
-	delivered  map[lockID]bool      // tokens handed to a client by Acquire
-	lastToken  uint64               // highest token granted, cluster-wide
-	kind       map[lockID]lockKind  // mode and limit of each token handed to a client
-	delayEnd   map[string]time.Time // end of each key's lock-delay (from the Expire's or session end's apply)
-	sess       sessionCheck         // sessions (I10, harness_session_test.go)
-	violations []string
+	ackEnd    map[lockID]time.Time // latest lease end acknowledged to a client (send time + lease)
+	delivered map[lockID]bool      // tokens handed to a client by Acquire
+	lastToken uint64               // highest token granted, cluster-wide
+	kind      map[lockID]lockKind  // mode and limit of each token handed to a client
+	delayEnd  map[string]time.Time // end of each key's lock-delay (from the Expire's or session end's apply)
+	// clientRemoved are the holders a client's Release or CloseSession
+	// removed: a client may send one while an Acquire that returns that
+	// holder (a retry by its owner, or a grant under the session) is in
+	// flight, and the Acquire, applied first, is answered after it (I1).
+	clientRemoved map[lockID]bool
+	sess          sessionCheck // sessions (I10, harness_session_test.go)
+	violations    []string
 }
 
 func (c *checker) init() {
@@ -785,6 +793,7 @@ func (c *checker) init() {
 	c.delivered = map[lockID]bool{}
 	c.kind = map[lockID]lockKind{}
 	c.delayEnd = map[string]time.Time{}
+	c.clientRemoved = map[lockID]bool{}
 	c.sess.init()
 }
 
@@ -841,7 +850,7 @@ func (c *checker) answered(h *harness, op *clientOp) {
 		id := lockID{op.id.key, op.res.res.Token}
 		lk, ok := h.n.sm.Holder(id.key, id.token)
 		switch {
-		case !ok && !c.sess.closed[id]:
+		case !ok && !c.clientRemoved[id]:
 			c.violate("I1", "%s got %s/%d, which is not held", op.name, id.key, id.token)
 		case ok && h.n.ending(lk) && (lk.Session == 0 || !h.n.closes.closing(lk.Session)):
 			c.violate("I1", "%s got %s/%d, which is being removed (its Expire, or its session's, is decided or in flight)",

@@ -20,9 +20,9 @@ import (
 //
 //	I1 a token returned to a client is held at the moment it is returned,
 //	   and not being removed: neither its Expire nor, under a session, its
-//	   session's ExpireSession is decided or in flight (a CloseSession of its
-//	   session, which a client may send while its Acquire under that session
-//	   is in flight, may be in flight or have released it since);
+//	   session's ExpireSession is decided or in flight (a client's Release of
+//	   it, or CloseSession of its session, sent while the Acquire was in
+//	   flight, may be in flight or have removed it since);
 //	I2 no lock is removed by expiry before its lease measured from the last
 //	   acknowledged renewal (or grant);
 //	I3 a ghost release only ever releases the token its own grant created;
