@@ -352,7 +352,8 @@ func (h *harness) settle() {
 }
 
 // busy reports whether a goroutine other than the first (the caller) in a
-// runtime.Stack dump is running or runnable.
+// runtime.Stack dump is running, runnable, or held up by the garbage
+// collector.
 func busy(dump []byte) bool {
 	for i, g := range bytes.Split(dump, []byte("\n\n")) {
 		if i == 0 {
@@ -364,8 +365,13 @@ func busy(dump []byte) bool {
 			continue
 		}
 		state := string(g[open+1 : end])
+		// A goroutine held up by the garbage collector (an allocation's GC
+		// assist, a stop of the world) is about to run on: it is not
+		// waiting for the next step.
 		if strings.HasPrefix(state, "running") || strings.HasPrefix(state, "runnable") || strings.HasPrefix(state, "syscall") ||
-			strings.HasPrefix(state, "preempted") || strings.HasPrefix(state, "copystack") {
+			strings.HasPrefix(state, "preempted") || strings.HasPrefix(state, "copystack") ||
+			strings.HasPrefix(state, "GC assist") || strings.HasPrefix(state, "garbage collection") ||
+			strings.HasPrefix(state, "stopping the world") {
 			return true
 		}
 	}

@@ -21,6 +21,16 @@ var (
 	// ErrInsecureExposure: a non-loopback address would be served without
 	// TLS and --insecure was not given.
 	ErrInsecureExposure = errors.New("security: refusing to serve a non-loopback address without TLS")
+	// ErrInsecureFile: a policy, tokens, private key or revocation list
+	// file is writable by group or others, or owned by another user than
+	// the node's and root (a *CredentialFileError names it and its mode).
+	ErrInsecureFile = errors.New("security: credential file writable by another user")
+	// ErrBadCRL: a revocation list does not parse, or no trusted CA signed
+	// it (--client-crl-file, --peer-crl-file).
+	ErrBadCRL = errors.New("security: invalid certificate revocation list")
+	// ErrRevoked: the other side of a TLS handshake presented a certificate
+	// that the revocation list names; the handshake is refused.
+	ErrRevoked = errors.New("security: certificate revoked")
 	// ErrExists: a certificate or key file to be created already exists.
 	ErrExists = errors.New("security: file exists")
 	// ErrBadPolicy: a policy file (--auth-policy-file) does not parse:
