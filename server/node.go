@@ -146,6 +146,9 @@ type Node struct {
 
 	ghostMu sync.Mutex
 	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
+	// closes marks the sessions whose CloseSession is in flight on this
+	// leader (sessionservice.go): their holders are being removed.
+	closes closingSessions
 
 	server    *http.Server
 	metricsLn *metricsListener // listen_metrics_addr (metricslisten.go)

@@ -33,3 +33,9 @@ func TestPeerTLS(t *testing.T) {
 func TestRecovery(t *testing.T) {
 	forEachStore(t, backendtest.RunRecovery)
 }
+
+// TestSingleNodeConformance runs the conformance cases that hold for a
+// one-member group (backendtest.RunSingleNode), which memraft runs too.
+func TestSingleNodeConformance(t *testing.T) {
+	backendtest.RunSingleNode(t, newNode)
+}
