@@ -216,6 +216,7 @@ func (s *StateMachine) Restore(r io.Reader) error {
 	s.locks, s.delays, s.members, s.lastToken, s.applied = st.locks, st.delays, st.members, st.lastToken, st.applied
 	s.sessions, s.sessLocks, s.keys, s.extended = st.sessions, st.sessLocks, st.keys, st.extended
 	s.byPrincipal, s.holdersBy = st.byPrincipal, st.holdersBy
+	s.restores++
 	return nil
 }
 
