@@ -80,7 +80,7 @@ func (l *Lessor) collect() ([]leaseID, uint64, []string, time.Duration) {
 // not merged into one entry: that would take a new command version
 // (docs/design.md#replicated-commands) for no fewer syncs than group commit
 // already gives. A round whose epoch ended, or whose confirmation names
-// another term than the epoch's, proposes nothing (issue 14, race 3); each
+// another term than the epoch's, proposes nothing (docs/design.md#leases); each
 // Expire is decided again under the lessor's lock just before it is proposed
 // (decide), with the seen index of the lock's last Grant/Renew this node
 // applied. Failures are retried after RetryInterval while the epoch lasts;

@@ -226,7 +226,7 @@ func New(cfg Config) (*Lessor, error) {
 // (core.LeaderEvent.IsLeader), so every earlier command is applied and
 // tracked. There is no reset: every lock keeps the deadline this node
 // measured from its own apply of the lock's last Grant or Renew, which is at
-// or after the deadline its client measured (issue 15). A lock whose Expire,
+// or after the deadline its client measured (docs/design.md#leases). A lock whose Expire,
 // decided in an earlier epoch, is still being proposed stays expiring (never
 // renewed, never handed back), since that Expire may yet commit in this
 // term; every other lock is expired by its deadline, at once if it has
