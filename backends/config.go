@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,8 +23,15 @@ type Config struct {
 	RaftAddr string
 	// BindAddr is the host:port to listen on for peer traffic; defaults to RaftAddr.
 	BindAddr string
-	// DataDir holds this node's badger database and snapshots; created if missing.
+	// DataDir holds this node's Raft log, stable state and snapshots;
+	// created if missing.
 	DataDir string
+	// LogStore is the Raft log store: LogStoreBadger or LogStoreWAL (see
+	// there); empty means DefaultLogStore. A data dir records the store
+	// that wrote it (ClaimLogStore) and New refuses it with another one
+	// (ErrWrongLogStore); moving between stores is a snapshot and a
+	// Restore with the new store.
+	LogStore string
 	// Bootstrap lists the initial voters (including this node) of a new cluster.
 	// It is used only when DataDir holds no Raft state; a node with empty
 	// Bootstrap and no state waits to be added by the leader (join).
@@ -87,7 +96,9 @@ type Config struct {
 	// (ServerName set to the dialled host). MinVersion is raised to TLS 1.3
 	// on both sides. A peer with no certificate, or one from another CA, is
 	// refused at the handshake and logged (etcd --peer-client-cert-auth,
-	// Consul verify_incoming). Validate refuses a PeerTLS with no certificate,
+	// Consul verify_incoming); so is a certificate whose CN is not the id
+	// of a current member, and a member's certificate is refused from the
+	// moment its removal applies (backends/internal/peergate). Validate refuses a PeerTLS with no certificate,
 	// no CA pool or a ClientAuth weaker than RequireAndVerifyClientCert.
 	// The backend never modifies the value given.
 	PeerTLS *tls.Config
@@ -152,8 +163,10 @@ type Config struct {
 }
 
 // PeerLearner is implemented by a backend whose joining node must be told
-// the current members' peer addresses before it can answer the leader: the
-// etcd backend, whose node in no configuration yet never takes an address
+// the current members before it can answer the leader: both backends, over
+// mutual TLS, to know whose certificates to accept while their
+// configuration is empty (peergate); the etcd backend also for their peer
+// addresses, since its node in no configuration yet never takes an address
 // from a peer's request headers (issue 12: a peer could claim to be the
 // leader at its own address and receive the joiner's replies). The members
 // must come from replicated membership through a channel the operator
@@ -203,6 +216,9 @@ var (
 	// Raft state; restoring over it would mix two histories. Move it away
 	// first (etcdutl snapshot restore refuses the same way).
 	ErrDataDirInUse = errors.New("backends: data dir already holds raft state")
+	// ErrWrongBackend: the data dir was written by the other backend;
+	// opening it would misread its log.
+	ErrWrongBackend = errors.New("backends: data dir belongs to another backend")
 	// ErrNoState: ForceNewCluster was set for a data dir with no Raft state
 	// (nothing to recover; bootstrap or Restore a new cluster instead).
 	ErrNoState = errors.New("backends: no raft state to recover")
@@ -223,6 +239,9 @@ func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	if c.BindAddr == "" {
 		c.BindAddr = c.RaftAddr
+	}
+	if c.LogStore == "" {
+		c.LogStore = DefaultLogStore
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = d.SnapshotThreshold
@@ -265,6 +284,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: empty DataDir", ErrInvalidConfig)
 	case c.StateMachine == nil:
 		return fmt.Errorf("%w: nil StateMachine", ErrInvalidConfig)
+	case c.LogStore != "" && !slices.Contains(LogStores(), c.LogStore):
+		return fmt.Errorf("%w: LogStore %q is not %s", ErrInvalidConfig, c.LogStore, strings.Join(LogStores(), " or "))
 	case c.HeartbeatInterval < 0 || c.ElectionTimeout < 0:
 		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
 	case c.ElectionTimeout != 0 && c.HeartbeatInterval != 0 && c.ElectionTimeout < 2*c.HeartbeatInterval:

@@ -40,7 +40,9 @@ type PeerObserver interface {
 	// receive budget), "refused" (an accepted connection closed at once
 	// because Config.MaxPeerConns or MaxPeerConnsPerIP was reached) or
 	// "identity" (over mutual TLS, a message claiming another member than
-	// the one the peer certificate names).
+	// the one the peer certificate names, or sent under the certificate of
+	// a member removed since its connection opened; a certificate naming
+	// no current member is refused at the handshake, "handshake").
 	PeerTransportError(peer, kind string)
 	// FollowerProgress reports, on the leader only, one follower's
 	// replication state: lag in log entries behind the leader's last index

@@ -3,15 +3,23 @@
 #
 #   BACKEND=hashicorp|etcd  consensus backend (default: the one $DATA was made
 #                           with, else hashicorp)
+#   LOG_STORE=badger|wal    Raft log store (--raft-log-store; default: the one
+#                           $DATA was made with, else ticketd's default)
 #   DATA=./data             data root: node data in $DATA/nX, logs in $DATA/nX.log
 #   TICKETD=bin/ticketd     the ticketd binary
-#   SECURE=1                client TLS, client-certificate auth and peer mutual
-#                           TLS, with a CA and certificates that
-#                           `ticketctl cert` makes once under $DATA/certs/, and
-#                           authorization on: $DATA/certs/policy.yaml gives the
-#                           client certificate "root" admin and the bearer token
-#                           in $DATA/certs/orders-svc.token lock on orders/
-#   TICKETCTL=bin/ticketctl the ticketctl binary (SECURE=1 makes certificates with it)
+#   TICKETCTL=bin/ticketctl the ticketctl binary (it makes the certificates)
+#   SECURE=1                client TLS and client-certificate auth on the API
+#                           too, and authorization on: $DATA/certs/policy.yaml
+#                           gives the client certificate "root" admin and the
+#                           bearer token in $DATA/certs/orders-svc.token lock
+#                           on orders/
+#   API_ADDRS, RAFT_ADDRS   the three nodes' client API and peer addresses,
+#                           comma-separated (default 127.0.0.1:7001-7003 and
+#                           127.0.0.1:7101-7103)
+#
+# Peers always speak mutual TLS: a CA and one certificate per node (CN = the
+# node id) that `ticketctl cert` makes once under $DATA/certs/. Without
+# SECURE the client API stays plaintext on loopback.
 #
 #   scripts/cluster.sh               start the cluster and supervise it
 #   scripts/cluster.sh restart nX    restart one node of the running cluster
@@ -33,13 +41,21 @@ if [[ -z ${BACKEND:-} && -f $DATA/BACKEND ]]; then
 	BACKEND=$(cat "$DATA/BACKEND")
 fi
 BACKEND=${BACKEND:-hashicorp}
+if [[ -z ${LOG_STORE:-} && -f $DATA/LOG_STORE ]]; then
+	LOG_STORE=$(cat "$DATA/LOG_STORE")
+fi
+LOG_STORE=${LOG_STORE:-}
 TICKETD=${TICKETD:-bin/ticketd}
 TICKETCTL=${TICKETCTL:-bin/ticketctl}
 SECURE=${SECURE:-}
 CERTS=$DATA/certs
 IDS=(n1 n2 n3)
-API=(127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003)
-RAFT=(127.0.0.1:7101 127.0.0.1:7102 127.0.0.1:7103)
+IFS=, read -r -a API <<<"${API_ADDRS:-127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003}"
+IFS=, read -r -a RAFT <<<"${RAFT_ADDRS:-127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103}"
+if ((${#API[@]} != 3 || ${#RAFT[@]} != 3)); then
+	echo "cluster.sh: API_ADDRS and RAFT_ADDRS name three addresses each" >&2
+	exit 2
+fi
 
 if [[ ! -x $TICKETD ]]; then
 	echo "cluster.sh: $TICKETD not found; run 'make build' first" >&2
@@ -58,6 +74,22 @@ if [[ -f $DATA/BACKEND && $(cat "$DATA/BACKEND") != "$BACKEND" ]]; then
 	exit 1
 fi
 echo "$BACKEND" >"$DATA/BACKEND"
+case $LOG_STORE in "" | badger | wal) ;; *)
+	echo "cluster.sh: LOG_STORE must be badger or wal, not '$LOG_STORE'" >&2
+	exit 1
+	;;
+esac
+# Each node's data dir records its log store and refuses another; a
+# recorded LOG_STORE is passed again on the next run.
+if [[ -f $DATA/LOG_STORE && $(cat "$DATA/LOG_STORE") != "$LOG_STORE" ]]; then
+	echo "cluster.sh: $DATA/ holds a cluster made with the $(cat "$DATA/LOG_STORE") log store; use LOG_STORE=$(cat "$DATA/LOG_STORE"), or 'make clean' to start over with ${LOG_STORE:-the default}" >&2
+	exit 1
+fi
+if [[ -n $LOG_STORE ]]; then
+	echo "$LOG_STORE" >"$DATA/LOG_STORE"
+fi
+log_store_flags=()
+if [[ -n $LOG_STORE ]]; then log_store_flags=(--raft-log-store "$LOG_STORE"); fi
 
 CMD=${1:-run}
 case $CMD in
@@ -80,22 +112,24 @@ for addr in "${API[@]}" "${RAFT[@]}"; do
 	fi
 done
 
-# SECURE=1: one CA for clients and peers, a certificate per node for
-# 127.0.0.1 and localhost, and a client certificate for ticketctl and curl.
+# Peers: one CA and a certificate per node (CN = its id, for 127.0.0.1 and
+# localhost), made once; a data dir of an older plaintext run gets them on
+# its next start and its peers switch to mutual TLS. SECURE=1 adds a client
+# certificate for ticketctl and curl.
+if [[ ! -x $TICKETCTL ]]; then
+	echo "cluster.sh: $TICKETCTL not found; run 'make build' first" >&2
+	exit 1
+fi
+if [[ ! -f $CERTS/ca.crt ]]; then
+	"$TICKETCTL" cert create-ca --certs-dir "$CERTS" >/dev/null
+fi
+for id in "${IDS[@]}"; do
+	[[ -f $CERTS/node-$id.crt ]] || "$TICKETCTL" cert create-node --certs-dir "$CERTS" --id "$id" --hosts 127.0.0.1,localhost >/dev/null
+done
 tls_flags=()
 scheme=http
 curl_tls=()
 if [[ -n $SECURE ]]; then
-	if [[ ! -x $TICKETCTL ]]; then
-		echo "cluster.sh: $TICKETCTL not found; run 'make build' first" >&2
-		exit 1
-	fi
-	if [[ ! -f $CERTS/ca.crt ]]; then
-		"$TICKETCTL" cert create-ca --certs-dir "$CERTS" >/dev/null
-	fi
-	for id in "${IDS[@]}"; do
-		[[ -f $CERTS/node-$id.crt ]] || "$TICKETCTL" cert create-node --certs-dir "$CERTS" --id "$id" --hosts 127.0.0.1,localhost >/dev/null
-	done
 	[[ -f $CERTS/client.root.crt ]] || "$TICKETCTL" cert create-client --certs-dir "$CERTS" --name root >/dev/null
 	# Authorization (issue 13): root is admin; orders-svc, by bearer token,
 	# may lock under orders/; every authenticated principal may read it.
@@ -124,14 +158,20 @@ POLICY
 	scheme=https
 	curl_tls=(--cacert "$CERTS/ca.crt" --cert "$CERTS/client.root.crt" --key "$CERTS/client.root.key")
 fi
+# SECURE=1 also serves the probes and /metrics on 9101-9103 without a client
+# certificate (--listen-metrics-addr), and keeps the policy and tokens files
+# unwritable by others whatever the umask (ticketd refuses them otherwise).
+METRICS=(127.0.0.1:9101 127.0.0.1:9102 127.0.0.1:9103)
+if [[ -n $SECURE ]]; then chmod go-w "$CERTS/policy.yaml" "$CERTS/tokens.yaml"; fi
 node_tls() {
-	[[ -n $SECURE ]] || return 0
 	local id=$1
-	tls_flags=(--cert-file "$CERTS/node-$id.crt" --key-file "$CERTS/node-$id.key"
+	tls_flags=(--peer-cert-file "$CERTS/node-$id.crt" --peer-key-file "$CERTS/node-$id.key"
+		--peer-trusted-ca-file "$CERTS/ca.crt")
+	[[ -n $SECURE ]] || return 0
+	tls_flags+=(--cert-file "$CERTS/node-$id.crt" --key-file "$CERTS/node-$id.key"
 		--trusted-ca-file "$CERTS/ca.crt" --client-cert-auth
-		--peer-cert-file "$CERTS/node-$id.crt" --peer-key-file "$CERTS/node-$id.key"
-		--peer-trusted-ca-file "$CERTS/ca.crt"
-		--auth-policy-file "$CERTS/policy.yaml" --auth-tokens-file "$CERTS/tokens.yaml")
+		--auth-policy-file "$CERTS/policy.yaml" --auth-tokens-file "$CERTS/tokens.yaml"
+		--listen-metrics-addr "${METRICS[${id#n}-1]}")
 }
 
 peers=""
@@ -147,7 +187,7 @@ node_cmd() {
 	node_tls "$id"
 	for a in "${API[@]}"; do origins+=("$scheme://$a"); done
 	printf '%s\n' "$TICKETD" serve --id "$id" --api-addr "${API[i]}" --raft-addr "${RAFT[i]}" \
-		--data-dir "$DATA/$id" --backend "$BACKEND" --bootstrap "$peers" \
+		--data-dir "$DATA/$id" --backend "$BACKEND" ${log_store_flags[@]+"${log_store_flags[@]}"} --bootstrap "$peers" \
 		--cors-allowed-origins "$(IFS=,; echo "${origins[*]}")" \
 		--log-format console ${tls_flags[@]+"${tls_flags[@]}"}
 }
@@ -269,11 +309,17 @@ Try, from another terminal:
       -H 'Content-Type: application/json' -d '{"key":"orders/42","leaseMs":"60000"}' \\
       https://${API[0]}/ticket.v1.LockService/Acquire
 
+Probes and metrics need no client certificate on ${METRICS[*]}:
+  curl -s http://${METRICS[0]}/readyz; curl -s http://${METRICS[0]}/metrics | head
+
 Failover: kill -9 the leader's pid; the other two elect a new leader and keep
 serving (locks keep their tokens). Ctrl-C stops all three.
 INFO
 else
 	cat <<INFO
+
+Peers speak mutual TLS (one certificate per node in $CERTS/); the client API
+is plaintext on loopback.
 
 Try, from another terminal:
   bin/ticketctl status

@@ -112,42 +112,49 @@ func (e *Election) Leader(ctx context.Context, name string) (Leader, error) {
 	return Leader{Name: name, Value: valueOf(info.Owner), Term: info.Token}, nil
 }
 
-// Observe yields the leader of election name, if there is one, and then
-// every change: a
-// Leader with Term 0 means "no leader" (the last one resigned or its lease
-// ran out). Terms of successive leaders strictly increase. It survives node
-// failures as Watch does, and ends after yielding ctx's error.
+// Observe yields the leader of election name once the watch behind it has
+// started (a Leader with Term 0 if nobody leads then), and then every
+// change: a Leader with Term 0 means "no leader" (the last one resigned or
+// its lease ran out). Terms of successive leaders strictly increase. It
+// survives node failures as Watch does (after a relist it yields the leader
+// then, if that changed), and ends after yielding ctx's error.
 func (e *Election) Observe(ctx context.Context, name string) iter.Seq2[Leader, error] {
 	return func(yield func(Leader, error) bool) {
-		var cur Leader
-		for ev, err := range e.c.Watch(ctx, name, WithExisting()) {
+		var cur, shown Leader // cur: the leader as the watch knows it; shown: the last yielded
+		shownAny := false     // something was yielded
+		show := func() bool {
+			if shownAny && cur == shown {
+				return true
+			}
+			shownAny, shown = true, cur
+			return yield(cur, nil)
+		}
+		for ev, err := range e.c.Watch(ctx, name, WithExisting(), WithStartedEvents()) {
 			if err != nil {
 				yield(Leader{}, err)
 				return
 			}
-			if ev.Key != name && ev.Type != EventReset {
-				continue // another election whose name starts with this one
-			}
-			next := cur
-			switch ev.Type {
-			case EventGranted:
-				next = Leader{Name: name, Value: valueOf(ev.Owner), Term: ev.Token}
-			case EventReleased, EventExpired:
-				if ev.Token == cur.Term {
-					next = Leader{Name: name}
+			switch {
+			case ev.Type == EventReset:
+				cur = Leader{Name: name} // the held lock, if any, follows
+				continue
+			case ev.Type == EventStarted:
+				if cur.Name == "" {
+					cur = Leader{Name: name} // nobody leads
 				}
-			case EventReset:
-				next = Leader{Name: name}
-			}
-			if ev.Type == EventReset {
-				cur = next // the held lock, if any, follows
+			case ev.Key != name:
+				continue // another election whose name starts with this one
+			case ev.Type == EventGranted:
+				cur = Leader{Name: name, Value: valueOf(ev.Owner), Term: ev.Token}
+			case ev.Type == EventReleased || ev.Type == EventExpired:
+				if ev.Token == cur.Term {
+					cur = Leader{Name: name}
+				}
+			default:
 				continue
 			}
-			if next != cur {
-				cur = next
-				if !yield(cur, nil) {
-					return
-				}
+			if !show() {
+				return
 			}
 		}
 	}

@@ -129,9 +129,9 @@ func (s *Session) Close(ctx context.Context) error {
 // session's TTL. A Session does this by itself; call it for a session
 // kept alive by hand (ticketctl session keepalive).
 //
-// Errors: ErrSessionNotFound (unknown or ended: its locks are gone),
-// ErrPermissionDenied (another principal's), or the ctx error wrapping the
-// last failure.
+// Errors: ErrSessionNotFound (unknown or ended: its locks are gone; also
+// another principal's, which servers answer exactly as an unknown one), or
+// the ctx error wrapping the last failure.
 func (c *Client) KeepAlive(ctx context.Context, id uint64) (time.Duration, error) {
 	ttl, _, err := c.keepAlive(ctx, id, 0)
 	return ttl, err
@@ -161,9 +161,9 @@ func (c *Client) keepAlive(ctx context.Context, id uint64, ttl time.Duration) (t
 // attempt of this call may have closed the session and a later one finds it
 // gone, CloseSession reports success.
 //
-// Errors: ErrSessionNotFound (unknown or already ended),
-// ErrPermissionDenied, *AmbiguousError, or the ctx error wrapping the last
-// failure.
+// Errors: ErrSessionNotFound (unknown or already ended, or another
+// principal's unless the caller is an admin), *AmbiguousError, or the ctx
+// error wrapping the last failure.
 func (c *Client) CloseSession(ctx context.Context, id uint64) error {
 	req := &ticketv1.CloseSessionRequest{Session: id}
 	spec := callSpec{op: "close session", key: fmt.Sprint(id), toLeader: true, timeout: c.cfg.requestTimeout, mutates: true}

@@ -25,6 +25,14 @@ const (
 	EventExpired EventType = 3
 	// EventRenewed: the lease was restarted (a renewal or a retried grant).
 	EventRenewed EventType = 4
+	// EventStarted: the watch is in place (yielded only with
+	// WithStartedEvents). Index is the log index it starts after: every
+	// change under the prefix with a greater index follows, once, and none
+	// at or below it. Yielded once before the first change (after the
+	// existing locks, with WithExisting), and again after each EventReset's
+	// listing; not when the watch resumes on another node, which continues
+	// where it stood. A server older than the announcement sends none.
+	EventStarted EventType = 5
 	// EventReset: the watch could not resume without a gap (the node's
 	// history no longer reached back to it), so it restarted from a fresh
 	// list: forget what you know about keys under the prefix; the
@@ -45,6 +53,8 @@ func (t EventType) String() string {
 		return "EXPIRED"
 	case EventRenewed:
 		return "RENEWED"
+	case EventStarted:
+		return "STARTED"
 	case EventReset:
 		return "RESET"
 	}
@@ -55,7 +65,7 @@ func (t EventType) String() string {
 type Event struct {
 	// Type is what happened.
 	Type EventType
-	// Key is the lock key ("" for EventReset).
+	// Key is the lock key ("" for EventReset and EventStarted).
 	Key string
 	// Token is the lock's fencing token.
 	Token uint64
@@ -65,7 +75,8 @@ type Event struct {
 	TTL time.Duration
 	// Index is the Raft log index of the entry that applied the change (an
 	// etcd revision's role); for Existing locks and EventReset, the index
-	// the lock table was read at.
+	// the lock table was read at; for EventStarted, the index the watch
+	// starts after.
 	Index uint64
 	// Existing is true for the held locks sent at the start of a watch
 	// (WithExisting) or after an EventReset, rather than a change.
@@ -86,6 +97,7 @@ type watchConfig struct {
 	start    uint64
 	existing bool
 	stale    bool
+	started  bool
 }
 
 // WithStartIndex starts the watch at log index i (the last index seen + 1
@@ -97,6 +109,13 @@ func WithStartIndex(i uint64) WatchOption { return func(c *watchConfig) { c.star
 // EventGranted events with Existing set, then the changes after them.
 func WithExisting() WatchOption { return func(c *watchConfig) { c.existing = true } }
 
+// WithStartedEvents makes the watch yield an EventStarted when it is in
+// place, before any change: its Index is where the watch starts (every
+// change after it follows). Wait for it before making changes the watch
+// must see, as etcd clients wait for a watch's created response. Without
+// it, Watch yields only changes (and EventReset), as it always has.
+func WithStartedEvents() WatchOption { return func(c *watchConfig) { c.started = true } }
+
 // WithStaleWatch lets the node start the watch without first catching up
 // with the leader's commit index (no leader needed; the first events may be
 // older than the call).
@@ -104,7 +123,11 @@ func WithStaleWatch() WatchOption { return func(c *watchConfig) { c.stale = true
 
 // Watch returns an iterator over the changes to locks whose key starts with
 // prefix, in log order, each once. By default it starts with the changes
-// after the call (linearizable: the node first catches up with the leader).
+// after the call (linearizable: the node first catches up with the leader);
+// where exactly, the server announces, and WithStartedEvents yields it as an
+// EventStarted: a change made before that may or may not be seen. A watcher
+// that needs every change after a point it knows (a ListLocks read index,
+// the last index it handled) passes WithStartIndex(point + 1) instead.
 //
 // The watch survives node failures: when a stream ends (node down, node
 // shutting down, the client too slow for the server's buffer) it resumes on
@@ -131,7 +154,8 @@ func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) 
 		unhook := context.AfterFunc(c.ctx, func() { stop(ErrClosed) })
 		defer unhook()
 
-		st := &watchState{req: &ticketv1.WatchRequest{Prefix: prefix, StartIndex: wc.start, IncludeExisting: wc.existing, Stale: wc.stale}}
+		st := &watchState{req: &ticketv1.WatchRequest{Prefix: prefix, StartIndex: wc.start, IncludeExisting: wc.existing, Stale: wc.stale},
+			announce: wc.started}
 		var last error
 		for attempt := 0; ; attempt++ {
 			if ctx.Err() != nil {
@@ -153,7 +177,7 @@ func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) 
 				if !yield(Event{Type: EventReset}, nil) {
 					return
 				}
-				st.reset()
+				st.reset(wc.started)
 				continue
 			case watchFinal(err):
 				yield(Event{}, wrapErr("watch", prefix, err))
@@ -184,8 +208,8 @@ func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) 
 type watchState struct {
 	// req is the request of the next stream: StartIndex is at, or at + 1
 	// once that entry is known complete; IncludeExisting stays set until the
-	// first change after the snapshot arrives, so a stream cut during the
-	// snapshot sends it again.
+	// listing is known complete (the server's STARTED after it, or the first
+	// change), so a stream cut during the listing sends it again.
 	req *ticketv1.WatchRequest
 	// sentExisting: some locks of an unfinished snapshot were yielded; a
 	// snapshot sent again is preceded by an EventReset.
@@ -194,6 +218,10 @@ type watchState struct {
 	// the number of changes with that index yielded.
 	at   uint64
 	seen int
+	// announce: the next STARTED the server sends is yielded as an
+	// EventStarted (WithStartedEvents: the first, and the first after a
+	// relist).
+	announce bool
 }
 
 // skip returns how many changes a stream started now repeats before its
@@ -223,6 +251,23 @@ func (st *watchState) changed(ev Event, skip *int) bool {
 	return true
 }
 
+// started records the server's announcement that the stream starts after
+// index. Until a change has arrived, or while the existing locks are being
+// listed, it is the point the watch stands at: the next stream starts right
+// after it, so that a stream cut before its first change resumes there
+// (with start_index 0 it would start anew, later, and skip the changes in
+// between) and a complete listing is not sent again. Once a change has
+// arrived, the stream's announcement only repeats where it resumed.
+// It reports whether to yield an EventStarted.
+func (st *watchState) started(index uint64) bool {
+	if st.at == 0 && (st.req.StartIndex == 0 || st.req.IncludeExisting) {
+		st.req.StartIndex, st.req.IncludeExisting, st.sentExisting = index+1, false, false
+	}
+	yield := st.announce
+	st.announce = false
+	return yield
+}
+
 // entryDone records that the entry at st.at was received whole (the
 // server itself ended a stream that sent changes up to st.at): the next
 // stream starts after it.
@@ -232,10 +277,11 @@ func (st *watchState) entryDone() {
 	}
 }
 
-// reset forgets where the watch stands: the next stream re-lists.
-func (st *watchState) reset() {
+// reset forgets where the watch stands: the next stream re-lists, and its
+// start is yielded again if announce.
+func (st *watchState) reset(announce bool) {
 	st.req.StartIndex, st.req.IncludeExisting, st.sentExisting = 0, true, false
-	st.at, st.seen = 0, 0
+	st.at, st.seen, st.announce = 0, 0, announce
 }
 
 // watchOnce runs one Watch stream on n, yielding its events and moving st
@@ -254,6 +300,12 @@ func (c *Client) watchOnce(ctx context.Context, n *node, st *watchState, yield f
 	changes := false  // this stream sent a change (so st.at is its last one's index)
 	for stream.Receive() {
 		m := stream.Msg()
+		if m.GetType() == ticketv1.WatchEvent_TYPE_STARTED {
+			if st.started(m.GetIndex()) && !yield(Event{Type: EventStarted, Index: m.GetIndex()}, nil) {
+				return true, false, nil
+			}
+			continue
+		}
 		ev := Event{
 			Type: EventType(m.GetType()), Key: m.GetKey(), Token: m.GetToken(), Owner: m.GetOwner(),
 			TTL: ms(m.GetLeaseMs()), Index: m.GetIndex(), Mode: modeOf(m.GetMode()), Limit: m.GetLimit(), Session: m.GetSession(),

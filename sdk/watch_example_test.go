@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"fmt"
+	"iter"
 	"log"
 	"time"
 
@@ -35,6 +36,34 @@ func ExampleClient_Watch() {
 		}
 		fmt.Println(ev.Index, ev.Type, ev.Key, len(held), "held") // resume later with WithStartIndex(ev.Index+1)
 	}
+}
+
+// A watch that must see the changes its own code is about to make waits for
+// the announced start first (etcd clients wait for the created response).
+func ExampleWithStartedEvents() {
+	c, err := sdk.New([]string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	next, stop := iter.Pull2(c.Watch(ctx, "jobs/", sdk.WithStartedEvents()))
+	defer stop()
+	ev, err, _ := next()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("watching changes after index", ev.Index) // ev.Type == sdk.EventStarted
+	lease, err := c.TryLock(ctx, "jobs/a", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ev, err, _ = next()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(ev.Type, ev.Key, ev.Token == lease.Token()) // GRANTED jobs/a true
 }
 
 func ExampleElection() {

@@ -35,6 +35,12 @@ func (n *Node) newAuthenticator() (*security.Authenticator, error) {
 	if n.cfg.AuthPolicyFile == "" && n.cfg.AuthTokensFile != "" {
 		n.log.Warn("auth_tokens_file is set but auth_policy_file is not: authorization is off and tokens are not checked")
 	}
+	if n.cfg.AuthTokensFile != "" && !n.cfg.ClientTLS().Enabled() {
+		// A bearer token is a password: over plaintext anyone on the path
+		// reads it and replays it (etcd and Consul warn likewise).
+		n.log.Warn("auth_tokens_file is set but the client API has no TLS (cert_file): bearer tokens cross the network in the clear",
+			zap.String("auth_tokens_file", n.cfg.AuthTokensFile), zap.String("api_addr", n.cfg.APIAddr))
+	}
 	if n.cfg.AuthPolicyFile != "" || n.cfg.AuthTokensFile != "" {
 		go a.Watch(n.life)
 	}

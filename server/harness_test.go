@@ -18,6 +18,7 @@ import (
 	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/internal/fakeclock"
 	"github.com/ticketd/ticketd/server/internal/memraft"
+	"github.com/ticketd/ticketd/server/watch"
 )
 
 // harness drives one Node step by step over memraft's step-by-step mode and a
@@ -48,6 +49,9 @@ type harness struct {
 	gate       grantGate
 
 	observe atomic.Bool // record applies (set once the node leads)
+
+	watches []*harnessWatch // Watch streams opened (harness_watch_test.go)
+	changes []watch.Event   // every change applied since observe, in log order
 }
 
 // harnessT is what the harness needs of *testing.T and *rapid.T.
@@ -206,6 +210,7 @@ func (h *harness) close() {
 	for _, op := range h.ops {
 		op.cancel()
 	}
+	h.watchClose()
 	_ = h.n.Close(ctx)
 }
 
@@ -245,6 +250,7 @@ func (h *harness) onApply(index uint64, cmd core.Command, res core.Result) {
 		return
 	}
 	h.check.applied(h.clock.Now(), cmd, res)
+	h.recordChanges(index, cmd, res)
 	if cmd.Op == core.OpGrant || cmd.Op == core.OpRelease || cmd.Op == core.OpExpire {
 		h.check.table(cmd.Key, h.n.sm.Holders(cmd.Key))
 	}
@@ -323,10 +329,12 @@ func (h *harness) settle() {
 		}
 	}
 	h.collect()
+	h.watchSettled()
 }
 
 // busy reports whether a goroutine other than the first (the caller) in a
-// runtime.Stack dump is running or runnable.
+// runtime.Stack dump is running, runnable, or held up by the garbage
+// collector.
 func busy(dump []byte) bool {
 	for i, g := range bytes.Split(dump, []byte("\n\n")) {
 		if i == 0 {
@@ -338,8 +346,13 @@ func busy(dump []byte) bool {
 			continue
 		}
 		state := string(g[open+1 : end])
+		// A goroutine held up by the garbage collector (an allocation's GC
+		// assist, a stop of the world) is about to run on: it is not
+		// waiting for the next step.
 		if strings.HasPrefix(state, "running") || strings.HasPrefix(state, "runnable") || strings.HasPrefix(state, "syscall") ||
-			strings.HasPrefix(state, "preempted") || strings.HasPrefix(state, "copystack") {
+			strings.HasPrefix(state, "preempted") || strings.HasPrefix(state, "copystack") ||
+			strings.HasPrefix(state, "GC assist") || strings.HasPrefix(state, "garbage collection") ||
+			strings.HasPrefix(state, "stopping the world") {
 			return true
 		}
 	}

@@ -178,3 +178,13 @@ func held(t *testing.T, in *nodetest.Instance, key string) *ticketv1.GetLockResp
 }
 
 var _ = assert.Equal
+
+// receiveStarted receives a Watch stream's STARTED announcement and returns
+// the index it starts after: the changes a test makes after this follow on
+// the stream (docs/api.md#watch).
+func receiveStarted(t *testing.T, stream *connect.ServerStreamForClient[ticketv1.WatchEvent]) uint64 {
+	t.Helper()
+	require.True(t, stream.Receive(), "watch: %v", stream.Err())
+	require.Equal(t, ticketv1.WatchEvent_TYPE_STARTED, stream.Msg().GetType(), "the first message announces the start")
+	return stream.Msg().GetIndex()
+}

@@ -16,8 +16,8 @@ import (
 // node's Acquire, Renew, Release, expiry, ghost and waiter paths step by step
 // over memraft's step-by-step mode and a fake clock (etcd raft's
 // interaction_test.go is the model), and prints after every step what
-// happened (proposals, applies, client replies, invariant violations, I1–I7
-// of interleave_test.go) and the
+// happened (proposals, applies, client replies, watch events, invariant
+// violations, I1–I7 of interleave_test.go, W1 of harness_watch_test.go) and the
 // state (log, lock table, waiting clients). Update with -rewrite.
 //
 // Verbs:
@@ -27,6 +27,8 @@ import (
 //	renew name=r1 key=a token=1                          client r1 sends Renew
 //	release name=x1 key=a token=1                        client x1 sends Release
 //	get name=g1 key=a                                    client g1 sends a linearizable GetLock
+//	watch name=w1 [prefix=a] [start=5] [existing]        client w1 opens a Watch (checked: W1,
+//	                                                     harness_watch_test.go)
 //	client-gone name=c1                                  c1 goes away (its ctx ends)
 //	grant-first        the next Release's handed-off Grant enters the log before it
 //	hold [reads]       proposals (and reads) wait for commit/apply (and confirm)
@@ -144,6 +146,12 @@ func step(h *harness, d *datadriven.TestData) error {
 		return h.release(arg("name"), arg("key"), uint64(token))
 	case "get":
 		return h.get(arg("name"), arg("key"))
+	case "watch":
+		start, err := num("start", 0)
+		if err != nil {
+			return err
+		}
+		return h.watchOpen(arg("name"), arg("prefix"), uint64(start), d.HasArg("existing"))
 	case "grant-first":
 		h.grantFirstNext()
 	case "client-gone":

@@ -56,6 +56,10 @@ import (
 // may apply a successor's Renew (replicate_renew), which the next promotion
 // must honour.
 //
+// Watches opened at random points are checked against W1
+// (harness_watch_test.go): each sees every change after the start it
+// announces exactly once, in order.
+//
 // A failing case prints its steps; rapid shrinks it to a short one.
 func TestInterleavings(t *testing.T) {
 	dir := t.TempDir()
@@ -129,6 +133,15 @@ func TestInterleavings(t *testing.T) {
 			"grant_first": func(rt *rapid.T) {
 				steps = append(steps, "grant-first")
 				h.grantFirstNext()
+			},
+			// A client opens a Watch (W1: every change after its announced
+			// start, once), at any point: during a leadership change, with
+			// reads or entries held.
+			"watch": func(rt *rapid.T) {
+				n, prefix := name("w"), rapid.SampledFrom([]string{"", "a", "s"}).Draw(rt, "prefix")
+				existing := rapid.Bool().Draw(rt, "existing")
+				steps = append(steps, fmt.Sprintf("watch name=%s prefix=%s existing=%t", n, prefix, existing))
+				_ = h.watchOpen(n, prefix, 0, existing)
 			},
 			"commit": func(rt *rapid.T) { steps = append(steps, "commit n=1"); h.commit(1) },
 			"apply":  func(rt *rapid.T) { steps = append(steps, "apply n=1"); h.apply(1) },

@@ -27,6 +27,8 @@ var procedures = []string{
 	ticketv1connect.LockServiceCreateSessionProcedure,
 	ticketv1connect.LockServiceKeepAliveProcedure,
 	ticketv1connect.LockServiceCloseSessionProcedure,
+	ticketv1connect.LockServiceGetSessionProcedure,
+	ticketv1connect.LockServiceListSessionsProcedure,
 	ticketv1connect.ClusterServiceStatusProcedure,
 	ticketv1connect.ClusterServiceAddMemberProcedure,
 	ticketv1connect.ClusterServiceRemoveMemberProcedure,

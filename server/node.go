@@ -123,6 +123,10 @@ type Node struct {
 	closing  bool
 	serving  atomic.Bool // promoted && !closing, stored under roleMu (setRoleLocked) for route's hot path
 
+	// joinMembers holds the ids of the members the --join member named
+	// (learnPeers): whom a node in no configuration yet takes for members
+	// (hasMember). Nil until a join answer arrives.
+	joinMembers atomic.Pointer[[]string]
 	// sessionCreates counts CreateSession proposals in flight, in total and
 	// per principal, so that concurrent creates cannot overshoot
 	// limits.max_sessions or limits.max_sessions_per_principal
@@ -143,6 +147,7 @@ type Node struct {
 	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
 
 	server    *http.Server
+	metricsLn *metricsListener // listen_metrics_addr (metricslisten.go)
 	closeOnce sync.Once
 	closeErr  error
 	served    atomic.Bool
@@ -227,6 +232,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ID:              cfg.ID,
 		RaftAddr:        cfg.RaftAddr,
 		DataDir:         cfg.DataDir,
+		LogStore:        cfg.Raft.LogStore,
 		Bootstrap:       cfg.Members(),
 		ForceNewCluster: cfg.ForceNewCluster,
 		// A data dir with a log but no watermark is refused unless the
@@ -268,6 +274,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		go n.join()
 	}
 	n.server = n.newHTTPServer(o.registry)
+	n.metricsLn = n.newMetricsListener(n.sec.metricsTLS)
 	return n, nil
 }
 
@@ -311,18 +318,22 @@ func (n *Node) join() {
 	}
 }
 
-// learnPeers hands members from the --join member's Status or AddMember
-// answer (replicated membership, over the API) to a backend that needs them
-// to answer its leader (backends.PeerLearner: the etcd backend never takes a
-// peer address from a request header).
+// learnPeers records the members from the --join member's Status or
+// AddMember answer (replicated membership, over the API) for hasMember, and
+// hands them to a backend that needs them to answer its leader
+// (backends.PeerLearner: the etcd backend never takes a peer address from a
+// request header).
 func (n *Node) learnPeers(members []*ticketv1.Member) {
+	ms := make([]core.Member, 0, len(members))
+	ids := make([]string, 0, len(members))
+	for _, m := range members {
+		ms = append(ms, core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), APIAddr: m.GetApiAddr(), Voter: m.GetVoter()})
+		ids = append(ids, m.GetId())
+	}
+	n.joinMembers.Store(&ids)
 	pl, ok := n.raft.(backends.PeerLearner)
 	if !ok {
 		return
-	}
-	ms := make([]core.Member, 0, len(members))
-	for _, m := range members {
-		ms = append(ms, core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), APIAddr: m.GetApiAddr(), Voter: m.GetVoter()})
 	}
 	ctx, cancel := context.WithTimeout(n.life, proposeTimeout)
 	defer cancel()
@@ -360,6 +371,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if err := n.server.Shutdown(ctx); err != nil {
 			_ = n.server.Close()
 		}
+		_ = n.metricsLn.srv.Close()
 		n.stop()
 		_ = n.lessor.Close()
 		n.bg.Wait()

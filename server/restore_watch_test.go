@@ -73,6 +73,7 @@ func TestWatchEndsOnSnapshotInstall(t *testing.T) {
 			stream, err := f.Lock.Watch(ctx, &ticketv1.WatchRequest{})
 			require.NoError(t, err)
 			defer func() { _ = stream.Close() }()
+			receiveStarted(t, stream)
 			probe, err := leader.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "probe", LeaseMs: 60000, Owner: "o"})
 			require.NoError(t, err)
 			require.True(t, stream.Receive(), "watch on %s: %v", f.ID, stream.Err())

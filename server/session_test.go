@@ -18,8 +18,8 @@ import (
 	"github.com/ticketd/ticketd/server/internal/nodetest"
 )
 
-// watchEvents opens a Watch on in from now and returns a function that
-// receives the next n events.
+// watchEvents opens a Watch on in from now, waits for its announced start,
+// and returns a function that receives the next n events.
 func watchEvents(t *testing.T, in *nodetest.Instance, prefix string) func(n int) []*ticketv1.WatchEvent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctxT(t))
@@ -29,6 +29,7 @@ func watchEvents(t *testing.T, in *nodetest.Instance, prefix string) func(n int)
 		cancel()
 		_ = stream.Close()
 	})
+	receiveStarted(t, stream)
 	return func(n int) []*ticketv1.WatchEvent {
 		t.Helper()
 		var out []*ticketv1.WatchEvent

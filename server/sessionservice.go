@@ -57,9 +57,9 @@ func (n *Node) validateTTL(ttlMS int64) error {
 
 // KeepAlive restarts the lease of a session, and with it every lock held
 // under it, in one Raft entry (core.KeepAliveSession). Errors:
-// InvalidArgument (session 0), NotFound (unknown or ended session, or its
-// lease already ran out), PermissionDenied (another principal's session),
-// Unavailable.
+// InvalidArgument (session 0), NotFound (unknown or ended session, its
+// lease already ran out, or another principal's session: the same answer,
+// so that nobody learns which ids exist), Unavailable.
 func (s *lockService) KeepAlive(ctx context.Context, req *ticketv1.KeepAliveRequest) (*ticketv1.KeepAliveResponse, error) {
 	n := s.n
 	return onLeader(ctx, n, req, core.ValidateSession(req.GetSession()), n.fwd.Lock, ticketv1connect.LockServiceClient.KeepAlive,
@@ -106,9 +106,9 @@ func (n *Node) keepAlive(ctx context.Context, id uint64) (int64, error) {
 
 // CloseSession ends a session and releases every lock held under it, in one
 // Raft entry (core.CloseSession; RELEASED watch events). Errors:
-// InvalidArgument (session 0), NotFound (unknown or already ended),
-// PermissionDenied (another principal's session, unless the caller is an
-// admin), Unavailable.
+// InvalidArgument (session 0), NotFound (unknown or already ended, or
+// another principal's session unless the caller is an admin: the same
+// answer as an unknown one), Unavailable.
 func (s *lockService) CloseSession(ctx context.Context, req *ticketv1.CloseSessionRequest) (*ticketv1.CloseSessionResponse, error) {
 	n := s.n
 	return onLeader(ctx, n, req, core.ValidateSession(req.GetSession()), n.fwd.Lock, ticketv1connect.LockServiceClient.CloseSession,
@@ -150,9 +150,12 @@ func (n *Node) closeSession(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// ownSession refuses, with a PermissionDenied connect error, a request on
-// sess by a principal other than the one that opened it, when authorization
-// is on; with admin set an admin may act on anyone's session.
+// ownSession refuses a request on sess by a principal other than the one
+// that opened it, when authorization is on; with admin set an admin may
+// act on anyone's session. The refusal is the *SessionNotFoundError an
+// unknown id gets, code and message alike (as mayUseSession answers an
+// Acquire): a distinct PermissionDenied would let anyone probe which
+// session ids are open.
 func (n *Node) ownSession(ctx context.Context, sess core.Session, admin bool) error {
 	a := n.authn()
 	if !a.Enabled() {
@@ -162,8 +165,7 @@ func (n *Node) ownSession(ctx context.Context, sess core.Session, admin bool) er
 	if p.Name == sess.Principal || (admin && a.MayTouch(ctx, sess.Principal)) {
 		return nil
 	}
-	return security.ToConnect(fmt.Errorf("%w: session %d was opened by another principal than %q",
-		security.ErrPermissionDenied, sess.ID, p.Name))
+	return &SessionNotFoundError{Session: sess.ID}
 }
 
 // mayUseSession refuses, with a *SessionNotFoundError, an Acquire under

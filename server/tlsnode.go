@@ -17,11 +17,13 @@ import (
 // client API's and peers' certificates (reloaded until the node closes), the
 // connection cap, CORS and the request-body timeout (DESIGN.md, Security).
 type nodeSecurity struct {
-	api     *security.Reloader // nil: plaintext h2c API
-	peer    *security.Reloader // nil: plaintext peer traffic
-	limiter *connLimiter
-	auth    *security.Authenticator // principals and the policy (auth.go)
-	origins []string
+	api  *security.Reloader // nil: plaintext h2c API
+	peer *security.Reloader // nil: plaintext peer traffic
+	// metricsTLS is listen_metrics_addr's certificate (nil: plain HTTP).
+	metricsTLS *security.Reloader
+	limiter    *connLimiter
+	auth       *security.Authenticator // principals and the policy (auth.go)
+	origins    []string
 	// clientCertAuth requires client certificates on the API.
 	clientCertAuth bool
 	body           time.Duration
@@ -76,6 +78,12 @@ func (n *Node) secure(b *backends.Config) error {
 		}
 		go s.peer.Watch(n.life, security.DefaultPollInterval)
 		b.PeerTLS = security.PeerConfig(s.peer, log)
+	}
+	if files := cfg.MetricsTLS(); files.Enabled() {
+		if s.metricsTLS, err = security.NewReloader(files, log); err != nil {
+			return err
+		}
+		go s.metricsTLS.Watch(n.life, security.DefaultPollInterval)
 	}
 	if s.auth, err = n.newAuthenticator(); err != nil {
 		return err

@@ -33,6 +33,14 @@ const appliedPoll = 2 * time.Millisecond
 // Unavailable (node shutting down, no leader). A principal at its watchers
 // quota (docs/security.md#quotas) gets ResourceExhausted naming it.
 func (s *lockService) Watch(ctx context.Context, req *ticketv1.WatchRequest, stream *connect.ServerStream[ticketv1.WatchEvent]) error {
+	return s.watch(ctx, req, stream.Send)
+}
+
+// watch is Watch with its stream's send: the linearizable start, then
+// serveWatch, whose first message after the existing locks is a STARTED
+// event with the index the watch starts after. Its errors are connect
+// errors.
+func (s *lockService) watch(ctx context.Context, req *ticketv1.WatchRequest, send func(*ticketv1.WatchEvent) error) error {
 	n := s.n
 	if len(req.GetPrefix()) > core.MaxKeyBytes {
 		return n.toConnect(fmt.Errorf("%w: prefix is longer than %d bytes", core.ErrInvalidArgument, core.MaxKeyBytes))
@@ -46,13 +54,15 @@ func (s *lockService) Watch(ctx context.Context, req *ticketv1.WatchRequest, str
 			return n.toConnect(err)
 		}
 	}
-	return n.toConnect(n.serveWatch(ctx, req, stream.Send))
+	return n.toConnect(n.serveWatch(ctx, req, send))
 }
 
 // serveWatch registers a watcher for req and sends its events with send
 // until the client goes (nil) or the hub ends it (its error). Once the
 // watcher is registered it sends the response headers (send of nil), so a
-// client's Watch call returns when the watch is in place.
+// client's Watch call returns when the watch is in place; then the existing
+// locks (include_existing), a STARTED event with the index the watch starts
+// after, and the changes after it.
 func (n *Node) serveWatch(ctx context.Context, req *ticketv1.WatchRequest, send func(*ticketv1.WatchEvent) error) error {
 	principal := n.grantPrincipal(ctx)
 	wreq := watch.Request{Prefix: req.GetPrefix(), StartIndex: req.GetStartIndex(),
@@ -90,6 +100,12 @@ func (n *Node) serveWatch(ctx context.Context, req *ticketv1.WatchRequest, send 
 			return err
 		}
 		n.met.watchEvents.Inc()
+	}
+	// Announce the start before any change, as etcd's first WatchResponse
+	// (created, header.revision) does (docs/api.md#watch): every change
+	// after this index follows, none at or below it.
+	if err := send(&ticketv1.WatchEvent{Type: ticketv1.WatchEvent_TYPE_STARTED, Index: w.StartIndex() - 1}); err != nil {
+		return err
 	}
 	for _, ev := range w.Backlog() {
 		if err := sendEv(ev); err != nil {

@@ -102,10 +102,13 @@ func (n *Node) learnPeers(book addressBook) {
 	if len(n.confState.GetVoters()) > 0 || len(n.confState.GetLearners()) > 0 {
 		return
 	}
+	var ms []core.Member
 	for nid, p := range book {
 		n.book[nid] = p
 		n.tr.SetPeer(nid, p.RaftAddr)
+		ms = append(ms, core.Member{ID: p.ID, RaftAddr: p.RaftAddr})
 	}
+	n.gate.Learn(ms) // until the configuration names members, accept only these
 	n.log.Info("learned peer addresses to join with", zap.Int("members", len(book)))
 }
 

@@ -17,9 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends"
-	"github.com/ticketd/ticketd/backends/etcd/internal/raftstore"
 	"github.com/ticketd/ticketd/backends/etcd/internal/transport"
-	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/peergate"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
@@ -46,7 +45,7 @@ type Node struct {
 	log   *zap.Logger
 	sm    *core.StateMachine
 	db    *badger.DB
-	store *raftstore.Store
+	store raftStorage // the log store's (Config.LogStore)
 	tr    *transport.Transport
 	rn    *raft.RawNode // owned by the loop goroutine after New
 	note  *notifier
@@ -70,6 +69,13 @@ type Node struct {
 	mu    sync.RWMutex // guards view and fatal
 	view  statusView
 	fatal error
+
+	// gate binds peer certificates to the applied configuration (peer
+	// identity is membership; backends/internal/peergate); memberIDs is
+	// its source, the ids of the members refreshMembers last listed (nil
+	// until open has read the configuration).
+	gate      *peergate.Gate
+	memberIDs atomic.Pointer[[]string]
 
 	loopState // owned by the loop goroutine
 }
@@ -110,6 +116,8 @@ func New(cfg backends.Config) (*Node, error) {
 		stopc:  make(chan struct{}),
 		done:   make(chan struct{}),
 	}
+	n.gate = peergate.New(n.currentMemberIDs, n.log.Named("transport"), backends.PeerErrorCounter(cfg.Observer))
+	n.gate.Learn(cfg.Bootstrap)
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	// Random start: ids from an earlier run of this node, still in the log,
@@ -129,18 +137,13 @@ func (n *Node) open() error {
 	if err := backends.PrepareDataDir(n.cfg.DataDir); err != nil {
 		return err
 	}
-	db, err := badgerlog.Open(n.cfg.DataDir, BackendName, n.cfg.Logger)
+	store, db, err := openStorage(n.cfg, n.cfg.Logger)
 	if err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	n.db = db
-	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {
 		return err
 	}
-	if n.store, err = raftstore.Open(db); errors.Is(err, ErrCorrupt) {
-		return fmt.Errorf("etcd: data dir %s: %w; refusing to start: recover by %s", n.cfg.DataDir, err, watermark.ReplaceMember)
-	} else if err != nil {
-		return fmt.Errorf("etcd: data dir %s: %w", n.cfg.DataDir, err)
+	n.store, n.db = store, db
+	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {
+		return err
 	}
 	if err := n.openWatermark(); err != nil {
 		return err
@@ -206,9 +209,10 @@ func (n *Node) open() error {
 		MaxConns:      n.cfg.MaxPeerConns,
 		MaxConnsPerIP: n.cfg.MaxPeerConnsPerIP,
 		IdleTimeout:   n.cfg.PeerIdleTimeout,
-		// A peer certificate whose CN is a member's id may only send as
-		// that member's raft id.
-		PeerBinding: n.peerBinding,
+		// A peer certificate must name a current member and may only
+		// send as that member's raft id (peergate).
+		Gate:   n.gate,
+		RaftID: raftID,
 	})
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -368,9 +372,10 @@ func (n *Node) closeResources() error {
 	}
 	if n.db != nil {
 		errs = append(errs, n.db.Close())
-		// badger flushes its memtable into a new table file on Close.
-		errs = append(errs, backends.RestrictTree(n.cfg.DataDir))
 	}
+	// badger flushes its memtable into a new table file on Close; the WAL
+	// cuts new segments and snapshot files as it goes.
+	errs = append(errs, backends.RestrictTree(n.cfg.DataDir))
 	return errors.Join(errs...)
 }
 
@@ -408,6 +413,22 @@ func (n *Node) refreshMembers() {
 		return 0
 	})
 	n.members = ms
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	n.memberIDs.Store(&ids)
+	n.gate.Refresh() // close the streams of members this change removed
+}
+
+// currentMemberIDs is the gate's source: the ids of the applied
+// configuration's voters and learners, and whether open has read it yet.
+func (n *Node) currentMemberIDs() ([]string, bool) {
+	p := n.memberIDs.Load()
+	if p == nil {
+		return nil, false
+	}
+	return *p, true
 }
 
 // publish copies the loop's view into the status view.

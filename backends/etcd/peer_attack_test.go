@@ -251,10 +251,11 @@ func TestForgedSenderAddressIsIgnored(t *testing.T) {
 // TestForgedSenderCannotRouteAJoinersReplies: a joining node (in no
 // configuration yet) that receives batches whose headers claim to come from
 // the leader, or from a member it does not know, at the attacker's address,
-// sent by a peer holding a valid certificate (or anyone, on plaintext
+// sent by a peer holding the leader's certificate (or anyone, on plaintext
 // loopback), never dials that address: it learns addresses only from the
 // members its join answer listed (backends.PeerLearner) and from replicated
-// membership, and it still joins and catches up.
+// membership, and it still joins and catches up. Over TLS, a certificate
+// naming no member it joins through is refused outright.
 func TestForgedSenderCannotRouteAJoinersReplies(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -283,11 +284,10 @@ func TestForgedSenderCannotRouteAJoinersReplies(t *testing.T) {
 			}()
 
 			c := backendtest.NewCluster(t, newNode)
-			var atk *tls.Config
+			var pki *backendtest.PKI
 			if tc.tls {
-				pki := backendtest.NewPKI(t, "ticketd peer CA")
+				pki = backendtest.NewPKI(t, "ticketd peer CA")
 				backendtest.UsePeerTLS(c, pki)
-				atk = pki.PeerTLS(t, "mallory")
 			}
 			c.Start(3)
 			l := c.WaitLeader()
@@ -297,7 +297,17 @@ func TestForgedSenderCannotRouteAJoinersReplies(t *testing.T) {
 			}
 			j := c.Join()
 			term := l.Node().Status().Term
-			for _, claimed := range []string{l.ID, "n9"} {
+			var atk *tls.Config
+			claims := []string{l.ID, "n9"}
+			if tc.tls {
+				atk = pki.PeerTLS(t, l.ID)
+				claims = claims[:1] // its certificate binds it to l.ID
+				hb := &pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), From: new(nodeID("n9")), To: new(nodeID(j.ID)), Term: new(term)}
+				if status, err := forgeWith(t, pki.PeerTLS(t, "n9"), j.Addr, j.ID, "n9", ln.Addr().String(), hb); err == nil {
+					t.Fatalf("batch under a certificate naming no member %s joins through: %d, want refused", j.ID, status)
+				}
+			}
+			for _, claimed := range claims {
 				hb := &pb.Message{
 					Type: pb.MessageType_MsgHeartbeat.Enum(), From: new(nodeID(claimed)), To: new(nodeID(j.ID)), Term: new(term),
 				}

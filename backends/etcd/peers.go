@@ -88,15 +88,3 @@ func (b addressBook) clone() addressBook {
 	}
 	return out
 }
-
-// peerBinding is transport.Config.PeerBinding: a peer certificate whose
-// common name is the id of a current member (Status().Members) binds its
-// messages to that member's raft id; any other name binds nothing.
-func (n *Node) peerBinding(commonName string) (uint64, bool) {
-	for _, m := range n.Status().Members {
-		if m.ID == commonName {
-			return raftID(commonName), true
-		}
-	}
-	return 0, false
-}

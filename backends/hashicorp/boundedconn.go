@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
+	"github.com/ticketd/ticketd/backends/internal/peergate"
 	"github.com/ticketd/ticketd/backends/internal/peerlimit"
 )
 
@@ -54,10 +55,12 @@ const minPeerRate = 1 << 20
 // snapshot bytes is refused before it is read. Over mutual TLS, a request
 // whose RPCHeader.ID is not the peer certificate's common name (the member
 // id ticketctl cert create-node --id writes) is refused when its header has
-// been read, before raft decodes it (ErrForgedSender, counted "identity"),
-// if that name is a member's id: a node's certificate cannot speak as
-// another member. A certificate naming no member (one shared by all nodes,
-// create-node without --id) binds nothing. It also has read deadlines,
+// been read, before raft decodes it (ErrForgedSender, counted "identity"):
+// a node's certificate cannot speak as another member. A request is also
+// refused once the certificate names no current member (peergate: a
+// member removed since the connection opened; the gate closes such a
+// connection when the removal commits, and refuses a certificate naming no
+// member at the handshake already). It also has read deadlines,
 // which the NetworkTransport never sets on the serving side: between
 // requests, idle (a follower's heartbeat connection gets a request every
 // ElectionTimeout/10, its pipeline one every CommitTimeout, so only a
@@ -90,6 +93,15 @@ type boundedConn struct {
 	answered   atomic.Bool // marked established
 	unanswered atomic.Int64
 	oversize   sync.Once
+	untrack    func() // unregisters the connection from the gate; nil: not tracked
+}
+
+// Close closes the connection and unregisters it from the peer gate.
+func (c *boundedConn) Close() error {
+	if c.untrack != nil {
+		c.untrack()
+	}
+	return c.Conn.Close()
 }
 
 // Read reads from the connection within its bounds and deadlines.
@@ -132,12 +144,16 @@ func (c *boundedConn) readRequests(p []byte) (int, error) {
 }
 
 // refuse closes the connection once, logging and counting it ("identity"
-// for ErrForgedSender, else "oversize"), and returns err.
+// for ErrForgedSender and peergate.ErrNotMember, else "oversize"), and
+// returns err.
 func (c *boundedConn) refuse(err error) error {
 	c.oversize.Do(func() {
 		msg, kind := "refused peer message: too large, connection closed", "oversize"
-		if errors.Is(err, ErrForgedSender) {
+		switch {
+		case errors.Is(err, ErrForgedSender):
 			msg, kind = "refused peer message: sender is not the member its certificate names, connection closed", "identity"
+		case errors.Is(err, peergate.ErrNotMember):
+			msg, kind = "refused peer message: its certificate names no current member, connection closed", "identity"
 		}
 		c.log.Warn(msg, zap.String("remote", c.peer), zap.Error(err))
 		c.report(kind)
@@ -179,46 +195,73 @@ type boundedStreamLayer struct {
 	rpc      int64 // bytes of one request or answer
 	snapshot int64 // bytes of one InstallSnapshot's data
 	idle     time.Duration
-	member   func(id string) (known, isMember bool)
+	gate     *peergate.Gate
 	log      *zap.Logger
 	count    func(peer, kind string)
 }
 
 // newBoundedStreamLayer bounds the connections of sl: a request or answer
 // at min(maxMessageBytes, rpcMessageBytes), a snapshot's data at
-// maxMessageBytes, idle between requests on an accepted connection; member
-// tells whether a peer certificate's common name is a member's id.
-func newBoundedStreamLayer(sl raft.StreamLayer, maxMessageBytes int, idle time.Duration, member func(id string) (known, isMember bool), log *zap.Logger, count func(peer, kind string)) *boundedStreamLayer {
+// maxMessageBytes, idle between requests on an accepted connection; gate
+// binds a TLS connection's certificate to membership.
+func newBoundedStreamLayer(sl raft.StreamLayer, maxMessageBytes int, idle time.Duration, gate *peergate.Gate, log *zap.Logger, count func(peer, kind string)) *boundedStreamLayer {
 	return &boundedStreamLayer{
 		StreamLayer: sl,
 		rpc:         int64(min(maxMessageBytes, rpcMessageBytes)),
 		snapshot:    int64(maxMessageBytes),
 		idle:        idle,
-		member:      member,
+		gate:        gate,
 		log:         log,
 		count:       count,
 	}
 }
 
 // Accept returns the next accepted connection, bounded and with deadlines.
+// A TLS connection whose certificate the gate refuses by now (its member
+// removed since the handshake) is closed and skipped: an error would make
+// raft's accept loop back off.
 func (s *boundedStreamLayer) Accept() (net.Conn, error) {
-	c, err := s.StreamLayer.Accept()
-	if err != nil {
-		return nil, err
-	}
-	f := &msgFramer{maxMessage: s.rpc, maxSnapshot: s.snapshot, member: s.member}
-	if tc, ok := c.(*tls.Conn); ok {
-		// The handshake is complete (tlsStreamLayer.Accept): every request
-		// must claim the member the peer certificate names.
-		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
-			f.wantID = certs[0].Subject.CommonName
+	for {
+		c, err := s.StreamLayer.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if bc := s.bound(c); bc != nil {
+			return bc, nil
 		}
 	}
-	return &boundedConn{
+}
+
+// bound wraps the accepted c; nil when its certificate is refused.
+func (s *boundedStreamLayer) bound(c net.Conn) *boundedConn {
+	f := &msgFramer{maxMessage: s.rpc, maxSnapshot: s.snapshot, member: s.gate.Check}
+	bc := &boundedConn{
 		Conn: c, peer: c.RemoteAddr().String(), log: s.log, count: s.count,
 		framer: f,
 		idle:   s.idle,
-	}, nil
+	}
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return bc
+	}
+	// The handshake is complete (tlsStreamLayer.Accept) and the gate let
+	// the certificate in: every request must claim the member it names,
+	// and the connection ends when that member is removed (the raw
+	// connection is closed: no close_notify write to block on).
+	certs := tc.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		_ = c.Close()
+		return nil
+	}
+	f.wantID = certs[0].Subject.CommonName
+	raw := tc.NetConn()
+	bc.untrack = s.gate.Track(f.wantID, bc.peer, func() { _ = raw.Close() })
+	if err := s.gate.Check(f.wantID); err != nil {
+		s.gate.Refuse(bc.peer, err)
+		_ = bc.Close()
+		return nil
+	}
+	return bc
 }
 
 // Dial dials address through the wrapped layer (which counts its own dial

@@ -32,8 +32,15 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		defer func(start time.Time) { o.Applied(len(logs), time.Since(start)) }(time.Now())
 	}
 	out := make([]any, len(logs))
+	conf := false
 	for i, l := range logs {
 		out[i] = f.applyOne(l)
+		conf = conf || l.Type == raft.LogConfiguration
+	}
+	if conf {
+		// A committed configuration change: close the peer connections
+		// of members it removed (peergate).
+		f.n.gate.Refresh()
 	}
 	f.n.applied()
 	return out

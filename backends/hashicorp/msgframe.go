@@ -45,19 +45,18 @@ type msgFramer struct {
 	isSize  bool
 	size    int64
 
-	// wantID, when not empty, is the peer certificate's common name: a
-	// request claiming another member id in its RPCHeader.ID (the
-	// top-level "ID"; raft inlines RPCHeader) is refused if wantID is
-	// itself a member's id (member says so; a certificate shared by all
-	// nodes, or naming no member, binds nothing). unbound caches member's
-	// "not a member" for the connection.
-	wantID  string
-	member  func(id string) (known, isMember bool)
-	unbound bool
-	isID    bool   // the next top-level value is the "ID"
-	idOpen  bool   // reading the ID's bytes
-	id      []byte // the ID claimed so far
-	sawID   bool
+	// wantID, when not empty, is the peer certificate's common name
+	// (over mutual TLS): a request claiming another member id in its
+	// RPCHeader.ID (the top-level "ID"; raft inlines RPCHeader) is
+	// refused (ErrForgedSender), and so is every request once member
+	// refuses wantID (peergate.Gate.Check: not a current member, e.g.
+	// removed since the connection opened).
+	wantID string
+	member func(id string) error
+	isID   bool   // the next top-level value is the "ID"
+	idOpen bool   // reading the ID's bytes
+	id     []byte // the ID claimed so far
+	sawID  bool
 }
 
 type frameState uint8
@@ -180,21 +179,21 @@ func (f *msgFramer) object(p []byte) (int, error) {
 	return used, nil
 }
 
-// checkSender refuses a complete request whose claimed ID is not wantID
-// when wantID names a member (or membership is not known yet: the peer
-// retries).
+// checkSender refuses a complete request whose claimed ID is not wantID,
+// or whose certificate names no current member (member's error).
 func (f *msgFramer) checkSender() error {
-	if f.wantID == "" || f.unbound || (f.sawID && string(f.id) == f.wantID) {
+	if f.wantID == "" {
 		return nil
 	}
+	if !f.sawID || string(f.id) != f.wantID {
+		return fmt.Errorf("%w: request claims member %q, certificate names %q", ErrForgedSender, f.id, f.wantID)
+	}
 	if f.member != nil {
-		known, isMember := f.member(f.wantID)
-		if known && !isMember {
-			f.unbound = true
-			return nil
+		if err := f.member(f.wantID); err != nil {
+			return err
 		}
 	}
-	return fmt.Errorf("%w: request claims member %q, certificate names %q", ErrForgedSender, f.id, f.wantID)
+	return nil
 }
 
 // topKey reports whether the next item is a key of the request's map

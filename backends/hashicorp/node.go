@@ -11,12 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends"
-	"github.com/ticketd/ticketd/backends/internal/badgerlog"
+	"github.com/ticketd/ticketd/backends/internal/peergate"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
@@ -67,7 +66,7 @@ type Node struct {
 	logger *zap.Logger
 	self   core.Member
 
-	db        *badger.DB
+	store     nodeStore // the Raft log and stable store (cfg.LogStore)
 	transport io.Closer
 	closeConn func() // drops pooled peer connections (nil without a transport)
 	raft      *raft.Raft
@@ -100,12 +99,17 @@ type Node struct {
 	snapCh    chan struct{}
 
 	progress *progressTransport // followers' lag and last contact (progress.go); nil: not tracked
+
+	// gate binds peer certificates to the latest configuration (peer
+	// identity is membership; backends/internal/peergate).
+	gate *peergate.Gate
 }
 
 var (
-	_ core.Consensus     = (*Node)(nil)
-	_ core.Membership    = (*Node)(nil)
-	_ core.TermConfirmer = (*Node)(nil)
+	_ backends.PeerLearner = (*Node)(nil)
+	_ core.Consensus       = (*Node)(nil)
+	_ core.Membership      = (*Node)(nil)
+	_ core.TermConfirmer   = (*Node)(nil)
 )
 
 // New opens (or creates) the node's storage under cfg.DataDir, starts the TCP
@@ -155,25 +159,21 @@ func New(cfg backends.Config) (*Node, error) {
 		if n.wm != nil {
 			_ = n.wm.Close()
 		}
-		if n.db != nil {
-			_ = n.db.Close()
+		if n.store != nil {
+			_ = n.store.Close()
 		}
 	}
 	if err := backends.PrepareDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if n.db, err = badgerlog.Open(cfg.DataDir, Backend, logger); err != nil {
-		return nil, err
-	}
-	store, err := newLogStore(n.db)
-	if err != nil {
-		cleanup()
-		return nil, err
-	}
-	if cfg.Observer != nil {
-		store.observe = cfg.Observer.LogAppended
-	}
 	hl := newHCLog(logger.Named("raft"))
+	if n.store, err = openStore(cfg, logger, hl); err != nil {
+		return nil, err
+	}
+	store := n.store
+	if cfg.Observer != nil {
+		store.hooks().observe = cfg.Observer.LogAppended
+	}
 	// FileSnapshotStore keeps its files in <DataDir>/snapshots = badgerlog.SnapshotDir.
 	snaps, err := newSnapshotStore(cfg.DataDir, snapshotRetain, hl.Named("snapshot"))
 	if err != nil {
@@ -185,7 +185,9 @@ func New(cfg backends.Config) (*Node, error) {
 		return nil, err
 	}
 	members := &peerMembers{}
-	trans, closer, err := newTransport(cfg, hl, members)
+	n.gate = peergate.New(members.ids, logger.Named("transport"), backends.PeerErrorCounter(cfg.Observer))
+	n.gate.Learn(cfg.Bootstrap)
+	trans, closer, err := newTransport(cfg, hl, n.gate, members)
 	if err != nil {
 		cleanup()
 		return nil, err
@@ -409,6 +411,16 @@ func (n *Node) AddVoter(ctx context.Context, m core.Member) error {
 	return err
 }
 
+// LearnPeers implements backends.PeerLearner: a node in no configuration
+// yet (a joiner before the leader's first append reaches it) accepts peer
+// traffic from the members given, and from no one else (peergate); a node
+// in a configuration goes by it alone. hashicorp takes the leader's address
+// from its requests, so only the ids are used. It never fails.
+func (n *Node) LearnPeers(_ context.Context, members []core.Member) error {
+	n.gate.Learn(members)
+	return nil
+}
+
 // RemoveServer removes the server id from the configuration and returns once
 // the change is committed. Must be called on the leader; removing the leader
 // itself makes it step down after the commit. Errors as for Propose.
@@ -480,8 +492,8 @@ func (n *Node) close() error {
 	if err := n.closeWatermark(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := n.db.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("hashicorp: close badger: %w", err))
+	if err := n.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("hashicorp: close %s log store: %w", n.cfg.LogStore, err))
 	}
 	// badger flushes its memtable into a new table file on Close.
 	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {

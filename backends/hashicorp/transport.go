@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/internal/peergate"
 	"github.com/ticketd/ticketd/backends/internal/peerlimit"
 )
 
@@ -30,9 +31,11 @@ const transportMaxPool = 3
 // failures are counted when cfg.Observer is a backends.PeerObserver. When
 // cfg.DropMessage is non-nil the transport is wrapped by a dropTransport.
 //
-// members tells the stream layer which ids are members, for the peer
-// certificate binding (boundedConn); it knows nothing until its raft is set.
-func newTransport(cfg backends.Config, logger *zapHCLog, members *peerMembers) (raft.Transport, io.Closer, error) {
+// Over mutual TLS, gate binds every accepted connection's certificate to
+// membership: a certificate naming no current member is refused at the
+// handshake, each request is checked again (boundedConn), and the
+// connections of a member that leaves are closed.
+func newTransport(cfg backends.Config, logger *zapHCLog, gate *peergate.Gate, members *peerMembers) (raft.Transport, io.Closer, error) {
 	adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("hashicorp: resolve raft address %q: %w", cfg.RaftAddr, err)
@@ -53,12 +56,12 @@ func newTransport(cfg backends.Config, logger *zapHCLog, members *peerMembers) (
 	if cfg.PeerTLS == nil {
 		sl, err = newTCPStreamLayer(cfg.BindAddr, adv, limit, count)
 	} else {
-		sl, err = newTLSStreamLayer(cfg.BindAddr, adv, cfg.PeerTLS, limit, cfg.PeerIdleTimeout, logger.z.Named("transport"), count)
+		sl, err = newTLSStreamLayer(cfg.BindAddr, adv, gate.ServerTLS(cfg.PeerTLS), cfg.PeerTLS, members.at, limit, cfg.PeerIdleTimeout, logger.z.Named("transport"), count)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("hashicorp: listen on %q: %w", cfg.BindAddr, err)
 	}
-	tc.Stream = newBoundedStreamLayer(sl, cfg.MaxMessageBytes, cfg.PeerIdleTimeout, members.isMember, logger.z.Named("transport"), count)
+	tc.Stream = newBoundedStreamLayer(sl, cfg.MaxMessageBytes, cfg.PeerIdleTimeout, gate, logger.z.Named("transport"), count)
 	nt := raft.NewNetworkTransportWithConfig(tc)
 	if cfg.DropMessage == nil {
 		return nt, nt, nil
@@ -66,31 +69,53 @@ func newTransport(cfg backends.Config, logger *zapHCLog, members *peerMembers) (
 	return &dropTransport{NetworkTransport: nt, from: cfg.ID, drop: cfg.DropMessage}, nt, nil
 }
 
-// peerMembers answers, for the transport's peer certificate binding,
-// whether an id is in the node's latest Raft configuration. Its raft is
-// set once New has created it; until then nothing is known. Safe for
-// concurrent use.
+// peerMembers reads the node's latest Raft configuration for the peer
+// certificate binding (peergate.Source). Its raft is set once New has
+// created it; until then nothing is known. Safe for concurrent use.
 type peerMembers struct {
 	r atomic.Pointer[raft.Raft]
 }
 
-// isMember reports whether membership is known yet and whether id is a
-// server of the latest configuration.
-func (m *peerMembers) isMember(id string) (known, isMember bool) {
+// ids returns the servers (voters and nonvoters) of the latest
+// configuration, the one hashicorp's raft acts on as soon as it is
+// appended (Raft thesis §4.1), and whether it is known yet.
+func (m *peerMembers) ids() ([]string, bool) {
 	r := m.r.Load()
 	if r == nil {
-		return false, false
+		return nil, false
 	}
 	f := r.GetConfiguration()
 	if f.Error() != nil {
-		return false, false
+		return nil, false
 	}
+	servers := f.Configuration().Servers
+	ids := make([]string, len(servers))
+	for i, s := range servers {
+		ids[i] = string(s.ID)
+	}
+	return ids, true
+}
+
+// at returns the ids of the servers (voters and nonvoters) of the latest
+// configuration whose raft address is address, and whether the
+// configuration is known yet: whom a connection dialled to address must
+// reach (tlsStreamLayer.verifyServerIdentity). Safe for concurrent use.
+func (m *peerMembers) at(address string) ([]string, bool) {
+	r := m.r.Load()
+	if r == nil {
+		return nil, false
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return nil, false
+	}
+	var ids []string
 	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id {
-			return true, true
+		if string(s.Address) == address {
+			ids = append(ids, string(s.ID))
 		}
 	}
-	return true, false
+	return ids, true
 }
 
 // dropTransport is the fault-injecting wrapper behind backends.Config.DropMessage:

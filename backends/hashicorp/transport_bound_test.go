@@ -120,7 +120,7 @@ func TestOversizedPeerMessage(t *testing.T) {
 			var conn net.Conn
 			var err error
 			if tc.tls {
-				cfg := pki.PeerTLS(t, "mallory")
+				cfg := pki.PeerTLS(t, l.ID) // a member's certificate: only members get past the handshake
 				cfg.ServerName = "127.0.0.1"
 				conn, err = tls.Dial("tcp", f.Addr, cfg)
 			} else {

@@ -34,6 +34,13 @@ const (
 	BackendEtcd      = "etcd"
 )
 
+// Raft log stores accepted in Raft.LogStore (backends.LogStores: the
+// server config does not import the backends).
+const (
+	LogStoreBadger = "badger"
+	LogStoreWAL    = "wal"
+)
+
 // Config is one ticketd node's configuration. Keys (YAML) are the koanf tags;
 // nested keys join with ".", so lease.min_ms is `lease: {min_ms: ...}` in
 // YAML, TICKETD_LEASE_MIN_MS in the environment and --lease-min-ms as a flag.
@@ -91,6 +98,12 @@ type Config struct {
 	// ClientCertAuth requires every API client to present a certificate
 	// signed by TrustedCAFile (key "client_cert_auth"; etcd's name).
 	ClientCertAuth bool `koanf:"client_cert_auth"`
+	// ClientCRLFile is a certificate revocation list (PEM or DER; several
+	// PEM blocks allowed) signed by a CA of TrustedCAFile (key
+	// "client_crl_file"; etcd's --client-crl-file). A client certificate
+	// it lists is refused at the TLS handshake. Reloaded with the
+	// certificates.
+	ClientCRLFile string `koanf:"client_crl_file"`
 	// PeerCertFile, PeerKeyFile and PeerTrustedCAFile turn on mutual TLS 1.3
 	// for peer traffic (Raft and follower-to-leader forwarding): both sides
 	// present a certificate verified against PeerTrustedCAFile (keys
@@ -98,6 +111,10 @@ type Config struct {
 	PeerCertFile      string `koanf:"peer_cert_file"`
 	PeerKeyFile       string `koanf:"peer_key_file"`
 	PeerTrustedCAFile string `koanf:"peer_trusted_ca_file"`
+	// PeerCRLFile is a revocation list signed by a CA of PeerTrustedCAFile
+	// (key "peer_crl_file"; etcd's --peer-crl-file): a peer certificate it
+	// lists is refused at the handshake, accepting and dialing.
+	PeerCRLFile string `koanf:"peer_crl_file"`
 	// Insecure allows a non-loopback api_addr or raft_addr without TLS (key
 	// "insecure"). Without it such a node refuses to start (CockroachDB's rule).
 	Insecure bool `koanf:"insecure"`
@@ -114,13 +131,21 @@ type Config struct {
 	// "cors_allowed_origins", comma-separated as a flag). Empty: CORS off.
 	CORSAllowedOrigins []string `koanf:"cors_allowed_origins"`
 	// ListenMetricsAddr, when set, serves /metrics on this host:port instead
-	// of the API port (key "listen_metrics_addr").
+	// of the API port, and /livez and /readyz there too, without client
+	// certificates (key "listen_metrics_addr"; etcd's --listen-metrics-urls):
+	// load balancers and Prometheus reach them when the API port requires
+	// a client certificate.
 	ListenMetricsAddr string `koanf:"listen_metrics_addr"`
 	// MetricsPrincipalLabels adds a principal label to the per-principal
 	// quota metrics (key "metrics_principal_labels"). Off by default: one
 	// series per principal is unbounded cardinality for Prometheus, and
 	// principal names may be sensitive.
 	MetricsPrincipalLabels bool `koanf:"metrics_principal_labels"`
+	// MetricsCertFile and MetricsKeyFile make listen_metrics_addr serve TLS
+	// with this certificate (keys "metrics_cert_file", "metrics_key_file"),
+	// never asking for a client certificate; without them it is plain HTTP.
+	MetricsCertFile string `koanf:"metrics_cert_file"`
+	MetricsKeyFile  string `koanf:"metrics_key_file"`
 }
 
 // Peer is one bootstrap member.
@@ -215,6 +240,14 @@ type Raft struct {
 	// MaxMessageBytes bounds one message read from a peer, in bytes; a larger
 	// declared length is refused before allocation (0: the backend's default).
 	MaxMessageBytes int `koanf:"max_message_bytes"`
+	// LogStore is the Raft log store (key "raft.log_store", flag
+	// --raft-log-store): "badger" (the default) or "wal", the backend's
+	// own write-ahead log (hashicorp/raft-wal for hashicorp, etcd's
+	// storage/wal for etcd). A data dir
+	// records its store, and a node refuses one written by another;
+	// moving between stores is a snapshot and `ticketd restore`
+	// (docs/operations.md).
+	LogStore string `koanf:"log_store"`
 }
 
 // Log configures the zap logger.
@@ -240,7 +273,7 @@ func DefaultConfig() Config {
 			ReadHeaderTimeoutMS: 10_000, BodyReadTimeoutMS: 30_000, IdleTimeoutMS: 120_000,
 			MaxHeaderBytes:      64 << 10,
 			WatchHistoryEntries: 10_000, WatchHistoryBytes: 16 << 20, MaxWatchers: 10_000, WatchBufferEvents: 1024},
-		Raft: Raft{SnapshotThreshold: 8192},
+		Raft: Raft{SnapshotThreshold: 8192, LogStore: LogStoreBadger},
 		Log:  Log{Level: "info", Format: "json"},
 	}
 }
@@ -281,20 +314,25 @@ var keys = []struct {
 	{"limits.max_watchers", "most Watch streams open at once on a node (0: no cap)", func(c *Config) any { return c.Limits.MaxWatchers }},
 	{"limits.watch_buffer_events", "events buffered per watcher before it is ended as too slow", func(c *Config) any { return c.Limits.WatchBufferEvents }},
 	{"limits.max_header_bytes", "largest request header block, in bytes", func(c *Config) any { return c.Limits.MaxHeaderBytes }},
+	{"raft.log_store", "raft log store: badger or wal (the backend's own write-ahead log); a data dir keeps the store that wrote it", func(c *Config) any { return c.Raft.LogStore }},
 	{"raft.max_message_bytes", "largest message read from a peer, in bytes (0: backend default)", func(c *Config) any { return c.Raft.MaxMessageBytes }},
 	{"cert_file", "client API TLS certificate (PEM); without it the API is plaintext h2c", func(c *Config) any { return c.CertFile }},
 	{"key_file", "client API TLS private key (PEM)", func(c *Config) any { return c.KeyFile }},
 	{"trusted_ca_file", "CA bundle (PEM) that client certificates are verified against", func(c *Config) any { return c.TrustedCAFile }},
 	{"client_cert_auth", "require a client certificate signed by trusted_ca_file", func(c *Config) any { return c.ClientCertAuth }},
+	{"client_crl_file", "revocation list (PEM or DER) signed by trusted_ca_file: client certificates it lists are refused", func(c *Config) any { return c.ClientCRLFile }},
 	{"peer_cert_file", "peer TLS certificate (PEM): mutual TLS 1.3 for Raft traffic and forwarding", func(c *Config) any { return c.PeerCertFile }},
 	{"peer_key_file", "peer TLS private key (PEM)", func(c *Config) any { return c.PeerKeyFile }},
 	{"peer_trusted_ca_file", "CA bundle (PEM) that peer certificates are verified against", func(c *Config) any { return c.PeerTrustedCAFile }},
+	{"peer_crl_file", "revocation list (PEM or DER) signed by peer_trusted_ca_file: peer certificates it lists are refused", func(c *Config) any { return c.PeerCRLFile }},
 	{"insecure", "allow a non-loopback api_addr or raft_addr without TLS", func(c *Config) any { return c.Insecure }},
 	{"auth_policy_file", "authorization policy (YAML: rules of principal, prefix, allow read|lock|admin); empty: authorization off", func(c *Config) any { return c.AuthPolicyFile }},
 	{"auth_tokens_file", "bearer tokens (YAML: tokens of principal and sha256 digest of the token)", func(c *Config) any { return c.AuthTokensFile }},
 	{"cors_allowed_origins", "browser origins allowed to call the API cross-origin, comma-separated (empty: CORS off)", func(c *Config) any { return strings.Join(c.CORSAllowedOrigins, ",") }},
-	{"listen_metrics_addr", "serve /metrics on this host:port instead of the API port", func(c *Config) any { return c.ListenMetricsAddr }},
+	{"listen_metrics_addr", "serve /metrics, /livez and /readyz on this host:port without client certificates (/metrics leaves the API port)", func(c *Config) any { return c.ListenMetricsAddr }},
 	{"metrics_principal_labels", "label the quota metrics with the principal (one series per principal)", func(c *Config) any { return c.MetricsPrincipalLabels }},
+	{"metrics_cert_file", "TLS certificate (PEM) of listen_metrics_addr; without it plain HTTP", func(c *Config) any { return c.MetricsCertFile }},
+	{"metrics_key_file", "TLS private key (PEM) of listen_metrics_addr", func(c *Config) any { return c.MetricsKeyFile }},
 	{"log.level", "log level: debug, info, warn, error", func(c *Config) any { return c.Log.Level }},
 	{"log.format", "log format: json or console", func(c *Config) any { return c.Log.Format }},
 }
@@ -467,6 +505,9 @@ func (c Config) Validate() error {
 	}
 	if c.Backend != BackendHashicorp && c.Backend != BackendEtcd {
 		return bad("backend %q is not %s or %s", c.Backend, BackendHashicorp, BackendEtcd)
+	}
+	if c.Raft.LogStore != LogStoreBadger && c.Raft.LogStore != LogStoreWAL {
+		return bad("raft.log_store %q is not %s or %s", c.Raft.LogStore, LogStoreBadger, LogStoreWAL)
 	}
 	if len(c.Bootstrap) > 0 && c.Join != "" {
 		return bad("bootstrap and join are exclusive: bootstrap starts a new cluster, join enters a running one")

@@ -12,21 +12,29 @@ type TLSFiles struct {
 	// ClientCertAuth requires the other side to present a certificate (always
 	// true for peers: mutual TLS).
 	ClientCertAuth bool
+	// CommonName, when set, is the subject CN CertFile must carry: for
+	// peers, this node's id (peer identity is membership, so every node
+	// has a certificate of its own; docs/security.md).
+	CommonName string
+	// CRLFile is the revocation list, signed by a CA of TrustedCAFile, of
+	// the other side's certificates ("" : none).
+	CRLFile string
 }
 
 // Enabled reports whether a certificate is configured (TLS on).
 func (f TLSFiles) Enabled() bool { return f.CertFile != "" }
 
 // ClientTLS returns the client API's TLS files (cert_file, key_file,
-// trusted_ca_file, client_cert_auth).
+// trusted_ca_file, client_cert_auth, client_crl_file).
 func (c Config) ClientTLS() TLSFiles {
-	return TLSFiles{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.TrustedCAFile, ClientCertAuth: c.ClientCertAuth}
+	return TLSFiles{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.TrustedCAFile, ClientCertAuth: c.ClientCertAuth, CRLFile: c.ClientCRLFile}
 }
 
 // PeerTLS returns the peer transport's TLS files (peer_cert_file,
-// peer_key_file, peer_trusted_ca_file); peers always verify each other.
+// peer_key_file, peer_trusted_ca_file, peer_crl_file); peers always
+// verify each other, and the certificate must name this node's id.
 func (c Config) PeerTLS() TLSFiles {
-	return TLSFiles{CertFile: c.PeerCertFile, KeyFile: c.PeerKeyFile, TrustedCAFile: c.PeerTrustedCAFile, ClientCertAuth: true}
+	return TLSFiles{CertFile: c.PeerCertFile, KeyFile: c.PeerKeyFile, TrustedCAFile: c.PeerTrustedCAFile, ClientCertAuth: true, CommonName: c.ID, CRLFile: c.PeerCRLFile}
 }
 
 // validateTLS checks that each TLS endpoint names its files consistently:
@@ -44,6 +52,18 @@ func (c Config) validateTLS() error {
 	if c.TrustedCAFile != "" && c.CertFile == "" {
 		return bad("trusted_ca_file needs cert_file and key_file (TLS on)")
 	}
+	if c.ClientCRLFile != "" && c.TrustedCAFile == "" {
+		return bad("client_crl_file needs trusted_ca_file (the CA that signed it)")
+	}
+	if c.PeerCRLFile != "" && c.PeerTrustedCAFile == "" {
+		return bad("peer_crl_file needs peer_cert_file, peer_key_file and peer_trusted_ca_file")
+	}
+	if (c.MetricsCertFile == "") != (c.MetricsKeyFile == "") {
+		return bad("metrics_cert_file and metrics_key_file go together")
+	}
+	if c.MetricsCertFile != "" && c.ListenMetricsAddr == "" {
+		return bad("metrics_cert_file needs listen_metrics_addr")
+	}
 	peer := []string{c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile}
 	set := 0
 	for _, f := range peer {
@@ -55,4 +75,11 @@ func (c Config) validateTLS() error {
 		return bad("peer_cert_file, peer_key_file and peer_trusted_ca_file go together (mutual TLS)")
 	}
 	return nil
+}
+
+// MetricsTLS returns the TLS files of listen_metrics_addr (metrics_cert_file,
+// metrics_key_file): no CA, since that listener never asks for a client
+// certificate. Not Enabled: plain HTTP.
+func (c Config) MetricsTLS() TLSFiles {
+	return TLSFiles{CertFile: c.MetricsCertFile, KeyFile: c.MetricsKeyFile}
 }

@@ -15,14 +15,17 @@ func TestSecurityFlagsKeepEtcdNames(t *testing.T) {
 	config.RegisterFlags(fs)
 	require.NoError(t, fs.Parse([]string{
 		"--cert-file=/c/node.crt", "--key-file=/c/node.key", "--trusted-ca-file=/c/ca.crt", "--client-cert-auth",
-		"--peer-cert-file=/c/p.crt", "--peer-key-file=/c/p.key", "--peer-trusted-ca-file=/c/ca.crt",
+		"--client-crl-file=/c/ca.crl",
+		"--peer-cert-file=/c/p.crt", "--peer-key-file=/c/p.key", "--peer-trusted-ca-file=/c/ca.crt", "--peer-crl-file=/c/peer.crl",
+		"--metrics-cert-file=/c/m.crt", "--metrics-key-file=/c/m.key",
 		"--insecure", "--cors-allowed-origins=https://a.example, https://b.example", "--listen-metrics-addr=127.0.0.1:9100",
 		"--limits-max-connections=10",
 	}))
 	c, err := config.Load("", []string{"TICKETD_BODY_READ_TIMEOUT_MS=1", "TICKETD_LIMITS_IDLE_TIMEOUT_MS=5000"}, fs)
 	require.NoError(t, err)
-	assert.Equal(t, config.TLSFiles{CertFile: "/c/node.crt", KeyFile: "/c/node.key", TrustedCAFile: "/c/ca.crt", ClientCertAuth: true}, c.ClientTLS())
-	assert.Equal(t, config.TLSFiles{CertFile: "/c/p.crt", KeyFile: "/c/p.key", TrustedCAFile: "/c/ca.crt", ClientCertAuth: true}, c.PeerTLS())
+	assert.Equal(t, config.TLSFiles{CertFile: "/c/node.crt", KeyFile: "/c/node.key", TrustedCAFile: "/c/ca.crt", ClientCertAuth: true, CRLFile: "/c/ca.crl"}, c.ClientTLS())
+	assert.Equal(t, config.TLSFiles{CertFile: "/c/p.crt", KeyFile: "/c/p.key", TrustedCAFile: "/c/ca.crt", ClientCertAuth: true, CommonName: c.ID, CRLFile: "/c/peer.crl"}, c.PeerTLS())
+	assert.Equal(t, config.TLSFiles{CertFile: "/c/m.crt", KeyFile: "/c/m.key"}, c.MetricsTLS())
 	assert.True(t, c.Insecure)
 	assert.Equal(t, []string{"https://a.example", "https://b.example"}, c.CORSAllowedOrigins)
 	assert.Equal(t, "127.0.0.1:9100", c.ListenMetricsAddr)
@@ -42,6 +45,10 @@ func TestSecurityValidation(t *testing.T) {
 		{"peer_without_ca", func(c *config.Config) { c.PeerCertFile, c.PeerKeyFile = "x", "y" }},
 		{"negative_limit", func(c *config.Config) { c.Limits.MaxConnections = -1 }},
 		{"bad_metrics_addr", func(c *config.Config) { c.ListenMetricsAddr = "nope" }},
+		{"client_crl_without_ca", func(c *config.Config) { c.CertFile, c.KeyFile, c.ClientCRLFile = "x", "y", "crl" }},
+		{"peer_crl_without_peer_tls", func(c *config.Config) { c.PeerCRLFile = "crl" }},
+		{"metrics_cert_without_key", func(c *config.Config) { c.ListenMetricsAddr, c.MetricsCertFile = "127.0.0.1:9", "m.crt" }},
+		{"metrics_cert_without_addr", func(c *config.Config) { c.MetricsCertFile, c.MetricsKeyFile = "m.crt", "m.key" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

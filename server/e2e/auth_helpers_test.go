@@ -57,9 +57,10 @@ func writeAuthFiles(t *testing.T, dir, policy string) (policyFile string, args [
 // identity is how a test client authenticates: a client certificate of
 // certsDir (cert), a bearer token, extra headers (spoof attempts), or none.
 type identity struct {
-	cert    string
-	token   string
-	headers map[string]string
+	cert     string
+	nodeCert string // a node's certificate (node-<id>.crt) instead of a client's
+	token    string
+	headers  map[string]string
 }
 
 // authClients are connect clients of every node of c, authenticating as id.
@@ -72,8 +73,11 @@ func clientsAs(t *testing.T, c *ticketdtest.Cluster, certsDir string, id identit
 	t.Helper()
 	cfg, err := (&ticketdtest.TLS{CertsDir: certsDir}).ClientConfig()
 	require.NoError(t, err)
-	if id.cert != "" {
+	if id.cert != "" || id.nodeCert != "" {
 		base := filepath.Join(certsDir, "client."+id.cert)
+		if id.nodeCert != "" {
+			base = filepath.Join(certsDir, "node-"+id.nodeCert)
+		}
 		kp, err := tls.LoadX509KeyPair(base+".crt", base+".key")
 		require.NoError(t, err)
 		cfg.Certificates = []tls.Certificate{kp}

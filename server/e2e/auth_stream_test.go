@@ -145,6 +145,7 @@ func TestForwardedStreamsKeepPrincipal(t *testing.T) {
 			stream, err := lock.Watch(wctx, &ticketv1.WatchRequest{Prefix: "shared/"})
 			require.NoError(t, err)
 			defer func() { _ = stream.Close() }()
+			receiveStarted(t, stream)
 			res, err := lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "shared/w", LeaseMs: 60000, Owner: "bob-w"})
 			require.NoError(t, err)
 			require.True(t, stream.Receive(), "watch event: %v", stream.Err())

@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -14,7 +16,8 @@ import (
 // mutual TLS, a policy and a tokens file, and checks issue 17's session
 // rules: a session is bound to the principal that opened it; another
 // principal can neither keep it alive, close it nor acquire under it (on
-// the leader or through a follower); opening one needs the lock permission
+// the leader or through a follower), and is answered as for a session that
+// does not exist; opening one needs the lock permission
 // on some prefix; an admin may close anyone's session, which releases its
 // locks. Every refusal leaves the lock table, the log and the membership as
 // they were.
@@ -45,20 +48,47 @@ func TestSessionAuthorization(t *testing.T) {
 			requireSameState(t, before, stateOf(t, c, admin, leader))
 		}
 		t.Run("other_principal_cannot_keep_alive_or_close", func(t *testing.T) {
-			for _, node := range []int{leader, follower} {
-				refused(t, connect.CodePermissionDenied, func() error {
-					_, err := bob.lock[node].KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
-					return err
-				})
-				refused(t, connect.CodePermissionDenied, func() error {
-					_, err := bob.lock[node].CloseSession(ctx, &ticketv1.CloseSessionRequest{Session: id})
-					return err
-				})
+			// Another principal's session is answered exactly as a session
+			// that never existed (code and message, the id aside), so
+			// nobody can probe which session ids are open.
+			unknown := id + 1_000_000
+			asUnknown := func(t *testing.T, got error, call func(session uint64) error) {
+				t.Helper()
+				want := call(unknown)
+				requireCode(t, connect.CodeNotFound, want)
+				requireCode(t, connect.CodeNotFound, got)
+				var g, w *connect.Error
+				require.ErrorAs(t, got, &g)
+				require.ErrorAs(t, want, &w)
+				assert.Equal(t, strings.ReplaceAll(w.Message(), strconv.FormatUint(unknown, 10), "ID"),
+					strings.ReplaceAll(g.Message(), strconv.FormatUint(id, 10), "ID"))
 			}
-			refused(t, connect.CodePermissionDenied, func() error {
-				_, err := admin.lock[leader].KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+			for _, node := range []int{leader, follower} {
+				keepAlive := func(session uint64) error {
+					_, err := bob.lock[node].KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: session})
+					return err
+				}
+				closeSession := func(session uint64) error {
+					_, err := bob.lock[node].CloseSession(ctx, &ticketv1.CloseSessionRequest{Session: session})
+					return err
+				}
+				acquire := func(session uint64) error {
+					_, err := bob.lock[node].Acquire(ctx, &ticketv1.AcquireRequest{Key: "shared/b", Owner: "bob-b", Session: session})
+					return err
+				}
+				for _, call := range []func(uint64) error{keepAlive, closeSession, acquire} {
+					var got error
+					refused(t, connect.CodeNotFound, func() error { got = call(id); return got })
+					asUnknown(t, got, call)
+				}
+			}
+			adminKeepAlive := func(session uint64) error {
+				_, err := admin.lock[leader].KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: session})
 				return err // a session is its client's liveness: nobody else vouches for it
-			})
+			}
+			var got error
+			refused(t, connect.CodeNotFound, func() error { got = adminKeepAlive(id); return got })
+			asUnknown(t, got, adminKeepAlive)
 		})
 		t.Run("other_principal_cannot_acquire_under_it", func(t *testing.T) {
 			for _, node := range []int{leader, follower} {

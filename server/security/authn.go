@@ -48,8 +48,9 @@ type Authenticator struct {
 	tokens *Tokens
 }
 
-// NewAuthenticator loads cfg's files. Errors: ErrBadPolicy, ErrBadTokens, or
-// the file system's, with the file name; a node must not start with them.
+// NewAuthenticator loads cfg's files. Errors: ErrBadPolicy, ErrBadTokens,
+// ErrInsecureFile (a file another local user could write), or the file
+// system's, with the file name; a node must not start with them.
 func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 	if cfg.Audit == nil {
 		cfg.Audit = zap.NewNop()
@@ -70,18 +71,18 @@ func (a *Authenticator) load() (*Policy, *Tokens, error) {
 		tokens = &Tokens{}
 	)
 	if f := a.cfg.PolicyFile; f != "" {
-		data, err := os.ReadFile(f)
+		data, err := readCredentialFile("policy file", f)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read policy file: %w", err)
+			return nil, nil, err
 		}
 		if policy, err = ParsePolicy(data); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", f, err)
 		}
 	}
 	if f := a.cfg.TokensFile; f != "" {
-		data, err := os.ReadFile(f)
+		data, err := readCredentialFile("tokens file", f)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read tokens file: %w", err)
+			return nil, nil, err
 		}
 		if tokens, err = ParseTokens(data); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", f, err)

@@ -25,12 +25,9 @@ const (
 	CAKeyFile  = "ca.key"
 )
 
-// NodeFiles returns the certificate and key file names of a node
-// certificate: node.crt/node.key, or node-<id>.crt/node-<id>.key with an id.
+// NodeFiles returns the certificate and key file names of node id's
+// certificate: node-<id>.crt and node-<id>.key.
 func NodeFiles(id string) (cert, key string) {
-	if id == "" {
-		return "node.crt", "node.key"
-	}
 	return "node-" + id + ".crt", "node-" + id + ".key"
 }
 
@@ -239,19 +236,20 @@ func LoadCA(dir string) (*KeyPair, error) {
 	return LoadKeyPair(filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile))
 }
 
-// CreateNode writes a node certificate signed by dir's CA: CN = id (or
-// "node"), valid for hosts, usable as server and client (peers dial each
-// other; forwarding presents it). Files are NodeFiles(id).
+// CreateNode writes a node certificate signed by dir's CA: CN = id, valid
+// for hosts, usable as server and client (peers dial each other;
+// forwarding presents it). Files are NodeFiles(id). An empty id is refused
+// (ErrWrongNode): peer identity is membership, so every node has a
+// certificate of its own.
 func CreateNode(dir, id string, hosts []string, validity time.Duration, overwrite bool) (*KeyPair, error) {
+	if id == "" {
+		return nil, fmt.Errorf("%w: a node certificate needs the node's id as its CN", ErrWrongNode)
+	}
 	ca, err := LoadCA(dir)
 	if err != nil {
 		return nil, err
 	}
-	cn := id
-	if cn == "" {
-		cn = "node"
-	}
-	kp, err := ca.Issue(CertOptions{CommonName: cn, Hosts: hosts, Server: true, Client: true, NotAfter: time.Now().Add(validity)})
+	kp, err := ca.Issue(CertOptions{CommonName: id, Hosts: hosts, Server: true, Client: true, NotAfter: time.Now().Add(validity)})
 	if err != nil {
 		return nil, err
 	}

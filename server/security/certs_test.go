@@ -25,13 +25,12 @@ func TestCertToolingFilesAndModes(t *testing.T) {
 	require.NoError(t, err)
 	client, err := security.CreateClient(dir, "orders-svc", time.Hour, false)
 	require.NoError(t, err)
-	plain, err := security.CreateNode(dir, "", []string{"127.0.0.1"}, time.Hour, false)
-	require.NoError(t, err)
+	_, err = security.CreateNode(dir, "", []string{"127.0.0.1"}, time.Hour, false)
+	require.ErrorIs(t, err, security.ErrWrongNode, "one certificate per node: no shared node certificate")
 
 	modes := map[string]os.FileMode{
 		"ca.crt": 0o644, "ca.key": 0o600,
 		"node-n1.crt": 0o644, "node-n1.key": 0o600,
-		"node.crt": 0o644, "node.key": 0o600,
 		"client.orders-svc.crt": 0o644, "client.orders-svc.key": 0o600,
 	}
 	for name, want := range modes {
@@ -50,7 +49,6 @@ func TestCertToolingFilesAndModes(t *testing.T) {
 	_, err = node.Cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	require.NoError(t, err, "node certificate is also a client certificate (peers dial each other)")
 	assert.Equal(t, "n1", node.Cert.Subject.CommonName)
-	assert.Equal(t, "node", plain.Cert.Subject.CommonName)
 	assert.Equal(t, "orders-svc", client.Cert.Subject.CommonName, "CN is the principal")
 	_, err = client.Cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 	require.Error(t, err, "a client certificate cannot serve")

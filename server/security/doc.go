@@ -20,6 +20,14 @@
 //     its CA pool too; peers read theirs once).
 //  3. Before listening, call CheckExposure with the node's addresses.
 //
+// Revocation: crl.go parses revocation lists (client_crl_file,
+// peer_crl_file; etcd's flags) and accepts one only if a CA of the same
+// endpoint's bundle signed it; the Reloader loads it with the certificates
+// and ServerConfig and PeerConfig refuse a listed certificate at the
+// handshake (CheckRevoked). revoke.go keeps a certs directory's ca.crl for
+// `ticketctl cert revoke`. credfile.go refuses key, policy, tokens and
+// revocation-list files that another local user could write.
+//
 // For the client API:
 //
 //	r, err := security.NewReloader(cfg.ClientTLS(), log)

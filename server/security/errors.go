@@ -7,6 +7,12 @@ var (
 	// ErrNoCertificate: a PEM file holds no certificate, or the key does not
 	// match it.
 	ErrNoCertificate = errors.New("security: no usable certificate")
+	// ErrWrongNode: a peer certificate's CN is not this node's id. Peers
+	// accept a certificate only as the member its CN names, so a node
+	// with another node's certificate (or one shared by all) could not
+	// talk; it refuses to start, and a reload to such a certificate is
+	// refused.
+	ErrWrongNode = errors.New("security: peer certificate names another node")
 	// ErrNoCA: a CA bundle holds no certificate.
 	ErrNoCA = errors.New("security: no CA certificate")
 	// ErrPeerRefused: a peer presented no certificate, or one that the peer
@@ -15,6 +21,16 @@ var (
 	// ErrInsecureExposure: a non-loopback address would be served without
 	// TLS and --insecure was not given.
 	ErrInsecureExposure = errors.New("security: refusing to serve a non-loopback address without TLS")
+	// ErrInsecureFile: a policy, tokens, private key or revocation list
+	// file is writable by group or others, or owned by another user than
+	// the node's and root (a *CredentialFileError names it and its mode).
+	ErrInsecureFile = errors.New("security: credential file writable by another user")
+	// ErrBadCRL: a revocation list does not parse, or no trusted CA signed
+	// it (--client-crl-file, --peer-crl-file).
+	ErrBadCRL = errors.New("security: invalid certificate revocation list")
+	// ErrRevoked: the other side of a TLS handshake presented a certificate
+	// that the revocation list names; the handshake is refused.
+	ErrRevoked = errors.New("security: certificate revoked")
 	// ErrExists: a certificate or key file to be created already exists.
 	ErrExists = errors.New("security: file exists")
 	// ErrBadPolicy: a policy file (--auth-policy-file) does not parse:

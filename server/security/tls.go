@@ -14,7 +14,9 @@ import (
 // certificate signed by the trusted CA (tls.RequireAndVerifyClientCert, etcd's
 // --client-cert-auth); without it a certificate is verified if one is given.
 // The CA pool is read at every handshake (GetConfigForClient), so a reloaded
-// bundle applies to new connections.
+// bundle applies to new connections; so is the revocation list
+// (client_crl_file): a client certificate it names is refused at the
+// handshake (etcd's --client-crl-file).
 func ServerConfig(r *Reloader, clientCertAuth bool) *tls.Config {
 	base := &tls.Config{
 		MinVersion:     tls.VersionTLS12,
@@ -27,6 +29,9 @@ func ServerConfig(r *Reloader, clientCertAuth bool) *tls.Config {
 			NextProtos:     []string{"h2", "http/1.1"},
 			GetCertificate: r.GetCertificate,
 			ClientCAs:      r.Pool(),
+			// Called after the chain verified, only when a certificate was
+			// presented (a client without one is governed by ClientAuth).
+			VerifyConnection: r.CheckRevoked,
 		}
 		switch {
 		case clientCertAuth:
@@ -48,8 +53,11 @@ func ServerConfig(r *Reloader, clientCertAuth bool) *tls.Config {
 // requires the other side's certificate to be valid for both server and
 // client use, as `ticketctl cert create-node` makes it and client
 // certificates are not, so one CA can serve clients and peers without a
-// client certificate opening the Raft port. A refused peer is logged on log
-// (may be nil). The CA pool is read once: a new peer CA takes a restart.
+// client certificate opening the Raft port, and refuses a certificate that
+// the current peer revocation list names (peer_crl_file, reloaded; etcd's
+// --peer-crl-file), on both sides: a node neither accepts nor dials a
+// revoked peer. A refused peer is logged on log (may be nil). The CA pool
+// is read once: a new peer CA takes a restart.
 func PeerConfig(r *Reloader, log *zap.Logger) *tls.Config {
 	if log == nil {
 		log = zap.NewNop()
@@ -64,6 +72,9 @@ func PeerConfig(r *Reloader, log *zap.Logger) *tls.Config {
 		ClientAuth:           tls.RequireAndVerifyClientCert,
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			err := verifyPeerUsage(cs)
+			if err == nil {
+				err = r.CheckRevoked(cs)
+			}
 			if err != nil {
 				log.Warn("peer refused at TLS handshake", zap.Error(err))
 			}

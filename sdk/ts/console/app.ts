@@ -283,8 +283,18 @@ async function follow(prefix: string, signal: AbortSignal): Promise<void> {
       }
     }
     $("nolocks").hidden = rows.size > 0;
+    const live = $("live");
+    live.textContent = "";
+    delete live.dataset.started;
     try {
-      for await (const e of client.watch(prefix, { startIndex: listed.readIndex + 1n, signal })) {
+      // From the listing's read index: no change between the two is missed.
+      const w = client.watch(prefix, { startIndex: listed.readIndex + 1n, signal });
+      w.started.then((i) => {
+        // The server announced the start: every change after index i follows.
+        live.textContent = `live after index ${i}`;
+        live.dataset.started = String(i);
+      }, () => {});
+      for await (const e of w) {
         logEvent(e);
         switch (e.type) {
           case LockEventType.GRANTED:

@@ -14,7 +14,12 @@ export { WatchEvent_Type as LockEventType };
 
 /** Options of Client.watch. */
 export interface WatchOptions {
-  /** First log index wanted; 0n (default) means from now on. */
+  /**
+   * First log index wanted; 0n (default) means from now on: after the index
+   * the server announces (Watch.started). A watcher that needs every change
+   * after a point it already knows (a listLocks readIndex, the last index it
+   * handled) passes that point + 1n.
+   */
   startIndex?: bigint;
   /**
    * Start with every lock held under the prefix as a GRANTED event whose
@@ -29,9 +34,26 @@ export interface WatchOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * Watch is what Client.watch returns: an async iterable of the changes
+ * (LockEvent), and the start the server announced. The stream opens when
+ * iteration begins (the first next()).
+ */
+export interface Watch extends AsyncIterable<LockEvent> {
+  /**
+   * Resolves with the log index the watch starts after, once the server has
+   * announced it (its STARTED message: after the existing locks with
+   * includeExisting) and before any change is yielded: every change with a
+   * greater index follows, once, none at or below it. Await it before making
+   * changes the watch must see. Rejects if the watch ends before it started
+   * (it never resolves against a server too old to announce its start).
+   */
+  readonly started: Promise<bigint>;
+}
+
 /** LockEvent is one change to a lock, as Watch streams it. */
 export interface LockEvent {
-  /** What happened: GRANTED, RELEASED, EXPIRED or RENEWED. */
+  /** What happened: GRANTED, RELEASED, EXPIRED or RENEWED (never STARTED: see Watch.started). */
   type: WatchEvent_Type;
   /** The event type's name: "GRANTED", "RELEASED", "EXPIRED", "RENEWED". */
   typeName: string;
@@ -53,8 +75,39 @@ export interface LockEvent {
   session: bigint;
 }
 
-/** watchEvents implements Client.watch. */
-export async function* watchEvents(c: Client, prefix: string, opts: WatchOptions): AsyncGenerator<LockEvent> {
+/** watch implements Client.watch. */
+export function watch(c: Client, prefix: string, opts: WatchOptions): Watch {
+  let resolve!: (index: bigint) => void;
+  let reject!: (err: unknown) => void;
+  const started = new Promise<bigint>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  started.catch(() => {}); // a watch nobody asks when it started is not an unhandled rejection
+  const events = watchEvents(c, prefix, opts, resolve, reject);
+  return { started, [Symbol.asyncIterator]: () => events };
+}
+
+/**
+ * watchEvents streams the changes, calling onStarted with the first start
+ * the server announces and onEnd when the iteration ends (a no-op after
+ * onStarted).
+ */
+async function* watchEvents(
+  c: Client, prefix: string, opts: WatchOptions, onStarted: (index: bigint) => void, onEnd: (err: unknown) => void,
+): AsyncGenerator<LockEvent> {
+  try {
+    yield* streamEvents(c, prefix, opts, onStarted);
+  } catch (err) {
+    onEnd(err);
+    throw err;
+  } finally {
+    onEnd(new Error(`ticketd: watch ${JSON.stringify(prefix)} ended before it started`));
+  }
+}
+
+/** streamEvents runs the streams of one watch, resuming after failures. */
+async function* streamEvents(c: Client, prefix: string, opts: WatchOptions, onStarted: (index: bigint) => void): AsyncGenerator<LockEvent> {
   const signal = opts.signal ? AbortSignal.any([opts.signal, c.closedSignal]) : c.closedSignal;
   let startIndex = opts.startIndex ?? 0n;
   let includeExisting = opts.includeExisting ?? false;
@@ -76,6 +129,18 @@ export async function* watchEvents(c: Client, prefix: string, opts: WatchOptions
       );
       for await (const e of stream) {
         attempt = 0;
+        if (e.type === WatchEvent_Type.STARTED) {
+          // The stream starts after e.index (docs/api.md#watch). Until a
+          // change arrives, or once a listing is complete, that is where
+          // the watch stands: a stream cut now resumes right after it (from
+          // 0n it would start anew, later, and miss the changes between).
+          if (includeExisting || (startIndex === 0n && lastIndex < 0n)) {
+            includeExisting = false;
+            startIndex = e.index + 1n;
+          }
+          onStarted(e.index);
+          continue;
+        }
         if (skip > 0 && e.index === lastIndex) {
           skip--; // yielded before the stream was cut
           continue;

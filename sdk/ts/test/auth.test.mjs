@@ -10,6 +10,7 @@ import {
 import { nodeTransport } from "../dist/node.js";
 import { authArgs, tokens } from "./auth.mjs";
 import { startCluster } from "./cluster.mjs";
+import { openWatch, nextEvent } from "./bounded.mjs";
 
 describe("client with authorization on", () => {
   let cluster;
@@ -41,10 +42,9 @@ describe("client with authorization on", () => {
     // writes and the watch's linearizable start to the leader.
     const app = as("app", [cluster.endpoints[f]], { followLeader: false });
     const ac = new AbortController();
-    const it = app.watch("app/", { signal: ac.signal })[Symbol.asyncIterator]();
-    const first = it.next();
+    const { it, first } = await openWatch(app.watch("app/", { signal: ac.signal }), "app/");
     const lease = await app.tryLock("app/a", { ttlMs: 5000 });
-    const ev = (await first).value;
+    const ev = await nextEvent(it, "the grant", first);
     assert.equal(ev.type, LockEventType.GRANTED);
     assert.equal(ev.key, "app/a");
     assert.equal(ev.token, lease.token);
@@ -55,7 +55,7 @@ describe("client with authorization on", () => {
     assert.ok((await app.status()).nodeId !== "");
     await lease.release();
     const rest = [];
-    for (let e = (await it.next()).value; ; e = (await it.next()).value) {
+    for (let e = await nextEvent(it, "a change after the grant"); ; e = await nextEvent(it, "a change after the grant")) {
       rest.push(e.typeName);
       if (e.type === LockEventType.RELEASED) break;
     }

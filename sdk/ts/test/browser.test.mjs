@@ -80,6 +80,9 @@ describe("browser: console and cross-origin page", () => {
       const ui = await ctx.newPage();
       await ui.goto(`http://${cluster.endpoints[0]}/ui/?prefix=browser/`);
       await ui.waitForSelector("#members .badge.leader", { timeout: 10_000 });
+      // The console's watch announced where it went live.
+      await ui.waitForSelector("#live[data-started]", { timeout: 10_000 });
+      assert.match(await ui.textContent("#live"), /^live after index \d+$/);
       const page = await ctx.newPage();
       const errors = [];
       page.on("pageerror", (e) => errors.push(e));

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math/big"
 	"path/filepath"
 	"strings"
 	"time"
@@ -30,6 +31,8 @@ func newCertCmd(stdout io.Writer) *cobra.Command {
   ticketctl cert create-node --id n1 --hosts 127.0.0.1,localhost,n1.example.com
                                                  node-n1.crt, node-n1.key (node.* without --id)
   ticketctl cert create-client --name orders-svc client.orders-svc.crt, client.orders-svc.key
+  ticketctl cert revoke --cert client.orders-svc.crt (or --serial N)
+                                                 ca.crl: the CA's revocation list, created or extended
 
 Node certificates serve the client API and peer traffic (server and client
 auth); a client certificate's CN is the principal. One CA may sign both.
@@ -67,9 +70,12 @@ Keys are written with mode 0600; existing files are kept unless --overwrite.`,
 	var id, hosts string
 	node := &cobra.Command{
 		Use:   "create-node",
-		Short: "Create a node certificate signed by the CA (node.crt or node-<id>.crt)",
+		Short: "Create a node certificate signed by the CA (node-<id>.crt; one per node: its CN is the node id)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			if id == "" {
+				return fmt.Errorf("--id is required: each node needs a certificate of its own, whose CN is its --id (peers accept a certificate only as the member it names)")
+			}
 			var hs []string
 			for _, h := range strings.Split(hosts, ",") {
 				if h = strings.TrimSpace(h); h != "" {
@@ -86,7 +92,7 @@ Keys are written with mode 0600; existing files are kept unless --overwrite.`,
 			return nil
 		},
 	}
-	node.Flags().StringVar(&id, "id", "", "node id: the CN and the file names node-<id>.*")
+	node.Flags().StringVar(&id, "id", "", "node id (required): the CN and the file names node-<id>.*")
 	node.Flags().StringVar(&hosts, "hosts", "127.0.0.1,localhost", "comma-separated DNS names and IP addresses the node is reached at")
 	cmd.AddCommand(node)
 
@@ -108,5 +114,63 @@ Keys are written with mode 0600; existing files are kept unless --overwrite.`,
 	}
 	client.Flags().StringVar(&name, "name", "", "principal (certificate CN), for instance orders-svc")
 	cmd.AddCommand(client)
+	cmd.AddCommand(newCertRevokeCmd(stdout, &dir, valid))
+	return cmd
+}
+
+// newCertRevokeCmd builds "ticketctl cert revoke": add a certificate of the
+// CA in --certs-dir to its revocation list (ca.crl), which nodes load with
+// --client-crl-file or --peer-crl-file and reload when it changes.
+func newCertRevokeCmd(stdout io.Writer, dir *string, valid func(time.Duration) time.Duration) *cobra.Command {
+	var serial, certFile string
+	cmd := &cobra.Command{
+		Use:   "revoke",
+		Short: "Revoke a certificate of the CA: add it to ca.crl (--serial N or --cert FILE)",
+		Long: `Add a certificate issued by the CA in --certs-dir to the CA's revocation list,
+ca.crl in the same directory, creating the list or extending it: earlier
+entries are kept, the CRL number grows by one, and the list is signed by the
+CA key and current for --validity (default 30 days; nodes keep enforcing an
+older list and log a warning). Point --client-crl-file or --peer-crl-file at
+ca.crl: nodes reload it when it changes (or on SIGHUP) and refuse the
+certificate at the next TLS handshake. Existing connections are not cut.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if (serial == "") == (certFile == "") {
+				return usagef("give exactly one of --serial and --cert")
+			}
+			var (
+				n  *big.Int
+				cn string
+			)
+			if certFile != "" {
+				s, c, err := security.CertSerial(*dir, certFile)
+				if err != nil {
+					return err
+				}
+				n, cn = s, c.Subject.CommonName
+			} else {
+				var ok bool
+				if n, ok = new(big.Int).SetString(serial, 0); !ok || n.Sign() <= 0 {
+					return usagef("--serial %q: want a positive integer (decimal, or hex with 0x)", serial)
+				}
+			}
+			r, err := security.Revoke(*dir, n, valid(security.DefaultCRLValidity))
+			if err != nil {
+				return err
+			}
+			what := "revoked"
+			if r.Already {
+				what = "already revoked"
+			}
+			if cn != "" {
+				what += fmt.Sprintf(" %q", cn)
+			}
+			fmt.Fprintf(stdout, "%s serial %s (0x%x); wrote %s: CRL number %s, %d revoked, next update %s\n",
+				what, r.Serial, r.Serial, r.Path, r.Number, r.Entries, r.NextUpdate.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&serial, "serial", "", "serial number of the certificate to revoke (decimal, or hex with 0x)")
+	cmd.Flags().StringVar(&certFile, "cert", "", "PEM certificate to revoke (must be issued by the CA in --certs-dir)")
 	return cmd
 }

@@ -36,12 +36,13 @@ type globals struct {
 	cert, key string // --cert, --key: client certificate for --client-cert-auth
 	token     string // --token: bearer token (--auth-tokens-file on the server)
 	stdout    io.Writer
+	stderr    io.Writer // warnings (a bearer token over plaintext loopback)
 }
 
 // newRootCmd builds the ticketctl command tree writing to stdout and
 // stderr, and returns it with the globals its flags fill.
 func newRootCmd(stdout, stderr io.Writer) (*cobra.Command, *globals) {
-	g := &globals{stdout: stdout}
+	g := &globals{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:   "ticketctl",
 		Short: "Command-line client of a ticketd lock cluster",
@@ -86,27 +87,15 @@ lock acquire KEY --ttl 60s).
 	pf.StringVar(&g.token, "token", bearerToken(), "bearer token to authenticate with; prefer the env TICKETD_TOKEN (a flag shows in ps)")
 
 	root.AddCommand(newLockCmd(g), newStatusCmd(g), newMembersCmd(g), newTransferLeaderCmd(g), newCertCmd(stdout),
-		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g), newAuthCmd(stdout, os.Stdin), newEndpointCmd(g), newSessionCmd(g))
+		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g), newAuthCmd(stdout, os.Stdin), newEndpointCmd(g), newSessionCmd(g), newVersionCmd(g))
 	strictUsage(root)
 	return root, g
 }
 
-// bearerEnv carries ticketctl's own bearer token into the command that
-// `lock run` and `elect` start. That command's TICKETD_TOKEN is the lock's
-// fencing token (a binding name, issue 16), while ticketctl reads
-// TICKETD_TOKEN as its bearer token (also binding, issue 13): a ticketctl run
-// by the command takes its bearer token from bearerEnv first, so it
-// authenticates as its parent did instead of sending the fencing token.
-const bearerEnv = "TICKETD_BEARER_TOKEN"
-
-// bearerToken is --token's default: bearerEnv when set (even empty: the
-// parent had no token), else TICKETD_TOKEN.
-func bearerToken() string {
-	if v, ok := os.LookupEnv(bearerEnv); ok {
-		return v
-	}
-	return os.Getenv("TICKETD_TOKEN")
-}
+// bearerToken is --token's default: TICKETD_TOKEN, the bearer token
+// everywhere (a command under "lock run" or "elect" has it only when
+// started with --pass-token; its fencing token is TICKETD_FENCING_TOKEN).
+func bearerToken() string { return os.Getenv("TICKETD_TOKEN") }
 
 // envOr returns the environment variable name, or def when it is unset or empty.
 func envOr(name, def string) string {
@@ -203,12 +192,15 @@ func (g *globals) client() (*sdk.Client, error) {
 	if g.grpc {
 		opts = append(opts, sdk.WithGRPC())
 	}
-	if g.token != "" {
-		opts = append(opts, sdk.WithBearerToken(g.token))
-	}
 	tc, err := g.tlsConfig(eps)
 	if err != nil {
 		return nil, err
+	}
+	if g.token != "" {
+		if err := checkTokenTransport(eps, tc != nil, g.stderr); err != nil {
+			return nil, err
+		}
+		opts = append(opts, sdk.WithBearerToken(g.token))
 	}
 	if tc != nil {
 		opts = append(opts, sdk.WithTLS(tc))

@@ -202,14 +202,3 @@ func testEndpointHealth(t *testing.T, eps string) {
 	assert.False(t, h.Endpoints[3].Health)
 	assert.Contains(t, errs, "1 of 4 endpoints unhealthy")
 }
-
-// TestWatchEventJSON: "watch -o json" prints the API's WatchEvent JSON.
-func TestWatchEventJSON(t *testing.T) {
-	t.Parallel()
-	b, err := json.Marshal(eventJSON{Index: 12, Type: "TYPE_GRANTED", Key: "k", Token: 3, Owner: "o", TTLMs: 5000})
-	require.NoError(t, err)
-	var ev ticketv1.WatchEvent
-	require.NoError(t, protojson.Unmarshal(b, &ev), "%s", b)
-	assert.True(t, proto.Equal(&ticketv1.WatchEvent{Index: 12, Type: ticketv1.WatchEvent_TYPE_GRANTED, Key: "k", Token: 3,
-		Owner: "o", LeaseMs: 5000}, &ev), "%v", &ev)
-}

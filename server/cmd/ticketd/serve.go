@@ -28,26 +28,30 @@ var (
 	errFatal = errors.New("ticketd: raft stopped on a fatal error")
 )
 
-// serveMetrics serves /metrics of node on its own listener at addr
-// (listen_metrics_addr); a Serve failure goes to errs.
-func serveMetrics(addr string, node *server.Node, log *zap.Logger, errs chan<- error) (*http.Server, error) {
+// serveMetrics serves /metrics, /livez and /readyz of node on their own
+// listener at addr (listen_metrics_addr), without client certificates
+// (server.Node.ServeMetrics); a Serve failure goes to errs. The node's
+// Close stops it.
+func serveMetrics(addr string, node *server.Node, log *zap.Logger, errs chan<- error) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on listen_metrics_addr: %w", err)
+		return fmt.Errorf("listen on listen_metrics_addr: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", node.MetricsHandler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log.Named("metrics"))}
 	go func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := node.ServeMetrics(ln); !errors.Is(err, http.ErrServerClosed) {
 			select {
 			case errs <- fmt.Errorf("metrics listener: %w", err):
 			default:
 			}
 		}
 	}()
-	log.Info("metrics on their own listener", zap.String("listen_metrics_addr", addr))
-	return srv, nil
+	scheme := "http"
+	if node.MetricsTLS() {
+		scheme = "https"
+	}
+	log.Info("metrics and probes on their own listener (no client certificate)",
+		zap.String("listen_metrics_addr", addr), zap.String("scheme", scheme))
+	return nil
 }
 
 func serveCmd() *cobra.Command {
@@ -119,14 +123,14 @@ func serve(ctx context.Context, cfg config.Config) error {
 		_ = ln.Close()
 		return err
 	}
-	log.Info("ticketd serving", zap.String("version", version), zap.String("node", cfg.ID),
+	log.Info("ticketd serving", zap.String("version", server.Version), zap.String("node", cfg.ID),
 		zap.String("api_addr", cfg.APIAddr), zap.String("raft_addr", cfg.RaftAddr),
-		zap.String("backend", cfg.Backend), zap.String("data_dir", cfg.DataDir), zap.Int("pid", os.Getpid()))
+		zap.String("backend", cfg.Backend), zap.String("log_store", cfg.Raft.LogStore), zap.String("data_dir", cfg.DataDir),
+		zap.Int("pid", os.Getpid()))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- node.Serve(ln) }()
-	var metrics *http.Server
 	if cfg.ListenMetricsAddr != "" {
-		if metrics, err = serveMetrics(cfg.ListenMetricsAddr, node, log, serveErr); err != nil {
+		if err := serveMetrics(cfg.ListenMetricsAddr, node, log, serveErr); err != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 			defer cancel()
 			return errors.Join(err, node.Close(sctx))
@@ -149,9 +153,6 @@ func serve(ctx context.Context, cfg config.Config) error {
 		// kill -9 leaves (docs/operations.md#fail-stop).
 		log.Error("raft stopped; exiting with status 1 without closing the storage", zap.Error(fatal))
 		return fmt.Errorf("%w: %w", errFatal, fatal)
-	}
-	if metrics != nil {
-		_ = metrics.Close()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
