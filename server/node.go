@@ -123,7 +123,6 @@ type Node struct {
 	closing  bool
 	serving  atomic.Bool // promoted && !closing, stored under roleMu (setRoleLocked) for route's hot path
 
-	lastApplied atomic.Uint64 // index of the last OnApply (a gap: the lessor reconciles)
 	// joinMembers holds the ids of the members the --join member named
 	// (learnPeers): whom a node in no configuration yet takes for members
 	// (hasMember). Nil until a join answer arrives.
@@ -268,7 +267,10 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	}
 	n.raft = b
 	close(n.ready)
-	n.lessor.Reconcile(n.sm) // locks restored from a snapshot at open: now + lease_ms
+	// Locks restored from a snapshot at open start at now + lease_ms; the
+	// backend's restore hook normally reconciled already, so this reads the
+	// table only if a restore went unreported.
+	n.lessor.Resync(n.sm)
 
 	if cfg.Join != "" && !n.IsMember() {
 		n.bg.Add(1)

@@ -30,6 +30,7 @@ type options struct {
 	opts    func(i int) []server.Option
 	logs    bool
 	client  []connect.ClientOption
+	prepare func(i int, c config.Config) error
 }
 
 // WithBackend selects the backend by name (config.BackendHashicorp by default).
@@ -48,6 +49,13 @@ func WithServerOptions(fn func(i int) []server.Option) Option {
 // cluster with authorization on: WaitLeader's Status calls need one).
 func WithClientOptions(opts ...connect.ClientOption) Option {
 	return func(o *options) { o.client = append(o.client, opts...) }
+}
+
+// WithPrepare runs fn on node i's final config before the node starts for
+// the first time (to write its data dir, e.g. server.Restore of a snapshot);
+// an error fails the test.
+func WithPrepare(fn func(i int, c config.Config) error) Option {
+	return func(o *options) { o.prepare = fn }
 }
 
 // WithLogs sends the nodes' logs (debug level) to t.Log.
@@ -153,6 +161,14 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 			in.opts = o.opts(i)
 		}
 		c.Nodes = append(c.Nodes, in)
+		if o.prepare != nil {
+			if err := o.prepare(i, cfg); err != nil {
+				for _, l := range lns[i:] {
+					_ = l.Close()
+				}
+				t.Fatalf("nodetest: prepare %s: %v", cfg.ID, err)
+			}
+		}
 		if err := c.start(in, lns[i]); err != nil {
 			for _, l := range lns[i:] {
 				_ = l.Close()
