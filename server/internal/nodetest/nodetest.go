@@ -322,10 +322,29 @@ func (c *Cluster) leader() (int, bool) {
 	}
 	for _, i := range c.Running() {
 		if c.Nodes[i].ID == leaderID {
-			return i, true
+			return i, c.addressRecorded(i, leaderID)
 		}
 	}
 	return 0, false
+}
+
+// addressRecorded reports whether node i's replicated member directory
+// holds the API address of member id (Status's leader_addr falls back to a
+// leader's own configured address before its SetMember entry applies; the
+// member list does not), so that a test starts after that entry.
+func (c *Cluster) addressRecorded(i int, id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	st, err := c.Nodes[i].Cluster.Status(ctx, &ticketv1.StatusRequest{})
+	if err != nil {
+		return false
+	}
+	for _, m := range st.GetMembers() {
+		if m.GetId() == id {
+			return m.GetApiAddr() != ""
+		}
+	}
+	return false
 }
 
 // Leader returns the leader's Instance (WaitLeader first).
