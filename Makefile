@@ -4,20 +4,42 @@ MODULES := core backends server sdk bench faults deploy
 GO      ?= go
 # Empty BACKEND: the backend the data dir was made with, else hashicorp.
 BACKEND ?=
-# Test timeout per module; the whole `make test` is kept under 15 minutes on 2 cores.
+# Empty LOG_STORE: the Raft log store the data dir was made with, else ticketd's default.
+LOG_STORE ?=
+# Limits that keep `make test` from hanging (scripts/check-test-limits.sh
+# shows them at work): TEST_TIMEOUT is go test's -timeout, per test binary
+# (its panic names the tests that were running); TS_TEST_TIMEOUT_MS is
+# node:test's --test-timeout in milliseconds, per test and per test file
+# (sdk/ts/test/running-reporter.mjs names the test that was running);
+# TEST_WALL bounds each suite as a whole (scripts/test-suite.sh). The whole
+# `make test` is kept under 15 minutes on 2 cores.
 TEST_TIMEOUT ?= 8m
+TS_TEST_TIMEOUT_MS ?= 240000
+TEST_WALL ?= 14m
+# GOTESTFLAGS: more go test flags for every module's suite (-run X, -v).
+GOTESTFLAGS ?=
+# TS_TESTS: the TypeScript test files to run instead of package.json's list.
+TS_TESTS ?=
 DURATION ?= 30m
 # NET=hosts: `make faults` over network namespaces (faults/hosts) instead of loopback.
 NET ?=
 
-.PHONY: all build run node test check $(addprefix test-,$(MODULES)) test-ts test-browser ts-deps console bench faults faults-seeds generate lint tidy clean
-.PHONY: release
+.PHONY: all build build-tools run node test test-stress test-limits check $(addprefix test-,$(MODULES)) test-ts test-browser $(addprefix suite-,ts $(MODULES)) ts-deps console bench faults faults-seeds generate lint tidy clean release
 
 all: build
 
+# VCS stamping: -buildvcs=true (over a GOFLAGS=-buildvcs=false) lets the
+# toolchain record the revision; inside a linked git worktree or a tarball it
+# cannot, so the revision is also passed with -X (server/buildinfo).
+BUILDINFO := github.com/ticketd/ticketd/server/buildinfo
+GIT_REVISION := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_VERSION  := $(shell git describe --tags --always 2>/dev/null)
+GIT_MODIFIED := $(shell test -n "$$(git status --porcelain 2>/dev/null)" && echo true)
+BUILD_LDFLAGS := -X $(BUILDINFO).revision=$(GIT_REVISION) -X $(BUILDINFO).modified=$(GIT_MODIFIED) $(if $(filter v%,$(GIT_VERSION)),-X main.version=$(GIT_VERSION))
+
 build:
 	mkdir -p bin
-	$(GO) build -o bin/ ./server/cmd/ticketd ./server/cmd/ticketctl
+	$(GO) build -buildvcs=true -ldflags '$(BUILD_LDFLAGS)' -o bin/ ./server/cmd/ticketd ./server/cmd/ticketctl
 
 ## release: static binaries of ticketd and ticketctl (CGO_ENABLED=0,
 ## -trimpath, the VCS revision stamped by the go command, version from
@@ -37,27 +59,63 @@ release:
 
 ## run: start a local three-node cluster (data under ./data, API on 127.0.0.1:7001-7003).
 run: build
-	BACKEND=$(BACKEND) ./scripts/cluster.sh
+	BACKEND=$(BACKEND) LOG_STORE=$(LOG_STORE) ./scripts/cluster.sh
 
 ## node: restart one node of the cluster `make run` started (make node N=n3):
 ## SIGTERM (leadership moves away), then the same command again.
 N ?=
 node: build
 	@test -n "$(N)" || (echo "usage: make node N=n1|n2|n3" >&2; exit 2)
-	BACKEND=$(BACKEND) ./scripts/cluster.sh restart $(N)
+	BACKEND=$(BACKEND) LOG_STORE=$(LOG_STORE) ./scripts/cluster.sh restart $(N)
 
-## test: every test that needs no extra machine: the TypeScript client's node
-## tests, then every module's Go tests (the faults module's short fault runs and
-## network-namespace host scenarios included, behind its build tag), TEST_JOBS
-## modules at a time; each module's output is printed whole when it ends.
+## test: every test that needs no extra machine, as suites: the TypeScript
+## client's node tests (ts) and each module's Go tests (the faults module's
+## short fault runs and network-namespace host scenarios included, behind its
+## build tag), TEST_JOBS suites at a time, each under the limits above. Every
+## suite runs even when another fails; a suite's output is printed whole when
+## it ends, then a summary: each suite's ok or FAIL and seconds, and what
+## failed. Exits 1 when any suite failed.
 TEST_JOBS ?= 3
-test: build test-ts
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(addprefix test-,$(MODULES))
+# The suites of `make test`: every module and ts, the longest first (so
+# that they start first).
+LONG_SUITES := server faults
+TEST_SUITES ?= $(filter $(LONG_SUITES),$(MODULES)) ts $(filter-out $(LONG_SUITES),$(MODULES))
+test: build build-tools ts-deps
+	@results=$$(mktemp -d "$${TMPDIR:-/tmp}/ticketd-test.XXXXXX"); start=$$(date +%s); \
+	TEST_RESULTS=$$results TICKETD_BIN=$(CURDIR)/bin/ticketd \
+		$(MAKE) --no-print-directory -k -j$(TEST_JOBS) --output-sync=target $(addprefix suite-,$(TEST_SUITES)); \
+	scripts/test-summary.sh "$$results" $$start $(TEST_SUITES); rc=$$?; rm -rf "$$results"; exit $$rc
 
-# test-MODULE: one module's Go tests (test-server, test-faults, ...).
-$(addprefix test-,$(MODULES)): test-%:
-	@echo "== go test $(if $(filter faults,$*),-tags faults )./$*/..."
-	@cd $* && $(GO) test $(if $(filter faults,$*),-tags faults) -count=1 -timeout $(TEST_TIMEOUT) ./...
+## test-stress: `make test` with two busy CPU loops beside it (`yes >
+## /dev/null` twice, killed when it ends), as on a loaded laptop or a shared
+## CI runner.
+test-stress:
+	@yes >/dev/null & y1=$$!; yes >/dev/null & y2=$$!; \
+	trap 'kill $$y1 $$y2 2>/dev/null' EXIT; trap 'exit 130' INT; trap 'exit 143' TERM HUP; \
+	echo "== test-stress: busy loops pid $$y1 and $$y2 beside make test"; \
+	$(MAKE) --no-print-directory test
+
+## test-limits: show that the limits above stop a hung test and name it
+## (scripts/check-test-limits.sh: a Go and a TypeScript test that hang on
+## purpose, under short limits; a few minutes).
+test-limits: build ts-deps
+	scripts/check-test-limits.sh
+
+# test-MODULE: one module's Go tests (test-server, test-faults, ...) as a suite.
+$(addprefix test-,$(MODULES)): test-%: suite-%
+
+# suite-MODULE, suite-ts: one suite under scripts/test-suite.sh, building
+# nothing first (make test builds once before its suites run).
+$(addprefix suite-,$(MODULES)): suite-%:
+	@scripts/test-suite.sh $* $(TEST_WALL) QUIT -- $(GO) -C $* test $(if $(filter faults,$*),-tags faults) -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+suite-ts:
+	@TS_TEST_TIMEOUT_MS=$(TS_TEST_TIMEOUT_MS) $(if $(TS_TESTS),TS_TESTS='$(TS_TESTS)') \
+		scripts/test-suite.sh ts $(TEST_WALL) TERM -- env -C $(TS) $(NPM) test
+
+## build-tools: compile the Go tools the tests run (`go tool buf`, used by an
+## e2e test), so that no test's time limit is spent compiling them.
+build-tools:
+	$(GO) tool buf --version >/dev/null
 
 ## check: the fast edit loop (a few minutes): unit tests only, with no real
 ## cluster processes, no e2e and no fault runs.
@@ -78,10 +136,9 @@ $(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
 	touch $@
 
 ## test-ts: the TypeScript client's tests (node:test) against a real
-## three-node cluster of bin/ticketd.
+## three-node cluster of bin/ticketd, as the suite `ts` of make test.
 test-ts: build ts-deps
-	cd $(TS) && $(NPM) test
-	cd $(TS) && node --test test/pack.test.mjs
+	@$(MAKE) --no-print-directory suite-ts
 
 ## test-browser: headless Chromium (/usr/bin/chromium; CHROMIUM= overrides)
 ## loads the web console from one node and a page on another origin that
@@ -89,7 +146,7 @@ test-ts: build ts-deps
 ## sdk/ts/test-artifacts/. Also checks that server/console's built files are
 ## up to date.
 test-browser: build ts-deps
-	cd $(TS) && $(NPM) run test:browser
+	@TS_TEST_TIMEOUT_MS=$(TS_TEST_TIMEOUT_MS) scripts/test-suite.sh browser $(TEST_WALL) TERM -- env -C $(TS) $(NPM) run test:browser
 
 ## console: rebuild the web console's committed files (server/console/dist).
 console: ts-deps
@@ -139,5 +196,7 @@ lint:
 tidy:
 	@for m in $(MODULES) tools; do [ -f $$m/go.mod ] || continue; (cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; done
 
+## clean: remove bin/ and data/; refuses while a node that `make run` started
+## on data/ is alive (scripts/clean.sh).
 clean:
-	rm -rf bin data
+	./scripts/clean.sh

@@ -59,6 +59,11 @@ type Client struct {
 	leader string           // base URL of the believed leader, "" if unknown
 	next   int              // rotation over endpoints when no leader is known
 	known  map[string]bool  // host:port of members listed by a configured endpoint's Status
+
+	// answered is set once any server has answered this client (a
+	// response, or an error a server sent): from then on refused
+	// connections are retried as a restart causes them (connfail.go).
+	answered atomic.Bool
 }
 
 // node is one server's connect clients.
@@ -336,6 +341,7 @@ func (c *Client) discover(ctx context.Context, n *node, timeout time.Duration) (
 	if err != nil {
 		return nil, err
 	}
+	c.answered.Store(true)
 	c.learnMembers(n, st.GetMembers())
 	if st.GetLeaderAddr() == "" || !c.setLeader(st.GetLeaderAddr()) && c.Leader() == "" {
 		return n, nil
@@ -396,6 +402,7 @@ func invoke[R any](ctx context.Context, c *Client, spec callSpec, fn func(contex
 		maybe   bool // an attempt that may have taken effect failed
 		attempt int
 		quick   int // retries made at once after a fresh leader hint (≤ 3 per call)
+		refused = refusals{}
 	)
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -403,11 +410,7 @@ func invoke[R any](ctx context.Context, c *Client, spec callSpec, fn func(contex
 	defer unhook()
 
 	giveUp := func() (R, outcome, error) {
-		err := giveUpErr(ctx, spec.op, spec.key, last)
-		if spec.mutates && maybe {
-			err = &AmbiguousError{Op: spec.op, Key: spec.key, Owner: spec.owner, Err: err}
-		}
-		return zero, out, err
+		return zero, out, ambiguousIf(spec, maybe, giveUpErr(ctx, spec.op, spec.key, last))
 	}
 	for ; ; attempt++ {
 		if ctx.Err() != nil {
@@ -416,6 +419,9 @@ func invoke[R any](ctx context.Context, c *Client, spec callSpec, fn func(contex
 		n, isLeader := c.route(spec.toLeader)
 		if spec.toLeader && !isLeader {
 			ln, err := c.discover(ctx, n, spec.timeout)
+			if ferr := c.connFinal(ctx, n, spec, err, refused); ferr != nil {
+				return zero, out, ambiguousIf(spec, maybe, ferr)
+			}
 			if err != nil && refusedCredentials(err) {
 				// Every node would refuse the same credentials: final.
 				return zero, out, wrapErr(spec.op, spec.key, err)
@@ -439,6 +445,7 @@ func invoke[R any](ctx context.Context, c *Client, spec callSpec, fn func(contex
 		r, err := fn(actx, n)
 		cancel()
 		if err == nil {
+			c.answered.Store(true)
 			out.sent = sent
 			if out.firstMaybe.IsZero() {
 				out.firstMaybe = sent
@@ -447,6 +454,10 @@ func invoke[R any](ctx context.Context, c *Client, spec callSpec, fn func(contex
 			return r, out, nil
 		}
 		last = err
+		if ferr := c.connFinal(ctx, n, spec, err, refused); ferr != nil {
+			out.maybeEarlier = maybe
+			return zero, out, ambiguousIf(spec, maybe, ferr)
+		}
 		kind := classify(err)
 		if ctx.Err() != nil && kind != failNotSent {
 			// Cut short by the caller's ctx: the request may be in flight.
@@ -474,6 +485,41 @@ func invoke[R any](ctx context.Context, c *Client, spec callSpec, fn func(contex
 			return giveUp()
 		}
 	}
+}
+
+// connFinal returns the final error of an attempt at n that failed with err
+// for a cause of the client's settings (connfail.go): a certificate one side
+// refuses, a plaintext request to a TLS server, or every endpoint refusing
+// the connection before any server answered. It returns nil for nil, for an
+// error a server sent (noting that a server answered), and for causes
+// retrying can fix.
+func (c *Client) connFinal(ctx context.Context, n *node, spec callSpec, err error, refused refusals) error {
+	if err == nil {
+		return nil
+	}
+	if connect.IsWireError(err) {
+		c.answered.Store(true)
+		return nil
+	}
+	if cause := certCause(err); cause != nil {
+		return connErr(spec.op, spec.key, cause, err)
+	}
+	if refused.add(c, n, err) {
+		return connErr(spec.op, spec.key, ErrConnectionRefused, err)
+	}
+	if c.plaintextToTLS(ctx, n, err) {
+		return connErr(spec.op, spec.key, ErrServerSpeaksTLS, err)
+	}
+	return nil
+}
+
+// ambiguousIf wraps err in an *AmbiguousError when spec's call changes
+// state and an earlier attempt may have taken effect.
+func ambiguousIf(spec callSpec, maybe bool, err error) error {
+	if spec.mutates && maybe {
+		return &AmbiguousError{Op: spec.op, Key: spec.key, Owner: spec.owner, Err: err}
+	}
+	return err
 }
 
 // sleep waits for the n-th backoff delay (equal jitter), capped at maxD when

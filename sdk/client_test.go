@@ -304,7 +304,7 @@ func TestUnreachableIsNotAmbiguous(t *testing.T) {
 	_, err := c.TryLock(ctx, "k", time.Second)
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, sdk.ErrAmbiguous, "connection refused: nothing was sent")
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, sdk.ErrConnectionRefused, "no server ever answered: the endpoints are wrong")
 	assert.ErrorIs(t, err, sdk.ErrUnavailable)
 }
 
@@ -360,7 +360,10 @@ func TestLeaseRenews(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	c := newClient(t, fc.endpoints())
 	ctx := testCtx(t)
-	l, err := c.TryLock(ctx, "k", 300*time.Millisecond)
+	// A TTL long enough that a renewal sent late on a starved machine
+	// still lands before the local deadline (TTL − 50 ms after the last
+	// acknowledged send; renewals every TTL/3).
+	l, err := c.TryLock(ctx, "k", 2*time.Second)
 	require.NoError(t, err)
 	first := l.Deadline()
 	require.Eventually(t, func() bool { return len(fc.callsTo("Renew")) >= 3 }, 10*time.Second, time.Millisecond)
@@ -380,7 +383,9 @@ func TestLeaseLostWhenRenewRefused(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	c := newClient(t, fc.endpoints())
 	ctx := testCtx(t)
-	l, err := c.TryLock(ctx, "k", 300*time.Millisecond)
+	// Long enough that the renewal goes out before the local deadline even
+	// when its timer fires late: the lease must end by the refusal.
+	l, err := c.TryLock(ctx, "k", 2*time.Second)
 	require.NoError(t, err)
 	fc.expire("k") // the server forgets the lock: the next renewal is refused
 	<-l.Done()
@@ -394,8 +399,9 @@ func TestLeaseLostWhenUnreachable(t *testing.T) {
 	// Record the send time of every acknowledged renewal, as the SDK's
 	// transport sees it: always at or after the SDK's own send time.
 	var (
-		mu      sync.Mutex
-		lastAck time.Time
+		mu        sync.Mutex
+		lastAck   time.Time
+		renewAcks int
 	)
 	rec := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
@@ -404,6 +410,9 @@ func TestLeaseLostWhenUnreachable(t *testing.T) {
 			if err == nil && (req.Spec().Procedure == "/ticket.v1.LockService/Renew" || req.Spec().Procedure == "/ticket.v1.LockService/Acquire") {
 				mu.Lock()
 				lastAck = sent
+				if req.Spec().Procedure == "/ticket.v1.LockService/Renew" {
+					renewAcks++
+				}
 				mu.Unlock()
 			}
 			return res, err
@@ -411,7 +420,12 @@ func TestLeaseLostWhenUnreachable(t *testing.T) {
 	})
 	c := newClient(t, fc.endpoints(), sdk.WithConnectOptions(connect.WithInterceptors(rec)))
 	ctx := testCtx(t)
-	const ttl = 600 * time.Millisecond
+	// The lease must outlive two renewals whose replies are held back:
+	// renewals go out every TTL/3 and the local deadline is TTL − 50 ms
+	// after the last acknowledged send, so a 2 s TTL leaves well over a
+	// second for a late timer and a late reply on a starved machine (with
+	// a few hundred milliseconds, one late wakeup ended the lease first).
+	const ttl = 2 * time.Second
 	// Replies take longer than the safety margin to come back: a deadline
 	// measured from when a reply arrives, not from when its request was
 	// sent, would end after the server's.
@@ -423,7 +437,13 @@ func TestLeaseLostWhenUnreachable(t *testing.T) {
 	})
 	l, err := c.TryLock(ctx, "k", ttl)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(fc.callsTo("Renew")) >= 2 }, 10*time.Second, time.Millisecond)
+	acks := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return renewAcks
+	}
+	require.Eventually(t, func() bool { return acks() >= 2 || l.Err() != nil }, 30*time.Second, time.Millisecond)
+	require.NoError(t, l.Err(), "the lease ended before two renewals were acknowledged")
 
 	fc.setHook(func(ctx context.Context, method string, req any) error {
 		return connect.NewError(connect.CodeUnavailable, errors.New("no quorum"))

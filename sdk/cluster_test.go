@@ -39,6 +39,7 @@ func TestRealCluster(t *testing.T) {
 
 	t.Run("lock_unlock_trylock", func(t *testing.T) { testRoundTrip(t, eps) })
 	t.Run("grpc_protocol", func(t *testing.T) { testGRPC(t, eps) })
+	t.Run("session_get_list", func(t *testing.T) { testSessionReads(t, eps) })
 	t.Run("fifo_waiters", func(t *testing.T) { testFIFO(t, cl, eps) })
 	t.Run("lease_survives_leader_kill", func(t *testing.T) { testLeaderKill(t, cl, eps) })
 	t.Run("cut_off_client_loses_lease_before_regrant", func(t *testing.T) { testCutOff(t, eps) })
@@ -361,4 +362,44 @@ func testCutOff(t *testing.T, eps []string) {
 	default:
 	}
 	require.NoError(t, rb.l.Unlock(ctx))
+}
+
+// testSessionReads: GetSession and ListSessions describe the client's
+// sessions (TTL, remaining lease, locks), the key-prefix filter keeps the
+// sessions holding a lock under it, and a closed session is
+// ErrSessionNotFound.
+func testSessionReads(t *testing.T, eps []string) {
+	c := newClient(t, eps)
+	ctx := testCtx(t)
+	s1, err := c.CreateSession(ctx, 30*time.Second)
+	require.NoError(t, err)
+	s2, err := c.CreateSession(ctx, 20*time.Second)
+	require.NoError(t, err)
+	l, err := c.Lock(ctx, "sr/jobs/a", 0, sdk.WithSession(s2))
+	require.NoError(t, err)
+
+	info, err := c.GetSession(ctx, s2.ID())
+	require.NoError(t, err)
+	assert.Equal(t, s2.ID(), info.ID)
+	assert.Equal(t, 20*time.Second, info.TTL)
+	assert.Positive(t, info.Remaining)
+	assert.LessOrEqual(t, info.Remaining, 20*time.Second)
+	assert.Equal(t, []sdk.SessionLock{{Key: "sr/jobs/a", Token: l.Token(), Owner: l.Owner(), Mode: sdk.ModeExclusive}}, info.Locks)
+
+	all, err := c.ListSessions(ctx, sdk.SessionFilter{})
+	require.NoError(t, err)
+	var ids []uint64
+	for _, s := range all {
+		ids = append(ids, s.ID)
+	}
+	assert.Subset(t, ids, []uint64{s1.ID(), s2.ID()})
+	under, err := c.ListSessions(ctx, sdk.SessionFilter{KeyPrefix: "sr/jobs/"})
+	require.NoError(t, err)
+	require.Len(t, under, 1)
+	assert.Equal(t, s2.ID(), under[0].ID)
+
+	require.NoError(t, s2.Close(ctx))
+	_, err = c.GetSession(ctx, s2.ID())
+	assert.ErrorIs(t, err, sdk.ErrSessionNotFound)
+	require.NoError(t, s1.Close(ctx))
 }

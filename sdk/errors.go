@@ -2,12 +2,8 @@ package sdk
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
-	"syscall"
 
 	"connectrpc.com/connect"
 
@@ -170,7 +166,7 @@ const (
 
 // classify tells how an attempt's error should be handled.
 func classify(err error) failure {
-	if errors.Is(err, syscall.ECONNREFUSED) {
+	if connRefused(err) {
 		return failNotSent
 	}
 	if tlsRefused(err) {
@@ -259,7 +255,7 @@ func wrapErr(op, key string, err error) error {
 
 // sessionOps are the operations whose NotFound answer means the session
 // is gone (Acquire is NotFound only for its session).
-var sessionOps = map[string]bool{"acquire": true, "keepalive": true, "close session": true}
+var sessionOps = map[string]bool{"acquire": true, "keepalive": true, "close session": true, "get session": true}
 
 // opKey names an operation in error messages: `acquire "k"` or `status`.
 func opKey(op, key string) string {
@@ -309,21 +305,3 @@ func (e *opError) Error() string { return e.msg }
 
 // Unwrap returns the causes.
 func (e *opError) Unwrap() []error { return e.errs }
-
-// tlsRefused reports whether err is a TLS handshake that failed on a
-// certificate: this client does not trust the server's (unknown authority,
-// wrong name, expired), or the server refused this client's (crypto/tls
-// reports a TLS alert from the peer as a *net.OpError whose Op is "remote
-// error": certificate required, bad or unknown certificate).
-func tlsRefused(err error) bool {
-	var (
-		verify   *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		op       *net.OpError
-	)
-	return errors.As(err, &verify) || errors.As(err, &unknown) ||
-		errors.As(err, &hostname) || errors.As(err, &invalid) ||
-		(errors.As(err, &op) && op.Op == "remote error")
-}

@@ -470,6 +470,16 @@ func (n *fakeNode) KeepAlive(ctx context.Context, req *ticketv1.KeepAliveRequest
 	return &ticketv1.KeepAliveResponse{TtlMs: ttl}, nil
 }
 
+// GetSession is not served by the fake: the real cluster's tests cover it.
+func (n *fakeNode) GetSession(context.Context, *ticketv1.GetSessionRequest) (*ticketv1.GetSessionResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fake: GetSession"))
+}
+
+// ListSessions is not served by the fake: the real cluster's tests cover it.
+func (n *fakeNode) ListSessions(context.Context, *ticketv1.ListSessionsRequest) (*ticketv1.ListSessionsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fake: ListSessions"))
+}
+
 func (n *fakeNode) CloseSession(ctx context.Context, req *ticketv1.CloseSessionRequest) (*ticketv1.CloseSessionResponse, error) {
 	if err := n.enter("CloseSession", fakeCall{sess: req.GetSession()}); err != nil {
 		return nil, err

@@ -156,7 +156,10 @@ func TestSemaphoreNeverOverfull(t *testing.T) {
 
 func TestDefaultSessionLostEndsItsLeasesAndIsReplaced(t *testing.T) {
 	fc := newFakeCluster(t, 1)
-	c := newClient(t, fc.endpoints(), sdk.WithSessionTTL(900*time.Millisecond))
+	// A TTL long enough that a keep-alive sent late on a starved machine
+	// still lands before the local deadline: the session must end by the
+	// refusal below, not by its deadline.
+	c := newClient(t, fc.endpoints(), sdk.WithSessionTTL(2*time.Second))
 	ctx := testCtx(t)
 
 	a, err := c.RLock(ctx, "a")
@@ -169,7 +172,7 @@ func TestDefaultSessionLostEndsItsLeasesAndIsReplaced(t *testing.T) {
 	require.Eventually(t, func() bool { return len(fc.callsTo("KeepAlive")) >= 2 }, 10*time.Second, time.Millisecond)
 	requireOpen(t, a)
 	requireOpen(t, b)
-	assert.Equal(t, 900*time.Millisecond, a.TTL())
+	assert.Equal(t, 2*time.Second, a.TTL())
 
 	fc.expireSession(a.Session().ID()) // the session's lease ran out on the servers
 	<-a.Done()
@@ -243,7 +246,9 @@ func TestSessionKeepAliveAndClose(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	c := newClient(t, fc.endpoints())
 	ctx := testCtx(t)
-	s, err := c.CreateSession(ctx, 900*time.Millisecond)
+	// Long enough that keep-alives sent late on a starved machine still
+	// land before the local deadline.
+	s, err := c.CreateSession(ctx, 2*time.Second)
 	require.NoError(t, err)
 	assert.NotZero(t, s.ID())
 	first := s.Deadline()

@@ -42,6 +42,9 @@ func TestUntrustedServerFailsAtOnce(t *testing.T) {
 	if !errors.As(err, &verify) {
 		t.Fatalf("Status: %v; want the certificate verification error", err)
 	}
+	if !errors.Is(err, ErrServerCertificate) {
+		t.Fatalf("Status: %v; want ErrServerCertificate", err)
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Status retried until its deadline: %v", err)
 	}

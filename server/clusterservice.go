@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -62,9 +63,20 @@ func (n *Node) members(ms []core.Member) []*ticketv1.Member {
 	return out
 }
 
-// hasMember reports whether id is in the Raft configuration.
+// hasMember reports whether id is in the Raft configuration. A node in no
+// configuration yet (a joiner before the leader's first append or snapshot
+// reaches it) goes by the members its --join member named (learnPeers), as
+// its peer transport does (docs/security.md#peer-identity-is-membership):
+// the leader probes a joiner's API (AddMember's reachability check) with
+// the caller's principal, which the joiner believes only from a member.
 func (n *Node) hasMember(id string) bool {
-	for _, m := range n.raft.Status().Members {
+	members := n.raft.Status().Members
+	if len(members) == 0 {
+		if l := n.joinMembers.Load(); l != nil {
+			return slices.Contains(*l, id)
+		}
+	}
+	for _, m := range members {
 		if m.ID == id {
 			return true
 		}

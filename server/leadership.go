@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -32,6 +33,7 @@ func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 	n.ghostMu.Lock()
 	n.ghosts = map[ghostID]struct{}{}
 	n.ghostMu.Unlock()
+	start := time.Now()
 	if ev.IsLeader && !closing {
 		n.lessor.Promote(n.sm, ev.Term)
 		n.queue.Open()
@@ -49,7 +51,10 @@ func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 	close(n.changed)
 	n.changed = make(chan struct{})
 	n.roleMu.Unlock()
-	n.log.Info("leadership changed", zap.Bool("leader", ev.IsLeader), zap.String("leader_id", ev.Leader.ID), zap.Uint64("term", ev.Term))
+	// took: the promotion's own work (lessor, queues), which does not grow
+	// with the lock table (docs/design.md#leases).
+	n.log.Info("leadership changed", zap.Bool("leader", ev.IsLeader), zap.String("leader_id", ev.Leader.ID), zap.Uint64("term", ev.Term),
+		zap.Duration("took", time.Since(start)))
 }
 
 // setRoleLocked publishes promoted && !closing to n.serving, which route

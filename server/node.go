@@ -123,7 +123,10 @@ type Node struct {
 	closing  bool
 	serving  atomic.Bool // promoted && !closing, stored under roleMu (setRoleLocked) for route's hot path
 
-	lastApplied atomic.Uint64 // index of the last OnApply (a gap: the lessor reconciles)
+	// joinMembers holds the ids of the members the --join member named
+	// (learnPeers): whom a node in no configuration yet takes for members
+	// (hasMember). Nil until a join answer arrives.
+	joinMembers atomic.Pointer[[]string]
 	// sessionCreates counts CreateSession proposals in flight, in total and
 	// per principal, so that concurrent creates cannot overshoot
 	// limits.max_sessions or limits.max_sessions_per_principal
@@ -142,6 +145,9 @@ type Node struct {
 
 	ghostMu sync.Mutex
 	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
+	// closes marks the sessions whose CloseSession is in flight on this
+	// leader (sessionservice.go): their holders are being removed.
+	closes closingSessions
 
 	server    *http.Server
 	workers   *workerPool      // runs the unary API calls and detached proposals (workerpool.go)
@@ -231,6 +237,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ID:              cfg.ID,
 		RaftAddr:        cfg.RaftAddr,
 		DataDir:         cfg.DataDir,
+		LogStore:        cfg.Raft.LogStore,
 		Bootstrap:       cfg.Members(),
 		ForceNewCluster: cfg.ForceNewCluster,
 		// A data dir with a log but no watermark is refused unless the
@@ -262,7 +269,10 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	}
 	n.raft = b
 	close(n.ready)
-	n.lessor.Reconcile(n.sm) // locks restored from a snapshot at open: now + lease_ms
+	// Locks restored from a snapshot at open start at now + lease_ms; the
+	// backend's restore hook normally reconciled already, so this reads the
+	// table only if a restore went unreported.
+	n.lessor.Resync(n.sm)
 
 	if cfg.Join != "" && !n.IsMember() {
 		n.bg.Add(1)
@@ -313,18 +323,22 @@ func (n *Node) join() {
 	}
 }
 
-// learnPeers hands members from the --join member's Status or AddMember
-// answer (replicated membership, over the API) to a backend that needs them
-// to answer its leader (backends.PeerLearner: the etcd backend never takes a
-// peer address from a request header).
+// learnPeers records the members from the --join member's Status or
+// AddMember answer (replicated membership, over the API) for hasMember, and
+// hands them to a backend that needs them to answer its leader
+// (backends.PeerLearner: the etcd backend never takes a peer address from a
+// request header).
 func (n *Node) learnPeers(members []*ticketv1.Member) {
+	ms := make([]core.Member, 0, len(members))
+	ids := make([]string, 0, len(members))
+	for _, m := range members {
+		ms = append(ms, core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), APIAddr: m.GetApiAddr(), Voter: m.GetVoter()})
+		ids = append(ids, m.GetId())
+	}
+	n.joinMembers.Store(&ids)
 	pl, ok := n.raft.(backends.PeerLearner)
 	if !ok {
 		return
-	}
-	ms := make([]core.Member, 0, len(members))
-	for _, m := range members {
-		ms = append(ms, core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), APIAddr: m.GetApiAddr(), Voter: m.GetVoter()})
 	}
 	ctx, cancel := context.WithTimeout(n.life, proposeTimeout)
 	defer cancel()

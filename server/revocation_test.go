@@ -47,7 +47,15 @@ func TestRevokedClientRefusedOnAPIPort(t *testing.T) {
 		_, err := lc.Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: 10_000, Owner: "o"})
 		return err
 	}
-	refusedAtHandshake := func(err error) bool { return err != nil && strings.Contains(err.Error(), "tls: bad certificate") }
+	// In TLS 1.3 the server checks the client's certificate after the
+	// client has sent its Finished, so the client sees either the alert or,
+	// when it writes its request before reading the alert, the reset that
+	// follows it; bob's answer on the same node shows that nothing else
+	// resets connections here.
+	refusedAtHandshake := func(err error) bool {
+		return err != nil && (strings.Contains(err.Error(), "tls: bad certificate") ||
+			strings.Contains(err.Error(), "connection reset by peer") || strings.Contains(err.Error(), "broken pipe"))
+	}
 	err = acquire(p.client, "crl/revoked")
 	require.True(t, refusedAtHandshake(err), "a revoked client certificate is refused: %v", err)
 	require.NoError(t, acquire(bob, "crl/bob"), "a certificate the list does not name is served")

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,4 +159,87 @@ func ForgedSnapshot(t testing.TB, forgedKey string, index uint64) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// RunDialIdentity checks that peer identity is membership in the other
+// direction too (DESIGN.md, Security): a node dialling a member's raft
+// address accepts the server's certificate only when it names that
+// member. On a three-node cluster with one follower down, its address is
+// answered by an impostor holding a certificate of the cluster's CA, first
+// for an id no member has (n9), then the other follower's own certificate;
+// every handshake the live nodes make to it must be refused by them (the
+// impostor never sees a completed handshake, so no vote, append or
+// acknowledgement crosses it), and the cluster keeps committing.
+func RunDialIdentity(t *testing.T, open Factory) {
+	ctx := testContext(t)
+	pki := NewPKI(t, "ticketd peer CA")
+	c := NewCluster(t, open)
+	UsePeerTLS(c, pki)
+	c.Start(3)
+	l := c.WaitLeader()
+	fs := c.Followers(l)
+	down, other := fs[0], fs[1]
+	c.Kill(down)
+
+	for _, as := range []string{"n9", other.ID} {
+		t.Run("certificate_of_"+as, func(t *testing.T) {
+			imp := listenImpostor(t, down.Addr, pki.PeerTLS(t, as))
+			if _, err := c.Propose(ctx, core.Grant("dial-"+as, 60_000, "alice")); err != nil {
+				t.Fatalf("grant with %s down: %v", down.ID, err)
+			}
+			if !poll(WaitTimeout, func() bool { return imp.refused.Load() >= 3 || imp.completed.Load() > 0 }) {
+				t.Fatalf("no node dialled %s's address %s within %v", down.ID, down.Addr, WaitTimeout)
+			}
+			if n := imp.completed.Load(); n > 0 {
+				t.Fatalf("a node completed %d handshakes with %q's certificate at %s's address %s", n, as, down.ID, down.Addr)
+			}
+		})
+	}
+}
+
+// impostor is a TLS listener that counts the handshakes dialled to it:
+// completed (the dialler accepted its certificate) or refused.
+type impostor struct {
+	completed, refused atomic.Int64
+}
+
+// listenImpostor serves TLS with cfg (its certificate as the server's,
+// offering h2 as the etcd transport asks) on addr until the test ends.
+func listenImpostor(t *testing.T, addr string, cfg *tls.Config) *impostor {
+	t.Helper()
+	srv := cfg.Clone()
+	srv.NextProtos = []string{"h2"}
+	var ln net.Listener
+	if !poll(WaitTimeout, func() bool {
+		var err error
+		ln, err = tls.Listen("tcp", addr, srv)
+		return err == nil
+	}) {
+		t.Fatalf("listen on %s: still in use after %v", addr, WaitTimeout)
+	}
+	imp := &impostor{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(WaitTimeout))
+				if err := conn.(*tls.Conn).Handshake(); err != nil {
+					imp.refused.Add(1)
+					return
+				}
+				imp.completed.Add(1)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+	})
+	return imp
 }

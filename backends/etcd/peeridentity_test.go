@@ -126,3 +126,11 @@ func (s *openStream) Close() {
 	}
 	s.rt.CloseIdleConnections()
 }
+
+// TestDialedPeerIsTheMember: a node dialling a member's address refuses a
+// server certificate for any other id, so an impostor on that address
+// receives none of the messages meant for the member
+// (backendtest.RunDialIdentity).
+func TestDialedPeerIsTheMember(t *testing.T) {
+	backendtest.RunDialIdentity(t, newNode)
+}

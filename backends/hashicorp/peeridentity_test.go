@@ -150,3 +150,11 @@ func (p *pooledConn) Close() {
 	p.tr.CloseStreams()
 	_ = p.tr.Close()
 }
+
+// TestDialedPeerIsTheMember: a node dialling a member's address refuses a
+// server certificate for any other id, so an impostor on that address
+// cannot grant votes or acknowledge appends in the member's name
+// (backendtest.RunDialIdentity).
+func TestDialedPeerIsTheMember(t *testing.T) {
+	backendtest.RunDialIdentity(t, newNode)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +39,10 @@ type tlsStreamLayer struct {
 	log       *zap.Logger
 	count     func(peer, kind string) // nil: no PeerObserver
 	acceptHS  time.Duration           // bound of an accepted connection's handshake
+	// membersAt, when not nil, returns the ids of the members whose raft
+	// address is the one dialled (peerMembers.at): the server's
+	// certificate must name one of them (verifyServerIdentity).
+	membersAt func(address string) (ids []string, known bool)
 
 	conns     chan net.Conn
 	done      chan struct{}
@@ -54,7 +59,7 @@ var _ raft.StreamLayer = (*tlsStreamLayer)(nil)
 // handshakeTimeout); it is then marked established (peerlimit). count, if
 // not nil, counts failed dials ("dial") and refused handshakes either way
 // ("handshake").
-func newTLSStreamLayer(bindAddr string, advertise net.Addr, server, peerTLS *tls.Config, limit peerlimit.Config, acceptHS time.Duration, log *zap.Logger, count func(peer, kind string)) (*tlsStreamLayer, error) {
+func newTLSStreamLayer(bindAddr string, advertise net.Addr, server, peerTLS *tls.Config, membersAt func(string) ([]string, bool), limit peerlimit.Config, acceptHS time.Duration, log *zap.Logger, count func(peer, kind string)) (*tlsStreamLayer, error) {
 	ln, err := net.Listen("tcp", bindAddr)
 	if err != nil {
 		return nil, err
@@ -68,6 +73,7 @@ func newTLSStreamLayer(bindAddr string, advertise net.Addr, server, peerTLS *tls
 		advertise: advertise,
 		server:    server,
 		client:    peerTLS,
+		membersAt: membersAt,
 		log:       log,
 		count:     count,
 		conns:     make(chan net.Conn),
@@ -161,7 +167,9 @@ func (s *tlsStreamLayer) Addr() net.Addr { return s.advertise }
 
 // Dial opens a TLS connection to address, presenting this node's certificate
 // and verifying the peer's against the peer CA with the dialled host as
-// server name; the handshake is complete (or failed) when it returns.
+// server name, and its common name against the member at address
+// (verifyServerIdentity); the handshake is complete (or failed) when it
+// returns.
 func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(string(address))
 	if err != nil {
@@ -173,7 +181,19 @@ func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 		s.report(string(address), "dial")
 		return nil, fmt.Errorf("hashicorp: dial %s: %w", address, err)
 	}
-	tc := tls.Client(c, backends.PeerClientTLS(s.client, host))
+	cfg := backends.PeerClientTLS(s.client, host)
+	if s.membersAt != nil {
+		prev := cfg.VerifyConnection
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if prev != nil {
+				if err := prev(cs); err != nil {
+					return err
+				}
+			}
+			return s.verifyServerIdentity(string(address), cs)
+		}
+	}
+	tc := tls.Client(c, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, handshakeTimeout))
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
@@ -183,6 +203,32 @@ func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 		return nil, fmt.Errorf("hashicorp: dial %s: %w", address, err)
 	}
 	return tc, nil
+}
+
+// verifyServerIdentity refuses the server certificate of a connection
+// dialled to address unless its common name is the id of a member the
+// latest configuration places at address. Peer identity is membership in
+// both directions (DESIGN.md, Security): hashicorp's raft reads a vote
+// grant or an append acknowledgement from the very connection it dialled,
+// so a certificate the CA signed for another id (a removed member's, one
+// for an id no member has) that answered on a member's address (the member
+// down and its port taken, or the address intercepted) would count as that
+// member's vote and acknowledgement, and a leader could commit without a
+// real quorum (Raft thesis §3.6: a commit needs a majority of the
+// configuration's actual servers). Errors wrap ErrForgedSender.
+func (s *tlsStreamLayer) verifyServerIdentity(address string, cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return fmt.Errorf("%w: %s presented no certificate", ErrForgedSender, address)
+	}
+	cn := cs.PeerCertificates[0].Subject.CommonName
+	ids, known := s.membersAt(address)
+	if !known {
+		return fmt.Errorf("%w: %s presented %q and the configuration is not loaded yet", ErrForgedSender, address, cn)
+	}
+	if slices.Contains(ids, cn) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s presented a certificate for %q, the configuration has %q at that address", ErrForgedSender, address, cn, ids)
 }
 
 func (s *tlsStreamLayer) report(peer, kind string) {

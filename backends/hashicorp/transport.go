@@ -35,7 +35,7 @@ const transportMaxPool = 3
 // membership: a certificate naming no current member is refused at the
 // handshake, each request is checked again (boundedConn), and the
 // connections of a member that leaves are closed.
-func newTransport(cfg backends.Config, logger *zapHCLog, gate *peergate.Gate) (raft.Transport, io.Closer, error) {
+func newTransport(cfg backends.Config, logger *zapHCLog, gate *peergate.Gate, members *peerMembers) (raft.Transport, io.Closer, error) {
 	adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("hashicorp: resolve raft address %q: %w", cfg.RaftAddr, err)
@@ -56,7 +56,7 @@ func newTransport(cfg backends.Config, logger *zapHCLog, gate *peergate.Gate) (r
 	if cfg.PeerTLS == nil {
 		sl, err = newTCPStreamLayer(cfg.BindAddr, adv, limit, count)
 	} else {
-		sl, err = newTLSStreamLayer(cfg.BindAddr, adv, gate.ServerTLS(cfg.PeerTLS), cfg.PeerTLS, limit, cfg.PeerIdleTimeout, logger.z.Named("transport"), count)
+		sl, err = newTLSStreamLayer(cfg.BindAddr, adv, gate.ServerTLS(cfg.PeerTLS), cfg.PeerTLS, members.at, limit, cfg.PeerIdleTimeout, logger.z.Named("transport"), count)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("hashicorp: listen on %q: %w", cfg.BindAddr, err)
@@ -92,6 +92,28 @@ func (m *peerMembers) ids() ([]string, bool) {
 	ids := make([]string, len(servers))
 	for i, s := range servers {
 		ids[i] = string(s.ID)
+	}
+	return ids, true
+}
+
+// at returns the ids of the servers (voters and nonvoters) of the latest
+// configuration whose raft address is address, and whether the
+// configuration is known yet: whom a connection dialled to address must
+// reach (tlsStreamLayer.verifyServerIdentity). Safe for concurrent use.
+func (m *peerMembers) at(address string) ([]string, bool) {
+	r := m.r.Load()
+	if r == nil {
+		return nil, false
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return nil, false
+	}
+	var ids []string
+	for _, s := range f.Configuration().Servers {
+		if string(s.Address) == address {
+			ids = append(ids, string(s.ID))
+		}
 	}
 	return ids, true
 }

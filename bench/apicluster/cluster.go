@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -29,6 +30,10 @@ var (
 
 // Size is the number of nodes.
 const Size = 3
+
+// ProfileLabel is the pprof label whose value is the node id ("n1", "n2",
+// "n3") on every goroutine of that node.
+const ProfileLabel = "ticketd_node"
 
 // Config says what cluster to start.
 type Config struct {
@@ -55,6 +60,7 @@ type Cluster struct {
 	served sync.WaitGroup
 	hc     *http.Client
 	leader string // base URL of the leader found by Start
+	peers  []config.Peer
 	client ticketv1connect.LockServiceClient
 }
 
@@ -73,7 +79,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("apicluster: %w", err)
 	}
-	c := &Cluster{dir: cfg.Dir, hc: h2cClient()}
+	c := &Cluster{dir: cfg.Dir, hc: HTTPClient()}
 
 	// API listeners stay open and are handed to Serve; Raft ports are
 	// reserved and released for the backends to bind.
@@ -107,7 +113,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if cfg.Tune != nil {
 			cfg.Tune(&nc)
 		}
-		node, err := server.New(nc, cfg.Options...)
+		// Every goroutine the node starts, now (Raft, storage) or later
+		// (connections, handlers), carries the profiler label
+		// ProfileLabel=<node id>, so a CPU profile of this process can be
+		// split by node (go tool pprof -tags, -tagfocus).
+		var node *server.Node
+		pprof.Do(ctx, pprof.Labels(ProfileLabel, p.ID), func(context.Context) {
+			node, err = server.New(nc, cfg.Options...)
+		})
 		if err != nil {
 			for _, ln := range apiLns[i:] {
 				ln.Close()
@@ -116,9 +129,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, fmt.Errorf("apicluster: start %s: %w", p.ID, err)
 		}
 		c.nodes = append(c.nodes, node)
-		c.served.Go(func() { _ = node.Serve(apiLns[i]) })
+		c.served.Go(func() {
+			pprof.Do(context.Background(), pprof.Labels(ProfileLabel, p.ID), func(context.Context) { _ = node.Serve(apiLns[i]) })
+		})
 	}
 
+	c.peers = peers
 	wait, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := c.awaitLeader(wait, peers); err != nil {
@@ -178,6 +194,27 @@ func (c *Cluster) Client() ticketv1connect.LockServiceClient { return c.client }
 // LeaderURL returns the leader's API base URL ("http://127.0.0.1:port").
 func (c *Cluster) LeaderURL() string { return c.leader }
 
+// CurrentLeaderURL returns the API base URL of the node that leads now, by
+// the Status of the nodes in turn (the first that names a leader it knows):
+// after an election, clients sent there need no forwarding hop. Errors: the
+// last Status error, or ErrNoLeader when no node names a leader.
+func (c *Cluster) CurrentLeaderURL(ctx context.Context) (string, error) {
+	last := ErrNoLeader
+	for _, p := range c.peers {
+		st, err := ticketv1connect.NewClusterServiceClient(c.hc, "http://"+p.APIAddr).Status(ctx, &ticketv1.StatusRequest{})
+		if err != nil {
+			last = err
+			continue
+		}
+		for _, q := range c.peers {
+			if q.ID == st.GetLeaderId() {
+				return "http://" + q.APIAddr, nil
+			}
+		}
+	}
+	return "", last
+}
+
 // Close stops every node at once (each with up to 10 s to finish in-flight
 // requests), removes the data directory and returns the first error.
 func (c *Cluster) Close() error {
@@ -195,8 +232,11 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
-// h2cClient speaks HTTP/2 without TLS (prior knowledge), as ticketd serves it.
-func h2cClient() *http.Client {
+// HTTPClient returns an HTTP client that speaks HTTP/2 without TLS (prior
+// knowledge) to the cluster's API, as ticketd serves it on loopback: one
+// connection per node, every call a stream on it. For clients in another
+// process, with LeaderURL.
+func HTTPClient() *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{Protocols: &p}}

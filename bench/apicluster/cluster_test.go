@@ -2,8 +2,10 @@ package apicluster_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"testing"
 
@@ -24,6 +26,9 @@ func TestStartServeClose(t *testing.T) {
 			require.True(t, strings.HasPrefix(c.LeaderURL(), "http://127.0.0.1:"), c.LeaderURL())
 
 			ctx := context.Background()
+			now, err := c.CurrentLeaderURL(ctx)
+			require.NoError(t, err)
+			require.Equal(t, c.LeaderURL(), now, "no election since Start")
 			acq, err := c.Client().Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000, Owner: "test"})
 			require.NoError(t, err)
 			require.Positive(t, acq.GetToken())
@@ -50,4 +55,17 @@ func TestStartInvalidConfig(t *testing.T) {
 	require.ErrorIs(t, err, apicluster.ErrInvalidConfig)
 	_, err = apicluster.Start(context.Background(), apicluster.Config{Backend: config.BackendEtcd})
 	require.ErrorIs(t, err, apicluster.ErrInvalidConfig)
+}
+
+// Every node's goroutines carry its profiler label, so a CPU profile of the
+// benchmark process can be split by node.
+func TestNodesCarryProfileLabels(t *testing.T) {
+	c, err := apicluster.Start(context.Background(), apicluster.Config{Backend: config.BackendHashicorp, Dir: filepath.Join(t.TempDir(), "cluster")})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	var b strings.Builder
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&b, 1))
+	for _, id := range []string{"n1", "n2", "n3"} {
+		require.Contains(t, b.String(), fmt.Sprintf("%q:%q", apicluster.ProfileLabel, id))
+	}
 }

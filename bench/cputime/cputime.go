@@ -19,7 +19,19 @@ func Self() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// Of returns the user+system CPU time of an exited process; 0 for nil.
+// Children returns the user+system CPU time of this process's children
+// that have exited and been waited for, and of their own waited-for
+// descendants (getrusage(RUSAGE_CHILDREN)); 0 if it cannot be read.
+func Children() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Of returns the user+system CPU time of an exited process (with its
+// waited-for descendants, as wait4 reports it); 0 for nil.
 func Of(ps *os.ProcessState) time.Duration {
 	if ps == nil {
 		return 0

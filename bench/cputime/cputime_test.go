@@ -25,6 +25,13 @@ func TestOf(t *testing.T) {
 	require.Positive(t, cputime.Of(cmd.ProcessState))
 }
 
+func TestChildrenCountsExitedChildren(t *testing.T) {
+	before := cputime.Children()
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done")
+	require.NoError(t, cmd.Run())
+	require.Greater(t, cputime.Children(), before, "the waited-for child's CPU is counted")
+}
+
 func TestShare(t *testing.T) {
 	n := float64(runtime.NumCPU())
 	require.InDelta(t, 1/n, cputime.Share(time.Second, time.Second), 1e-9)

@@ -23,15 +23,16 @@ const members = 3
 // startTimeout bounds the members' start and the first leader election.
 const startTimeout = 30 * time.Second
 
-// cluster is three embedded etcd members and a client of the leader.
+// cluster is three embedded etcd members and the client URL of the leader
+// (endpoint).
 type cluster struct {
-	dir    string
-	etcds  []*embed.Etcd
-	client *clientv3.Client
+	dir      string
+	etcds    []*embed.Etcd
+	endpoint string
 }
 
 // startCluster starts three members on free loopback ports with data under a
-// new temporary directory in dir, waits for a leader and connects to it.
+// new temporary directory in dir and waits for a leader.
 func startCluster(ctx context.Context, dir string) (*cluster, error) {
 	tmp, err := os.MkdirTemp(dir, "etcdpeer-")
 	if err != nil {
@@ -86,16 +87,21 @@ func startCluster(ctx context.Context, dir string) (*cluster, error) {
 		c.close()
 		return nil, err
 	}
-	c.client, err = clientv3.New(clientv3.Config{
-		Endpoints:   []string{clientURL(leader)},
+	c.endpoint = clientURL(leader)
+	return c, nil
+}
+
+// dial connects a client to endpoint (the leader's client URL).
+func dial(endpoint string) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{endpoint},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
-		c.close()
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return c, nil
+	return cli, nil
 }
 
 // leader returns the index of the member that leads, once one does.
@@ -115,9 +121,6 @@ func (c *cluster) leader(ctx context.Context) (int, error) {
 }
 
 func (c *cluster) close() {
-	if c.client != nil {
-		c.client.Close()
-	}
 	for _, e := range c.etcds {
 		e.Close()
 	}

@@ -21,9 +21,20 @@
 // Each worker has one concurrency.Session (a lease kept alive), made before the
 // measurement; the lock and unlock are what is timed, as one cycle.
 //
+// The members run in this process and the clients in a process of their
+// own (this binary again, started per level through bench/loadproc), which
+// reads the CPU time of both processes from /proc at the edges of each
+// measured window: each result carries the members' and the clients' CPU
+// (load.Result.CPU), as ticketbench's ticketd figures do.
+//
 // With -workload keepalive it measures etcd's LeaseKeepAlive instead: each
 // worker holds a lease of its own and sends one KeepAliveOnce per operation,
 // the peer of ticketd's Renew (issue 15); output System "etcd-keepalive".
+// With -workload session-keepalive each worker's lease has -keys keys (10)
+// attached and is renewed by one KeepAliveOnce per operation: the peer of
+// ticketd's session KeepAlive (issue 33), one call per keep-alive on both
+// sides; session-keepalive-stream renews on a LeaseKeepAlive stream each
+// worker keeps open instead, as clientv3 does in production (by hand only).
 //
 // Example:
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/ticketd/ticketd/bench/handoff"
@@ -16,7 +17,7 @@ import (
 // Unlock: the contended handoff workload (issue 21). Holders are ordered by
 // the time their Lock returned (the Mutex gives no token); see package
 // handoff for the latency's definition.
-func measureHandoff(ctx context.Context, c *cluster, cfg load.Config) (load.Result, error) {
+func measureHandoff(ctx context.Context, cli *clientv3.Client, cfg load.Config) (load.Result, error) {
 	sessions := make([]*concurrency.Session, cfg.Concurrency)
 	mutexes := make([]*concurrency.Mutex, cfg.Concurrency)
 	defer func() {
@@ -28,7 +29,7 @@ func measureHandoff(ctx context.Context, c *cluster, cfg load.Config) (load.Resu
 	}()
 	prefix := fmt.Sprintf("/ticketbench/handoff/c%d/", cfg.Concurrency)
 	for i := range sessions {
-		s, err := concurrency.NewSession(c.client, concurrency.WithTTL(sessionTTL), concurrency.WithContext(ctx))
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(sessionTTL), concurrency.WithContext(ctx))
 		if err != nil {
 			return load.Result{}, fmt.Errorf("session %d: %w", i, err)
 		}

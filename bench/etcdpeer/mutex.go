@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/ticketd/ticketd/bench/load"
@@ -15,7 +16,7 @@ const sessionTTL = 10
 
 // measure runs cfg.Concurrency workers, each locking and unlocking its own
 // concurrency.Mutex, and returns the load figures of the Lock+Unlock cycles.
-func measure(ctx context.Context, c *cluster, cfg load.Config) (load.Result, error) {
+func measure(ctx context.Context, cli *clientv3.Client, cfg load.Config) (load.Result, error) {
 	sessions := make([]*concurrency.Session, cfg.Concurrency)
 	mutexes := make([]*concurrency.Mutex, cfg.Concurrency)
 	defer func() {
@@ -26,7 +27,7 @@ func measure(ctx context.Context, c *cluster, cfg load.Config) (load.Result, err
 		}
 	}()
 	for i := range sessions {
-		s, err := concurrency.NewSession(c.client, concurrency.WithTTL(sessionTTL), concurrency.WithContext(ctx))
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(sessionTTL), concurrency.WithContext(ctx))
 		if err != nil {
 			return load.Result{}, fmt.Errorf("session %d: %w", i, err)
 		}

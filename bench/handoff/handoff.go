@@ -137,7 +137,9 @@ func Measure(ctx context.Context, cfg load.Config, cycle CycleFunc) (load.Result
 		return res, err
 	}
 	from := start.Add(cfg.Warmup)
-	return withHandoffs(res, InWindow(Match(rec.Cycles()), from, from.Add(cfg.Duration))), err
+	// The window load.Run measured: Duration, or longer with MinOps.
+	to := from.Add(time.Duration(res.WindowSec * float64(time.Second)))
+	return withHandoffs(res, InWindow(Match(rec.Cycles()), from, to)), err
 }
 
 // withHandoffs replaces res's figures by those of hs over res's window.

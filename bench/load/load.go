@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ticketd/ticketd/bench/cputime"
 	"github.com/ticketd/ticketd/bench/latency"
 )
 
@@ -52,6 +53,21 @@ type Config struct {
 	Rate float64
 	// OpTimeout bounds each operation through its ctx; 0 means 10 s.
 	OpTimeout time.Duration
+	// CPU, if set, is sampled when the measured window starts and when it
+	// ends (closed loop: at the window's end; open loop: once every
+	// recorded operation has completed, as ElapsedSec), and Result.CPU is
+	// what its processes used in between.
+	CPU *cputime.Meter
+	// MinOps, in closed loop, is the least number of successful operations
+	// a window measures: when fewer of the operations started in it have
+	// succeeded by the end of Duration (a starved machine, where one
+	// operation can outlast the whole window, or an election that failed
+	// them), the window goes on until MinOps have, but no longer than
+	// OpTimeout past Duration; Result.WindowSec says how long it was. Like
+	// go test's -benchtime, which runs a benchmark at least once. 0: the
+	// window is Duration, whatever it measured. Ignored in open loop, whose
+	// schedule fixes the operations.
+	MinOps int
 }
 
 // Validate reports the first invalid field, wrapped in ErrInvalidConfig.
@@ -67,6 +83,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative warmup %v", ErrInvalidConfig, c.Warmup)
 	case c.Mode == ModeOpen && !(c.Rate > 0):
 		return fmt.Errorf("%w: open loop needs a positive rate, got %v", ErrInvalidConfig, c.Rate)
+	case c.MinOps < 0:
+		return fmt.Errorf("%w: negative min ops %d", ErrInvalidConfig, c.MinOps)
 	}
 	return nil
 }
@@ -89,7 +107,8 @@ type Result struct {
 	// FirstError the text of the first one.
 	Errors     int64  `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
-	// WindowSec is the measured window in seconds.
+	// WindowSec is the measured window in seconds: Duration, or longer in
+	// closed loop when Config.MinOps extended it.
 	WindowSec float64 `json:"window_sec"`
 	// ElapsedSec is the time the recorded operations took to complete, in
 	// seconds: WindowSec in closed loop; in open loop, from the window's start
@@ -100,6 +119,11 @@ type Result struct {
 	PerSec float64 `json:"per_sec"`
 	// Latency is the distribution of the successful operations' latencies.
 	Latency latency.Summary `json:"latency"`
+	// CPU is what Config.CPU's server and client processes used over the
+	// window; nil when not asked for or when a process could not be read
+	// (CPUError says why).
+	CPU      *cputime.Usage `json:"cpu,omitempty"`
+	CPUError string         `json:"cpu_error,omitempty"`
 }
 
 // Run drives op as cfg says and returns what it measured. It calls op from
@@ -119,12 +143,17 @@ func Run(ctx context.Context, cfg Config, op Op) (Result, error) {
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = defaultOpTimeout
 	}
-	w := window{start: time.Now()}
+	w := &window{start: time.Now(), minOps: int64(cfg.MinOps)}
 	w.measureStart = w.start.Add(cfg.Warmup)
 	w.end = w.measureStart.Add(cfg.Duration)
+	if cfg.Mode == ModeOpen {
+		w.minOps = 0
+	}
+	w.latest = w.end.Add(cfg.OpTimeout)
 
 	workers := make([]worker, cfg.Concurrency)
 	var errs errorCount
+	meter := startMeter(ctx, cfg, w)
 	var wg sync.WaitGroup
 	var next atomic.Int64 // open loop: index of the next scheduled operation
 	for i := range workers {
@@ -139,9 +168,11 @@ func Run(ctx context.Context, cfg Config, op Op) (Result, error) {
 		})
 	}
 	wg.Wait()
+	cpu, cpuErr := meter.stop()
 
 	total := latency.New()
-	elapsed := cfg.Duration
+	measured := w.measured()
+	elapsed := measured
 	for i := range workers {
 		total.Merge(workers[i].hist)
 		if cfg.Mode == ModeOpen && workers[i].lastDone.Sub(w.measureStart) > elapsed {
@@ -154,7 +185,7 @@ func Run(ctx context.Context, cfg Config, op Op) (Result, error) {
 		Ops:         total.Count(),
 		Errors:      errs.n.Load(),
 		FirstError:  errs.firstText(),
-		WindowSec:   cfg.Duration.Seconds(),
+		WindowSec:   measured.Seconds(),
 		ElapsedSec:  elapsed.Seconds(),
 		Latency:     total.Summarize(),
 	}
@@ -162,12 +193,60 @@ func Run(ctx context.Context, cfg Config, op Op) (Result, error) {
 		res.RatePerSec = cfg.Rate
 	}
 	res.PerSec = float64(res.Ops) / res.ElapsedSec
+	res.CPU = cpu
+	if cpuErr != nil {
+		res.CPUError = cpuErr.Error()
+	}
 	return res, ctx.Err()
 }
 
-// window holds the measurement's fixed instants.
+// window holds the measurement's instants: fixed ones, and, when minOps
+// is set, the count of successful operations started in it and when it
+// reached minOps.
 type window struct {
 	start, measureStart, end time.Time
+	// latest is as far as minOps may extend the window (end + OpTimeout).
+	latest time.Time
+	minOps int64
+	ok     atomic.Int64 // successful operations started in the window
+	// reachedNS is the time (UnixNano) ok reached minOps; 0 until then.
+	reachedNS atomic.Int64
+}
+
+// succeeded counts a successful operation started in the window.
+func (w *window) succeeded(now time.Time) {
+	if w.ok.Add(1) == w.minOps {
+		w.reachedNS.Store(now.UnixNano())
+	}
+}
+
+// open reports whether an operation starting at t0 belongs to the window:
+// before end, or, while fewer than minOps have succeeded, before latest.
+func (w *window) open(t0 time.Time) bool {
+	if t0.Before(w.end) {
+		return true
+	}
+	return w.minOps > 0 && w.reachedNS.Load() == 0 && t0.Before(w.latest)
+}
+
+// extended reports whether, at its end, the window goes on because fewer
+// than minOps operations have succeeded.
+func (w *window) extended() bool {
+	return w.minOps > 0 && w.reachedNS.Load() == 0
+}
+
+// measured is how long the window lasted, once every worker has returned:
+// Duration, or until minOps succeeded (latest if they never did).
+func (w *window) measured() time.Duration {
+	end := w.end
+	if w.minOps > 0 {
+		if r := w.reachedNS.Load(); r == 0 {
+			end = w.latest
+		} else if t := time.Unix(0, r); t.After(end) {
+			end = t
+		}
+	}
+	return end.Sub(w.measureStart)
 }
 
 // worker is one goroutine's private state.
@@ -196,14 +275,14 @@ func (e *errorCount) firstText() string {
 	return e.first.Error()
 }
 
-func (wk *worker) runClosed(ctx context.Context, cfg Config, w window, id int, op Op, errs *errorCount) {
+func (wk *worker) runClosed(ctx context.Context, cfg Config, w *window, id int, op Op, errs *errorCount) {
 	for ctx.Err() == nil {
 		t0 := time.Now()
-		if !t0.Before(w.end) {
+		if !w.open(t0) {
 			return
 		}
 		err := call(ctx, cfg.OpTimeout, id, op)
-		d := time.Since(t0)
+		done := time.Now()
 		if err != nil {
 			if !t0.Before(w.measureStart) {
 				errs.add(err)
@@ -212,12 +291,13 @@ func (wk *worker) runClosed(ctx context.Context, cfg Config, w window, id int, o
 			continue
 		}
 		if !t0.Before(w.measureStart) {
-			wk.hist.Record(d)
+			wk.hist.Record(done.Sub(t0))
+			w.succeeded(done)
 		}
 	}
 }
 
-func (wk *worker) runOpen(ctx context.Context, cfg Config, w window, id int, next *atomic.Int64, op Op, errs *errorCount) {
+func (wk *worker) runOpen(ctx context.Context, cfg Config, w *window, id int, next *atomic.Int64, op Op, errs *errorCount) {
 	nsPerOp := float64(time.Second) / cfg.Rate
 	for ctx.Err() == nil {
 		i := next.Add(1) - 1

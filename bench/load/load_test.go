@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ticketd/ticketd/bench/cputime"
 	"github.com/ticketd/ticketd/bench/load"
 )
 
@@ -52,6 +53,39 @@ func TestRunCountsErrors(t *testing.T) {
 	require.Positive(t, res.Errors)
 	require.Positive(t, res.Ops)
 	require.Equal(t, "boom", res.FirstError)
+}
+
+// A closed-loop window in which no operation started and succeeded (here
+// the first one, started in the warm-up, outlasts the window) goes on with
+// MinOps until one has, and says how long it was.
+func TestRunClosedMinOpsExtendsTheWindow(t *testing.T) {
+	const warmup, window = 10 * time.Millisecond, 10 * time.Millisecond
+	var calls atomic.Int64
+	op := func(ctx context.Context, w int) error {
+		if calls.Add(1) == 1 {
+			time.Sleep(warmup + window + 20*time.Millisecond)
+		}
+		return nil
+	}
+	res, err := load.Run(context.Background(), load.Config{Concurrency: 1, Duration: window, Warmup: warmup, MinOps: 1}, op)
+	require.NoError(t, err)
+	require.Positive(t, res.Ops)
+	require.Greater(t, res.WindowSec, window.Seconds())
+	require.Equal(t, res.WindowSec, res.ElapsedSec)
+	require.InDelta(t, float64(res.Ops)/res.WindowSec, res.PerSec, 1e-6)
+}
+
+// MinOps extends a window at most OpTimeout past its Duration: operations
+// that never succeed end it there.
+func TestRunClosedMinOpsGivesUpAfterOpTimeout(t *testing.T) {
+	const window, opTimeout = 10 * time.Millisecond, 30 * time.Millisecond
+	boom := errors.New("boom")
+	res, err := load.Run(context.Background(), load.Config{Concurrency: 2, Duration: window, MinOps: 1, OpTimeout: opTimeout},
+		func(ctx context.Context, w int) error { return boom })
+	require.NoError(t, err)
+	require.Zero(t, res.Ops)
+	require.Positive(t, res.Errors)
+	require.InDelta(t, (window + opTimeout).Seconds(), res.WindowSec, 1e-9)
 }
 
 // In open loop a slow operation delays the ones scheduled after it, and their
@@ -138,4 +172,34 @@ func TestParseLevels(t *testing.T) {
 			require.Equal(t, got, again, "FormatLevels writes what ParseLevels reads")
 		})
 	}
+}
+
+// With a Meter, Run reports the CPU of the window: here this process is
+// the client side and spins in every operation, so its CPU is positive; the
+// server side (also this process) is read at the same instants.
+func TestRunMetersTheWindow(t *testing.T) {
+	op := func(ctx context.Context, w int) error {
+		x := 0
+		for i := range 200_000 {
+			x += i
+		}
+		_ = x
+		return nil
+	}
+	meter := &cputime.Meter{Servers: []int{0}, Clients: []int{0}}
+	for _, mode := range []load.Mode{load.ModeClosed, load.ModeOpen} {
+		t.Run(string(mode), func(t *testing.T) {
+			res, err := load.Run(context.Background(), load.Config{Mode: mode, Rate: 20000, Concurrency: 2, Duration: 200 * time.Millisecond, Warmup: 20 * time.Millisecond, CPU: meter}, op)
+			require.NoError(t, err)
+			require.Empty(t, res.CPUError)
+			require.NotNil(t, res.CPU)
+			require.Positive(t, res.CPU.WallSec)
+			require.Positive(t, res.CPU.ClientSec)
+			require.Equal(t, res.CPU.ServerSec, res.CPU.ClientSec, "the same process, sampled at the same instants")
+			require.Equal(t, 1, res.CPU.ClientProcs)
+		})
+	}
+	res, err := load.Run(context.Background(), load.Config{Concurrency: 1, Duration: 20 * time.Millisecond}, op)
+	require.NoError(t, err)
+	require.Nil(t, res.CPU, "no Meter, no CPU figure")
 }

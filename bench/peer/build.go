@@ -116,12 +116,13 @@ func sourceDir(dir string) (string, error) {
 
 // sourceHash hashes everything the peer binary is built from that can change
 // in this repository: its own go.mod, go.sum and Go files, the Go files of the
-// bench packages it imports (latency, load, loopback, peer, report), and the Go version.
+// bench packages it imports (cputime, handoff, latency, load, loadproc,
+// loopback, peer, report), and the Go version.
 func sourceHash(src string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintln(h, runtime.Version(), goVersion())
 	dirs := []string{src}
-	for _, pkg := range []string{"latency", "load", "loopback", "peer", "report"} {
+	for _, pkg := range []string{"cputime", "handoff", "latency", "load", "loadproc", "loopback", "peer", "report"} {
 		dirs = append(dirs, filepath.Join(src, "..", pkg))
 	}
 	for i, d := range dirs {

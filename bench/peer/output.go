@@ -15,8 +15,9 @@ type Output struct {
 	EtcdVersion string `json:"etcd_version"`
 	// Results holds one measurement per concurrency level, in the order asked.
 	Results []load.Result `json:"results"`
-	// CPU is the user+system CPU time the peer process used over its whole
-	// run, set by Run from the exited process (not part of the JSON).
+	// CPU is the user+system CPU time the peer process and the client
+	// processes it started used over its whole run, set by Run from the
+	// exited process (not part of the JSON).
 	CPU time.Duration `json:"-"`
 }
 

@@ -29,9 +29,12 @@ type Config struct {
 	// DataDir is where the peer makes its temporary data directory (the same
 	// disk as ticketd's clusters, for a fair fsync); empty means os.TempDir().
 	DataDir string
-	// Workload is the peer's workload: "" or "lock" (concurrency.Mutex) or
-	// "keepalive" (LeaseKeepAlive); see bench/etcdpeer.
+	// Workload is the peer's workload: "" or "lock" (concurrency.Mutex),
+	// "keepalive" (LeaseKeepAlive) or "handoff"; see bench/etcdpeer.
 	Workload string
+	// Keys is how many keys are attached to each worker's lease in the
+	// keepalive workload (the peer's -keys); 0 for none.
+	Keys int
 	// OnLevel, if set, is called when the peer starts measuring a level, in
 	// level order, from a goroutine of Run's (not the caller's).
 	OnLevel func(concurrency int)
@@ -58,6 +61,9 @@ func (c Config) Args() []string {
 	}
 	if c.Workload != "" {
 		args = append(args, "-workload", c.Workload)
+	}
+	if c.Keys > 0 {
+		args = append(args, "-keys", strconv.Itoa(c.Keys))
 	}
 	return args
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -33,6 +34,20 @@ const (
 	// AimRenewConcurrency: renewals/s at least etcd LeaseKeepAlive's at this
 	// many clients.
 	AimRenewConcurrency = 64
+	// AimPeerFactorOther: lock cycles/s of the other (slower against etcd)
+	// backend at least this many times etcd Mutex's at every concurrency
+	// (issue 33).
+	AimPeerFactorOther = 1.0
+	// AimServerCPUFactor: server CPU seconds per 1,000 lock cycles (the
+	// three ticketd nodes) at most this many times etcd's per 1,000 Mutex
+	// cycles (its three members) at AimServerCPUConcurrency clients, the
+	// clients in processes of their own (issue 33).
+	AimServerCPUFactor      = 0.5
+	AimServerCPUConcurrency = 64
+	// AimKeepAliveConcurrency: session keep-alives/s (sessions of
+	// KeepAliveKeys locks) at least etcd LeaseKeepAlive's (leases of as many
+	// keys) at this many clients (issue 33).
+	AimKeepAliveConcurrency = 64
 	// AimFailoverMS: median time from kill -9 of the leader to the first
 	// acknowledged write through a survivor, in milliseconds, per backend.
 	AimFailoverMS = 1000.0
@@ -61,6 +76,10 @@ func aims(s Summary) []Aim {
 		}
 		return AimPeerFactor
 	})...)
+	out = append(out, otherBackendAims(s, []int{1, 16, 64, 256})...)
+	out = append(out, serverCPUAim(s))
+	out = append(out, peerAims(s, WorkloadKeepAlive, fmt.Sprintf("session keep-alives/s (%d locks each) vs etcd LeaseKeepAlive (%d keys each)", KeepAliveKeys, KeepAliveKeys),
+		[]int{AimKeepAliveConcurrency}, func(int) float64 { return 1 })...)
 	out = append(out, peerAims(s, WorkloadHandoff, "contended handoffs/s vs etcd Mutex", []int{2, 8, 32}, func(int) float64 { return AimHandoffFactor })...)
 	out = append(out, handoffLatencyAims(s)...)
 	out = append(out, snapshotAims(s)...)
@@ -254,4 +273,63 @@ func electionAims(s Summary) []Aim {
 		out = append(out, notMeasured(fmt.Sprintf("elections during the %d-client API runs", AimElectionsConcurrency), "0", UnitCount, "no API workload watched"))
 	}
 	return out
+}
+
+// lockPeerRatios returns the lock workload's ratios to etcd Mutex at
+// concurrency c, one per ticketd backend.
+func lockPeerRatios(s Summary, c int) []PeerRatio {
+	var out []PeerRatio
+	for _, pr := range s.Ratios.Peer {
+		if (pr.Workload == WorkloadLock || pr.Workload == "") && pr.Concurrency == c {
+			out = append(out, pr)
+		}
+	}
+	return out
+}
+
+// otherBackendAims: at each of levels, the backend with the lower lock
+// cycles/s ÷ etcd Mutex (the faster one is held by peerAims) against
+// AimPeerFactorOther; not measured unless two backends have figures.
+func otherBackendAims(s Summary, levels []int) []Aim {
+	var out []Aim
+	target := fmt.Sprintf("≥ %.1f×", AimPeerFactorOther)
+	for _, c := range levels {
+		name := fmt.Sprintf("lock cycles/s vs etcd Mutex at %s, other backend", Clients(c))
+		prs := lockPeerRatios(s, c)
+		if len(prs) < 2 {
+			out = append(out, notMeasured(name, target, UnitRatio, "needs both backends and the etcd peer"))
+			continue
+		}
+		pr := slices.MinFunc(prs, func(a, b PeerRatio) int { return cmp.Compare(a.Ratio, b.Ratio) })
+		out = append(out, Aim{
+			Name: name, Unit: UnitRatio, Target: target,
+			Measured: true, Held: pr.Ratio >= AimPeerFactorOther, Value: pr.Ratio,
+			Detail: fmt.Sprintf("ticketd (%s) %.0f/s ÷ etcd %.0f/s", pr.System, pr.PerSec, pr.PeerPerSec),
+		})
+	}
+	return out
+}
+
+// serverCPUAim: the lowest ticketd server CPU per lock cycle ÷ etcd's
+// server CPU per Mutex cycle over the backends, at AimServerCPUConcurrency.
+func serverCPUAim(s Summary) Aim {
+	name := fmt.Sprintf("server CPU per 1,000 lock cycles vs etcd Mutex at %s", Clients(AimServerCPUConcurrency))
+	target := fmt.Sprintf("≤ %.1f×", AimServerCPUFactor)
+	var prs []PeerRatio
+	for _, pr := range lockPeerRatios(s, AimServerCPUConcurrency) {
+		if pr.ServerCPU > 0 {
+			prs = append(prs, pr)
+		}
+	}
+	if len(prs) == 0 {
+		return notMeasured(name, target, UnitRatio, "needs ticketd and etcd Mutex lock rows with server CPU metered")
+	}
+	pr := slices.MinFunc(prs, func(a, b PeerRatio) int { return cmp.Compare(a.ServerCPU, b.ServerCPU) })
+	t, _ := s.Find(WorkloadLock, pr.System, AimServerCPUConcurrency)
+	e, _ := s.Find(WorkloadLock, SystemEtcdMutex, AimServerCPUConcurrency)
+	return Aim{
+		Name: name, Unit: UnitRatio, Target: target,
+		Measured: true, Held: pr.ServerCPU <= AimServerCPUFactor, Value: pr.ServerCPU,
+		Detail: fmt.Sprintf("ticketd (%s) nodes %.3f s ÷ etcd members %.3f s per 1,000 cycles", pr.System, t.ServerCPUPer1k, e.ServerCPUPer1k),
+	}
 }

@@ -8,7 +8,7 @@ import (
 // Label names a system as the reader knows it: a backend's lock figures are
 // ticketd's (through its API) running on that backend.
 func Label(workload, system string) string {
-	if (workload == WorkloadLock || workload == WorkloadRenew || workload == WorkloadHandoff || IsHolding(workload)) && !IsPeer(system) {
+	if (workload == WorkloadLock || workload == WorkloadRenew || workload == WorkloadKeepAlive || workload == WorkloadHandoff || IsHolding(workload)) && !IsPeer(system) {
 		return "ticketd/" + system
 	}
 	return system
@@ -23,6 +23,8 @@ func WorkloadTitle(workload string) string {
 		return "Lock (Acquire+Release cycle through the API)"
 	case WorkloadRenew:
 		return "Renew (one renewal of a held lock; etcd: LeaseKeepAlive)"
+	case WorkloadKeepAlive:
+		return fmt.Sprintf("Session keep-alive (each client keeps alive its own session of %d locks; etcd: one KeepAliveOnce of a lease of %d keys)", KeepAliveKeys, KeepAliveKeys)
 	case WorkloadHandoff:
 		return "Contended handoff (N clients on one key, Acquire-wait then Release; latency = Release returned → next Acquire returned, may be negative)"
 	case WorkloadSharedKey:
@@ -87,6 +89,20 @@ func FormatRate(perSec float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f", perSec)
+}
+
+// FormatCPU renders CPU seconds per 1,000 operations with three
+// significant digits: "0.412", "1.27", "12.3"; "-" when not measured (0).
+func FormatCPU(sec float64) string {
+	switch {
+	case sec <= 0 || math.IsNaN(sec):
+		return "-"
+	case sec < 1:
+		return fmt.Sprintf("%.3f", sec)
+	case sec < 10:
+		return fmt.Sprintf("%.2f", sec)
+	}
+	return fmt.Sprintf("%.1f", sec)
 }
 
 // FormatRatio renders a ratio with two decimals and a ×.

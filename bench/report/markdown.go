@@ -35,7 +35,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		ew.printf("Not the shipped defaults: Raft election timeout %d ms, heartbeat %d ms (0: default); failover SDK backoff cap %d ms (0: default); failover flags %q.\n\n",
 			st.ElectionTimeoutMS, st.HeartbeatMS, st.FailoverBackoffMaxMS, st.FailoverArgs)
 	}
-	ew.printf("Every figure is the median over the rounds given in its row; `ops` is summed over those rounds. Latencies come from HdrHistograms (3 significant digits).\n\n")
+	ew.printf("Every figure is the median over the rounds given in its row; `ops` is summed over those rounds. Latencies come from HdrHistograms (3 significant digits). CPU s / 1k ops: CPU seconds (/proc utime+stime) per 1,000 operations over the measured window, of the server processes (ticketd: its three nodes, in ticketbench's process; etcd: its three members, in the peer's process) and of the client process (every API workload's clients run in a process of their own; commit: the clients are goroutines of the server process, counted in its figure).\n\n")
 
 	f := s.Floor
 	ew.printf("## Physical floor\n\n")
@@ -65,24 +65,27 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			unit = "cycles/s"
 		case wl == WorkloadRenew:
 			unit = "renewals/s"
+		case wl == WorkloadKeepAlive:
+			unit = "keep-alives/s"
 		case wl == WorkloadHandoff:
 			unit = "handoffs/s"
 		}
 		ew.printf("## %s\n\n", WorkloadTitle(wl))
-		ew.printf("| system | clients | %s | p50 | p90 | p99 | p99.9 | ops | rounds | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", unit)
+		ew.printf("| system | clients | %s | p50 | p90 | p99 | p99.9 | server CPU s / 1k ops | client CPU s / 1k ops | ops | rounds | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", unit)
 		n := 0
 		for _, row := range s.Rows {
 			if row.Workload != wl {
 				continue
 			}
 			n++
-			ew.printf("| %s | %d | %s | %s | %s | %s | %s | %d | %d | %d |\n",
+			ew.printf("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %d | %d | %d |\n",
 				Label(row.Workload, row.System), row.Concurrency, FormatRate(row.PerSec),
 				FormatUS(row.P50US), FormatUS(row.P90US), FormatUS(row.P99US), FormatUS(row.P999US),
+				FormatCPU(row.ServerCPUPer1k), FormatCPU(row.ClientCPUPer1k),
 				row.Ops, row.Rounds, row.Errors)
 		}
 		if n == 0 {
-			ew.printf("| not measured | | | | | | | | | |\n")
+			ew.printf("| not measured | | | | | | | | | | | |\n")
 		}
 		ew.printf("\n")
 	}
@@ -100,12 +103,18 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fr := s.Ratios.Floor[i]
 			ew.printf("| %s | %d | %s | %s | %s |\n", fr.System, fr.Concurrency, FormatUS(fr.P50US), FormatRatio(fr.Ratio), FormatRatio(fr.BadgerRatio))
 		})
-	lockPeer, renewPeer, handoffPeer := peerRatios(s.Ratios.Peer)
+	lockPeer, renewPeer, keepAlivePeer, handoffPeer := peerRatios(s.Ratios.Peer)
 	ew.printf("### Lock throughput ÷ etcd Mutex\n\n")
 	ew.table(len(lockPeer), "Not measured (needs ticketd lock figures and the etcd peer).",
-		"| system | clients | cycles/s | etcd Mutex cycles/s | ratio |\n|---|---:|---:|---:|---:|\n", func(i int) {
+		"| system | clients | cycles/s | etcd Mutex cycles/s | ratio | server CPU per cycle ÷ etcd's |\n|---|---:|---:|---:|---:|---:|\n", func(i int) {
 			pr := lockPeer[i]
-			ew.printf("| %s | %d | %s | %s | %s |\n", Label(WorkloadLock, pr.System), pr.Concurrency, FormatRate(pr.PerSec), FormatRate(pr.PeerPerSec), FormatRatio(pr.Ratio))
+			ew.printf("| %s | %d | %s | %s | %s | %s |\n", Label(WorkloadLock, pr.System), pr.Concurrency, FormatRate(pr.PerSec), FormatRate(pr.PeerPerSec), FormatRatio(pr.Ratio), FormatRatio(pr.ServerCPU))
+		})
+	ew.printf("### Session keep-alives ÷ etcd LeaseKeepAlive (%d locks per session, %d keys per lease)\n\n", KeepAliveKeys, KeepAliveKeys)
+	ew.table(len(keepAlivePeer), "Not measured (needs ticketd keepalive figures and the etcd peer).",
+		"| system | clients | keep-alives/s | etcd keep-alives/s | ratio | server CPU per keep-alive ÷ etcd's |\n|---|---:|---:|---:|---:|---:|\n", func(i int) {
+			pr := keepAlivePeer[i]
+			ew.printf("| %s | %d | %s | %s | %s | %s |\n", Label(WorkloadKeepAlive, pr.System), pr.Concurrency, FormatRate(pr.PerSec), FormatRate(pr.PeerPerSec), FormatRatio(pr.Ratio), FormatRatio(pr.ServerCPU))
 		})
 	ew.printf("### Renew throughput ÷ etcd LeaseKeepAlive\n\n")
 	ew.table(len(renewPeer), "Not measured (needs ticketd renew figures and the etcd peer).",
@@ -175,21 +184,23 @@ func onOff(b bool) string {
 	return "off"
 }
 
-// peerRatios splits the peer comparisons into lock (etcd Mutex), renew
-// (etcd LeaseKeepAlive) and handoff (etcd Mutex, one prefix) ones; a ratio
-// without a workload is a lock one.
-func peerRatios(all []PeerRatio) (lock, renew, handoff []PeerRatio) {
+// peerRatios splits the peer comparisons into lock (etcd Mutex), renew and
+// keepalive (etcd LeaseKeepAlive) and handoff (etcd Mutex, one prefix) ones;
+// a ratio without a workload is a lock one.
+func peerRatios(all []PeerRatio) (lock, renew, keepAlive, handoff []PeerRatio) {
 	for _, pr := range all {
 		switch pr.Workload {
 		case WorkloadRenew:
 			renew = append(renew, pr)
+		case WorkloadKeepAlive:
+			keepAlive = append(keepAlive, pr)
 		case WorkloadHandoff:
 			handoff = append(handoff, pr)
 		default:
 			lock = append(lock, pr)
 		}
 	}
-	return lock, renew, handoff
+	return lock, renew, keepAlive, handoff
 }
 
 // measured reports whether s has a row of workload with a measured round.

@@ -24,6 +24,16 @@ const (
 	// (clientv3 KeepAliveOnce on a lease of the worker's own,
 	// SystemEtcdKeepAlive), which etcd's leader answers without a log entry.
 	WorkloadRenew = "renew"
+	// WorkloadKeepAlive: one keep-alive of a session per operation (issue
+	// 33): each worker holds a session of its own with KeepAliveKeys locks
+	// under it (opened before the measurement) and keeps it alive in a
+	// loop through ticketd's LockService.KeepAlive, one Raft entry renewing
+	// the session and every lock of it (systems SystemHashicorp and
+	// SystemEtcd); the peer (SystemEtcdKeepAlive) keeps alive a lease of the
+	// worker's own with KeepAliveKeys keys attached, one clientv3
+	// KeepAliveOnce per operation: one call per keep-alive on both sides
+	// (see bench/etcdpeer).
+	WorkloadKeepAlive = "keepalive"
 	// WorkloadHandoff: the contended handoff workload (issue 21): N workers
 	// on ONE key, each Acquire-with-wait then Release in a loop (ticketd's
 	// API; peer: etcd's concurrency.Mutex on one shared prefix). Row.PerSec
@@ -64,6 +74,21 @@ const (
 	SystemEtcdKeepAlive = "etcd-keepalive"
 )
 
+// KeepAliveKeys is how many locks each session (etcd: keys each lease)
+// holds in WorkloadKeepAlive.
+const KeepAliveKeys = 10
+
+// StoreSystem is the system name of ticketd's backend with Raft log store
+// store (backends.LogStores): the backend's name for the default store
+// ("badger"), so figures keep their names across runs, and
+// backend + "/" + store for another ("hashicorp/wal").
+func StoreSystem(backend, store string) string {
+	if store == "" || store == "badger" {
+		return backend
+	}
+	return backend + "/" + store
+}
+
 // PeerSystem returns the peer system whose figures ticketd's are compared
 // with for workload (SystemEtcdMutex for locks, SystemEtcdKeepAlive for
 // renewals), or "" when there is none.
@@ -71,7 +96,7 @@ func PeerSystem(workload string) string {
 	switch workload {
 	case WorkloadLock:
 		return SystemEtcdMutex
-	case WorkloadRenew:
+	case WorkloadRenew, WorkloadKeepAlive:
 		return SystemEtcdKeepAlive
 	case WorkloadHandoff:
 		return SystemEtcdMutex
@@ -323,6 +348,15 @@ type Row struct {
 	P90US  float64 `json:"p90_us"`
 	P99US  float64 `json:"p99_us"`
 	P999US float64 `json:"p999_us"`
+	// ServerCPUPer1k and ClientCPUPer1k are the CPU seconds the server
+	// processes (ticketd's nodes, etcd's members) and the client processes
+	// used per 1,000 operations over the measured window (load.Result.CPU),
+	// each the median over the rounds that metered it (CPURounds); 0 when
+	// not metered. ClientCPUPer1k is 0 too when the clients ran inside the
+	// server process (the commit workload: ServerCPUPer1k includes them).
+	ServerCPUPer1k float64 `json:"server_cpu_sec_per_1k,omitempty"`
+	ClientCPUPer1k float64 `json:"client_cpu_sec_per_1k,omitempty"`
+	CPURounds      int     `json:"cpu_rounds,omitempty"`
 }
 
 // Ratios are the comparisons the report makes, each from Rows.
@@ -402,9 +436,9 @@ type FloorRatio struct {
 // PeerRatio is ticketd's (one backend's) lock cycles/s ÷ etcd Mutex's at one
 // concurrency, both medians over rounds.
 type PeerRatio struct {
-	// Workload is WorkloadLock (peer: etcd Mutex) or WorkloadRenew (peer:
-	// etcd LeaseKeepAlive); empty in reports written before it existed
-	// (then WorkloadLock).
+	// Workload is WorkloadLock (peer: etcd Mutex), WorkloadRenew or
+	// WorkloadKeepAlive (peer: etcd LeaseKeepAlive) or WorkloadHandoff;
+	// empty in reports written before it existed (then WorkloadLock).
 	Workload string `json:"workload,omitempty"`
 	// System is the ticketd backend, Concurrency the number of clients.
 	System      string `json:"system"`
@@ -413,6 +447,10 @@ type PeerRatio struct {
 	PerSec     float64 `json:"per_sec"`
 	PeerPerSec float64 `json:"peer_per_sec"`
 	Ratio      float64 `json:"ratio"`
+	// ServerCPU is ticketd's server CPU per operation ÷ the peer's
+	// (Row.ServerCPUPer1k of both rows); 0 when either was not metered.
+	// Below 1×, ticketd's servers spend less CPU per operation.
+	ServerCPU float64 `json:"server_cpu,omitempty"`
 }
 
 // Units of Aim.Value.

@@ -68,11 +68,17 @@ func summarizeRows(ms []Measurement) []Row {
 	rows := make([]Row, 0, len(groups))
 	for k, g := range groups {
 		row := Row{Workload: k.workload, System: k.system, Concurrency: k.concurrency}
-		var perSec, p50, p90, p99, p999 []float64
+		var perSec, p50, p90, p99, p999, server, client []float64
 		for _, m := range g {
 			row.Errors += m.Errors
 			if m.Ops == 0 {
 				continue
+			}
+			if m.CPU != nil {
+				server = append(server, m.CPU.ServerSec*1000/float64(m.Ops))
+				if m.CPU.ClientProcs > 0 {
+					client = append(client, m.CPU.ClientSec*1000/float64(m.Ops))
+				}
 			}
 			row.Rounds++
 			row.Ops += m.Ops
@@ -84,6 +90,7 @@ func summarizeRows(ms []Measurement) []Row {
 		}
 		row.PerSec, row.P50US, row.P90US = Median(perSec), Median(p50), Median(p90)
 		row.P99US, row.P999US = Median(p99), Median(p999)
+		row.ServerCPUPer1k, row.ClientCPUPer1k, row.CPURounds = Median(server), Median(client), len(server)
 		rows = append(rows, row)
 	}
 	slices.SortFunc(rows, compareRows)
@@ -103,7 +110,7 @@ func compareRows(a, b Row) int {
 
 // Report order of workloads and of systems; others sort after these.
 var (
-	workloadOrder = []string{WorkloadCommit, WorkloadLock, WorkloadRenew, WorkloadHandoff, WorkloadSnapshotsOn, WorkloadSnapshotsOff,
+	workloadOrder = []string{WorkloadCommit, WorkloadLock, WorkloadRenew, WorkloadKeepAlive, WorkloadHandoff, WorkloadSnapshotsOn, WorkloadSnapshotsOff,
 		WorkloadSharedKey, WorkloadExclusiveKey, WorkloadSemaphoreKey, WorkloadDistinctKeys}
 	systemOrder = []string{SystemHashicorp, SystemEtcd, SystemEtcdMutex, SystemEtcdKeepAlive}
 )
@@ -188,10 +195,14 @@ func ratios(rows []Row, floor FloorFigure) Ratios {
 		}
 		if ps := PeerSystem(r.Workload); ps != "" {
 			if p, ok := s.Find(r.Workload, ps, r.Concurrency); ok {
-				out.Peer = append(out.Peer, PeerRatio{
+				pr := PeerRatio{
 					Workload: r.Workload, System: r.System, Concurrency: r.Concurrency,
 					PerSec: r.PerSec, PeerPerSec: p.PerSec, Ratio: r.PerSec / p.PerSec,
-				})
+				}
+				if r.ServerCPUPer1k > 0 && p.ServerCPUPer1k > 0 {
+					pr.ServerCPU = r.ServerCPUPer1k / p.ServerCPUPer1k
+				}
+				out.Peer = append(out.Peer, pr)
 			}
 		}
 	}

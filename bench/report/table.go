@@ -34,16 +34,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 		sWidth = max(sWidth, len(Label(row.Workload, row.System)))
 	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\t%-*s\tclients\tops/s\tp50\tp90\tp99\tp99.9\tops\trounds\terrors\t\n", wWidth, "workload", sWidth, "system")
+	fmt.Fprintf(tw, "%-*s\t%-*s\tclients\tops/s\tp50\tp90\tp99\tp99.9\tsrv CPU s/1k\tcli CPU s/1k\tops\trounds\terrors\t\n", wWidth, "workload", sWidth, "system")
 	for _, row := range s.Rows {
-		fmt.Fprintf(tw, "%-*s\t%-*s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%-*s\t%-*s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n",
 			wWidth, row.Workload, sWidth, Label(row.Workload, row.System), row.Concurrency, FormatRate(row.PerSec),
 			FormatUS(row.P50US), FormatUS(row.P90US), FormatUS(row.P99US), FormatUS(row.P999US),
+			FormatCPU(row.ServerCPUPer1k), FormatCPU(row.ClientCPUPer1k),
 			row.Ops, row.Rounds, row.Errors)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	ew.printf("srv/cli CPU s/1k: CPU seconds per 1,000 operations over the window (/proc utime+stime) of the server processes (ticketd: the three nodes in ticketbench; etcd: its three members) and of the client process; commit: clients inside the server process.\n")
 	if len(s.Ratios.Backends) > 0 {
 		ew.printf("\netcd ÷ hashicorp (medians):\n")
 		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -63,10 +65,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	if len(s.Ratios.Peer) > 0 {
-		ew.printf("\nthroughput ÷ etcd peer (lock: Mutex cycles/s; renew: LeaseKeepAlive/s; handoff: Mutex handoffs/s on one prefix):\n")
+		ew.printf("\nthroughput ÷ etcd peer (lock: Mutex cycles/s; renew, keepalive: LeaseKeepAlive/s; handoff: Mutex handoffs/s on one prefix), and server CPU per operation ÷ the peer's:\n")
 		for _, pr := range s.Ratios.Peer {
 			wl := cmp.Or(pr.Workload, WorkloadLock)
-			ew.printf("  %-6s %-18s %12s  %s\n", wl, Label(wl, pr.System), Clients(pr.Concurrency), FormatRatio(pr.Ratio))
+			ew.printf("  %-9s %-18s %12s  %-7s server CPU %s\n", wl, Label(wl, pr.System), Clients(pr.Concurrency), FormatRatio(pr.Ratio), FormatRatio(pr.ServerCPU))
 		}
 	}
 	if len(s.Ratios.Holding) > 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/bench/load"
+	"github.com/ticketd/ticketd/bench/loadproc"
 	"github.com/ticketd/ticketd/bench/peer"
 )
 
@@ -22,10 +23,19 @@ var (
 type Config struct {
 	// Backends lists the ticketd backends to measure, by name (Backends()).
 	Backends []string
+	// LogStores lists the Raft log stores (backends.LogStores) the commit
+	// workload runs on, each on every backend of Backends that offers it
+	// (rows "hashicorp", "hashicorp/wal", ...: report.StoreSystem); the
+	// other workloads use each backend's default store. Empty: the
+	// default store only.
+	LogStores []string
 	// Concurrency lists the client counts, each at least 1.
 	Concurrency []int
 	// Duration is each measurement's window; Warmup runs unrecorded before it.
 	Duration, Warmup time.Duration
+	// MinOps extends a closed-loop window until that many operations
+	// started in it have succeeded (load.Config.MinOps).
+	MinOps int
 	// Rounds is how many times every measurement is repeated; at least 1.
 	Rounds int
 	// Mode and Rate pace the clients (load.Config); Rate only in open loop.
@@ -36,6 +46,10 @@ type Config struct {
 	// renew workload (etcd LeaseKeepAlive) and to the handoff workload (etcd
 	// Mutex on one prefix).
 	Commit, Lock, Renew, Peer bool
+	// KeepAlive switches the keepalive workload on (issue 33): sessions of
+	// report.KeepAliveKeys locks each, kept alive by ticketd's KeepAlive;
+	// with Peer, etcd leases of as many keys kept alive by LeaseKeepAlive.
+	KeepAlive bool
 	// Handoff switches the contended handoff workload on (issue 21), run at
 	// HandoffConcurrency (default 2, 8, 32) on every backend.
 	Handoff            bool
@@ -72,6 +86,10 @@ type Config struct {
 	Progress io.Writer
 	// PeerBuild says where the peer's sources and binary cache are.
 	PeerBuild peer.BuildConfig
+	// Clients says how ticketd's client processes are started; the zero
+	// value runs this program's own executable, which must then call
+	// ServeClients first thing in main.
+	Clients loadproc.Config
 }
 
 // Validate reports the first invalid field, wrapped in ErrInvalidConfig.
@@ -82,20 +100,25 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: unknown backend %q (known: %v)", ErrInvalidConfig, b, known)
 		}
 	}
+	for _, s := range c.LogStores {
+		if !slices.Contains(backends.LogStores(), s) {
+			return fmt.Errorf("%w: unknown log store %q (known: %v)", ErrInvalidConfig, s, backends.LogStores())
+		}
+	}
 	for _, n := range slices.Concat(c.Concurrency, c.HandoffConcurrency, c.SharedConcurrency) {
 		if n < 1 {
 			return fmt.Errorf("%w: concurrency %d < 1", ErrInvalidConfig, n)
 		}
 	}
-	lc := load.Config{Mode: c.Mode, Concurrency: 1, Duration: c.Duration, Warmup: c.Warmup, Rate: c.Rate}
+	lc := load.Config{Mode: c.Mode, Concurrency: 1, Duration: c.Duration, Warmup: c.Warmup, Rate: c.Rate, MinOps: c.MinOps}
 	switch {
 	case len(c.Concurrency) == 0:
 		return fmt.Errorf("%w: no concurrency levels", ErrInvalidConfig)
 	case c.Rounds < 1:
 		return fmt.Errorf("%w: rounds %d < 1", ErrInvalidConfig, c.Rounds)
-	case !c.Commit && !c.Lock && !c.Renew && !c.Peer && !c.Handoff && !c.Shared && !c.Snapshots && !c.Failover:
+	case !c.Commit && !c.Lock && !c.Renew && !c.KeepAlive && !c.Peer && !c.Handoff && !c.Shared && !c.Snapshots && !c.Failover:
 		return fmt.Errorf("%w: nothing to measure", ErrInvalidConfig)
-	case (c.Commit || c.Lock || c.Renew || c.Handoff || c.Shared || c.Snapshots || c.Failover) && len(c.Backends) == 0 && !c.Peer:
+	case (c.Commit || c.Lock || c.Renew || c.KeepAlive || c.Handoff || c.Shared || c.Snapshots || c.Failover) && len(c.Backends) == 0 && !c.Peer:
 		return fmt.Errorf("%w: no backends", ErrInvalidConfig)
 	}
 	if err := lc.Validate(); err != nil {
@@ -109,7 +132,7 @@ func (c Config) steps() int {
 	perRound := 1 // floor
 	levels := len(c.Concurrency)
 	if c.Commit {
-		perRound += len(c.Backends) * levels
+		perRound += len(c.commitTargets()) * levels
 	}
 	if c.Lock {
 		perRound += len(c.Backends) * levels
@@ -122,6 +145,9 @@ func (c Config) steps() int {
 	}
 	if c.Peer && c.Renew {
 		perRound += levels
+	}
+	if c.KeepAlive {
+		perRound += (len(c.Backends) + btoi(c.Peer)) * levels
 	}
 	if c.Handoff {
 		perRound += (len(c.Backends) + btoi(c.Peer)) * len(c.handoffLevels())

@@ -18,8 +18,18 @@
 //     to back). Around every API level the leader's term is read, to count
 //     elections.
 //  4. The renew workload (ticketd Renew, etcd LeaseKeepAlive).
-//  5. The commit workload at 64 clients with snapshots on and off, each on
+//  5. The keepalive workload (issue 33: ticketd sessions of 10 locks kept
+//     alive by KeepAlive, etcd leases of 10 keys by LeaseKeepAlive).
+//  6. The commit workload at 64 clients with snapshots on and off, each on
 //     a fresh cluster.
+//
+// ticketd's nodes run in this process; the clients of every API workload
+// (lock, renew, keepalive, handoff, shared) run in a process of their own
+// (package loadproc: this program's executable again, see ServeClients), as
+// etcd's clients do beside the peer's members, and every measurement
+// carries the CPU both sides used over its window (load.Result.CPU, read
+// from /proc). The commit workload's proposers are in-process calls, so
+// its CPU is all on the server side.
 //
 // After the rounds, the failover measurement (package failover) runs once
 // per backend on three ticketd processes, and the CPU each side used is

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ticketd/ticketd/bench/handoff"
 	"github.com/ticketd/ticketd/bench/report"
-	"github.com/ticketd/ticketd/bench/workload"
 )
 
 // handoffs measures the contended handoff workload on c (a ticketd cluster
@@ -18,7 +16,7 @@ func (r *runner) handoffs(ctx context.Context, round int, backend string, c lock
 		what := r.label(round, report.WorkloadHandoff, report.Label(report.WorkloadHandoff, backend), report.Clients(n))
 		r.progress.Step(what)
 		before := r.term(ctx, c)
-		res, err := handoff.Measure(ctx, r.loadConfig(n), workload.Handoffs(c.Client(), fmt.Sprintf("r%dh%d", round, n)))
+		res, err := r.clients(ctx, c, report.WorkloadHandoff, n, fmt.Sprintf("r%dh%d", round, n))
 		r.elections(ctx, c, round, report.WorkloadHandoff, backend, n, before)
 		if err != nil {
 			r.progress.Skip(len(levels) - i - 1)

@@ -13,6 +13,9 @@ import (
 type lockCluster interface {
 	// Client returns a LockService client of the leader.
 	Client() ticketv1connect.LockServiceClient
+	// CurrentLeaderURL returns the API base URL of the node leading now,
+	// for clients in another process.
+	CurrentLeaderURL(ctx context.Context) (string, error)
 	// Term returns the Raft term the cluster reports (elections counting).
 	Term(ctx context.Context) (uint64, error)
 	Close() error

@@ -7,13 +7,27 @@ import (
 
 	"github.com/ticketd/ticketd/bench/load"
 	"github.com/ticketd/ticketd/bench/report"
-	"github.com/ticketd/ticketd/bench/workload"
 )
 
 // renewRound measures the renew workload (issue 15: every Renew is a
 // replicated command) on every backend and, with the peer, etcd's
 // LeaseKeepAlive, in the same round, in an order rotated per round.
 func (r *runner) renewRound(ctx context.Context, round int) error {
+	return r.renewalRound(ctx, round, report.WorkloadRenew, "keepalive", 0)
+}
+
+// keepAliveRound measures the keepalive workload (issue 33): sessions of
+// report.KeepAliveKeys locks each kept alive by ticketd's KeepAlive on every
+// backend and, with the peer, leases of as many keys kept alive by etcd's
+// LeaseKeepAlive, in the same round, in an order rotated per round.
+func (r *runner) keepAliveRound(ctx context.Context, round int) error {
+	return r.renewalRound(ctx, round, report.WorkloadKeepAlive, "session-keepalive", report.KeepAliveKeys)
+}
+
+// renewalRound measures workload (renew or keepalive) on every backend, on
+// a fresh cluster each, and the peer's peerWorkload with keys keys per
+// lease, in an order rotated per round.
+func (r *runner) renewalRound(ctx context.Context, round int, workload, peerWorkload string, keys int) error {
 	systems := append([]string(nil), r.cfg.Backends...)
 	if r.cfg.Peer {
 		systems = append(systems, report.SystemEtcdKeepAlive)
@@ -21,9 +35,9 @@ func (r *runner) renewRound(ctx context.Context, round int) error {
 	for _, s := range rotate(systems, round-1) {
 		var err error
 		if s == report.SystemEtcdKeepAlive {
-			err = r.peerWorkload(ctx, round, report.WorkloadRenew, "keepalive")
+			err = r.peerWorkloadKeys(ctx, round, workload, peerWorkload, r.cfg.Concurrency, keys)
 		} else {
-			err = r.renews(ctx, round, s)
+			err = r.renewals(ctx, round, workload, s)
 		}
 		if err != nil {
 			return err
@@ -32,29 +46,20 @@ func (r *runner) renewRound(ctx context.Context, round int) error {
 	return nil
 }
 
-// renews measures the renew workload through ticketd's API on a fresh
-// cluster of backend, at every concurrency level; each level first acquires
-// one lock per client (not timed).
-func (r *runner) renews(ctx context.Context, round int, backend string) error {
-	c, err := startLockCluster(ctx, backend, filepath.Join(r.dir, fmt.Sprintf("r%d-renew-%s", round, backend)), r.cfg.Timing)
+// renewals measures workload (renew or keepalive) through ticketd's API on
+// a fresh cluster of backend, at every concurrency level; each level first
+// takes the locks (and sessions) to renew, not timed, in the client
+// process.
+func (r *runner) renewals(ctx context.Context, round int, workload, backend string) error {
+	c, err := startLockCluster(ctx, backend, filepath.Join(r.dir, fmt.Sprintf("r%d-%s-%s", round, workload, backend)), r.cfg.Timing)
 	if err != nil {
 		r.progress.Skip(len(r.cfg.Concurrency))
-		return r.failed(ctx, r.label(round, "renew", backend, "start ticketd cluster"), err)
+		return r.failed(ctx, r.label(round, workload, backend, "start ticketd cluster"), err)
 	}
-	defer r.closeCluster(c, r.label(round, "renew", backend, "close ticketd cluster"))
-	var setupErr error
+	defer r.closeCluster(c, r.label(round, workload, backend, "close ticketd cluster"))
 	r.watch = c
 	defer func() { r.watch = nil }()
-	err = r.levels(ctx, round, report.WorkloadRenew, backend, func(n int, prefix string) load.Op {
-		op, err := workload.Renews(ctx, c.Client(), n, prefix)
-		if err != nil {
-			setupErr = err
-			return func(context.Context, int) error { return err }
-		}
-		return op
+	return r.levels(ctx, round, workload, backend, func(n int, prefix string) (load.Result, error) {
+		return r.clients(ctx, c, workload, n, prefix)
 	})
-	if setupErr != nil && err == nil {
-		r.note("%s: %v", r.label(round, "renew", backend, "acquire the locks to renew"), setupErr)
-	}
-	return err
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/bench/backendcluster"
 	"github.com/ticketd/ticketd/bench/cputime"
 	"github.com/ticketd/ticketd/bench/floor"
@@ -123,9 +124,9 @@ func (r *runner) buildPeer(ctx context.Context) {
 }
 
 func (r *runner) rounds(ctx context.Context) error {
-	startWall, startCPU, startMachine := time.Now(), cputime.Self(), cputime.Machine()
+	startWall, startCPU, startChildren, startMachine := time.Now(), cputime.Self(), cputime.Children(), cputime.Machine()
 	shares := func() {
-		r.cpuShares(time.Since(startWall), cputime.Self()-startCPU, cputime.Machine()-startMachine)
+		r.cpuShares(time.Since(startWall), cputime.Self()-startCPU, cputime.Children()-startChildren, cputime.Machine()-startMachine)
 	}
 	defer shares()
 	for round := 1; round <= r.cfg.Rounds; round++ {
@@ -133,8 +134,8 @@ func (r *runner) rounds(ctx context.Context) error {
 			return err
 		}
 		if r.cfg.Commit {
-			for _, b := range rotate(r.cfg.Backends, round-1) {
-				if err := r.commits(ctx, round, b); err != nil {
+			for _, t := range rotate(r.cfg.commitTargets(), round-1) {
+				if err := r.commits(ctx, round, t); err != nil {
 					return err
 				}
 			}
@@ -167,6 +168,11 @@ func (r *runner) rounds(ctx context.Context) error {
 				return err
 			}
 		}
+		if r.cfg.KeepAlive {
+			if err := r.keepAliveRound(ctx, round); err != nil {
+				return err
+			}
+		}
 		if r.cfg.Snapshots {
 			for _, b := range rotate(r.cfg.Backends, round-1) {
 				if err := r.snapshots(ctx, round, b); err != nil {
@@ -182,18 +188,23 @@ func (r *runner) rounds(ctx context.Context) error {
 	return nil
 }
 
-// cpuShares records, once, the CPU this process (ticketd's in-process nodes
-// and the load clients together) and the etcd peer processes used over the
-// rounds (wall), and what the whole machine used (other work included).
-func (r *runner) cpuShares(wall, self, machine time.Duration) {
+// cpuShares records, once, the CPU this process (ticketd's in-process nodes,
+// the commit workload's proposers), ticketd's client processes (children,
+// the exited child processes, less the etcd peer's, which include the
+// peer's clients) and the etcd peer processes used over the rounds (wall),
+// and what the whole machine used (other work included).
+func (r *runner) cpuShares(wall, self, children, machine time.Duration) {
 	if r.cpuDone {
 		return
 	}
 	r.cpuDone = true
-	part := "rounds (in-process ticketd nodes and clients share one process)"
-	r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "ticketbench (nodes + clients; includes the floor)", CPUSec: self.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(self, wall)})
+	part := "rounds"
+	r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "ticketbench (in-process ticketd nodes and the commit workload's proposers; includes the floor)", CPUSec: self.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(self, wall)})
+	if clients := children - r.peerCPU; clients > 0 {
+		r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "ticketd's client processes (one per API level)", CPUSec: clients.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(clients, wall)})
+	}
 	if r.peerCPU > 0 {
-		r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "etcd peer (3 embedded members + its clients)", CPUSec: r.peerCPU.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(r.peerCPU, wall)})
+		r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "etcd peer (3 embedded members, and its client processes)", CPUSec: r.peerCPU.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(r.peerCPU, wall)})
 	}
 	if machine > 0 {
 		r.rep.CPU = append(r.rep.CPU, report.CPUShare{Part: part, Process: "whole machine (/proc/stat: every process, other users' work included)", CPUSec: machine.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(machine, wall)})
@@ -209,7 +220,17 @@ func (r *runner) label(round int, parts ...any) string {
 }
 
 func (r *runner) loadConfig(n int) load.Config {
-	return load.Config{Mode: r.cfg.Mode, Concurrency: n, Duration: r.cfg.Duration, Warmup: r.cfg.Warmup, Rate: r.cfg.Rate}
+	return load.Config{Mode: r.cfg.Mode, Concurrency: n, Duration: r.cfg.Duration, Warmup: r.cfg.Warmup, Rate: r.cfg.Rate, MinOps: r.cfg.MinOps}
+}
+
+// inProcess is loadConfig for a workload whose clients run in this process
+// beside the nodes (the commit workload: Propose is an in-process call): the
+// window's CPU is metered on this process as the server side, clients
+// included, and no client side.
+func (r *runner) inProcess(n int) load.Config {
+	cfg := r.loadConfig(n)
+	cfg.CPU = &cputime.Meter{Servers: []int{0}}
+	return cfg
 }
 
 // failed records a part's failure as a note and reports whether the run must
@@ -242,21 +263,25 @@ func (r *runner) floor(ctx context.Context, round int) error {
 	return nil
 }
 
-// commits measures the commit workload on a fresh cluster of backend, at
-// every concurrency level.
-func (r *runner) commits(ctx context.Context, round int, backend string) error {
+// commits measures the commit workload on a fresh cluster of t's backend
+// with t's log store, at every concurrency level, as system t.system().
+func (r *runner) commits(ctx context.Context, round int, t commitTarget) error {
+	system := t.system()
 	c, err := backendcluster.Start(ctx, backendcluster.Config{
-		New:  newBackend[backend],
-		Dir:  filepath.Join(r.dir, fmt.Sprintf("r%d-commit-%s", round, backend)),
-		Tune: r.cfg.Timing.tune,
+		New: newBackend[t.backend],
+		Dir: filepath.Join(r.dir, fmt.Sprintf("r%d-commit-%s-%s", round, t.backend, t.store)),
+		Tune: func(cfg *backends.Config) {
+			r.cfg.Timing.tune(cfg)
+			cfg.LogStore = t.store
+		},
 	})
 	if err != nil {
 		r.progress.Skip(len(r.cfg.Concurrency))
-		return r.failed(ctx, r.label(round, "commit", backend, "start cluster"), err)
+		return r.failed(ctx, r.label(round, "commit", system, "start cluster"), err)
 	}
-	defer r.closeCluster(c, r.label(round, "commit", backend, "close cluster"))
-	return r.levels(ctx, round, report.WorkloadCommit, backend, func(n int, prefix string) load.Op {
-		return workload.Commits(c.Leader, n, prefix)
+	defer r.closeCluster(c, r.label(round, "commit", system, "close cluster"))
+	return r.levels(ctx, round, report.WorkloadCommit, system, func(n int, prefix string) (load.Result, error) {
+		return load.Run(ctx, r.inProcess(n), workload.Commits(c.Leader, n, prefix))
 	})
 }
 
@@ -281,8 +306,8 @@ func (r *runner) locks(ctx context.Context, round int, backend string) error {
 	defer r.closeCluster(c, r.label(round, "lock", backend, "close ticketd cluster"))
 	if r.cfg.Lock {
 		r.watch = c
-		err = r.levels(ctx, round, report.WorkloadLock, backend, func(n int, prefix string) load.Op {
-			return workload.Locks(c.Client(), n, prefix)
+		err = r.levels(ctx, round, report.WorkloadLock, backend, func(n int, prefix string) (load.Result, error) {
+			return r.clients(ctx, c, report.WorkloadLock, n, prefix)
 		})
 		r.watch = nil
 	}
@@ -295,12 +320,12 @@ func (r *runner) locks(ctx context.Context, round int, backend string) error {
 	return err
 }
 
-// levels runs the op newOp makes at every concurrency level in increasing
-// order, one progress step each, and adds each Result as workload on
-// system. newOp gets the level and a key prefix unique to the round and
-// level. A failed level is noted and ends the series (its remaining steps
-// are skipped); only a cancelled ctx returns an error.
-func (r *runner) levels(ctx context.Context, round int, workload, system string, newOp func(n int, prefix string) load.Op) error {
+// levels runs measure at every concurrency level in increasing order, one
+// progress step each, and adds each Result as workload on system. measure
+// gets the level and a key prefix unique to the round and level. A failed
+// level is noted and ends the series (its remaining steps are skipped);
+// only a cancelled ctx returns an error.
+func (r *runner) levels(ctx context.Context, round int, workload, system string, measure func(n int, prefix string) (load.Result, error)) error {
 	levels := r.cfg.Concurrency
 	for i, n := range levels {
 		what := r.label(round, workload, report.Label(workload, system), report.Clients(n))
@@ -309,7 +334,7 @@ func (r *runner) levels(ctx context.Context, round int, workload, system string,
 		if r.watch != nil {
 			before = r.term(ctx, r.watch)
 		}
-		res, err := load.Run(ctx, r.loadConfig(n), newOp(n, fmt.Sprintf("r%dc%d", round, n)))
+		res, err := measure(n, fmt.Sprintf("r%dc%d", round, n))
 		if r.watch != nil {
 			r.elections(ctx, r.watch, round, workload, system, n, before)
 		}
@@ -341,6 +366,12 @@ func (r *runner) peerWorkload(ctx context.Context, round int, workload, peerWork
 
 // peerWorkloadAt is peerWorkload at the given levels.
 func (r *runner) peerWorkloadAt(ctx context.Context, round int, workload, peerWorkload string, levels []int) error {
+	return r.peerWorkloadKeys(ctx, round, workload, peerWorkload, levels, 0)
+}
+
+// peerWorkloadKeys is peerWorkloadAt with keys keys attached to each
+// worker's lease (the peer's -keys flag).
+func (r *runner) peerWorkloadKeys(ctx context.Context, round int, workload, peerWorkload string, levels []int, keys int) error {
 	system := report.PeerSystem(workload)
 	if r.peerBin == "" {
 		r.progress.Skip(len(levels))
@@ -349,7 +380,7 @@ func (r *runner) peerWorkloadAt(ctx context.Context, round int, workload, peerWo
 	stepped := 0
 	out, err := peer.Run(ctx, r.peerBin, peer.Config{
 		Concurrency: levels, Duration: r.cfg.Duration, Warmup: r.cfg.Warmup,
-		Mode: r.cfg.Mode, Rate: r.cfg.Rate, DataDir: r.dir, Workload: peerWorkload,
+		Mode: r.cfg.Mode, Rate: r.cfg.Rate, DataDir: r.dir, Workload: peerWorkload, Keys: keys,
 		OnLevel: func(n int) {
 			stepped++
 			r.progress.Step(r.label(round, workload, system, report.Clients(n)))

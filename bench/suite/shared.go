@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ticketd/ticketd/bench/load"
 	"github.com/ticketd/ticketd/bench/report"
 	"github.com/ticketd/ticketd/bench/workload"
 )
@@ -37,8 +36,7 @@ func (r *runner) shared(ctx context.Context, round int, backend string, c lockCl
 			r.progress.Step(what)
 			done++
 			before := r.term(ctx, c)
-			op := workload.Holders(c.Client(), n, fmt.Sprintf("r%ds%d", round, n), hc.h)
-			res, err := load.Run(ctx, r.loadConfig(n), op)
+			res, err := r.clients(ctx, c, hc.workload, n, fmt.Sprintf("r%ds%d", round, n))
 			r.elections(ctx, c, round, hc.workload, backend, n, before)
 			if err != nil {
 				r.progress.Skip(total - done)

@@ -45,7 +45,7 @@ func (r *runner) snapshots(ctx context.Context, round int, backend string) error
 			}
 			continue
 		}
-		res, err := load.Run(ctx, r.loadConfig(n), workload.Commits(c.Leader, n, fmt.Sprintf("r%ds%d", round, n)))
+		res, err := load.Run(ctx, r.inProcess(n), workload.Commits(c.Leader, n, fmt.Sprintf("r%ds%d", round, n)))
 		r.closeCluster(c, what+" · close cluster")
 		if err != nil {
 			if err := r.failed(ctx, what, err); err != nil {

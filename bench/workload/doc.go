@@ -7,6 +7,11 @@
 //   - Locks: each worker runs an Acquire (no waiting) then a Release of a key
 //     of its own through ticketd's Connect API, one cycle per operation: two
 //     commits, as an etcd concurrency.Mutex Lock+Unlock is (bench/etcdpeer).
+//   - Renews: each worker renews a lock of its own (acquired before the
+//     measurement) per operation.
+//   - KeepAlives: each worker opens a session holding N locks before the
+//     measurement and keeps it alive (LockService.KeepAlive) per
+//     operation (issue 33).
 //   - Handoffs: the contended handoff workload (issue 21), a
 //     handoff.CycleFunc: every worker Acquires the one key with wait=true,
 //     notes the time and token, Releases and notes the time; package

@@ -25,7 +25,11 @@ func Renews(ctx context.Context, client ticketv1connect.LockServiceClient, worke
 	locks := make([]held, workers)
 	for i := range locks {
 		key := fmt.Sprintf("bench/%s/renew/w%d", prefix, i)
-		res, err := client.Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: LeaseMS, Owner: fmt.Sprintf("ticketbench-%s-renew-w%d", prefix, i)})
+		var res *ticketv1.AcquireResponse
+		err := retrySetup(ctx, func() (err error) {
+			res, err = client.Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: LeaseMS, Owner: fmt.Sprintf("ticketbench-%s-renew-w%d", prefix, i)})
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("acquire %s: %w", key, err)
 		}

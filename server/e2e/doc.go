@@ -9,7 +9,10 @@
 //  1. Run from inside the repository (the ticketd binary is built through the
 //     go.work workspace) or set TICKETD_BIN to a prebuilt binary.
 //  2. Choose the backends with TICKETD_TEST_BACKENDS (comma-separated;
-//     default "hashicorp,etcd"); every test runs once per backend as a subtest.
+//     default "hashicorp,etcd"); every test runs once per backend as a
+//     subtest. The tests run side by side, each on clusters of its own
+//     (parallel tests; go test's -parallel, by default the number of CPUs,
+//     bounds how many run at once), after the few that run alone.
 //  3. go test -p 1 ./e2e
 //
 // Example:

@@ -52,6 +52,7 @@ func (r *fencedResource) termsSoFar() []uint64 {
 // leader stops at once when its leadership's Done closes), the terms
 // strictly increase, and an observer sees the same increasing terms.
 func TestElectionOneLeaderUnderLeaderKill(t *testing.T) {
+	t.Parallel() // one backend, its own cluster: beside the others (see matrix)
 	c := start(t, backends()[0])
 	var addrs []string
 	for i := range c.Len() {

@@ -63,6 +63,12 @@ func TestLeaderKillLockSurvives(t *testing.T) {
 					continue
 				}
 				got, err := c.Lock(nl).GetLock(ctx, &ticketv1.GetLockRequest{Key: key})
+				if connect.CodeOf(err) == connect.CodeUnavailable {
+					// Another election (a starved machine): ask again. A
+					// later answer only makes the measured lifetime longer,
+					// and the check below is that it is never shorter.
+					continue
+				}
 				require.NoError(t, err)
 				if !got.GetHeld() {
 					goneAt[key] = time.Now()

@@ -38,10 +38,20 @@ func backends() []string {
 	return out
 }
 
-// matrix runs fn as one subtest per backend.
+// matrix runs fn as one subtest per backend, the backends side by side and
+// beside the other tests that call matrix (parallel tests and subtests, up
+// to go test's -parallel at once): each has its own cluster on its own ports
+// and data dirs, and most of a test's time is spent waiting on timers
+// (leases, elections), not on the CPU. It makes t parallel: the caller must
+// not use t.Setenv, nor do anything after matrix returns (parallel subtests
+// start only once the calling test function has returned).
 func matrix(t *testing.T, fn func(t *testing.T, backend string)) {
+	t.Parallel()
 	for _, b := range backends() {
-		t.Run(b, func(t *testing.T) { fn(t, b) })
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			fn(t, b)
+		})
 	}
 }
 

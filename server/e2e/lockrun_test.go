@@ -102,11 +102,12 @@ func requireFree(t *testing.T, c *ticketdtest.Cluster, key string) {
 // exit status becomes ticketctl's, and the lock is released when it exits; a
 // held key without --wait exits 2.
 func TestLockRun(t *testing.T) {
+	t.Parallel() // one backend, its own cluster: beside the others (see matrix)
 	c := start(t, backends()[0])
 	dir := t.TempDir()
 	envFile := filepath.Join(dir, "env")
 	cmd, _, stderr := ctlCmd(t, c, "lock", "run", "run/a", "--ttl", "2s", "--",
-		"sh", "-c", `echo "$TICKETD_KEY $TICKETD_TOKEN" > `+envFile+`; exit 7`)
+		"sh", "-c", `echo "$TICKETD_KEY $TICKETD_FENCING_TOKEN" > `+envFile+`; exit 7`)
 	require.Equal(t, 7, exitCode(t, cmd), "stderr: %s", stderr)
 	fields := strings.Fields(waitFile(t, envFile))
 	require.Len(t, fields, 2)
@@ -126,9 +127,11 @@ func TestLockRun(t *testing.T) {
 	assert.Equal(t, 2, exitCode(t, cmd), "a held key without --wait exits 2")
 }
 
-// TestLockRunForwardsSignals: SIGTERM to ticketctl reaches the command,
-// whose exit status ticketctl returns after releasing the lock.
+// TestLockRunForwardsSignals: SIGTERM to ticketctl reaches the command;
+// ticketctl releases the lock and exits 143 (128+SIGTERM), saying it was
+// stopped, whatever status the command chose.
 func TestLockRunForwardsSignals(t *testing.T) {
+	t.Parallel() // one backend, its own cluster: beside the others (see matrix)
 	c := start(t, backends()[0])
 	ready := filepath.Join(t.TempDir(), "ready")
 	cmd, _, stderr := ctlCmd(t, c, "lock", "run", "run/sig", "--",
@@ -139,19 +142,21 @@ func TestLockRunForwardsSignals(t *testing.T) {
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, "stderr: %s", stderr)
-	assert.Equal(t, 42, ee.ExitCode())
+	assert.Equal(t, 143, ee.ExitCode())
+	assert.Contains(t, stderr.String(), "stopped by SIGTERM")
 	requireFree(t, c, "run/sig")
 }
 
 // TestLockRunKillsOnLeaseLoss: the lock is taken away while the command
 // runs (an operator releases it with the command's token; the renewal then
-// fails): the command, which ignores SIGTERM, is killed after --kill-grace
+// fails): the command, which ignores SIGTERM, is killed after --kill-timeout
 // and ticketctl exits 5 saying the lease was lost.
 func TestLockRunKillsOnLeaseLoss(t *testing.T) {
+	t.Parallel() // one backend, its own cluster: beside the others (see matrix)
 	c := start(t, backends()[0])
 	tokFile := filepath.Join(t.TempDir(), "token")
-	cmd, _, stderr := ctlCmd(t, c, "lock", "run", "run/lost", "--ttl", "600ms", "--kill-grace", "300ms", "--",
-		"sh", "-c", `echo "$TICKETD_TOKEN" > `+tokFile+`; trap '' TERM; exec sleep 60`)
+	cmd, _, stderr := ctlCmd(t, c, "lock", "run", "run/lost", "--ttl", "600ms", "--kill-timeout", "300ms", "--",
+		"sh", "-c", `echo "$TICKETD_FENCING_TOKEN" > `+tokFile+`; trap '' TERM; exec sleep 60`)
 	require.NoError(t, cmd.Start())
 	tok, err := strconv.ParseUint(waitFile(t, tokFile), 10, 64)
 	require.NoError(t, err)
@@ -174,6 +179,7 @@ func TestLockRunKillsOnLeaseLoss(t *testing.T) {
 // TestLockAcquireHold: --hold prints the token first, keeps the lock, and
 // releases it on Ctrl-C (SIGINT), exiting 0.
 func TestLockAcquireHold(t *testing.T) {
+	t.Parallel() // one backend, its own cluster: beside the others (see matrix)
 	c := start(t, backends()[0])
 	cmd, _, stderr := ctlCmd(t, c, "-o", "json", "lock", "acquire", "hold/a", "--ttl", "1s", "--hold")
 	cmd.Stdout = nil

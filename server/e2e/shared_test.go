@@ -320,6 +320,7 @@ func testDefaultSessionLost(t *testing.T, c *ticketdtest.Cluster) {
 // most two copies of the command at once (and two do run together), and
 // every copy runs.
 func TestLockRunLimit(t *testing.T) {
+	t.Parallel() // one backend, its own cluster: beside the others (see matrix)
 	c := start(t, backends()[0])
 	dir := t.TempDir()
 	running := filepath.Join(dir, "running")

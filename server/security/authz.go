@@ -44,7 +44,9 @@ func prefixOf(msg any) string {
 // needs only authentication. Sessions (issue 17): CreateSession needs lock
 // on at least one prefix; KeepAlive and CloseSession need only
 // authentication here, as the handler checks that the session is the
-// caller's (or, to close it, that the caller is an admin). A ticket.v1
+// caller's (or, to close it, that the caller is an admin); GetSession and
+// ListSessions too, as the handler shows a principal only its own sessions
+// (an admin every session). A ticket.v1
 // procedure missing here needs admin
 // (deny by default); other services (health, reflection) need only
 // authentication.
@@ -59,6 +61,8 @@ var needs = map[string]need{
 	ticketv1connect.LockServiceCreateSessionProcedure:     {perm: PermLock, anywhere: true},
 	ticketv1connect.LockServiceKeepAliveProcedure:         {},
 	ticketv1connect.LockServiceCloseSessionProcedure:      {},
+	ticketv1connect.LockServiceGetSessionProcedure:        {},
+	ticketv1connect.LockServiceListSessionsProcedure:      {},
 	ticketv1connect.ClusterServiceStatusProcedure:         {},
 	ticketv1connect.ClusterServiceAddMemberProcedure:      {perm: PermAdmin},
 	ticketv1connect.ClusterServiceRemoveMemberProcedure:   {perm: PermAdmin},

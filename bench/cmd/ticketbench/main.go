@@ -21,6 +21,9 @@ import (
 )
 
 func main() {
+	if suite.ServeClients() { // started by the suite as a client process
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -49,7 +52,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o             options
 		levels        = fs.String("concurrency", "1,16,64,256", "comma-separated client counts")
 		backends      = fs.String("backends", strings.Join(suite.Backends(), ","), "comma-separated ticketd backends")
-		workloads     = fs.String("workloads", "commit,lock,renew,handoff,snapshots,failover", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API), renew (Renew of a held lock through the API; peer: etcd LeaseKeepAlive), handoff (N clients on one key, Acquire-wait+Release; peer: etcd Mutex), snapshots (commit p99 with snapshots on vs off), failover (kill -9 of the leader of three ticketd processes), shared (issue 17: Acquire-wait+Release cycles on one key shared, one key exclusive, one key as a semaphore of limit 8, and distinct keys; added by -quick, else asked for by name)")
+		logStores     = fs.String("log-stores", strings.Join(suite.LogStores(), ","), "comma-separated Raft log stores the commit workload runs on, on each backend that offers them (rows hashicorp, hashicorp/wal, ...); the other workloads use the default store")
+		workloads     = fs.String("workloads", "commit,lock,renew,keepalive,handoff,snapshots,failover", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API), renew (Renew of a held lock through the API; peer: etcd LeaseKeepAlive), keepalive (KeepAlive of a session holding 10 locks; peer: etcd LeaseKeepAlive on a lease with 10 keys), handoff (N clients on one key, Acquire-wait+Release; peer: etcd Mutex), snapshots (commit p99 with snapshots on vs off), failover (kill -9 of the leader of three ticketd processes), shared (issue 17: Acquire-wait+Release cycles on one key shared, one key exclusive, one key as a semaphore of limit 8, and distinct keys; added by -quick, else asked for by name)")
 		handoffLevels = fs.String("handoff-concurrency", "2,8,32", "comma-separated client counts of the handoff workload")
 		sharedLevels  = fs.String("shared-concurrency", "1,16,64", "comma-separated client counts of the shared workload")
 		quick         = fs.Bool("quick", false, "a run of a few minutes: 1 round of 500ms windows after 200ms warm-up, the shared workload added to the default ones (flags given explicitly win)")
@@ -57,11 +61,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	)
 	fs.DurationVar(&o.cfg.Duration, "duration", time.Second, "measured window of each measurement")
 	fs.DurationVar(&o.cfg.Warmup, "warmup", 500*time.Millisecond, "unrecorded run before each window")
+	fs.IntVar(&o.cfg.MinOps, "min-ops", 1, "closed loop: a window goes on past -duration until this many operations started in it have succeeded (at most 10s more), so a starved machine still measures something; 0: exactly -duration")
 	fs.IntVar(&o.cfg.Rounds, "rounds", 3, "repetitions of every measurement (backend order alternates per round)")
 	fs.Float64Var(&o.cfg.Rate, "rate", 0, "open loop: operations per second over all clients")
 	fs.BoolVar(&o.cfg.Peer, "peer", true, "also measure etcd itself (three embedded members): concurrency.Mutex for lock, LeaseKeepAlive for renew")
 	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "where the clusters' data and the fsync floor file go (default: system temp dir)")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (clusters and clients share this process) to this file")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process over the whole run to this file: ticketd's in-process nodes, and the commit workload's proposers (the API workloads' clients run in processes of their own)")
 	fs.IntVar(&o.cfg.FailoverKills, "kills", 5, "failover: kill -9s of the leader per backend")
 	failoverArgs := fs.String("failover-args", "", "failover: extra space-separated `ticketd serve` flags (e.g. --raft-election-timeout-ms=500); default: the shipped defaults")
 	fs.DurationVar(&o.cfg.Timing.ElectionTimeout, "election-timeout", 0, "Raft election timeout of every cluster (0: the shipped default)")
@@ -104,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-shared-concurrency: %w", err)
 	}
 	o.cfg.Backends = splitList(*backends)
+	o.cfg.LogStores = splitList(*logStores)
 	for _, w := range splitList(*workloads) {
 		switch w {
 		case report.WorkloadCommit:
@@ -112,6 +118,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.cfg.Lock = true
 		case report.WorkloadRenew:
 			o.cfg.Renew = true
+		case report.WorkloadKeepAlive:
+			o.cfg.KeepAlive = true
 		case report.WorkloadHandoff:
 			o.cfg.Handoff = true
 		case "shared":

@@ -22,6 +22,14 @@ import (
 // two cores.
 const smokePeerEnv = "TICKETBENCH_SMOKE_PEER"
 
+// TestMain lets the suite start this test binary as its client process.
+func TestMain(m *testing.M) {
+	if suite.ServeClients() {
+		return
+	}
+	os.Exit(m.Run())
+}
+
 // TestSmoke runs the whole pipeline — floor, both backends' commit clusters,
 // ticketd's API clusters, report, table, plots — with tiny settings and
 // checks that every output is written and every figure is real.
@@ -31,7 +39,7 @@ func TestSmoke(t *testing.T) {
 	peer := os.Getenv(smokePeerEnv) == "1"
 	args := []string{
 		"-duration", "300ms", "-warmup", "100ms", "-rounds", "1", "-concurrency", "1,4",
-		"-workloads", "commit,lock,renew,handoff,shared", "-handoff-concurrency", "2", "-shared-concurrency", "4",
+		"-workloads", "commit,lock,renew,keepalive,handoff,shared", "-handoff-concurrency", "2", "-shared-concurrency", "4",
 		"-data-dir", t.TempDir(), "-out", out, fmt.Sprintf("-peer=%v", peer),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -70,9 +78,10 @@ func TestSmoke(t *testing.T) {
 	require.Positive(t, rep.Floors[0].RTT.Count)
 	require.Positive(t, rep.Floors[0].Badger.Count)
 	require.Positive(t, rep.Summary.Floor.FloorUS)
-	want := len(suite.Backends()) * (3*len(levels) + 1 + 4) // commit, lock, renew; handoff at 2; 4 shared cases at 4
+	want := len(suite.Backends()) * (4*len(levels) + 1 + 4) // commit, lock, renew, keepalive; handoff at 2; 4 shared cases at 4
+	want += len(suite.Backends()) * len(levels)             // commit on each backend's second log store (wal)
 	if peer {
-		want += 2*len(levels) + 1 // etcd Mutex, etcd LeaseKeepAlive, etcd Mutex handoff
+		want += 3*len(levels) + 1 // etcd Mutex, etcd LeaseKeepAlive (renew, keepalive), etcd Mutex handoff
 	}
 	require.Len(t, rep.Measurements, want)
 	seen := map[string]bool{}
@@ -92,11 +101,28 @@ func TestSmoke(t *testing.T) {
 		}
 		require.True(t, m.Latency.Ordered(), "%s: %+v", name, m.Latency)
 		require.InDelta(t, float64(m.Ops)/m.ElapsedSec, m.PerSec, 1e-6, name)
+		// CPU is metered on every row: the servers always; the clients
+		// apart from them on every API workload (commit's run inside).
+		require.Empty(t, m.CPUError, name)
+		require.NotNil(t, m.CPU, name)
+		require.Positive(t, m.CPU.WallSec, name)
+		require.Equal(t, 1, m.CPU.ServerProcs, name)
+		if m.Workload == report.WorkloadCommit {
+			require.Zero(t, m.CPU.ClientProcs, name)
+		} else {
+			require.Equal(t, 1, m.CPU.ClientProcs, name)
+		}
+	}
+	for _, b := range suite.Backends() {
+		for _, c := range levels {
+			require.True(t, seen[fmt.Sprintf("commit/%s/wal/%d", b, c)], "commit/%s/wal/%d", b, c)
+		}
 	}
 	for _, b := range suite.Backends() {
 		for _, c := range levels {
 			require.True(t, seen[fmt.Sprintf("commit/%s/%d", b, c)], "commit/%s/%d", b, c)
 			require.True(t, seen[fmt.Sprintf("lock/%s/%d", b, c)], "lock/%s/%d", b, c)
+			require.True(t, seen[fmt.Sprintf("keepalive/%s/%d", b, c)], "keepalive/%s/%d", b, c)
 		}
 		require.True(t, seen["handoff/"+b+"/2"], "handoff/%s/2", b)
 		for _, w := range []string{report.WorkloadSharedKey, report.WorkloadExclusiveKey, report.WorkloadSemaphoreKey, report.WorkloadDistinctKeys} {
@@ -107,7 +133,20 @@ func TestSmoke(t *testing.T) {
 	for _, row := range rep.Summary.Rows {
 		require.Equal(t, 1, row.Rounds)
 		require.LessOrEqual(t, row.P50US, row.P99US)
+		require.Equal(t, 1, row.CPURounds, "%s/%s/%d", row.Workload, row.System, row.Concurrency)
 	}
+	// The nodes and the clients did work: over all API rows together (one
+	// row's 300 ms window on a loaded machine may fall under a 10 ms tick).
+	var server, client float64
+	for _, m := range rep.Measurements {
+		if m.Workload != report.WorkloadCommit {
+			server += m.CPU.ServerSec
+			client += m.CPU.ClientSec
+		}
+	}
+	require.Positive(t, server)
+	require.Positive(t, client)
+	require.Contains(t, stdout.String(), "srv CPU s/1k")
 	require.NotEmpty(t, rep.Summary.Ratios.Backends, "etcd ÷ hashicorp ratios")
 	require.NotEmpty(t, rep.Summary.Ratios.Floor, "commit p50 ÷ floor ratios")
 	require.Len(t, rep.Summary.Ratios.Holding, len(suite.Backends())*len(report.HoldingPairs), "shared ÷ exclusive ratios")
@@ -131,7 +170,8 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{1, 16, 64, 256}, o.cfg.Concurrency)
 	require.Equal(t, []string{"hashicorp", "etcd"}, o.cfg.Backends)
-	require.True(t, o.cfg.Commit && o.cfg.Lock && o.cfg.Peer)
+	require.Equal(t, []string{"badger", "wal"}, o.cfg.LogStores, "commit rows for every backend × log store")
+	require.True(t, o.cfg.Commit && o.cfg.Lock && o.cfg.KeepAlive && o.cfg.Peer)
 	require.Equal(t, 3, o.cfg.Rounds)
 	require.True(t, o.cfg.Handoff && o.cfg.Snapshots && o.cfg.Failover, "issue 21's measurements are on by default")
 	require.Equal(t, []int{2, 8, 32}, o.cfg.HandoffConcurrency)

@@ -9,7 +9,7 @@ import type { CallOptions, Client as ConnectClient } from "@connectrpc/connect";
 import { ClusterService } from "./gen/ticket/v1/cluster_pb.js";
 import type { Member, StatusResponse } from "./gen/ticket/v1/cluster_pb.js";
 import { LockService, Mode } from "./gen/ticket/v1/lock_pb.js";
-import type { Holder as HolderMsg } from "./gen/ticket/v1/lock_pb.js";
+import type { Holder as HolderMsg, SessionInfo as SessionInfoMsg } from "./gen/ticket/v1/lock_pb.js";
 import type { TransportFactory } from "./transport.js";
 import { backoffMs, now, sleep, timeoutSignal } from "./clock.js";
 import {
@@ -193,6 +193,42 @@ export interface TokenCheck {
   mode: Mode;
   /** The key's semaphore limit while it is held (0: a lock). */
   limit: number;
+}
+
+/** SessionLockInfo is one lock held under a session. */
+export interface SessionLockInfo {
+  /** The lock key. */
+  key: string;
+  /** The holder's fencing token. */
+  token: bigint;
+  /** The owner id of the holder's acquire. */
+  owner: string;
+  /** How the key is held. */
+  mode: Mode;
+  /** The key's semaphore slot count; 0 for a lock. */
+  limit: number;
+}
+
+/** SessionInfo describes an open session, as getSession and listSessions report it. */
+export interface SessionInfo {
+  /** The session's id. */
+  id: bigint;
+  /** The session's lease in milliseconds, restarted by every KeepAlive. */
+  ttlMs: number;
+  /** Milliseconds left on the answering node's clock; -1 when it does not know. */
+  remainingMs: number;
+  /** The principal that opened it ("" with authorization off). */
+  principal: string;
+  /** The locks held under it, in key and token order. */
+  locks: SessionLockInfo[];
+}
+
+/** Options of listSessions. */
+export interface ListSessionsOpts extends CallOpts {
+  /** Only the sessions this principal opened. */
+  principal?: string;
+  /** Only the sessions holding a lock whose key starts with this prefix. */
+  keyPrefix?: string;
 }
 
 /** One node's connect clients. */
@@ -602,6 +638,39 @@ export class Client {
     }
   }
 
+  /**
+   * getSession describes session id: its TTL, remaining lease, principal
+   * and locks (linearizable). A principal sees its own sessions, an admin
+   * every session. Throws SessionNotFoundError (unknown, ended, or another
+   * principal's), InvalidArgumentError (id 0n).
+   */
+  async getSession(id: bigint, opts: CallOpts = {}): Promise<SessionInfo> {
+    const spec: CallSpec = { op: "get session", key: String(id), toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
+    const { res } = await this.invoke(spec, opts.signal, (n, o) => n.lock.getSession({ session: id }, o));
+    return sessionInfoOf(res.session);
+  }
+
+  /**
+   * listSessions returns every open session the caller may see (a
+   * principal its own, an admin all) that opts select, in ascending id
+   * order, fetching as many pages as needed (linearizable per page).
+   */
+  async listSessions(opts: ListSessionsOpts = {}): Promise<SessionInfo[]> {
+    const out: SessionInfo[] = [];
+    const principal = opts.principal ?? "";
+    const keyPrefix = opts.keyPrefix ?? "";
+    let pageToken = "";
+    for (;;) {
+      const spec: CallSpec = { op: "list sessions", key: keyPrefix, toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
+      const { res } = await this.invoke(spec, opts.signal, (n, o) =>
+        n.lock.listSessions({ principal, keyPrefix, pageSize: 500, pageToken }, o),
+      );
+      for (const s of res.sessions) out.push(sessionInfoOf(s));
+      pageToken = res.nextPageToken;
+      if (pageToken === "") return out;
+    }
+  }
+
   /** status returns the leader's view of the cluster and refreshes the client's idea of the leader. */
   async status(opts: CallOpts = {}): Promise<StatusResponse> {
     const spec: CallSpec = { op: "status", key: "", toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
@@ -795,6 +864,14 @@ function lockInfoOf(key: string, m: LockMsg): LockInfo {
       token: h.token, owner: h.owner, ttlMs: Number(h.leaseMs), remainingMs: Number(h.remainingMs), session: h.session,
     })),
     mode: m.mode, limit: m.limit,
+  };
+}
+
+/** sessionInfoOf converts the API's SessionInfo (absent: an empty one). */
+function sessionInfoOf(s: SessionInfoMsg | undefined): SessionInfo {
+  return {
+    id: s?.session ?? 0n, ttlMs: Number(s?.ttlMs ?? 0n), remainingMs: Number(s?.remainingMs ?? -1n), principal: s?.principal ?? "",
+    locks: (s?.locks ?? []).map((l) => ({ key: l.key, token: l.token, owner: l.owner, mode: l.mode, limit: l.limit })),
   };
 }
 

@@ -170,7 +170,7 @@ export function limitOf(err: ConnectError): number | undefined {
 }
 
 /** sessionOps are the operations whose NotFound answer means the session is gone (Go: sessionOps). */
-const sessionOps = new Set(["acquire", "keepalive", "close session"]);
+const sessionOps = new Set(["acquire", "keepalive", "close session", "get session"]);
 
 /** wrapErr turns an attempt's error into the error the caller sees (Go: wrapErr). */
 export function wrapErr(op: string, key: string, err: unknown): TicketdError {

@@ -2,7 +2,9 @@
 // service with fencing tokens. Use it with nodeTransport() from
 // "@ticketd/client/node" or webTransport() from "@ticketd/client/web".
 export { Client, createClient } from "./client.js";
-export type { CallOpts, ClientOptions, Grant, HolderInfo, LockInfo, LockOptions, ReadOpts, TokenCheck } from "./client.js";
+export type {
+  CallOpts, ClientOptions, Grant, HolderInfo, ListSessionsOpts, LockInfo, LockOptions, ReadOpts, SessionInfo, SessionLockInfo, TokenCheck,
+} from "./client.js";
 export type { Keeper } from "./keeper.js";
 export { Lease } from "./lease.js";
 export { Session } from "./session.js";

@@ -23,11 +23,14 @@ describe("client against a three-node cluster", () => {
   });
 
   test("acquire_renew_release", async () => {
-    const lease = await client.lock("ts/a", { ttlMs: 300 });
+    // A TTL long enough that a renewal (every ttl/3) answered late on a
+    // starved machine still lands before the local deadline (ttl - 50 ms
+    // after the last acknowledged send): 2 s of slack.
+    const lease = await client.lock("ts/a", { ttlMs: 3000 });
     assert.equal(typeof lease.token, "bigint");
     assert.ok(lease.token > 0n);
-    // Several renewal periods (ttl/3) pass: the lease must still be held.
-    await new Promise((r) => setTimeout(r, 700));
+    // More than a TTL passes (several renewal periods): the lease must still be held.
+    await new Promise((r) => setTimeout(r, 4000));
     assert.equal(lease.signal.aborted, false, `lease lost: ${lease.signal.reason}`);
     assert.deepEqual(await client.checkToken("ts/a", lease.token), { valid: true, currentToken: lease.token, mode: Mode.EXCLUSIVE, limit: 0 });
     const info = await client.getLock("ts/a");
@@ -228,25 +231,27 @@ describe("client against a three-node cluster", () => {
   });
 
   test("session_two_locks_closed_in_one_step", async () => {
-    const s = await client.createSession(600);
+    // A TTL long enough that a KeepAlive (every ttl/3) answered late on a
+    // starved machine still lands before the local deadline: 2 s of slack.
+    const s = await client.createSession(3000);
     assert.ok(s.id > 0n);
-    assert.equal(s.ttlMs, 600);
+    assert.equal(s.ttlMs, 3000);
     const ac = new AbortController();
     const { it, first } = await openWatch(client.watch("ts/sess/", { signal: ac.signal }), "ts/sess/");
     const a = await client.lock("ts/sess/a", { ttlMs: 0, session: s });
     const b = await client.lock("ts/sess/b", { ttlMs: 0, session: s.id, shared: true }); // by id
     assert.equal(a.session, s.id);
     assert.equal(b.session, s.id);
-    assert.equal(a.ttlMs, 600, "a lock under a session takes its TTL");
-    // Several TTLs pass: the session keeps itself, and its locks, alive.
-    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(a.ttlMs, 3000, "a lock under a session takes its TTL");
+    // More than a TTL passes: the session keeps itself, and its locks, alive.
+    await new Promise((r) => setTimeout(r, 4000));
     assert.equal(s.signal.aborted, false, `session lost: ${s.signal.reason}`);
     assert.equal(a.signal.aborted, false, `lease lost: ${a.signal.reason}`);
     const info = await client.getLock("ts/sess/a");
     assert.deepEqual(info.holders.map((h) => [h.token, h.session]), [[a.token, s.id]]);
     // The session's lease is the locks' lease: Renew is refused.
     await assert.rejects(client.renew("ts/sess/a", a.token), FailedPreconditionError);
-    assert.equal(await client.keepAlive(s.id), 600);
+    assert.equal(await client.keepAlive(s.id), 3000);
     await s.close();
     assert.ok(s.signal.reason instanceof ReleasedError);
     assert.ok(a.signal.reason instanceof ReleasedError, "a lease under a closed Session ends with it");
@@ -263,6 +268,26 @@ describe("client against a three-node cluster", () => {
     await assert.rejects(client.keepAlive(s.id), SessionNotFoundError);
     await assert.rejects(client.lock("ts/sess/c", { ttlMs: 0, session: s }), SessionNotFoundError);
     await assert.rejects(client.closeSession(s.id), SessionNotFoundError);
+  });
+
+  test("session_get_and_list", async () => {
+    const s1 = await client.createSession(30000);
+    const s2 = await client.createSession(20000);
+    const a = await client.lock("ts/sl/jobs/a", { ttlMs: 0, session: s2 });
+    const got = await client.getSession(s2.id);
+    assert.equal(got.id, s2.id);
+    assert.equal(got.ttlMs, 20000);
+    assert.ok(got.remainingMs > 0 && got.remainingMs <= 20000, `remaining ${got.remainingMs}`);
+    assert.equal(got.principal, "", "authorization is off");
+    assert.deepEqual(got.locks.map((l) => [l.key, l.token, l.owner, l.mode, l.limit]), [["ts/sl/jobs/a", a.token, a.owner, Mode.EXCLUSIVE, 0]]);
+    const ids = (await client.listSessions()).map((x) => x.id);
+    assert.ok(ids.includes(s1.id) && ids.includes(s2.id), `${ids}`);
+    assert.ok(ids.indexOf(s1.id) < ids.indexOf(s2.id), "ascending id order");
+    assert.deepEqual((await client.listSessions({ keyPrefix: "ts/sl/jobs/" })).map((x) => x.id), [s2.id]);
+    await s1.close();
+    await s2.close();
+    await assert.rejects(client.getSession(s2.id), SessionNotFoundError);
+    assert.ok(!(await client.listSessions()).some((x) => x.id === s1.id || x.id === s2.id));
   });
 
   test("failover_after_leader_kill", async () => {

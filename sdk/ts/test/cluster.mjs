@@ -45,6 +45,16 @@ export async function status(addr, token) {
   }
 }
 
+// Every node process started here, killed when this process ends however
+// it ends: node:test stops a test file that ran out of time (--test-timeout)
+// with SIGTERM, and `make test`'s wall-clock limit sends SIGTERM too; a
+// node left behind would outlive the run, holding its ports.
+const started = new Set();
+process.once("exit", () => {
+  for (const p of started) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+});
+for (const [sig, code] of [["SIGTERM", 143], ["SIGINT", 130]]) process.once(sig, () => process.exit(code));
+
 /**
  * startCluster starts `nodes` ticketd processes bootstrapped together with
  * extra `args` (an array, or a function of the nodes' {id, api, raft} and
@@ -75,7 +85,10 @@ export async function startCluster({ nodes = 3, args = [], token } = {}) {
           "--bootstrap", peers, "--raft-election-timeout-ms", "500", "--raft-heartbeat-ms", "100", ...args],
         { stdio: ["ignore", fd, fd] },
       );
-      n.exited = new Promise((res) => n.proc.once("exit", res));
+      const proc = n.proc;
+      started.add(proc);
+      n.exited = new Promise((res) => proc.once("exit", res));
+      n.exited.then(() => started.delete(proc));
     },
     /** kill sends SIGKILL to node i and waits for it to exit. */
     async kill(i) {

@@ -64,8 +64,8 @@ func statusRow(n statusJSON) string {
 	if leader == "" {
 		leader = "none"
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\n", n.Endpoint, n.NodeID, leader,
-		n.Term, n.CommitIndex, applied, n.LastToken, n.LocksHeld, note)
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.Endpoint, n.NodeID, leader,
+		n.Term, n.CommitIndex, applied, blankIfReplaying(n, n.LastToken), blankIfReplaying(n, n.LocksHeld), note)
 }
 
 // membersOf converts the API's members for printing (never nil, so JSON shows []).
@@ -84,7 +84,51 @@ func statusOf(s *ticketv1.StatusResponse) statusJSON {
 		Term: s.GetTerm(), CommitIndex: s.GetCommitIndex(), AppliedIndex: s.GetAppliedIndex(),
 		LastToken: s.GetLastToken(), LocksHeld: s.GetLocksHeld(), Members: membersOf(s.GetMembers()),
 		Replaying: s.GetReplaying(), ReplayTargetIndex: s.GetReplayTargetIndex(),
+	}.withoutReplayGuesses()
+}
+
+// withoutReplayGuesses leaves out, while the node replays its log after a
+// restart, what its half-rebuilt lock table would report: the last token
+// and the locks held are those of an older state, not the cluster's (zeros
+// right after a start, which read as data loss). The Raft fields (term,
+// commit and applied index) are current and kept.
+func (s statusJSON) withoutReplayGuesses() statusJSON {
+	if s.Replaying {
+		s.LastToken, s.LocksHeld = 0, 0
 	}
+	return s
+}
+
+// blankIfReplaying renders n, or "" while the node replays (unknown).
+func blankIfReplaying[N int64 | uint64](s statusJSON, n N) string {
+	if s.Replaying {
+		return ""
+	}
+	return fmt.Sprint(n)
+}
+
+// writeStatus renders "status" for people. A replaying node says so, with
+// how far it is, and leaves what it cannot know yet blank.
+func writeStatus(w io.Writer, s statusJSON) {
+	switch {
+	case s.LeaderID == "":
+		fmt.Fprintf(w, "leader:        none known (election in progress or no quorum)\n")
+	case s.LeaderAddr == "":
+		fmt.Fprintf(w, "leader:        %s (API address not known yet)\n", s.LeaderID)
+	default:
+		fmt.Fprintf(w, "leader:        %s (%s)\n", s.LeaderID, s.LeaderAddr)
+	}
+	if s.Replaying {
+		fmt.Fprintf(w, "state:         replaying (applied %d of %d): its lock table is behind until then; stale reads are refused\n",
+			s.AppliedIndex, s.ReplayTargetIndex)
+	}
+	fmt.Fprintf(w, "backend:       %s\n", s.Backend)
+	fmt.Fprintf(w, "term:          %d\n", s.Term)
+	fmt.Fprintf(w, "commit index:  %d\n", s.CommitIndex)
+	fmt.Fprintf(w, "applied index: %d\n", s.AppliedIndex)
+	fmt.Fprintf(w, "last token:    %s\n", blankIfReplaying(s, s.LastToken))
+	fmt.Fprintf(w, "locks held:    %s\n\n", blankIfReplaying(s, s.LocksHeld))
+	printMembers(w, s.Members)
 }
 
 // printMembers writes ms as a table.
@@ -153,21 +197,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 					return nil, err
 				}
 				return statusOf(st), nil
-			}, func(w io.Writer, v any) {
-				s := v.(statusJSON)
-				if s.LeaderID == "" {
-					fmt.Fprintf(w, "leader:        none known (election in progress or no quorum)\n")
-				} else {
-					fmt.Fprintf(w, "leader:        %s (%s)\n", s.LeaderID, s.LeaderAddr)
-				}
-				fmt.Fprintf(w, "backend:       %s\n", s.Backend)
-				fmt.Fprintf(w, "term:          %d\n", s.Term)
-				fmt.Fprintf(w, "commit index:  %d\n", s.CommitIndex)
-				fmt.Fprintf(w, "applied index: %d\n", s.AppliedIndex)
-				fmt.Fprintf(w, "last token:    %d\n", s.LastToken)
-				fmt.Fprintf(w, "locks held:    %d\n\n", s.LocksHeld)
-				printMembers(w, s.Members)
-			})
+			}, func(w io.Writer, v any) { writeStatus(w, v.(statusJSON)) })
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "ask every endpoint for its own view, one row each")

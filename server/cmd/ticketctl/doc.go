@@ -15,10 +15,13 @@
 //	lock list [--prefix P] [--stale]      (one row per holder)
 //	lock check KEY TOKEN
 //	lock acquire KEY --hold              (renew until Ctrl-C, then release)
-//	lock run KEY [--ttl] [--wait] [--kill-grace] [--shared | --limit N] -- CMD ARGS...
-//	session create --ttl 10s | keepalive ID | close ID
+//	lock run KEY [--ttl] [--wait] [--kill-timeout 10s] [--pass-token] [--shared | --limit N] -- CMD ARGS...
+//	session create --ttl 10s | keepalive ID | close ID | get ID | list [--prefix P] [--principal NAME]
+//	session run --ttl 30s [--kill-timeout 10s] [--pass-token] -- CMD ARGS...
 //	watch [PREFIX] [--from INDEX] [--existing] [--stale]
-//	elect NAME VALUE -- CMD ARGS...
+//	elect NAME VALUE [--kill-timeout 10s] [--pass-token] -- CMD ARGS...
+//	elect --observe NAME                 (print each leader as it changes)
+//	version
 //	status [--all]
 //	members list | add ID RAFT_ADDR API_ADDR | remove ID
 //	transfer-leader [ID]
@@ -28,8 +31,9 @@
 // TICKETD_ENDPOINTS, TICKETD_OUTPUT, TICKETD_TIMEOUT, TICKETD_GRPC,
 // TICKETD_CACERT, TICKETD_CERT, TICKETD_KEY_FILE (--key; not TICKETD_KEY,
 // which "lock run" gives its command as the lock's name) and TICKETD_TOKEN
-// (--token; TICKETD_BEARER_TOKEN wins when set, which "lock run" and "elect"
-// give their command, whose TICKETD_TOKEN is the fencing token).
+// (--token: the bearer token everywhere; the command of "lock run", "elect"
+// and "session run" gets it only with --pass-token, and its fencing token as
+// TICKETD_FENCING_TOKEN).
 //
 // Output: -o text is for people and may change; -o json is the API's own
 // JSON (protojson of the API's messages: lowerCamelCase field names such as
@@ -60,17 +64,24 @@
 // read as an answer):
 //
 //	0   success
-//	1   any other failure (cluster unreachable, TLS, I/O, a refused value)
+//	1   any other failure (cluster unreachable, TLS, I/O, a refused value);
+//	    a cause of ticketctl's settings (plaintext to a TLS port, an
+//	    untrusted certificate, no client certificate, every endpoint
+//	    refusing) fails at once, naming the flag to fix
 //	2   the key is held by someone else (acquire without --wait; lock run)
 //	3   no lock with that token (lease expired or released); "check": the token is not current; no such session
 //	4   outcome unknown: retry with the same --owner
-//	5   lease lost while held (lock run, elect, --hold)
+//	5   lease lost while held (lock run, elect, session run, --hold): the
+//	    command's process group got SIGTERM, SIGKILL after --kill-timeout
 //	6   permission denied
 //	7   unauthenticated
 //	8   still held when --wait ran out of --timeout; nothing was acquired
 //	64  usage (EX_USAGE): unknown command or flag, stray or missing argument, bad value
 //
-// "lock run" and "elect" otherwise exit with their command's status.
+// "lock run", "elect" and "session run" otherwise exit with their command's
+// status (128+N for signal N), or 128+N when ticketctl itself got signal N
+// (SIGINT, SIGTERM), which it passed to the command's process group.
+// "status" exits 0 whenever a node answered, also while it replays its log.
 //
 // Shared locks, semaphores and sessions (issue 17): --shared holds a key
 // shared (readers-writer), --limit N takes one of N slots of a counting

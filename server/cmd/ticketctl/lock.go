@@ -219,7 +219,7 @@ holds back later shared ones). --limit N takes one of N slots of a counting
 semaphore on KEY; every holder and waiter must give the same N (another N
 fails, naming the key's limit). Every holder gets its own token.
 --session ID acquires under a session (session create): the lock's lease is
-the session's TTL (--ttl is ignored), "session keepalive ID" renews it with
+the session's TTL (giving --ttl too is a usage error), "session keepalive ID" renews it with
 every other lock of the session, and it is released when the session ends.
 
 With --hold it prints the token, then keeps renewing the lease until Ctrl-C
@@ -238,6 +238,9 @@ held from a terminal for manual maintenance.`,
 				return g.holdAcquire(cmd, args[0], ttl, wait, owner, hf, mode)
 			}
 			if hf.session != 0 {
+				if cmd.Flags().Changed("ttl") {
+					return usagef("lock acquire: --ttl and --session exclude each other: a lock under a session has the session's TTL as its lease")
+				}
 				ttl = 0 // the session's TTL is the lease
 			}
 			opts := append([]sdk.AcquireOption(nil), mode...)

@@ -36,10 +36,11 @@ const (
 const exitCodesHelp = `Exit codes: 0 success; 1 failure (cluster unreachable, TLS, I/O); 2 key held
 by someone else (no --wait); 3 no lock with that token (lease expired or
 released; "check": token not current) or no such session; 4 outcome unknown (retry with the same
---owner); 5 lease lost (lock run, elect, --hold); 6 permission denied; 7
-unauthenticated; 8 still held when --wait ran out (--timeout); 64 usage
-(unknown command or flag, stray or missing argument). "lock run" and "elect"
-otherwise exit with their command's status.`
+--owner); 5 lease lost (lock run, elect, session run, --hold: the command's
+process group was stopped); 6 permission denied; 7 unauthenticated; 8 still
+held when --wait ran out (--timeout); 64 usage (unknown command or flag,
+stray or missing argument). "lock run", "elect" and "session run" otherwise
+exit with their command's status, or 128+N when ticketctl got signal N.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -62,6 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ee) && ee.err == nil {
 		return ee.code // "lock run": the command's own status, nothing to add
 	}
+	err = explainConn(err)
 	code := exitCode(err)
 	if g.output == outJSON {
 		_ = json.NewEncoder(stderr).Encode(errorOf(err, code))

@@ -66,6 +66,9 @@ func TestUsageErrors(t *testing.T) {
 		{name: "bad_session_id", args: []string{"session", "keepalive", "x"}, want: "want a positive integer"},
 		{name: "zero_session_id", args: []string{"session", "close", "0"}, want: "want a positive integer"},
 		{name: "session_without_subcommand", args: []string{"session"}, want: "want a subcommand"},
+		{name: "ttl_with_session", args: []string{"lock", "acquire", "k", "--session", "5", "--ttl", "30s"}, want: "--ttl and --session exclude each other"},
+		{name: "observe_with_command", args: []string{"elect", "--observe", "e", "--", "true"}, want: "elect --observe NAME"},
+		{name: "session_run_without_dash", args: []string{"session", "run", "true"}, want: "usage: ticketctl session run"},
 		{name: "run_without_ttl", args: []string{"lock", "run", "k", "--ttl", "0", "--", "true"}, want: "--ttl must be positive"},
 	}
 	for _, tt := range tests {
@@ -111,15 +114,11 @@ func TestEnvGlobals(t *testing.T) {
 	assert.Equal(t, globals{endpoints: "10.0.0.1:7001", output: outJSON, timeout: time.Minute, grpc: true,
 		cacert: "/ca.pem", cert: "/c.pem", key: "/k.pem", token: "secret", stdout: &out, stderr: &out}, *g)
 
-	// Inside `lock run`, TICKETD_TOKEN is the fencing token and the parent's
-	// bearer token comes in TICKETD_BEARER_TOKEN, which wins (even empty).
-	t.Setenv("TICKETD_TOKEN", "42")
+	// TICKETD_TOKEN is the bearer token everywhere; the former
+	// TICKETD_BEARER_TOKEN is not read any more.
 	t.Setenv("TICKETD_BEARER_TOKEN", "parent-secret")
 	_, g = newRootCmd(&out, &out)
-	assert.Equal(t, "parent-secret", g.token)
-	t.Setenv("TICKETD_BEARER_TOKEN", "")
-	_, g = newRootCmd(&out, &out)
-	assert.Empty(t, g.token, "the parent had no bearer token: the fencing token is not sent as one")
+	assert.Equal(t, "secret", g.token)
 
 	t.Setenv("TICKETD_GRPC", "maybe")
 	var errb bytes.Buffer

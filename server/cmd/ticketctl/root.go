@@ -87,27 +87,15 @@ lock acquire KEY --ttl 60s).
 	pf.StringVar(&g.token, "token", bearerToken(), "bearer token to authenticate with; prefer the env TICKETD_TOKEN (a flag shows in ps)")
 
 	root.AddCommand(newLockCmd(g), newStatusCmd(g), newMembersCmd(g), newTransferLeaderCmd(g), newCertCmd(stdout),
-		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g), newAuthCmd(stdout, os.Stdin), newEndpointCmd(g), newSessionCmd(g))
+		newSnapshotCmd(g), newWatchCmd(g), newElectCmd(g), newAuthCmd(stdout, os.Stdin), newEndpointCmd(g), newSessionCmd(g), newVersionCmd(g))
 	strictUsage(root)
 	return root, g
 }
 
-// bearerEnv carries ticketctl's own bearer token into the command that
-// `lock run` and `elect` start. That command's TICKETD_TOKEN is the lock's
-// fencing token (a binding name, issue 16), while ticketctl reads
-// TICKETD_TOKEN as its bearer token (also binding, issue 13): a ticketctl run
-// by the command takes its bearer token from bearerEnv first, so it
-// authenticates as its parent did instead of sending the fencing token.
-const bearerEnv = "TICKETD_BEARER_TOKEN"
-
-// bearerToken is --token's default: bearerEnv when set (even empty: the
-// parent had no token), else TICKETD_TOKEN.
-func bearerToken() string {
-	if v, ok := os.LookupEnv(bearerEnv); ok {
-		return v
-	}
-	return os.Getenv("TICKETD_TOKEN")
-}
+// bearerToken is --token's default: TICKETD_TOKEN, the bearer token
+// everywhere (a command under "lock run" or "elect" has it only when
+// started with --pass-token; its fencing token is TICKETD_FENCING_TOKEN).
+func bearerToken() string { return os.Getenv("TICKETD_TOKEN") }
 
 // envOr returns the environment variable name, or def when it is unset or empty.
 func envOr(name, def string) string {

@@ -44,9 +44,13 @@ func newSessionCmd(g *globals) *cobra.Command {
 renews every lock in it in one replicated command, and when the session ends
 (closed, or its TTL ran out without a keepalive) every lock in it is released
 in one committed entry. ticketctl does not keep a session alive in the
-background: run "session keepalive ID" more often than its TTL.`,
+background: run "session keepalive ID" more often than its TTL, or run a
+command under "session run", which keeps its session alive while it runs.
+"session list" and "session get ID" show a principal its own sessions (an
+admin every session) with their TTL, remaining lease and locks.`,
 	}
-	cmd.AddCommand(newSessionCreateCmd(g), newSessionKeepAliveCmd(g), newSessionCloseCmd(g))
+	cmd.AddCommand(newSessionCreateCmd(g), newSessionKeepAliveCmd(g), newSessionCloseCmd(g),
+		newSessionListCmd(g), newSessionGetCmd(g), newSessionRunCmd(g))
 	return cmd
 }
 

@@ -3,20 +3,20 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ticketd/ticketd/server"
+	"github.com/ticketd/ticketd/server/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version is the release version, set at link time with
+// -ldflags "-X main.version=v1.2.3" (make release, make build on a tag).
+var version string
 
 func main() {
 	restrictUmask()
-	server.Version = version
+	server.Version = buildinfo.Read(version).Version
 	if err := rootCmd().Execute(); err != nil {
 		os.Exit(1)
 	}
@@ -33,21 +33,15 @@ func rootCmd() *cobra.Command {
 	return root
 }
 
+// versionCmd prints the module version, VCS revision and Go version
+// (buildinfo).
 func versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of this binary",
+		Short: "Print the version, VCS revision and Go version of this binary",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			rev := "unknown"
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						rev = s.Value
-					}
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "ticketd %s (revision %s, %s)\n", version, rev, runtime.Version())
+			fmt.Fprintln(cmd.OutOrStdout(), buildinfo.Read(version).String("ticketd"))
 		},
 	}
 }

@@ -123,9 +123,10 @@ func serve(ctx context.Context, cfg config.Config) error {
 		_ = ln.Close()
 		return err
 	}
-	log.Info("ticketd serving", zap.String("version", version), zap.String("node", cfg.ID),
+	log.Info("ticketd serving", zap.String("version", server.Version), zap.String("node", cfg.ID),
 		zap.String("api_addr", cfg.APIAddr), zap.String("raft_addr", cfg.RaftAddr),
-		zap.String("backend", cfg.Backend), zap.String("data_dir", cfg.DataDir), zap.Int("pid", os.Getpid()))
+		zap.String("backend", cfg.Backend), zap.String("log_store", cfg.Raft.LogStore), zap.String("data_dir", cfg.DataDir),
+		zap.Int("pid", os.Getpid()))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- node.Serve(ln) }()
 	if cfg.ListenMetricsAddr != "" {

@@ -30,6 +30,7 @@ type options struct {
 	opts    func(i int) []server.Option
 	logs    bool
 	client  []connect.ClientOption
+	prepare func(i int, c config.Config) error
 }
 
 // WithBackend selects the backend by name (config.BackendHashicorp by default).
@@ -48,6 +49,13 @@ func WithServerOptions(fn func(i int) []server.Option) Option {
 // cluster with authorization on: WaitLeader's Status calls need one).
 func WithClientOptions(opts ...connect.ClientOption) Option {
 	return func(o *options) { o.client = append(o.client, opts...) }
+}
+
+// WithPrepare runs fn on node i's final config before the node starts for
+// the first time (to write its data dir, e.g. server.Restore of a snapshot);
+// an error fails the test.
+func WithPrepare(fn func(i int, c config.Config) error) Option {
+	return func(o *options) { o.prepare = fn }
 }
 
 // WithLogs sends the nodes' logs (debug level) to t.Log.
@@ -153,6 +161,14 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 			in.opts = o.opts(i)
 		}
 		c.Nodes = append(c.Nodes, in)
+		if o.prepare != nil {
+			if err := o.prepare(i, cfg); err != nil {
+				for _, l := range lns[i:] {
+					_ = l.Close()
+				}
+				t.Fatalf("nodetest: prepare %s: %v", cfg.ID, err)
+			}
+		}
 		if err := c.start(in, lns[i]); err != nil {
 			for _, l := range lns[i:] {
 				_ = l.Close()
@@ -306,10 +322,29 @@ func (c *Cluster) leader() (int, bool) {
 	}
 	for _, i := range c.Running() {
 		if c.Nodes[i].ID == leaderID {
-			return i, true
+			return i, c.addressRecorded(i, leaderID)
 		}
 	}
 	return 0, false
+}
+
+// addressRecorded reports whether node i's replicated member directory
+// holds the API address of member id (Status's leader_addr falls back to a
+// leader's own configured address before its SetMember entry applies; the
+// member list does not), so that a test starts after that entry.
+func (c *Cluster) addressRecorded(i int, id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	st, err := c.Nodes[i].Cluster.Status(ctx, &ticketv1.StatusRequest{})
+	if err != nil {
+		return false
+	}
+	for _, m := range st.GetMembers() {
+		if m.GetId() == id {
+			return m.GetApiAddr() != ""
+		}
+	}
+	return false
 }
 
 // Leader returns the leader's Instance (WaitLeader first).

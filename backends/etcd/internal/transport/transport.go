@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,12 +203,18 @@ type Transport struct {
 
 	peers   map[uint64]*peer
 	reports chan Report
+	// peerAt maps each peer's raft address to the raft ids set at it
+	// (SetPeer), rebuilt by SetPeer and RemovePeer and read by the TLS
+	// dialer (verifyServerIdentity) on any goroutine.
+	peerAt atomic.Pointer[map[string][]uint64]
 
 	stop      chan struct{}
 	ctx       context.Context // cancelled by Close: aborts POSTs in flight
 	cancel    context.CancelFunc
 	closeOnce sync.Once
-	wg        sync.WaitGroup // serve goroutine, peer goroutines, snapshot senders
+	// wg counts the serve goroutine, peer goroutines, snapshot senders and
+	// every accepted connection's goroutine (connState).
+	wg sync.WaitGroup
 }
 
 // New listens on cfg.BindAddr and starts serving. Errors: the listener's.
@@ -323,8 +330,21 @@ func New(cfg Config) (*Transport, error) {
 				return nil, err
 			}
 			host, _, _ := net.SplitHostPort(addr)
-			tc := tls.Client(c, backends.PeerClientTLS(clientTLS, host))
+			cfg := backends.PeerClientTLS(clientTLS, host)
+			if t.cfg.Gate != nil && t.cfg.RaftID != nil {
+				prev := cfg.VerifyConnection
+				cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+					if prev != nil {
+						if err := prev(cs); err != nil {
+							return err
+						}
+					}
+					return t.verifyServerIdentity(addr, cs)
+				}
+			}
+			tc := tls.Client(c, cfg)
 			if err := tc.HandshakeContext(ctx); err != nil {
+				t.log.Warn("peer TLS handshake failed", zap.String("peer", addr), zap.Error(err))
 				_ = c.Close()
 				t.countError(addr, "handshake")
 				return nil, err
@@ -356,15 +376,28 @@ func (t *Transport) countError(peer, kind string) {
 //
 // A connection whose first request has arrived (StateActive) is marked
 // established for the connection cap (peerlimit.MarkEstablished).
+//
+// Every accepted connection's goroutine is counted in t.wg from StateNew
+// (reported by the serve goroutine before it starts the connection's, so
+// the count never drops to zero meanwhile) to StateClosed, which that
+// goroutine reports last: Close waits for them. http.Server.Close closes
+// the connections but does not wait, and an HTTP/1 connection whose
+// handler left the request body unread (an oversized batch) lingers up to
+// half a second after its answer so the client reads it before a reset
+// (net/http's rstAvoidanceDelay, RFC 7230 section 6.6).
 func (t *Transport) connState(c net.Conn, state http.ConnState) {
-	if state == http.StateActive {
+	switch state {
+	case http.StateNew:
+		t.wg.Add(1)
+	case http.StateActive:
 		peerlimit.MarkEstablished(c)
-	}
-	if state != http.StateClosed {
-		return
-	}
-	if tc, ok := c.(*tls.Conn); ok && !tc.ConnectionState().HandshakeComplete {
-		t.countError(c.RemoteAddr().String(), "handshake")
+	case http.StateHijacked:
+		t.wg.Done()
+	case http.StateClosed:
+		defer t.wg.Done()
+		if tc, ok := c.(*tls.Conn); ok && !tc.ConnectionState().HandshakeComplete {
+			t.countError(c.RemoteAddr().String(), "handshake")
+		}
 	}
 }
 
@@ -377,11 +410,51 @@ func (t *Transport) Addr() net.Addr { return t.ln.Addr() }
 // are dropped when the channel is full (raft learns again on the next failure).
 func (t *Transport) Reports() <-chan Report { return t.reports }
 
+// verifyServerIdentity refuses the server certificate of a connection
+// dialled to addr unless its common name is the member id of a peer set
+// at addr (SetPeer) and a current member (Config.Gate). Peer identity is
+// membership in both directions (DESIGN.md, Security): without it, a
+// certificate the CA signed for another id (a removed member's, one for an
+// id no member has) answering on a member's address (the member down and
+// its port taken, or the address intercepted) would receive every message
+// meant for that member, entries included. Errors wrap ErrForgedSender or
+// peergate.ErrNotMember.
+func (t *Transport) verifyServerIdentity(addr string, cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return fmt.Errorf("%w: %s presented no certificate", ErrForgedSender, addr)
+	}
+	cn := cs.PeerCertificates[0].Subject.CommonName
+	if err := t.cfg.Gate.Check(cn); err != nil {
+		return err
+	}
+	var ids []uint64
+	if m := t.peerAt.Load(); m != nil {
+		ids = (*m)[strings.ToLower(addr)]
+	}
+	if !slices.Contains(ids, t.cfg.RaftID(cn)) {
+		return fmt.Errorf("%w: %s presented a certificate for %q, which is not the member set at that address", ErrForgedSender, addr, cn)
+	}
+	return nil
+}
+
+// indexPeers rebuilds peerAt from t.peers (called from the raft loop),
+// keyed by the lower-cased address, as http.Transport lower-cases the host
+// it dials.
+func (t *Transport) indexPeers() {
+	m := make(map[string][]uint64, len(t.peers))
+	for id, p := range t.peers {
+		a := strings.ToLower(*p.addr.Load())
+		m[a] = append(m[a], id)
+	}
+	t.peerAt.Store(&m)
+}
+
 // SetPeer sets the address of peer id, starting its send queue if needed.
 func (t *Transport) SetPeer(id uint64, addr string) {
 	if id == t.cfg.NodeID {
 		return
 	}
+	defer t.indexPeers()
 	if p, ok := t.peers[id]; ok {
 		p.addr.Store(&addr)
 		return
@@ -404,6 +477,7 @@ func (t *Transport) RemovePeer(id uint64) {
 	if p, ok := t.peers[id]; ok {
 		close(p.stop)
 		delete(t.peers, id)
+		t.indexPeers()
 	}
 }
 
@@ -770,7 +844,8 @@ func DecodeBatch(body []byte) ([]*pb.Message, error) {
 }
 
 // Close stops serving, drops every queued message and waits for the
-// transport's goroutines. It is safe to call more than once.
+// transport's goroutines, accepted connections' included (at most half a
+// second more, see connState). It is safe to call more than once.
 func (t *Transport) Close() error {
 	var err error
 	t.closeOnce.Do(func() {

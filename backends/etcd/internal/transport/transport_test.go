@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -228,6 +230,30 @@ func TestCloseIsIdempotentAndSendAfterCloseFails(t *testing.T) {
 	require.NoError(t, tr.Close())
 	require.NoError(t, tr.Close())
 	require.False(t, tr.Send(msg(2, pb.MsgApp, 1)))
+}
+
+// TestCloseWaitsForAcceptedConnections: once Close returns, no goroutine
+// of an accepted connection is left, not even an HTTP/1 connection that
+// refused a batch without reading it, which net/http keeps open half a
+// second after its answer (see connState).
+func TestCloseWaitsForAcceptedConnections(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	tr, err := New(Config{NodeID: 2, ID: "b", Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0", Deliver: newInbox().deliver, MaxMessageBytes: 1 << 20})
+	require.NoError(t, err)
+	// A client that keeps connections alive: one that asks to close the
+	// connection gets it closed at once, unread body or not.
+	rt := &http.Transport{}
+	defer rt.CloseIdleConnections()
+	client := &http.Client{Transport: rt}
+	req, err := http.NewRequest(http.MethodPost, "http://"+tr.Addr().String()+Path, bytes.NewReader(make([]byte, 2<<20)))
+	require.NoError(t, err)
+	req.Header.Set(headerTo, "2")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	require.NoError(t, tr.Close())
+	goleak.VerifyNone(t, before)
 }
 
 // closedAddr returns a loopback address nothing listens on.

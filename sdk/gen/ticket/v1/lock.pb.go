@@ -144,7 +144,7 @@ func (x WatchEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchEvent_Type.Descriptor instead.
 func (WatchEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{23, 0}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{29, 0}
 }
 
 // Holder is one holder of a key: an exclusive lock has one, a shared key or a
@@ -1438,6 +1438,393 @@ func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
 	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{20}
 }
 
+type GetSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionRequest) Reset() {
+	*x = GetSessionRequest{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionRequest) ProtoMessage() {}
+
+func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
+func (*GetSessionRequest) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetSessionRequest) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+type GetSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *SessionInfo           `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionResponse) Reset() {
+	*x = GetSessionResponse{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionResponse) ProtoMessage() {}
+
+func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
+func (*GetSessionResponse) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetSessionResponse) GetSession() *SessionInfo {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+// ListSessionsRequest selects sessions. Both filters may be combined.
+type ListSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// principal, when set, keeps only the sessions that principal opened ("" is
+	// every principal the caller may see).
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// key_prefix, when set, keeps only the sessions holding at least one lock
+	// whose key starts with it; "" keeps every session, with or without locks.
+	KeyPrefix string `protobuf:"bytes,2,opt,name=key_prefix,json=keyPrefix,proto3" json:"key_prefix,omitempty"`
+	// page_size is at most this many sessions (0: the server's default page).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsRequest) Reset() {
+	*x = ListSessionsRequest{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsRequest) ProtoMessage() {}
+
+func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
+func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListSessionsRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *ListSessionsRequest) GetKeyPrefix() string {
+	if x != nil {
+		return x.KeyPrefix
+	}
+	return ""
+}
+
+func (x *ListSessionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSessionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sessions in ascending id order.
+	Sessions []*SessionInfo `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// next_page_token continues the listing; "" after the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// read_index is the Raft log index the page was read at.
+	ReadIndex     uint64 `protobuf:"varint,3,opt,name=read_index,json=readIndex,proto3" json:"read_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsResponse) Reset() {
+	*x = ListSessionsResponse{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsResponse) ProtoMessage() {}
+
+func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
+func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *ListSessionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListSessionsResponse) GetReadIndex() uint64 {
+	if x != nil {
+		return x.ReadIndex
+	}
+	return 0
+}
+
+// SessionInfo is one open session.
+type SessionInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session is its id (the log index of its CreateSession).
+	Session uint64 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	// ttl_ms is its lease, restarted by every KeepAlive.
+	TtlMs int64 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// remaining_ms is the lease time left by the answering node's own clock;
+	// -1 when unknown.
+	RemainingMs int64 `protobuf:"varint,3,opt,name=remaining_ms,json=remainingMs,proto3" json:"remaining_ms,omitempty"`
+	// principal is the identity that opened it ("" with authorization off).
+	Principal string `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	// locks are the holders under it, in key and token order.
+	Locks         []*SessionLock `protobuf:"bytes,5,rep,name=locks,proto3" json:"locks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionInfo) Reset() {
+	*x = SessionInfo{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionInfo) ProtoMessage() {}
+
+func (x *SessionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
+func (*SessionInfo) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SessionInfo) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetRemainingMs() int64 {
+	if x != nil {
+		return x.RemainingMs
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetLocks() []*SessionLock {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+// SessionLock is one lock held under a session: the key and that holder's
+// token, owner, and the key's mode and limit.
+type SessionLock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	Mode          Mode                   `protobuf:"varint,4,opt,name=mode,proto3,enum=ticket.v1.Mode" json:"mode,omitempty"`
+	Limit         uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionLock) Reset() {
+	*x = SessionLock{}
+	mi := &file_ticket_v1_lock_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionLock) ProtoMessage() {}
+
+func (x *SessionLock) ProtoReflect() protoreflect.Message {
+	mi := &file_ticket_v1_lock_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionLock.ProtoReflect.Descriptor instead.
+func (*SessionLock) Descriptor() ([]byte, []int) {
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SessionLock) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SessionLock) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *SessionLock) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *SessionLock) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_EXCLUSIVE
+}
+
+func (x *SessionLock) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 // LeaderHint is attached as an error detail to Unavailable errors from a node
 // that is not the leader, so clients can retry against the leader directly.
 type LeaderHint struct {
@@ -1450,7 +1837,7 @@ type LeaderHint struct {
 
 func (x *LeaderHint) Reset() {
 	*x = LeaderHint{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[21]
+	mi := &file_ticket_v1_lock_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1849,7 @@ func (x *LeaderHint) String() string {
 func (*LeaderHint) ProtoMessage() {}
 
 func (x *LeaderHint) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[21]
+	mi := &file_ticket_v1_lock_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1862,7 @@ func (x *LeaderHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderHint.ProtoReflect.Descriptor instead.
 func (*LeaderHint) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{21}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LeaderHint) GetLeaderId() string {
@@ -1516,7 +1903,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[22]
+	mi := &file_ticket_v1_lock_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1915,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[22]
+	mi := &file_ticket_v1_lock_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1928,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{22}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchRequest) GetPrefix() string {
@@ -1603,7 +1990,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[23]
+	mi := &file_ticket_v1_lock_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +2002,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[23]
+	mi := &file_ticket_v1_lock_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +2015,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{23}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchEvent) GetType() WatchEvent_Type {
@@ -1713,7 +2100,7 @@ type WatchOutOfRange struct {
 
 func (x *WatchOutOfRange) Reset() {
 	*x = WatchOutOfRange{}
-	mi := &file_ticket_v1_lock_proto_msgTypes[24]
+	mi := &file_ticket_v1_lock_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +2112,7 @@ func (x *WatchOutOfRange) String() string {
 func (*WatchOutOfRange) ProtoMessage() {}
 
 func (x *WatchOutOfRange) ProtoReflect() protoreflect.Message {
-	mi := &file_ticket_v1_lock_proto_msgTypes[24]
+	mi := &file_ticket_v1_lock_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +2125,7 @@ func (x *WatchOutOfRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOutOfRange.ProtoReflect.Descriptor instead.
 func (*WatchOutOfRange) Descriptor() ([]byte, []int) {
-	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{24}
+	return file_ticket_v1_lock_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchOutOfRange) GetOldestIndex() uint64 {
@@ -1835,7 +2222,35 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\"/\n" +
 	"\x13CloseSessionRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\"\x16\n" +
-	"\x14CloseSessionResponse\"J\n" +
+	"\x14CloseSessionResponse\"-\n" +
+	"\x11GetSessionRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\"F\n" +
+	"\x12GetSessionResponse\x120\n" +
+	"\asession\x18\x01 \x01(\v2\x16.ticket.v1.SessionInfoR\asession\"\x8e\x01\n" +
+	"\x13ListSessionsRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x1d\n" +
+	"\n" +
+	"key_prefix\x18\x02 \x01(\tR\tkeyPrefix\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x91\x01\n" +
+	"\x14ListSessionsResponse\x122\n" +
+	"\bsessions\x18\x01 \x03(\v2\x16.ticket.v1.SessionInfoR\bsessions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x1d\n" +
+	"\n" +
+	"read_index\x18\x03 \x01(\x04R\treadIndex\"\xad\x01\n" +
+	"\vSessionInfo\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12!\n" +
+	"\fremaining_ms\x18\x03 \x01(\x03R\vremainingMs\x12\x1c\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12,\n" +
+	"\x05locks\x18\x05 \x03(\v2\x16.ticket.v1.SessionLockR\x05locks\"\x86\x01\n" +
+	"\vSessionLock\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12#\n" +
+	"\x04mode\x18\x04 \x01(\x0e2\x0f.ticket.v1.ModeR\x04mode\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"J\n" +
 	"\n" +
 	"LeaderHint\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x1f\n" +
@@ -1871,7 +2286,7 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\foldest_index\x18\x01 \x01(\x04R\voldestIndex*+\n" +
 	"\x04Mode\x12\x12\n" +
 	"\x0eMODE_EXCLUSIVE\x10\x00\x12\x0f\n" +
-	"\vMODE_SHARED\x10\x012\xde\x05\n" +
+	"\vMODE_SHARED\x10\x012\x84\a\n" +
 	"\vLockService\x12@\n" +
 	"\aAcquire\x12\x19.ticket.v1.AcquireRequest\x1a\x1a.ticket.v1.AcquireResponse\x12@\n" +
 	"\aRelease\x12\x19.ticket.v1.ReleaseRequest\x1a\x1a.ticket.v1.ReleaseResponse\x12:\n" +
@@ -1883,7 +2298,10 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\x05Watch\x12\x17.ticket.v1.WatchRequest\x1a\x15.ticket.v1.WatchEvent\"\x03\x90\x02\x010\x01\x12R\n" +
 	"\rCreateSession\x12\x1f.ticket.v1.CreateSessionRequest\x1a .ticket.v1.CreateSessionResponse\x12F\n" +
 	"\tKeepAlive\x12\x1b.ticket.v1.KeepAliveRequest\x1a\x1c.ticket.v1.KeepAliveResponse\x12O\n" +
-	"\fCloseSession\x12\x1e.ticket.v1.CloseSessionRequest\x1a\x1f.ticket.v1.CloseSessionResponseB7Z5github.com/ticketd/ticketd/sdk/gen/ticket/v1;ticketv1b\x06proto3"
+	"\fCloseSession\x12\x1e.ticket.v1.CloseSessionRequest\x1a\x1f.ticket.v1.CloseSessionResponse\x12N\n" +
+	"\n" +
+	"GetSession\x12\x1c.ticket.v1.GetSessionRequest\x1a\x1d.ticket.v1.GetSessionResponse\"\x03\x90\x02\x01\x12T\n" +
+	"\fListSessions\x12\x1e.ticket.v1.ListSessionsRequest\x1a\x1f.ticket.v1.ListSessionsResponse\"\x03\x90\x02\x01B7Z5github.com/ticketd/ticketd/sdk/gen/ticket/v1;ticketv1b\x06proto3"
 
 var (
 	file_ticket_v1_lock_proto_rawDescOnce sync.Once
@@ -1898,7 +2316,7 @@ func file_ticket_v1_lock_proto_rawDescGZIP() []byte {
 }
 
 var file_ticket_v1_lock_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ticket_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_ticket_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_ticket_v1_lock_proto_goTypes = []any{
 	(Mode)(0),                     // 0: ticket.v1.Mode
 	(WatchEvent_Type)(0),          // 1: ticket.v1.WatchEvent.Type
@@ -1923,10 +2341,16 @@ var file_ticket_v1_lock_proto_goTypes = []any{
 	(*KeepAliveResponse)(nil),     // 20: ticket.v1.KeepAliveResponse
 	(*CloseSessionRequest)(nil),   // 21: ticket.v1.CloseSessionRequest
 	(*CloseSessionResponse)(nil),  // 22: ticket.v1.CloseSessionResponse
-	(*LeaderHint)(nil),            // 23: ticket.v1.LeaderHint
-	(*WatchRequest)(nil),          // 24: ticket.v1.WatchRequest
-	(*WatchEvent)(nil),            // 25: ticket.v1.WatchEvent
-	(*WatchOutOfRange)(nil),       // 26: ticket.v1.WatchOutOfRange
+	(*GetSessionRequest)(nil),     // 23: ticket.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),    // 24: ticket.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),   // 25: ticket.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),  // 26: ticket.v1.ListSessionsResponse
+	(*SessionInfo)(nil),           // 27: ticket.v1.SessionInfo
+	(*SessionLock)(nil),           // 28: ticket.v1.SessionLock
+	(*LeaderHint)(nil),            // 29: ticket.v1.LeaderHint
+	(*WatchRequest)(nil),          // 30: ticket.v1.WatchRequest
+	(*WatchEvent)(nil),            // 31: ticket.v1.WatchEvent
+	(*WatchOutOfRange)(nil),       // 32: ticket.v1.WatchOutOfRange
 }
 var file_ticket_v1_lock_proto_depIdxs = []int32{
 	0,  // 0: ticket.v1.AcquireRequest.mode:type_name -> ticket.v1.Mode
@@ -1936,33 +2360,41 @@ var file_ticket_v1_lock_proto_depIdxs = []int32{
 	2,  // 4: ticket.v1.Lock.holders:type_name -> ticket.v1.Holder
 	0,  // 5: ticket.v1.Lock.mode:type_name -> ticket.v1.Mode
 	0,  // 6: ticket.v1.CheckTokenResponse.mode:type_name -> ticket.v1.Mode
-	1,  // 7: ticket.v1.WatchEvent.type:type_name -> ticket.v1.WatchEvent.Type
-	0,  // 8: ticket.v1.WatchEvent.mode:type_name -> ticket.v1.Mode
-	3,  // 9: ticket.v1.LockService.Acquire:input_type -> ticket.v1.AcquireRequest
-	6,  // 10: ticket.v1.LockService.Release:input_type -> ticket.v1.ReleaseRequest
-	8,  // 11: ticket.v1.LockService.Renew:input_type -> ticket.v1.RenewRequest
-	10, // 12: ticket.v1.LockService.GetLock:input_type -> ticket.v1.GetLockRequest
-	12, // 13: ticket.v1.LockService.ListLocks:input_type -> ticket.v1.ListLocksRequest
-	15, // 14: ticket.v1.LockService.CheckToken:input_type -> ticket.v1.CheckTokenRequest
-	24, // 15: ticket.v1.LockService.Watch:input_type -> ticket.v1.WatchRequest
-	17, // 16: ticket.v1.LockService.CreateSession:input_type -> ticket.v1.CreateSessionRequest
-	19, // 17: ticket.v1.LockService.KeepAlive:input_type -> ticket.v1.KeepAliveRequest
-	21, // 18: ticket.v1.LockService.CloseSession:input_type -> ticket.v1.CloseSessionRequest
-	4,  // 19: ticket.v1.LockService.Acquire:output_type -> ticket.v1.AcquireResponse
-	7,  // 20: ticket.v1.LockService.Release:output_type -> ticket.v1.ReleaseResponse
-	9,  // 21: ticket.v1.LockService.Renew:output_type -> ticket.v1.RenewResponse
-	11, // 22: ticket.v1.LockService.GetLock:output_type -> ticket.v1.GetLockResponse
-	13, // 23: ticket.v1.LockService.ListLocks:output_type -> ticket.v1.ListLocksResponse
-	16, // 24: ticket.v1.LockService.CheckToken:output_type -> ticket.v1.CheckTokenResponse
-	25, // 25: ticket.v1.LockService.Watch:output_type -> ticket.v1.WatchEvent
-	18, // 26: ticket.v1.LockService.CreateSession:output_type -> ticket.v1.CreateSessionResponse
-	20, // 27: ticket.v1.LockService.KeepAlive:output_type -> ticket.v1.KeepAliveResponse
-	22, // 28: ticket.v1.LockService.CloseSession:output_type -> ticket.v1.CloseSessionResponse
-	19, // [19:29] is the sub-list for method output_type
-	9,  // [9:19] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	27, // 7: ticket.v1.GetSessionResponse.session:type_name -> ticket.v1.SessionInfo
+	27, // 8: ticket.v1.ListSessionsResponse.sessions:type_name -> ticket.v1.SessionInfo
+	28, // 9: ticket.v1.SessionInfo.locks:type_name -> ticket.v1.SessionLock
+	0,  // 10: ticket.v1.SessionLock.mode:type_name -> ticket.v1.Mode
+	1,  // 11: ticket.v1.WatchEvent.type:type_name -> ticket.v1.WatchEvent.Type
+	0,  // 12: ticket.v1.WatchEvent.mode:type_name -> ticket.v1.Mode
+	3,  // 13: ticket.v1.LockService.Acquire:input_type -> ticket.v1.AcquireRequest
+	6,  // 14: ticket.v1.LockService.Release:input_type -> ticket.v1.ReleaseRequest
+	8,  // 15: ticket.v1.LockService.Renew:input_type -> ticket.v1.RenewRequest
+	10, // 16: ticket.v1.LockService.GetLock:input_type -> ticket.v1.GetLockRequest
+	12, // 17: ticket.v1.LockService.ListLocks:input_type -> ticket.v1.ListLocksRequest
+	15, // 18: ticket.v1.LockService.CheckToken:input_type -> ticket.v1.CheckTokenRequest
+	30, // 19: ticket.v1.LockService.Watch:input_type -> ticket.v1.WatchRequest
+	17, // 20: ticket.v1.LockService.CreateSession:input_type -> ticket.v1.CreateSessionRequest
+	19, // 21: ticket.v1.LockService.KeepAlive:input_type -> ticket.v1.KeepAliveRequest
+	21, // 22: ticket.v1.LockService.CloseSession:input_type -> ticket.v1.CloseSessionRequest
+	23, // 23: ticket.v1.LockService.GetSession:input_type -> ticket.v1.GetSessionRequest
+	25, // 24: ticket.v1.LockService.ListSessions:input_type -> ticket.v1.ListSessionsRequest
+	4,  // 25: ticket.v1.LockService.Acquire:output_type -> ticket.v1.AcquireResponse
+	7,  // 26: ticket.v1.LockService.Release:output_type -> ticket.v1.ReleaseResponse
+	9,  // 27: ticket.v1.LockService.Renew:output_type -> ticket.v1.RenewResponse
+	11, // 28: ticket.v1.LockService.GetLock:output_type -> ticket.v1.GetLockResponse
+	13, // 29: ticket.v1.LockService.ListLocks:output_type -> ticket.v1.ListLocksResponse
+	16, // 30: ticket.v1.LockService.CheckToken:output_type -> ticket.v1.CheckTokenResponse
+	31, // 31: ticket.v1.LockService.Watch:output_type -> ticket.v1.WatchEvent
+	18, // 32: ticket.v1.LockService.CreateSession:output_type -> ticket.v1.CreateSessionResponse
+	20, // 33: ticket.v1.LockService.KeepAlive:output_type -> ticket.v1.KeepAliveResponse
+	22, // 34: ticket.v1.LockService.CloseSession:output_type -> ticket.v1.CloseSessionResponse
+	24, // 35: ticket.v1.LockService.GetSession:output_type -> ticket.v1.GetSessionResponse
+	26, // 36: ticket.v1.LockService.ListSessions:output_type -> ticket.v1.ListSessionsResponse
+	25, // [25:37] is the sub-list for method output_type
+	13, // [13:25] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_ticket_v1_lock_proto_init() }
@@ -1976,7 +2408,7 @@ func file_ticket_v1_lock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ticket_v1_lock_proto_rawDesc), len(file_ticket_v1_lock_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -59,6 +59,11 @@ const (
 	// LockServiceCloseSessionProcedure is the fully-qualified name of the LockService's CloseSession
 	// RPC.
 	LockServiceCloseSessionProcedure = "/ticket.v1.LockService/CloseSession"
+	// LockServiceGetSessionProcedure is the fully-qualified name of the LockService's GetSession RPC.
+	LockServiceGetSessionProcedure = "/ticket.v1.LockService/GetSession"
+	// LockServiceListSessionsProcedure is the fully-qualified name of the LockService's ListSessions
+	// RPC.
+	LockServiceListSessionsProcedure = "/ticket.v1.LockService/ListSessions"
 )
 
 // LockServiceClient is a client for the ticket.v1.LockService service.
@@ -105,6 +110,17 @@ type LockServiceClient interface {
 	// Raft entry (etcd LeaseRevoke, Consul session destroy). NOT_FOUND if the
 	// session is unknown or already ended.
 	CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error)
+	// GetSession describes one open session: its TTL, the lease time left, the
+	// principal that opened it and every lock held under it. Linearizable (a
+	// ReadIndex on the leader, like GetLock). A principal sees its own
+	// sessions, an admin every session; another principal's session answers
+	// NOT_FOUND exactly as an unknown one does.
+	GetSession(context.Context, *v1.GetSessionRequest) (*v1.GetSessionResponse, error)
+	// ListSessions lists open sessions in ascending id order, a page at a time,
+	// optionally only those of one principal or those holding a lock under a
+	// key prefix. Linearizable. A principal sees its own sessions, an admin
+	// every session (etcd LeaseLeases, Consul session list).
+	ListSessions(context.Context, *v1.ListSessionsRequest) (*v1.ListSessionsResponse, error)
 }
 
 // NewLockServiceClient constructs a client for the ticket.v1.LockService service. By default, it
@@ -182,6 +198,20 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(lockServiceMethods.ByName("CloseSession")),
 			connect.WithClientOptions(opts...),
 		),
+		getSession: connect.NewClient[v1.GetSessionRequest, v1.GetSessionResponse](
+			httpClient,
+			baseURL+LockServiceGetSessionProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("GetSession")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listSessions: connect.NewClient[v1.ListSessionsRequest, v1.ListSessionsResponse](
+			httpClient,
+			baseURL+LockServiceListSessionsProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("ListSessions")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -197,6 +227,8 @@ type lockServiceClient struct {
 	createSession *connect.Client[v1.CreateSessionRequest, v1.CreateSessionResponse]
 	keepAlive     *connect.Client[v1.KeepAliveRequest, v1.KeepAliveResponse]
 	closeSession  *connect.Client[v1.CloseSessionRequest, v1.CloseSessionResponse]
+	getSession    *connect.Client[v1.GetSessionRequest, v1.GetSessionResponse]
+	listSessions  *connect.Client[v1.ListSessionsRequest, v1.ListSessionsResponse]
 }
 
 // Acquire calls ticket.v1.LockService.Acquire.
@@ -285,6 +317,24 @@ func (c *lockServiceClient) CloseSession(ctx context.Context, req *v1.CloseSessi
 	return nil, err
 }
 
+// GetSession calls ticket.v1.LockService.GetSession.
+func (c *lockServiceClient) GetSession(ctx context.Context, req *v1.GetSessionRequest) (*v1.GetSessionResponse, error) {
+	response, err := c.getSession.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ListSessions calls ticket.v1.LockService.ListSessions.
+func (c *lockServiceClient) ListSessions(ctx context.Context, req *v1.ListSessionsRequest) (*v1.ListSessionsResponse, error) {
+	response, err := c.listSessions.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // LockServiceHandler is an implementation of the ticket.v1.LockService service.
 type LockServiceHandler interface {
 	// Acquire takes key for lease_ms milliseconds and returns a fencing token that
@@ -329,6 +379,17 @@ type LockServiceHandler interface {
 	// Raft entry (etcd LeaseRevoke, Consul session destroy). NOT_FOUND if the
 	// session is unknown or already ended.
 	CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error)
+	// GetSession describes one open session: its TTL, the lease time left, the
+	// principal that opened it and every lock held under it. Linearizable (a
+	// ReadIndex on the leader, like GetLock). A principal sees its own
+	// sessions, an admin every session; another principal's session answers
+	// NOT_FOUND exactly as an unknown one does.
+	GetSession(context.Context, *v1.GetSessionRequest) (*v1.GetSessionResponse, error)
+	// ListSessions lists open sessions in ascending id order, a page at a time,
+	// optionally only those of one principal or those holding a lock under a
+	// key prefix. Linearizable. A principal sees its own sessions, an admin
+	// every session (etcd LeaseLeases, Consul session list).
+	ListSessions(context.Context, *v1.ListSessionsRequest) (*v1.ListSessionsResponse, error)
 }
 
 // NewLockServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -402,6 +463,20 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(lockServiceMethods.ByName("CloseSession")),
 		connect.WithHandlerOptions(opts...),
 	)
+	lockServiceGetSessionHandler := connect.NewUnaryHandlerSimple(
+		LockServiceGetSessionProcedure,
+		svc.GetSession,
+		connect.WithSchema(lockServiceMethods.ByName("GetSession")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	lockServiceListSessionsHandler := connect.NewUnaryHandlerSimple(
+		LockServiceListSessionsProcedure,
+		svc.ListSessions,
+		connect.WithSchema(lockServiceMethods.ByName("ListSessions")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/ticket.v1.LockService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LockServiceAcquireProcedure:
@@ -424,6 +499,10 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 			lockServiceKeepAliveHandler.ServeHTTP(w, r)
 		case LockServiceCloseSessionProcedure:
 			lockServiceCloseSessionHandler.ServeHTTP(w, r)
+		case LockServiceGetSessionProcedure:
+			lockServiceGetSessionHandler.ServeHTTP(w, r)
+		case LockServiceListSessionsProcedure:
+			lockServiceListSessionsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -471,4 +550,12 @@ func (UnimplementedLockServiceHandler) KeepAlive(context.Context, *v1.KeepAliveR
 
 func (UnimplementedLockServiceHandler) CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.CloseSession is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) GetSession(context.Context, *v1.GetSessionRequest) (*v1.GetSessionResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.GetSession is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) ListSessions(context.Context, *v1.ListSessionsRequest) (*v1.ListSessionsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.ListSessions is not implemented"))
 }

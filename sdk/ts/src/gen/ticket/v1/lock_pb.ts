@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ticket/v1/lock.proto.
  */
 export const file_ticket_v1_lock: GenFile = /*@__PURE__*/
-  fileDesc("ChR0aWNrZXQvdjEvbG9jay5wcm90bxIJdGlja2V0LnYxIl8KBkhvbGRlchINCgV0b2tlbhgBIAEoBBINCgVvd25lchgCIAEoCRIQCghsZWFzZV9tcxgDIAEoAxIUCgxyZW1haW5pbmdfbXMYBCABKAMSDwoHc2Vzc2lvbhgFIAEoBCKiAQoOQWNxdWlyZVJlcXVlc3QSCwoDa2V5GAEgASgJEhAKCGxlYXNlX21zGAIgASgDEgwKBHdhaXQYAyABKAgSDQoFb3duZXIYBCABKAkSFQoNbG9ja19kZWxheV9tcxgFIAEoAxIdCgRtb2RlGAYgASgOMg8udGlja2V0LnYxLk1vZGUSDQoFbGltaXQYByABKA0SDwoHc2Vzc2lvbhgIIAEoBCJDCg9BY3F1aXJlUmVzcG9uc2USDQoFdG9rZW4YASABKAQSEAoIbGVhc2VfbXMYAiABKAMSDwoHc2Vzc2lvbhgDIAEoBCIeCg1MaW1pdE1pc21hdGNoEg0KBWxpbWl0GAEgASgNIjsKDlJlbGVhc2VSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBBINCgVmb3JjZRgDIAEoCCIRCg9SZWxlYXNlUmVzcG9uc2UiKgoMUmVuZXdSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBCIhCg1SZW5ld1Jlc3BvbnNlEhAKCGxlYXNlX21zGAEgASgDIiwKDkdldExvY2tSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgVzdGFsZRgCIAEoCCK3AQoPR2V0TG9ja1Jlc3BvbnNlEgwKBGhlbGQYASABKAgSDQoFdG9rZW4YAiABKAQSEAoIbGVhc2VfbXMYAyABKAMSFAoMcmVtYWluaW5nX21zGAQgASgDEg0KBW93bmVyGAUgASgJEiIKB2hvbGRlcnMYBiADKAsyES50aWNrZXQudjEuSG9sZGVyEh0KBG1vZGUYByABKA4yDy50aWNrZXQudjEuTW9kZRINCgVsaW1pdBgIIAEoDSJYChBMaXN0TG9ja3NSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRINCgVzdGFsZRgEIAEoCCJgChFMaXN0TG9ja3NSZXNwb25zZRIeCgVsb2NrcxgBIAMoCzIPLnRpY2tldC52MS5Mb2NrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRISCgpyZWFkX2luZGV4GAMgASgEIqsBCgRMb2NrEgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBBIQCghsZWFzZV9tcxgDIAEoAxIUCgxyZW1haW5pbmdfbXMYBCABKAMSDQoFb3duZXIYBSABKAkSIgoHaG9sZGVycxgGIAMoCzIRLnRpY2tldC52MS5Ib2xkZXISHQoEbW9kZRgHIAEoDjIPLnRpY2tldC52MS5Nb2RlEg0KBWxpbWl0GAggASgNIi8KEUNoZWNrVG9rZW5SZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBCJoChJDaGVja1Rva2VuUmVzcG9uc2USDQoFdmFsaWQYASABKAgSFQoNY3VycmVudF90b2tlbhgCIAEoBBIdCgRtb2RlGAMgASgOMg8udGlja2V0LnYxLk1vZGUSDQoFbGltaXQYBCABKA0iJgoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSDgoGdHRsX21zGAEgASgDIjgKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIPCgdzZXNzaW9uGAEgASgEEg4KBnR0bF9tcxgCIAEoAyIjChBLZWVwQWxpdmVSZXF1ZXN0Eg8KB3Nlc3Npb24YASABKAQiIwoRS2VlcEFsaXZlUmVzcG9uc2USDgoGdHRsX21zGAEgASgDIiYKE0Nsb3NlU2Vzc2lvblJlcXVlc3QSDwoHc2Vzc2lvbhgBIAEoBCIWChRDbG9zZVNlc3Npb25SZXNwb25zZSI0CgpMZWFkZXJIaW50EhEKCWxlYWRlcl9pZBgBIAEoCRITCgtsZWFkZXJfYWRkchgCIAEoCSJcCgxXYXRjaFJlcXVlc3QSDgoGcHJlZml4GAEgASgJEhMKC3N0YXJ0X2luZGV4GAIgASgEEhgKEGluY2x1ZGVfZXhpc3RpbmcYAyABKAgSDQoFc3RhbGUYBCABKAgizAIKCldhdGNoRXZlbnQSKAoEdHlwZRgBIAEoDjIaLnRpY2tldC52MS5XYXRjaEV2ZW50LlR5cGUSCwoDa2V5GAIgASgJEg0KBXRva2VuGAMgASgEEg0KBW93bmVyGAQgASgJEhAKCGxlYXNlX21zGAUgASgDEg0KBWluZGV4GAYgASgEEhAKCGV4aXN0aW5nGAcgASgIEh0KBG1vZGUYCCABKA4yDy50aWNrZXQudjEuTW9kZRINCgVsaW1pdBgJIAEoDRIPCgdzZXNzaW9uGAogASgEIncKBFR5cGUSFAoQVFlQRV9VTlNQRUNJRklFRBAAEhAKDFRZUEVfR1JBTlRFRBABEhEKDVRZUEVfUkVMRUFTRUQQAhIQCgxUWVBFX0VYUElSRUQQAxIQCgxUWVBFX1JFTkVXRUQQBBIQCgxUWVBFX1NUQVJURUQQBSInCg9XYXRjaE91dE9mUmFuZ2USFAoMb2xkZXN0X2luZGV4GAEgASgEKisKBE1vZGUSEgoOTU9ERV9FWENMVVNJVkUQABIPCgtNT0RFX1NIQVJFRBABMt4FCgtMb2NrU2VydmljZRJACgdBY3F1aXJlEhkudGlja2V0LnYxLkFjcXVpcmVSZXF1ZXN0GhoudGlja2V0LnYxLkFjcXVpcmVSZXNwb25zZRJACgdSZWxlYXNlEhkudGlja2V0LnYxLlJlbGVhc2VSZXF1ZXN0GhoudGlja2V0LnYxLlJlbGVhc2VSZXNwb25zZRI6CgVSZW5ldxIXLnRpY2tldC52MS5SZW5ld1JlcXVlc3QaGC50aWNrZXQudjEuUmVuZXdSZXNwb25zZRJFCgdHZXRMb2NrEhkudGlja2V0LnYxLkdldExvY2tSZXF1ZXN0GhoudGlja2V0LnYxLkdldExvY2tSZXNwb25zZSIDkAIBEksKCUxpc3RMb2NrcxIbLnRpY2tldC52MS5MaXN0TG9ja3NSZXF1ZXN0GhwudGlja2V0LnYxLkxpc3RMb2Nrc1Jlc3BvbnNlIgOQAgESTgoKQ2hlY2tUb2tlbhIcLnRpY2tldC52MS5DaGVja1Rva2VuUmVxdWVzdBodLnRpY2tldC52MS5DaGVja1Rva2VuUmVzcG9uc2UiA5ACARI+CgVXYXRjaBIXLnRpY2tldC52MS5XYXRjaFJlcXVlc3QaFS50aWNrZXQudjEuV2F0Y2hFdmVudCIDkAIBMAESUgoNQ3JlYXRlU2Vzc2lvbhIfLnRpY2tldC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBogLnRpY2tldC52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USRgoJS2VlcEFsaXZlEhsudGlja2V0LnYxLktlZXBBbGl2ZVJlcXVlc3QaHC50aWNrZXQudjEuS2VlcEFsaXZlUmVzcG9uc2USTwoMQ2xvc2VTZXNzaW9uEh4udGlja2V0LnYxLkNsb3NlU2Vzc2lvblJlcXVlc3QaHy50aWNrZXQudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2VCN1o1Z2l0aHViLmNvbS90aWNrZXRkL3RpY2tldGQvc2RrL2dlbi90aWNrZXQvdjE7dGlja2V0djFiBnByb3RvMw");
+  fileDesc("ChR0aWNrZXQvdjEvbG9jay5wcm90bxIJdGlja2V0LnYxIl8KBkhvbGRlchINCgV0b2tlbhgBIAEoBBINCgVvd25lchgCIAEoCRIQCghsZWFzZV9tcxgDIAEoAxIUCgxyZW1haW5pbmdfbXMYBCABKAMSDwoHc2Vzc2lvbhgFIAEoBCKiAQoOQWNxdWlyZVJlcXVlc3QSCwoDa2V5GAEgASgJEhAKCGxlYXNlX21zGAIgASgDEgwKBHdhaXQYAyABKAgSDQoFb3duZXIYBCABKAkSFQoNbG9ja19kZWxheV9tcxgFIAEoAxIdCgRtb2RlGAYgASgOMg8udGlja2V0LnYxLk1vZGUSDQoFbGltaXQYByABKA0SDwoHc2Vzc2lvbhgIIAEoBCJDCg9BY3F1aXJlUmVzcG9uc2USDQoFdG9rZW4YASABKAQSEAoIbGVhc2VfbXMYAiABKAMSDwoHc2Vzc2lvbhgDIAEoBCIeCg1MaW1pdE1pc21hdGNoEg0KBWxpbWl0GAEgASgNIjsKDlJlbGVhc2VSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBBINCgVmb3JjZRgDIAEoCCIRCg9SZWxlYXNlUmVzcG9uc2UiKgoMUmVuZXdSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBCIhCg1SZW5ld1Jlc3BvbnNlEhAKCGxlYXNlX21zGAEgASgDIiwKDkdldExvY2tSZXF1ZXN0EgsKA2tleRgBIAEoCRINCgVzdGFsZRgCIAEoCCK3AQoPR2V0TG9ja1Jlc3BvbnNlEgwKBGhlbGQYASABKAgSDQoFdG9rZW4YAiABKAQSEAoIbGVhc2VfbXMYAyABKAMSFAoMcmVtYWluaW5nX21zGAQgASgDEg0KBW93bmVyGAUgASgJEiIKB2hvbGRlcnMYBiADKAsyES50aWNrZXQudjEuSG9sZGVyEh0KBG1vZGUYByABKA4yDy50aWNrZXQudjEuTW9kZRINCgVsaW1pdBgIIAEoDSJYChBMaXN0TG9ja3NSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRINCgVzdGFsZRgEIAEoCCJgChFMaXN0TG9ja3NSZXNwb25zZRIeCgVsb2NrcxgBIAMoCzIPLnRpY2tldC52MS5Mb2NrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRISCgpyZWFkX2luZGV4GAMgASgEIqsBCgRMb2NrEgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBBIQCghsZWFzZV9tcxgDIAEoAxIUCgxyZW1haW5pbmdfbXMYBCABKAMSDQoFb3duZXIYBSABKAkSIgoHaG9sZGVycxgGIAMoCzIRLnRpY2tldC52MS5Ib2xkZXISHQoEbW9kZRgHIAEoDjIPLnRpY2tldC52MS5Nb2RlEg0KBWxpbWl0GAggASgNIi8KEUNoZWNrVG9rZW5SZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV0b2tlbhgCIAEoBCJoChJDaGVja1Rva2VuUmVzcG9uc2USDQoFdmFsaWQYASABKAgSFQoNY3VycmVudF90b2tlbhgCIAEoBBIdCgRtb2RlGAMgASgOMg8udGlja2V0LnYxLk1vZGUSDQoFbGltaXQYBCABKA0iJgoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSDgoGdHRsX21zGAEgASgDIjgKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIPCgdzZXNzaW9uGAEgASgEEg4KBnR0bF9tcxgCIAEoAyIjChBLZWVwQWxpdmVSZXF1ZXN0Eg8KB3Nlc3Npb24YASABKAQiIwoRS2VlcEFsaXZlUmVzcG9uc2USDgoGdHRsX21zGAEgASgDIiYKE0Nsb3NlU2Vzc2lvblJlcXVlc3QSDwoHc2Vzc2lvbhgBIAEoBCIWChRDbG9zZVNlc3Npb25SZXNwb25zZSIkChFHZXRTZXNzaW9uUmVxdWVzdBIPCgdzZXNzaW9uGAEgASgEIj0KEkdldFNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYudGlja2V0LnYxLlNlc3Npb25JbmZvImMKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcHJpbmNpcGFsGAEgASgJEhIKCmtleV9wcmVmaXgYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkibQoUTGlzdFNlc3Npb25zUmVzcG9uc2USKAoIc2Vzc2lvbnMYASADKAsyFi50aWNrZXQudjEuU2Vzc2lvbkluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhIKCnJlYWRfaW5kZXgYAyABKAQifgoLU2Vzc2lvbkluZm8SDwoHc2Vzc2lvbhgBIAEoBBIOCgZ0dGxfbXMYAiABKAMSFAoMcmVtYWluaW5nX21zGAMgASgDEhEKCXByaW5jaXBhbBgEIAEoCRIlCgVsb2NrcxgFIAMoCzIWLnRpY2tldC52MS5TZXNzaW9uTG9jayJmCgtTZXNzaW9uTG9jaxILCgNrZXkYASABKAkSDQoFdG9rZW4YAiABKAQSDQoFb3duZXIYAyABKAkSHQoEbW9kZRgEIAEoDjIPLnRpY2tldC52MS5Nb2RlEg0KBWxpbWl0GAUgASgNIjQKCkxlYWRlckhpbnQSEQoJbGVhZGVyX2lkGAEgASgJEhMKC2xlYWRlcl9hZGRyGAIgASgJIlwKDFdhdGNoUmVxdWVzdBIOCgZwcmVmaXgYASABKAkSEwoLc3RhcnRfaW5kZXgYAiABKAQSGAoQaW5jbHVkZV9leGlzdGluZxgDIAEoCBINCgVzdGFsZRgEIAEoCCLMAgoKV2F0Y2hFdmVudBIoCgR0eXBlGAEgASgOMhoudGlja2V0LnYxLldhdGNoRXZlbnQuVHlwZRILCgNrZXkYAiABKAkSDQoFdG9rZW4YAyABKAQSDQoFb3duZXIYBCABKAkSEAoIbGVhc2VfbXMYBSABKAMSDQoFaW5kZXgYBiABKAQSEAoIZXhpc3RpbmcYByABKAgSHQoEbW9kZRgIIAEoDjIPLnRpY2tldC52MS5Nb2RlEg0KBWxpbWl0GAkgASgNEg8KB3Nlc3Npb24YCiABKAQidwoEVHlwZRIUChBUWVBFX1VOU1BFQ0lGSUVEEAASEAoMVFlQRV9HUkFOVEVEEAESEQoNVFlQRV9SRUxFQVNFRBACEhAKDFRZUEVfRVhQSVJFRBADEhAKDFRZUEVfUkVORVdFRBAEEhAKDFRZUEVfU1RBUlRFRBAFIicKD1dhdGNoT3V0T2ZSYW5nZRIUCgxvbGRlc3RfaW5kZXgYASABKAQqKwoETW9kZRISCg5NT0RFX0VYQ0xVU0lWRRAAEg8KC01PREVfU0hBUkVEEAEyhAcKC0xvY2tTZXJ2aWNlEkAKB0FjcXVpcmUSGS50aWNrZXQudjEuQWNxdWlyZVJlcXVlc3QaGi50aWNrZXQudjEuQWNxdWlyZVJlc3BvbnNlEkAKB1JlbGVhc2USGS50aWNrZXQudjEuUmVsZWFzZVJlcXVlc3QaGi50aWNrZXQudjEuUmVsZWFzZVJlc3BvbnNlEjoKBVJlbmV3EhcudGlja2V0LnYxLlJlbmV3UmVxdWVzdBoYLnRpY2tldC52MS5SZW5ld1Jlc3BvbnNlEkUKB0dldExvY2sSGS50aWNrZXQudjEuR2V0TG9ja1JlcXVlc3QaGi50aWNrZXQudjEuR2V0TG9ja1Jlc3BvbnNlIgOQAgESSwoJTGlzdExvY2tzEhsudGlja2V0LnYxLkxpc3RMb2Nrc1JlcXVlc3QaHC50aWNrZXQudjEuTGlzdExvY2tzUmVzcG9uc2UiA5ACARJOCgpDaGVja1Rva2VuEhwudGlja2V0LnYxLkNoZWNrVG9rZW5SZXF1ZXN0Gh0udGlja2V0LnYxLkNoZWNrVG9rZW5SZXNwb25zZSIDkAIBEj4KBVdhdGNoEhcudGlja2V0LnYxLldhdGNoUmVxdWVzdBoVLnRpY2tldC52MS5XYXRjaEV2ZW50IgOQAgEwARJSCg1DcmVhdGVTZXNzaW9uEh8udGlja2V0LnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiAudGlja2V0LnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZRJGCglLZWVwQWxpdmUSGy50aWNrZXQudjEuS2VlcEFsaXZlUmVxdWVzdBocLnRpY2tldC52MS5LZWVwQWxpdmVSZXNwb25zZRJPCgxDbG9zZVNlc3Npb24SHi50aWNrZXQudjEuQ2xvc2VTZXNzaW9uUmVxdWVzdBofLnRpY2tldC52MS5DbG9zZVNlc3Npb25SZXNwb25zZRJOCgpHZXRTZXNzaW9uEhwudGlja2V0LnYxLkdldFNlc3Npb25SZXF1ZXN0Gh0udGlja2V0LnYxLkdldFNlc3Npb25SZXNwb25zZSIDkAIBElQKDExpc3RTZXNzaW9ucxIeLnRpY2tldC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8udGlja2V0LnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIgOQAgFCN1o1Z2l0aHViLmNvbS90aWNrZXRkL3RpY2tldGQvc2RrL2dlbi90aWNrZXQvdjE7dGlja2V0djFiBnByb3RvMw");
 
 /**
  * Holder is one holder of a key: an exclusive lock has one, a shared key or a
@@ -650,6 +650,207 @@ export const CloseSessionResponseSchema: GenMessage<CloseSessionResponse> = /*@_
   messageDesc(file_ticket_v1_lock, 20);
 
 /**
+ * @generated from message ticket.v1.GetSessionRequest
+ */
+export type GetSessionRequest = Message<"ticket.v1.GetSessionRequest"> & {
+  /**
+   * @generated from field: uint64 session = 1;
+   */
+  session: bigint;
+};
+
+/**
+ * Describes the message ticket.v1.GetSessionRequest.
+ * Use `create(GetSessionRequestSchema)` to create a new message.
+ */
+export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 21);
+
+/**
+ * @generated from message ticket.v1.GetSessionResponse
+ */
+export type GetSessionResponse = Message<"ticket.v1.GetSessionResponse"> & {
+  /**
+   * @generated from field: ticket.v1.SessionInfo session = 1;
+   */
+  session?: SessionInfo | undefined;
+};
+
+/**
+ * Describes the message ticket.v1.GetSessionResponse.
+ * Use `create(GetSessionResponseSchema)` to create a new message.
+ */
+export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 22);
+
+/**
+ * ListSessionsRequest selects sessions. Both filters may be combined.
+ *
+ * @generated from message ticket.v1.ListSessionsRequest
+ */
+export type ListSessionsRequest = Message<"ticket.v1.ListSessionsRequest"> & {
+  /**
+   * principal, when set, keeps only the sessions that principal opened ("" is
+   * every principal the caller may see).
+   *
+   * @generated from field: string principal = 1;
+   */
+  principal: string;
+
+  /**
+   * key_prefix, when set, keeps only the sessions holding at least one lock
+   * whose key starts with it; "" keeps every session, with or without locks.
+   *
+   * @generated from field: string key_prefix = 2;
+   */
+  keyPrefix: string;
+
+  /**
+   * page_size is at most this many sessions (0: the server's default page).
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * page_token is a previous response's next_page_token.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message ticket.v1.ListSessionsRequest.
+ * Use `create(ListSessionsRequestSchema)` to create a new message.
+ */
+export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 23);
+
+/**
+ * @generated from message ticket.v1.ListSessionsResponse
+ */
+export type ListSessionsResponse = Message<"ticket.v1.ListSessionsResponse"> & {
+  /**
+   * sessions in ascending id order.
+   *
+   * @generated from field: repeated ticket.v1.SessionInfo sessions = 1;
+   */
+  sessions: SessionInfo[];
+
+  /**
+   * next_page_token continues the listing; "" after the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+
+  /**
+   * read_index is the Raft log index the page was read at.
+   *
+   * @generated from field: uint64 read_index = 3;
+   */
+  readIndex: bigint;
+};
+
+/**
+ * Describes the message ticket.v1.ListSessionsResponse.
+ * Use `create(ListSessionsResponseSchema)` to create a new message.
+ */
+export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 24);
+
+/**
+ * SessionInfo is one open session.
+ *
+ * @generated from message ticket.v1.SessionInfo
+ */
+export type SessionInfo = Message<"ticket.v1.SessionInfo"> & {
+  /**
+   * session is its id (the log index of its CreateSession).
+   *
+   * @generated from field: uint64 session = 1;
+   */
+  session: bigint;
+
+  /**
+   * ttl_ms is its lease, restarted by every KeepAlive.
+   *
+   * @generated from field: int64 ttl_ms = 2;
+   */
+  ttlMs: bigint;
+
+  /**
+   * remaining_ms is the lease time left by the answering node's own clock;
+   * -1 when unknown.
+   *
+   * @generated from field: int64 remaining_ms = 3;
+   */
+  remainingMs: bigint;
+
+  /**
+   * principal is the identity that opened it ("" with authorization off).
+   *
+   * @generated from field: string principal = 4;
+   */
+  principal: string;
+
+  /**
+   * locks are the holders under it, in key and token order.
+   *
+   * @generated from field: repeated ticket.v1.SessionLock locks = 5;
+   */
+  locks: SessionLock[];
+};
+
+/**
+ * Describes the message ticket.v1.SessionInfo.
+ * Use `create(SessionInfoSchema)` to create a new message.
+ */
+export const SessionInfoSchema: GenMessage<SessionInfo> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 25);
+
+/**
+ * SessionLock is one lock held under a session: the key and that holder's
+ * token, owner, and the key's mode and limit.
+ *
+ * @generated from message ticket.v1.SessionLock
+ */
+export type SessionLock = Message<"ticket.v1.SessionLock"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * @generated from field: uint64 token = 2;
+   */
+  token: bigint;
+
+  /**
+   * @generated from field: string owner = 3;
+   */
+  owner: string;
+
+  /**
+   * @generated from field: ticket.v1.Mode mode = 4;
+   */
+  mode: Mode;
+
+  /**
+   * @generated from field: uint32 limit = 5;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message ticket.v1.SessionLock.
+ * Use `create(SessionLockSchema)` to create a new message.
+ */
+export const SessionLockSchema: GenMessage<SessionLock> = /*@__PURE__*/
+  messageDesc(file_ticket_v1_lock, 26);
+
+/**
  * LeaderHint is attached as an error detail to Unavailable errors from a node
  * that is not the leader, so clients can retry against the leader directly.
  *
@@ -672,7 +873,7 @@ export type LeaderHint = Message<"ticket.v1.LeaderHint"> & {
  * Use `create(LeaderHintSchema)` to create a new message.
  */
 export const LeaderHintSchema: GenMessage<LeaderHint> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 21);
+  messageDesc(file_ticket_v1_lock, 27);
 
 /**
  * WatchRequest asks for the changes to locks whose key starts with prefix.
@@ -721,7 +922,7 @@ export type WatchRequest = Message<"ticket.v1.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 22);
+  messageDesc(file_ticket_v1_lock, 28);
 
 /**
  * WatchEvent is one change to a lock.
@@ -804,7 +1005,7 @@ export type WatchEvent = Message<"ticket.v1.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 23);
+  messageDesc(file_ticket_v1_lock, 29);
 
 /**
  * Type is what happened.
@@ -864,7 +1065,7 @@ export enum WatchEvent_Type {
  * Describes the enum ticket.v1.WatchEvent.Type.
  */
 export const WatchEvent_TypeSchema: GenEnum<WatchEvent_Type> = /*@__PURE__*/
-  enumDesc(file_ticket_v1_lock, 23, 0);
+  enumDesc(file_ticket_v1_lock, 29, 0);
 
 /**
  * WatchOutOfRange is attached as an error detail to an OUT_OF_RANGE Watch
@@ -886,7 +1087,7 @@ export type WatchOutOfRange = Message<"ticket.v1.WatchOutOfRange"> & {
  * Use `create(WatchOutOfRangeSchema)` to create a new message.
  */
 export const WatchOutOfRangeSchema: GenMessage<WatchOutOfRange> = /*@__PURE__*/
-  messageDesc(file_ticket_v1_lock, 24);
+  messageDesc(file_ticket_v1_lock, 30);
 
 /**
  * Mode is how a key is held (issue 17).
@@ -1044,6 +1245,33 @@ export const LockService: GenService<{
     methodKind: "unary";
     input: typeof CloseSessionRequestSchema;
     output: typeof CloseSessionResponseSchema;
+  },
+  /**
+   * GetSession describes one open session: its TTL, the lease time left, the
+   * principal that opened it and every lock held under it. Linearizable (a
+   * ReadIndex on the leader, like GetLock). A principal sees its own
+   * sessions, an admin every session; another principal's session answers
+   * NOT_FOUND exactly as an unknown one does.
+   *
+   * @generated from rpc ticket.v1.LockService.GetSession
+   */
+  getSession: {
+    methodKind: "unary";
+    input: typeof GetSessionRequestSchema;
+    output: typeof GetSessionResponseSchema;
+  },
+  /**
+   * ListSessions lists open sessions in ascending id order, a page at a time,
+   * optionally only those of one principal or those holding a lock under a
+   * key prefix. Linearizable. A principal sees its own sessions, an admin
+   * every session (etcd LeaseLeases, Consul session list).
+   *
+   * @generated from rpc ticket.v1.LockService.ListSessions
+   */
+  listSessions: {
+    methodKind: "unary";
+    input: typeof ListSessionsRequestSchema;
+    output: typeof ListSessionsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ticket_v1_lock, 0);

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ticketd/ticketd/sdk"
+)
+
+// connHints name, in ticketctl's flags, the fix for each connection failure
+// that the SDK knows is caused by the client's settings and fails at once
+// (sdk/connfail.go): one sentence, then the transport's own error.
+var connHints = []struct {
+	cause error
+	hint  string
+}{
+	{sdk.ErrServerSpeaksTLS, "the server speaks TLS: pass --cacert FILE (the cluster's CA, e.g. data/certs/ca.crt) or TICKETD_CACERT"},
+	{sdk.ErrServerCertificate, "the server's certificate is not trusted: pass --cacert FILE with the CA that signed it"},
+	{sdk.ErrClientCertificate, "the server requires a client certificate it accepts: pass --cert FILE and --key FILE (TICKETD_CERT, TICKETD_KEY_FILE)"},
+	{sdk.ErrConnectionRefused, "no endpoint accepts connections: check --endpoints (or TICKETD_ENDPOINTS) and that the cluster runs"},
+}
+
+// hintError is an error whose message leads with the fix (connHints); it
+// unwraps to the SDK's error, so the exit code is unchanged (1).
+type hintError struct {
+	hint string
+	err  error
+}
+
+// Error implements error.
+func (e *hintError) Error() string { return fmt.Sprintf("%s (%v)", e.hint, e.err) }
+
+// Unwrap returns the SDK's error.
+func (e *hintError) Unwrap() error { return e.err }
+
+// explainConn puts the fix first in a connection failure caused by
+// ticketctl's settings; other errors pass unchanged.
+func explainConn(err error) error {
+	for _, h := range connHints {
+		if errors.Is(err, h.cause) {
+			return &hintError{hint: h.hint, err: err}
+		}
+	}
+	return err
+}
