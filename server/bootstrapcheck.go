@@ -106,7 +106,7 @@ func (n *Node) checkNotBootstrapped(wait time.Duration) error {
 	if len(evidence) > 0 {
 		n.log.Error("data dir holds no raft state but the cluster may know this member; refusing to bootstrap again",
 			zap.String("data_dir", n.cfg.DataDir), zap.Strings("answered", evidence))
-		return fmt.Errorf("%w: node %q has an empty data dir %s, but the cluster already runs with it as a member: %s. "+
+		return fmt.Errorf("%w: node %q has an empty data dir %s, but its cluster shows it may already have taken part: %s. "+
 			"Its data is gone, and bootstrapping again would let it vote with an empty log. Replace it: "+
 			"`ticketctl members remove %s` against a running member, then start this node with an empty data dir and "+
 			"--join <a member's api addr> instead of --bootstrap (docs/operations.md#replacing-a-member-whose-data-is-gone). "+
