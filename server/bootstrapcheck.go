@@ -60,10 +60,12 @@ func WithBootstrapProbeWait(d time.Duration) Option {
 //     records a founding member's address only once that member answered
 //     it (ensureMembers), and AddMember records a joiner's, so the cluster
 //     exists and this member took part in it; or
-//   - has a term above 1 and is replaying its log (applied index below the
-//     commit index it recorded before it stopped): a member restarted with
-//     no leader yet applies nothing, so its directory cannot show whether
-//     this member took part, and the start cannot be shown safe.
+//   - has a term above 1 and is still replaying its log when the wait ends
+//     (applied index below the commit index it recorded before it
+//     stopped): a member restarted with no leader yet applies nothing, so
+//     its directory cannot show whether this member took part, and the
+//     start cannot be shown safe (such a member is asked again until the
+//     wait ends, askEvidence).
 //
 // Members that do not answer, and answers that show neither, leave the
 // start as it was: a new cluster whose members start at different times
@@ -90,14 +92,14 @@ func (n *Node) checkNotBootstrapped(wait time.Duration) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := n.askStatus(ctx, m)
+			why, err := n.askEvidence(ctx, m)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				silent = append(silent, fmt.Sprintf("%s: %v", m.ID, err))
 				return
 			}
-			if why := bootstrappedEvidence(st, n.cfg.ID); why != "" {
+			if why != "" {
 				evidence = append(evidence, fmt.Sprintf("%s (%s)", m.ID, why))
 			}
 		}()
@@ -116,6 +118,28 @@ func (n *Node) checkNotBootstrapped(wait time.Duration) error {
 	n.log.Info("bootstrapping a new cluster: no other bootstrap member knows this one",
 		zap.Int("answered", len(others)-len(silent)), zap.Strings("did_not_answer", silent))
 	return nil
+}
+
+// askEvidence asks member m for its Status (askStatus) and returns what it
+// shows (bootstrappedEvidence). An answer that cannot tell because m is
+// replaying is asked again until ctx ends, so a member that finishes its
+// replay within the wait (it found a leader) is judged by its directory.
+func (n *Node) askEvidence(ctx context.Context, m core.Member) (string, error) {
+	for {
+		st, err := n.askStatus(ctx, m)
+		if err != nil {
+			return "", err
+		}
+		why, replaying := bootstrappedEvidence(st, n.cfg.ID)
+		if !replaying {
+			return why, nil
+		}
+		select {
+		case <-ctx.Done():
+			return why, nil
+		case <-time.After(bootstrapProbeRetry):
+		}
+	}
 }
 
 // askStatus asks member m's API for its Status until it answers as m or
@@ -139,20 +163,21 @@ func (n *Node) askStatus(ctx context.Context, m core.Member) (*ticketv1.StatusRe
 
 // bootstrappedEvidence says why st, one member's Status, shows that member
 // id may already have taken part in the cluster (checkNotBootstrapped's
-// rule), or "" when it does not.
-func bootstrappedEvidence(st *ticketv1.StatusResponse, id string) string {
+// rule), or "" when it does not; replaying is true when the reason is that
+// the member is replaying its log and cannot tell yet.
+func bootstrappedEvidence(st *ticketv1.StatusResponse, id string) (why string, replaying bool) {
 	for _, m := range st.GetMembers() {
 		if m.GetId() != id {
 			continue
 		}
 		if m.GetApiAddr() != "" {
 			return fmt.Sprintf("term %d, applied index %d, leader %q: its member directory records %s, which a leader does once it has heard from it",
-				st.GetTerm(), st.GetAppliedIndex(), st.GetLeaderId(), id)
+				st.GetTerm(), st.GetAppliedIndex(), st.GetLeaderId(), id), false
 		}
 		if st.GetTerm() > 1 && st.GetAppliedIndex() < st.GetReplayTargetIndex() {
 			return fmt.Sprintf("term %d, replaying its log: applied index %d of %d, so it cannot tell whether %s took part",
-				st.GetTerm(), st.GetAppliedIndex(), st.GetReplayTargetIndex(), id)
+				st.GetTerm(), st.GetAppliedIndex(), st.GetReplayTargetIndex(), id), true
 		}
 	}
-	return ""
+	return "", false
 }
