@@ -153,7 +153,7 @@ func TestWipedVoterRefusedWhenPeerComesUpDuringTheWait(t *testing.T) {
 		c.Stop(i)
 	}
 	require.NoError(t, os.RemoveAll(n2.Config.DataDir))
-	n2.Options = append(n2.Options, server.WithBootstrapProbeWait(20*time.Second))
+	n2.Options = append(n2.Options, server.WithBootstrapProbeWait(10*time.Second))
 	errc := make(chan error, 1)
 	go func() { errc <- c.TryRestart(1) }()
 	time.Sleep(time.Second) // n3 starts later than n2, as a restart of both may
