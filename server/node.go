@@ -45,6 +45,8 @@ type options struct {
 	factory    BackendFactory
 	editConfig func(*backends.Config)
 	leaderWait time.Duration
+	// bootstrapWait bounds checkNotBootstrapped (WithBootstrapProbeWait).
+	bootstrapWait time.Duration
 }
 
 // WithLogger sets the logger; the default is zap.NewNop().
@@ -166,7 +168,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{leaderWait: 3 * time.Second}
+	o := options{leaderWait: 3 * time.Second, bootstrapWait: DefaultBootstrapProbeWait}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -253,6 +255,9 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ElectionTimeout:        time.Duration(cfg.Raft.ElectionTimeoutMS) * time.Millisecond,
 		Logger:                 o.logger.Named("raft"), // the backend adds the node id itself
 	}
+	// An empty data dir is bootstrapped only if no other bootstrap member
+	// knows this one (bootstrapcheck.go).
+	bcfg.BeforeBootstrap = func() error { return n.checkNotBootstrapped(o.bootstrapWait) }
 	if err := n.secure(&bcfg); err != nil {
 		stop()
 		_ = n.lessor.Close()
