@@ -169,6 +169,9 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		return nil, err
 	}
 	o := options{leaderWait: 3 * time.Second, bootstrapWait: DefaultBootstrapProbeWait}
+	if cfg.BootstrapProbeWaitMS > 0 {
+		o.bootstrapWait = time.Duration(cfg.BootstrapProbeWaitMS) * time.Millisecond
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -240,6 +240,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 		// and ticketbench's failover measurement use.
 		args = append([]string{"--raft-election-timeout-ms=1000", "--raft-heartbeat-ms=100"}, args...)
 	}
+	if !hasFlag(args, "--bootstrap-probe-wait-ms") {
+		// The nodes of a test cluster start together, so each waits the
+		// probe out before it bootstraps (server.DefaultBootstrapProbeWait,
+		// 3 s); 1 s is ample for a running member to answer on loopback.
+		args = append([]string{"--bootstrap-probe-wait-ms=1000"}, args...)
+	}
 	for _, n := range c.nodes {
 		n.args = append([]string{"serve",
 			"--id", n.ID,
