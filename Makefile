@@ -4,6 +4,8 @@ MODULES := core backends server sdk bench faults deploy
 GO      ?= go
 # Empty BACKEND: the backend the data dir was made with, else hashicorp.
 BACKEND ?=
+# Empty LOG_STORE: the Raft log store the data dir was made with, else ticketd's default.
+LOG_STORE ?=
 # Limits that keep `make test` from hanging (scripts/check-test-limits.sh
 # shows them at work): TEST_TIMEOUT is go test's -timeout, per test binary
 # (its panic names the tests that were running); TS_TEST_TIMEOUT_MS is
@@ -57,14 +59,14 @@ release:
 
 ## run: start a local three-node cluster (data under ./data, API on 127.0.0.1:7001-7003).
 run: build
-	BACKEND=$(BACKEND) ./scripts/cluster.sh
+	BACKEND=$(BACKEND) LOG_STORE=$(LOG_STORE) ./scripts/cluster.sh
 
 ## node: restart one node of the cluster `make run` started (make node N=n3):
 ## SIGTERM (leadership moves away), then the same command again.
 N ?=
 node: build
 	@test -n "$(N)" || (echo "usage: make node N=n1|n2|n3" >&2; exit 2)
-	BACKEND=$(BACKEND) ./scripts/cluster.sh restart $(N)
+	BACKEND=$(BACKEND) LOG_STORE=$(LOG_STORE) ./scripts/cluster.sh restart $(N)
 
 ## test: every test that needs no extra machine, as suites: the TypeScript
 ## client's node tests (ts) and each module's Go tests (the faults module's

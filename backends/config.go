@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,12 +23,28 @@ type Config struct {
 	RaftAddr string
 	// BindAddr is the host:port to listen on for peer traffic; defaults to RaftAddr.
 	BindAddr string
-	// DataDir holds this node's badger database and snapshots; created if missing.
+	// DataDir holds this node's Raft log, stable state and snapshots;
+	// created if missing.
 	DataDir string
+	// LogStore is the Raft log store: LogStoreBadger or LogStoreWAL (see
+	// there); empty means DefaultLogStore. A data dir records the store
+	// that wrote it (ClaimLogStore) and New refuses it with another one
+	// (ErrWrongLogStore); moving between stores is a snapshot and a
+	// Restore with the new store.
+	LogStore string
 	// Bootstrap lists the initial voters (including this node) of a new cluster.
 	// It is used only when DataDir holds no Raft state; a node with empty
 	// Bootstrap and no state waits to be added by the leader (join).
 	Bootstrap []core.Member
+	// BeforeBootstrap, if set, is called by New once it has found that
+	// DataDir holds no Raft state and Bootstrap is set, just before it
+	// writes Bootstrap's configuration; a non-nil error stops New, which
+	// returns it wrapped and leaves the data dir without Raft state. The
+	// server asks the other bootstrap members there whether this member
+	// already took part in their cluster (etcd's "member has already been
+	// bootstrapped"; docs/design.md#storage-and-recovery). Called once,
+	// from New's goroutine; it may block (bounded by the caller).
+	BeforeBootstrap func() error
 	// StateMachine is the lock table this node applies committed entries to. Required.
 	StateMachine *core.StateMachine
 	// OnApply, if set, is called after every applied entry, in log order, from
@@ -207,6 +225,9 @@ var (
 	// Raft state; restoring over it would mix two histories. Move it away
 	// first (etcdutl snapshot restore refuses the same way).
 	ErrDataDirInUse = errors.New("backends: data dir already holds raft state")
+	// ErrWrongBackend: the data dir was written by the other backend;
+	// opening it would misread its log.
+	ErrWrongBackend = errors.New("backends: data dir belongs to another backend")
 	// ErrNoState: ForceNewCluster was set for a data dir with no Raft state
 	// (nothing to recover; bootstrap or Restore a new cluster instead).
 	ErrNoState = errors.New("backends: no raft state to recover")
@@ -227,6 +248,9 @@ func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	if c.BindAddr == "" {
 		c.BindAddr = c.RaftAddr
+	}
+	if c.LogStore == "" {
+		c.LogStore = DefaultLogStore
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = d.SnapshotThreshold
@@ -269,6 +293,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: empty DataDir", ErrInvalidConfig)
 	case c.StateMachine == nil:
 		return fmt.Errorf("%w: nil StateMachine", ErrInvalidConfig)
+	case c.LogStore != "" && !slices.Contains(LogStores(), c.LogStore):
+		return fmt.Errorf("%w: LogStore %q is not %s", ErrInvalidConfig, c.LogStore, strings.Join(LogStores(), " or "))
 	case c.HeartbeatInterval < 0 || c.ElectionTimeout < 0:
 		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
 	case c.ElectionTimeout != 0 && c.HeartbeatInterval != 0 && c.ElectionTimeout < 2*c.HeartbeatInterval:

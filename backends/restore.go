@@ -49,10 +49,14 @@ func LoadRestore(r io.Reader) (RestoredState, error) {
 }
 
 // CheckRestoreTarget returns an error wrapping ErrDataDirInUse when dir
-// already holds a node's Raft log or snapshots, and nil for a missing or
+// already holds a node's Raft log (of any store) or snapshots, and nil for a missing or
 // empty dir (or one holding only unrelated files).
 func CheckRestoreTarget(dir string) error {
-	for _, sub := range []string{"raft", "snapshots"} {
+	subs := []string{"snapshots"}
+	for _, l := range storeLayouts {
+		subs = append(subs, l.dir)
+	}
+	for _, sub := range subs {
 		entries, err := os.ReadDir(filepath.Join(dir, sub))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

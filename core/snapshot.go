@@ -68,6 +68,7 @@ type Snapshot struct {
 	sessions  *btree.BTreeG[Session]
 	members   map[string]string
 	extended  int
+	keys      int
 	lastToken uint64
 	applied   uint64
 }
@@ -84,13 +85,20 @@ func (s *StateMachine) Snapshot() *Snapshot {
 	}
 	return &Snapshot{
 		locks: s.locks.Clone(), delays: s.delays.Clone(), sessions: s.sessions.Clone(), members: members,
-		extended: s.extended, lastToken: s.lastToken, applied: s.applied,
+		extended: s.extended, keys: s.keys, lastToken: s.lastToken, applied: s.applied,
 	}
 }
 
 // AppliedIndex returns the log index the snapshot was taken at: a backend
 // may compact its log up to it once the snapshot is durable.
 func (sn *Snapshot) AppliedIndex() uint64 { return sn.applied }
+
+// LastToken returns the last fencing token granted when the snapshot was
+// taken.
+func (sn *Snapshot) LastToken() uint64 { return sn.lastToken }
+
+// Len returns the number of held keys in the snapshot (StateMachine.Len).
+func (sn *Snapshot) Len() int { return sn.keys }
 
 // WriteSnapshot writes a snapshot of the current state to w (see
 // Snapshot.WriteTo). Errors are w's. Safe concurrently with Apply.
@@ -216,6 +224,7 @@ func (s *StateMachine) Restore(r io.Reader) error {
 	s.locks, s.delays, s.members, s.lastToken, s.applied = st.locks, st.delays, st.members, st.lastToken, st.applied
 	s.sessions, s.sessLocks, s.keys, s.extended = st.sessions, st.sessLocks, st.keys, st.extended
 	s.byPrincipal, s.holdersBy = st.byPrincipal, st.holdersBy
+	s.restores++
 	return nil
 }
 

@@ -313,3 +313,23 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+// TestRestoresCountsRestores: Restores moves with every Restore that
+// replaced the table, never with Apply, Skip or a Restore that failed.
+func TestRestoresCountsRestores(t *testing.T) {
+	sm := core.NewStateMachine()
+	_, err := sm.Apply(1, core.Grant("a", 1000, "o"))
+	require.NoError(t, err)
+	sm.Skip(5)
+	assert.Zero(t, sm.Restores())
+	var buf bytes.Buffer
+	require.NoError(t, sm.WriteSnapshot(&buf))
+	data := buf.Bytes()
+	require.NoError(t, sm.Restore(bytes.NewReader(data)))
+	assert.Equal(t, uint64(1), sm.Restores())
+	require.Error(t, sm.Restore(bytes.NewReader(data[:len(data)-1])))
+	assert.Equal(t, uint64(1), sm.Restores(), "a refused snapshot changes nothing")
+	_, err = sm.Apply(6, core.Release("a", 1))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), sm.Restores())
+}

@@ -48,6 +48,13 @@ type StateMachine struct {
 	extended  int               // holders that need snapshot version 3 (see needsV3)
 	lastToken uint64
 	applied   uint64
+	// restores counts the Restores that replaced the table: node-local, never
+	// in a snapshot. A reader that keeps state derived from the table (the
+	// server's lessor) compares it with the count it last rebuilt at, so a
+	// table replaced behind its back is noticed without treating a gap in
+	// the applied indexes (a leader's no-op, an empty entry, a configuration
+	// change) as one (docs/design.md#replicated-commands).
+	restores uint64
 
 	// Apply-goroutine scratch for holdersOf, so that a grant does not allocate.
 	scanKey string
@@ -332,6 +339,15 @@ func (s *StateMachine) expire(index uint64, cmd Command) Result {
 	}
 	left, d, _ := s.removed(index, held, true)
 	return keyResult(Result{Outcome: OutcomeExpired, Existed: true, LockDelayMS: d.LockDelayMS}, held, left)
+}
+
+// Restores returns how many times Restore has replaced the table of s (0
+// for a state machine that was only ever applied to). It changes only in
+// Restore, never in Apply or Skip. Safe concurrently with Apply.
+func (s *StateMachine) Restores() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.restores
 }
 
 // AppliedIndex returns the log index of the last applied entry (0 if none).

@@ -3,6 +3,8 @@
 #
 #   BACKEND=hashicorp|etcd  consensus backend (default: the one $DATA was made
 #                           with, else hashicorp)
+#   LOG_STORE=badger|wal    Raft log store (--raft-log-store; default: the one
+#                           $DATA was made with, else ticketd's default)
 #   DATA=./data             data root: node data in $DATA/nX, logs in $DATA/nX.log
 #   TICKETD=bin/ticketd     the ticketd binary
 #   TICKETCTL=bin/ticketctl the ticketctl binary (it makes the certificates)
@@ -39,6 +41,10 @@ if [[ -z ${BACKEND:-} && -f $DATA/BACKEND ]]; then
 	BACKEND=$(cat "$DATA/BACKEND")
 fi
 BACKEND=${BACKEND:-hashicorp}
+if [[ -z ${LOG_STORE:-} && -f $DATA/LOG_STORE ]]; then
+	LOG_STORE=$(cat "$DATA/LOG_STORE")
+fi
+LOG_STORE=${LOG_STORE:-}
 TICKETD=${TICKETD:-bin/ticketd}
 TICKETCTL=${TICKETCTL:-bin/ticketctl}
 SECURE=${SECURE:-}
@@ -68,6 +74,22 @@ if [[ -f $DATA/BACKEND && $(cat "$DATA/BACKEND") != "$BACKEND" ]]; then
 	exit 1
 fi
 echo "$BACKEND" >"$DATA/BACKEND"
+case $LOG_STORE in "" | badger | wal) ;; *)
+	echo "cluster.sh: LOG_STORE must be badger or wal, not '$LOG_STORE'" >&2
+	exit 1
+	;;
+esac
+# Each node's data dir records its log store and refuses another; a
+# recorded LOG_STORE is passed again on the next run.
+if [[ -f $DATA/LOG_STORE && $(cat "$DATA/LOG_STORE") != "$LOG_STORE" ]]; then
+	echo "cluster.sh: $DATA/ holds a cluster made with the $(cat "$DATA/LOG_STORE") log store; use LOG_STORE=$(cat "$DATA/LOG_STORE"), or 'make clean' to start over with ${LOG_STORE:-the default}" >&2
+	exit 1
+fi
+if [[ -n $LOG_STORE ]]; then
+	echo "$LOG_STORE" >"$DATA/LOG_STORE"
+fi
+log_store_flags=()
+if [[ -n $LOG_STORE ]]; then log_store_flags=(--raft-log-store "$LOG_STORE"); fi
 
 CMD=${1:-run}
 case $CMD in
@@ -165,7 +187,7 @@ node_cmd() {
 	node_tls "$id"
 	for a in "${API[@]}"; do origins+=("$scheme://$a"); done
 	printf '%s\n' "$TICKETD" serve --id "$id" --api-addr "${API[i]}" --raft-addr "${RAFT[i]}" \
-		--data-dir "$DATA/$id" --backend "$BACKEND" --bootstrap "$peers" \
+		--data-dir "$DATA/$id" --backend "$BACKEND" ${log_store_flags[@]+"${log_store_flags[@]}"} --bootstrap "$peers" \
 		--cors-allowed-origins "$(IFS=,; echo "${origins[*]}")" \
 		--log-format console ${tls_flags[@]+"${tls_flags[@]}"}
 }

@@ -35,14 +35,15 @@ import (
 //     untracks the session and every holder under it, wakes their keys'
 //     waiters and starts the lock-delays it recorded.
 //
-// A gap in the indexes (configuration entries, or a snapshot restored by a
-// backend that did not call OnRestore) makes the lessor reconcile with the
-// table.
+// A gap in the indexes is normal (a leader's no-op, an empty entry of a new
+// term and configuration entries never reach this hook) and costs nothing;
+// only a table replaced by a snapshot restore that onRestore did not see
+// makes the lessor reconcile with it (lessor.Resync compares
+// core.StateMachine.Restores; docs/design.md#replicated-commands), so the
+// apply of an entry costs the same whatever the table's size.
 func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
 	n.hub.Apply(index, cmd, res)
-	if prev := n.lastApplied.Swap(index); prev+1 != index {
-		n.lessor.Reconcile(n.sm)
-	}
+	n.lessor.Resync(n.sm)
 	switch cmd.Op {
 	case core.OpGrant:
 		switch {
@@ -109,7 +110,6 @@ func (n *Node) sessionEnded(id uint64, end *core.SessionEnd) {
 func (n *Node) onRestore(index uint64) {
 	n.hub.Restored(index)
 	n.lessor.Reconcile(n.sm)
-	n.lastApplied.Store(index)
 }
 
 // proposeExpire is the lessor's Expire proposal: core.ExpireSeen with the

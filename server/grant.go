@@ -51,11 +51,11 @@ type acquireRequest struct {
 // acquire serves Acquire on the promoted leader: the wait queue gives the turn
 // to propose, then the grant is proposed (group-committed with others). A
 // retry whose grant returned its owner's existing lock while an Expire of
-// that lock is in flight goes round again (issue 14, race 1): the queue makes
-// it wait while the lock is being removed; since issue 15 that Expire removes
-// nothing when the retry applied after its decision (the retry restarted the
-// lease, core.ExpireSeen), so the next round returns the same token, else a
-// fresh grant with a new token.
+// that lock is in flight goes round again (testdata/interaction/
+// retry_waits_for_expire_in_flight.txt): the queue makes it wait while the
+// lock is being removed; that Expire removes nothing when the retry applied
+// after its decision (the retry restarted the lease, core.ExpireSeen), so
+// the next round returns the same token, else a fresh grant with a new token.
 //
 // Without wait, the queue refuses (waitq.ErrHeld) only when this node's
 // applied table shows key held incompatibly with the request by another
@@ -238,16 +238,19 @@ const (
 //     is a ghost: it is released at once (DESIGN.md, Leases), and a retry by
 //     the same owner waits for that release (marked before the turn ends);
 //   - a grant that returned the lock its owner already held (an idempotent
-//     retry) is never a ghost (issue 14, race 2), and is answered only if the
+//     retry) is never a ghost (abandoned_retry_is_not_ghost.txt), and is answered only if the
 //     lessor, atomically with expiry, restarts that lock's lease
 //     (lessor.Regrant); if an Expire of it is decided or in flight, the
 //     answer is ErrLockEnding and the caller goes round for a fresh grant
-//     (issue 14, race 1);
+//     (retry_waits_for_expire_in_flight.txt);
 //   - a grant of a Pipelined turn (handed off as the previous holder's
 //     Release was proposed; handoff.go) that was rejected because the key was
 //     still held when it applied requeues the turn at the head of the key's
 //     queue (waitq.Turn.Requeue), unless the client left; acquire then waits
 //     for the next turn;
+//   - a grant that created its holder under a session whose lease has run
+//     out, or that has ended, by the time the grant applied, is answered
+//     *SessionNotFoundError: the session's end removes that holder too;
 //   - an internal proposal timeout is ErrOutcomeUnknown, never the client's
 //     context.DeadlineExceeded.
 //
@@ -263,7 +266,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 	var claim atomic.Int32
 	out := make(chan outcome, 1)
 	n.bg.Add(1)
-	go func() {
+	n.workers.Go(func() { // a worker keeps its grown stack (workerpool.go)
 		defer n.bg.Done()
 		pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
 		res, err := n.raft.Propose(pctx, cmd)
@@ -279,6 +282,17 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 			n.met.handoffGrantsRejected.Inc()
 		}
 		switch {
+		case granted && res.Created && res.Session != 0 && n.sessionOver(res.Session):
+			// The session's lease ran out while the grant was in flight
+			// (docs/design.md#sessions): its ExpireSession, decided, in
+			// flight or already applied, carries a seen index the Grant did
+			// not move, so it removes this holder with the others (a session
+			// that has ended took the holder with it). The client is refused
+			// as its KeepAlive would be, never handed a token being removed
+			// or gone (testdata/interaction/acquire_under_expiring_session.txt);
+			// the holder needs no ghost release.
+			turn.Done()
+			res, err = core.Result{}, &SessionNotFoundError{Session: res.Session}
 		case granted && res.Created && !claim.CompareAndSwap(claimPending, claimDelivered):
 			n.addGhost(cmd.Key, res.Token)
 			turn.Done()
@@ -298,7 +312,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 			turn.Done()
 		}
 		out <- outcome{res, err}
-	}()
+	})
 	select {
 	case o := <-out:
 		return o.res, o.err
@@ -345,13 +359,23 @@ func (n *Node) keyState(key string) waitq.KeyState {
 	return ks
 }
 
+// sessionOver reports whether session id has ended (the table no longer
+// has it) or its lease has run out by this leader's measure.
+func (n *Node) sessionOver(id uint64) bool {
+	if _, open := n.sm.Session(id); !open {
+		return true
+	}
+	return n.lessor.SessionExpiring(id)
+}
+
 // ending reports whether holder lk is being removed: an Expire of it, or a
 // ghost Release, is decided or in flight, or, for a holder under a session
-// (issue 17), its session's lease ran out or its ExpireSession is decided or
-// in flight. Such a holder is no longer valid (CheckToken) and never handed
-// out again, not even to its owner.
+// (docs/design.md#sessions), its session's lease ran out, its ExpireSession
+// is decided or in flight, or its CloseSession is in flight (proposeClose).
+// Such a holder is no longer valid (CheckToken) and never handed out again,
+// not even to its owner.
 func (n *Node) ending(lk core.Lock) bool {
-	if lk.Session != 0 && n.lessor.SessionExpiring(lk.Session) {
+	if lk.Session != 0 && (n.lessor.SessionExpiring(lk.Session) || n.closes.closing(lk.Session)) {
 		return true
 	}
 	return n.lessor.Expiring(lk.Key, lk.Token) || n.isGhost(lk.Key, lk.Token)

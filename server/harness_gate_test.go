@@ -8,9 +8,10 @@ import (
 )
 
 // grantGate makes the order of concurrent Grant proposals deterministic for
-// the interaction scripts. Since issue 17 one Kick may hand turns to several
-// waiters at once (a batch of shared waiters, a semaphore's free slots), and
-// their goroutines would race to propose. With the gate on, each Grant waits
+// the interaction scripts. One Kick may hand turns to several waiters at
+// once (a batch of shared waiters, a semaphore's free slots;
+// docs/design.md#waiting-and-fairness), and their goroutines would race to
+// propose. With the gate on, each Grant waits
 // at the gate; when every goroutine is blocked (settle), the harness lets
 // through the one whose client sent its Acquire first, then settles again.
 // The interleaving property test leaves it off: it checks invariants over

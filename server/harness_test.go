@@ -75,9 +75,14 @@ type clientOp struct {
 	owner      string
 	leaseMS    int64
 	wait       bool // an Acquire that may wait
-	// mode and limit are an Acquire's (issue 17: shared locks, semaphores).
+	// mode and limit are an Acquire's (docs/semantics.md: shared locks,
+	// semaphores).
 	mode  core.Mode
 	limit uint32
+	// session is the session an Acquire asks to hold its lock under, or the
+	// one a KeepAlive or CloseSession names (0: none;
+	// harness_session_test.go).
+	session uint64
 	// lostPlace: a grant of this Acquire's owner on its key was rejected
 	// by the table (the defensive path: it enters the queue again at the
 	// tail), so it no longer holds its FIFO place (I9).
@@ -238,6 +243,10 @@ func (h *harness) onPropose(cmd core.Command) {
 		if h.released[id] == 0 && h.check.delivered[id] {
 			h.check.violate("I3", "ghost Release %s/%d of a token handed to a client", id.key, id.token)
 		}
+	case core.OpExpireSession:
+		if !h.n.lessor.SessionExpiring(cmd.Session) {
+			h.check.violate("I5", "ExpireSession %d proposed though the current epoch has not ended its lease", cmd.Session)
+		}
 	}
 	h.event("propose %s", cmdString(cmd))
 }
@@ -249,8 +258,15 @@ func (h *harness) onApply(index uint64, cmd core.Command, res core.Result) {
 	if cmd.Op == core.OpNoop || cmd.Op == core.OpSetMember {
 		return
 	}
+	if cmd.Op == core.OpRelease && res.Outcome == core.OutcomeReleased && h.released[lockID{cmd.Key, cmd.Token}] > 0 {
+		h.check.clientRemoved[lockID{cmd.Key, cmd.Token}] = true
+	}
+	h.check.sessionApplied(h.clock.Now(), index, cmd, res, h.n.sm) // before applied forgets the holders it removed
 	h.check.applied(h.clock.Now(), cmd, res)
 	h.recordChanges(index, cmd, res)
+	if res.Ended != nil {
+		h.sessionEndApplied(res.Ended)
+	}
 	if cmd.Op == core.OpGrant || cmd.Op == core.OpRelease || cmd.Op == core.OpExpire {
 		h.check.table(cmd.Key, h.n.sm.Holders(cmd.Key))
 	}
@@ -330,10 +346,14 @@ func (h *harness) settle() {
 	}
 	h.collect()
 	h.watchSettled()
+	h.mu.Lock()
+	h.checkSessionDeadlines()
+	h.mu.Unlock()
 }
 
 // busy reports whether a goroutine other than the first (the caller) in a
-// runtime.Stack dump is running or runnable.
+// runtime.Stack dump is running, runnable, or held up by the garbage
+// collector.
 func busy(dump []byte) bool {
 	for i, g := range bytes.Split(dump, []byte("\n\n")) {
 		if i == 0 {
@@ -345,8 +365,13 @@ func busy(dump []byte) bool {
 			continue
 		}
 		state := string(g[open+1 : end])
+		// A goroutine held up by the garbage collector (an allocation's GC
+		// assist, a stop of the world) is about to run on: it is not
+		// waiting for the next step.
 		if strings.HasPrefix(state, "running") || strings.HasPrefix(state, "runnable") || strings.HasPrefix(state, "syscall") ||
-			strings.HasPrefix(state, "preempted") || strings.HasPrefix(state, "copystack") {
+			strings.HasPrefix(state, "preempted") || strings.HasPrefix(state, "copystack") ||
+			strings.HasPrefix(state, "GC assist") || strings.HasPrefix(state, "garbage collection") ||
+			strings.HasPrefix(state, "stopping the world") {
 			return true
 		}
 	}
@@ -451,15 +476,16 @@ func (h *harness) acquireDelay(name, key, owner string, leaseMS int64, wait bool
 // acquireReq starts Acquire r as client name (any mode and limit).
 func (h *harness) acquireReq(name string, r acquireRequest) error {
 	op := &clientOp{name: name, kind: "acquire", id: lockID{key: r.key}, owner: r.owner, leaseMS: r.leaseMS, wait: r.wait,
-		mode: r.mode, limit: r.limit}
+		mode: r.mode, limit: r.limit, session: r.session}
 	return h.startOp(op, func(ctx context.Context) (core.Result, error) {
 		return h.n.acquire(ctx, r)
 	})
 }
 
 // replicate applies cmd on this node as a follower, as if another leader
-// had committed it (call it only while demoted): a successor's Grant, Renew
-// or Release. A Renew that applies is acknowledged to its client now.
+// had committed it (call it only while demoted): a successor's Grant, Renew,
+// Release or KeepAliveSession. A Renew or KeepAliveSession that applies is
+// acknowledged to its client now.
 func (h *harness) replicate(cmd core.Command) error {
 	res, err := h.mem.Replicate(cmd)
 	if err != nil {
@@ -468,6 +494,12 @@ func (h *harness) replicate(cmd core.Command) error {
 	h.settle()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if cmd.Op == core.OpKeepAliveSession {
+		if res.Outcome == core.OutcomeRenewed {
+			h.check.sess.ack(cmd.Session, h.clock.Now().Add(ms(res.LeaseMS)))
+		}
+		return nil
+	}
 	if res.Outcome == core.OutcomeRenewed || (res.Outcome == core.OutcomeGranted && cmd.Op == core.OpGrant) {
 		token := cmd.Token
 		if cmd.Op == core.OpGrant {
@@ -529,11 +561,18 @@ func (h *harness) tick(d time.Duration) {
 }
 
 // expiryRound moves the fake clock to the earliest lease deadline the lessor
-// tracks (if any is ahead) and lets the expiry round run.
+// tracks, a lock's or a session's (if any is ahead), and lets the expiry
+// round run.
 func (h *harness) expiryRound() {
 	var next time.Duration = -1
 	h.n.sm.Ascend(func(lk core.Lock) bool {
 		if d, ok := h.n.lessor.Remaining(lk.Key, lk.Token); ok && (next < 0 || d < next) {
+			next = d
+		}
+		return true
+	})
+	h.n.sm.AscendSessions(func(s core.Session) bool {
+		if d, ok := h.n.lessor.SessionRemaining(s.ID); ok && (next < 0 || d < next) {
 			next = d
 		}
 		return true
@@ -583,7 +622,8 @@ func (h *harness) leaderString() string {
 	return fmt.Sprintf("%s term=%d lessor_primary=%t", role, st.Term, h.n.lessor.Primary())
 }
 
-// locksString lists the lock table with the lessor's view of each lease.
+// locksString lists the lock table with the lessor's view of each lease,
+// the lock-delays and the open sessions.
 func (h *harness) locksString() string {
 	var b strings.Builder
 	h.n.sm.Ascend(func(lk core.Lock) bool {
@@ -593,6 +633,9 @@ func (h *harness) locksString() string {
 		}
 		if lk.Limit > 0 {
 			fmt.Fprintf(&b, " limit=%d", lk.Limit)
+		}
+		if lk.Session != 0 {
+			fmt.Fprintf(&b, " session=%d", lk.Session)
 		}
 		if d, ok := h.n.lessor.Remaining(lk.Key, lk.Token); ok {
 			fmt.Fprintf(&b, " remaining=%s", d)
@@ -612,6 +655,7 @@ func (h *harness) locksString() string {
 		}
 		return true
 	})
+	b.WriteString(h.sessionsString())
 	if b.Len() == 0 {
 		return "no locks\n"
 	}
@@ -660,7 +704,16 @@ func cmdString(c core.Command) string {
 		if c.Limit > 0 {
 			out += fmt.Sprintf(" limit=%d", c.Limit)
 		}
+		if c.Session != 0 {
+			out += fmt.Sprintf(" session=%d", c.Session)
+		}
 		return out
+	case core.OpCreateSession:
+		return fmt.Sprintf("create-session ttl=%dms", c.LeaseMS)
+	case core.OpKeepAliveSession, core.OpCloseSession:
+		return fmt.Sprintf("%s session=%d", c.Op, c.Session)
+	case core.OpExpireSession:
+		return fmt.Sprintf("expire-session session=%d seen=%d", c.Session, c.SeenIndex)
 	case core.OpExpire:
 		return fmt.Sprintf("expire %s token=%d seen=%d", c.Key, c.Token, c.SeenIndex)
 	case core.OpRelease, core.OpRenew:
@@ -679,9 +732,18 @@ func resString(r core.Result) string {
 	case core.OutcomeGrantRejected:
 		return fmt.Sprintf("rejected holder=%d", r.Token)
 	case core.OutcomeExpired:
+		if r.Ended != nil {
+			return fmt.Sprintf("expired existed=%t locks=%s%s", r.Existed, locksList(r.Ended.Locks), delaysString(r.Ended.Delays))
+		}
 		return fmt.Sprintf("expired existed=%t", r.Existed)
+	case core.OutcomeReleased:
+		if r.Ended != nil {
+			return fmt.Sprintf("released locks=%s%s", locksList(r.Ended.Locks), delaysString(r.Ended.Delays))
+		}
 	case core.OutcomeRenewed:
 		return fmt.Sprintf("renewed lease=%dms", r.LeaseMS)
+	case core.OutcomeSessionCreated:
+		return fmt.Sprintf("session-created session=%d ttl=%dms", r.Session, r.LeaseMS)
 	case core.OutcomeLimitMismatch:
 		return fmt.Sprintf("limit-mismatch limit=%d", r.Limit)
 	}
@@ -699,6 +761,12 @@ func replyString(op *clientOp, r opResult) string {
 		return fmt.Sprintf("granted token=%d", r.res.Token)
 	case "renew":
 		return fmt.Sprintf("renewed lease=%dms", r.res.LeaseMS)
+	case "create-session":
+		return fmt.Sprintf("session=%d ttl=%dms", r.res.Session, r.res.LeaseMS)
+	case "keepalive":
+		return fmt.Sprintf("kept-alive ttl=%dms", r.res.LeaseMS)
+	case "close-session":
+		return "closed"
 	case "get":
 		return r.read
 	}
@@ -712,12 +780,18 @@ func connectErr(err error) error { return connect.NewError(codeOf(err), err) }
 // interleaving property (interleave_test.go); violations are also printed as
 // events by the scripts.
 type checker struct {
-	ackEnd     map[lockID]time.Time // latest lease end acknowledged to a client (send time + lease)
-	delivered  map[lockID]bool      // tokens handed to a client by Acquire
-	lastToken  uint64               // highest token granted, cluster-wide
-	kind       map[lockID]lockKind  // mode and limit of each token handed to a client
-	delayEnd   map[string]time.Time // end of each key's lock-delay (from the Expire's apply)
-	violations []string
+	ackEnd    map[lockID]time.Time // latest lease end acknowledged to a client (send time + lease)
+	delivered map[lockID]bool      // tokens handed to a client by Acquire
+	lastToken uint64               // highest token granted, cluster-wide
+	kind      map[lockID]lockKind  // mode and limit of each token handed to a client
+	delayEnd  map[string]time.Time // end of each key's lock-delay (from the Expire's or session end's apply)
+	// clientRemoved are the holders a client's Release or CloseSession
+	// removed: a client may send one while an Acquire that returns that
+	// holder (a retry by its owner, or a grant under the session) is in
+	// flight, and the Acquire, applied first, is answered after it (I1).
+	clientRemoved map[lockID]bool
+	sess          sessionCheck // sessions (I10, harness_session_test.go)
+	violations    []string
 }
 
 func (c *checker) init() {
@@ -725,6 +799,8 @@ func (c *checker) init() {
 	c.delivered = map[lockID]bool{}
 	c.kind = map[lockID]lockKind{}
 	c.delayEnd = map[string]time.Time{}
+	c.clientRemoved = map[lockID]bool{}
+	c.sess.init()
 }
 
 func (c *checker) violate(inv, format string, args ...any) {
@@ -754,12 +830,16 @@ func (c *checker) applied(now time.Time, cmd core.Command, res core.Result) {
 			c.delayEnd[cmd.Key] = now.Add(ms(res.LockDelayMS))
 		}
 	}
-	if cmd.Op == core.OpRelease || cmd.Op == core.OpExpire {
+	// An Expire that removed nothing (renewed since the leader decided) leaves
+	// the acknowledged lease in force.
+	if cmd.Op == core.OpRelease || (cmd.Op == core.OpExpire && res.Existed) {
 		delete(c.ackEnd, lockID{cmd.Key, cmd.Token})
+		delete(c.sess.under, lockID{cmd.Key, cmd.Token})
 	}
 }
 
-// answered checks a reply heard by a client: I1 (a returned token is held),
+// answered checks a reply heard by a client: I1 (a returned token is held
+// and not being removed),
 // I4 (one holder per key among live acknowledged leases) and I7 (an Acquire
 // without wait is refused only if the table showed the key held by another
 // owner during the call); h.mu held.
@@ -775,12 +855,20 @@ func (c *checker) answered(h *harness, op *clientOp) {
 	case "acquire":
 		id := lockID{op.id.key, op.res.res.Token}
 		lk, ok := h.n.sm.Holder(id.key, id.token)
-		if !ok {
+		switch {
+		case !ok && !c.clientRemoved[id]:
 			c.violate("I1", "%s got %s/%d, which is not held", op.name, id.key, id.token)
+		case ok && h.n.ending(lk) && (lk.Session == 0 || !h.n.closes.closing(lk.Session)):
+			c.violate("I1", "%s got %s/%d, which is being removed (its Expire, or its session's, is decided or in flight)",
+				op.name, id.key, id.token)
 		}
 		c.delivered[id] = true
-		c.kind[id] = lockKind{lk.Mode, lk.Limit}       // the holder's: a retry may have asked another mode
-		c.ack(id, op.sent.Add(ms(op.res.res.LeaseMS))) // the lease the reply states
+		c.kind[id] = lockKind{lk.Mode, lk.Limit} // the holder's: a retry may have asked another mode
+		if s := op.res.res.Session; s != 0 {
+			c.sess.under[id] = s // it lives as long as its session (I10)
+		} else {
+			c.ack(id, op.sent.Add(ms(op.res.res.LeaseMS))) // the lease the reply states
+		}
 		c.acknowledged(h.clock.Now(), op.name, id)
 		if op.mode == core.ModeShared && op.res.res.Created {
 			c.fifo(h, op)
@@ -790,6 +878,9 @@ func (c *checker) answered(h *harness, op *clientOp) {
 		c.ack(op.id, op.sent.Add(ms(op.res.res.LeaseMS)))
 	case "release":
 		delete(c.ackEnd, op.id)
+		delete(c.sess.under, op.id)
+	case "create-session", "keepalive":
+		c.sessionAnswered(op)
 	}
 }
 
@@ -821,14 +912,20 @@ func (k lockKind) exclusive() bool { return k.mode != core.ModeShared && k.limit
 func (c *checker) acknowledged(now time.Time, name string, id lockID) {
 	live := 0
 	var excl []lockID
-	for other, end := range c.ackEnd {
+	count := func(other lockID, end time.Time) {
 		if other.key != id.key || !now.Before(end) {
-			continue
+			return
 		}
 		live++
 		if c.kind[other].exclusive() {
 			excl = append(excl, other)
 		}
+	}
+	for other, end := range c.ackEnd {
+		count(other, end)
+	}
+	for other, s := range c.sess.under { // a holder under a session: its session's acknowledged end
+		count(other, c.sess.ackEnd[s])
 	}
 	k := c.kind[id]
 	switch {

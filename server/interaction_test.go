@@ -17,15 +17,20 @@ import (
 // over memraft's step-by-step mode and a fake clock (etcd raft's
 // interaction_test.go is the model), and prints after every step what
 // happened (proposals, applies, client replies, watch events, invariant
-// violations, I1–I7 of interleave_test.go, W1 of harness_watch_test.go) and the
-// state (log, lock table, waiting clients). Update with -rewrite.
+// violations: I1–I9 of interleave_test.go, I10 of harness_session_test.go,
+// W1 of harness_watch_test.go) and the state (log, lock table, sessions,
+// waiting clients). Update with -rewrite.
 //
 // Verbs:
 //
-//	acquire name=c1 key=a owner=o1 [lease=1000] [wait] [lock_delay=0] [mode=shared] [limit=2]
-//	                                                     client c1 sends Acquire
+//	acquire name=c1 key=a owner=o1 [lease=1000] [wait] [lock_delay=0] [mode=shared] [limit=2] [session=4]
+//	                                                     client c1 sends Acquire (under session 4)
 //	renew name=r1 key=a token=1                          client r1 sends Renew
 //	release name=x1 key=a token=1                        client x1 sends Release
+//	create-session name=s1 [ttl=1000]                    client s1 sends CreateSession (its id is
+//	                                                     the index of its entry)
+//	keepalive name=k1 session=4                          client k1 sends KeepAlive
+//	close-session name=x1 session=4                      client x1 sends CloseSession
 //	get name=g1 key=a                                    client g1 sends a linearizable GetLock
 //	watch name=w1 [prefix=a] [start=5] [existing]        client w1 opens a Watch (checked: W1,
 //	                                                     harness_watch_test.go)
@@ -39,8 +44,9 @@ import (
 //	expiry-round       move the clock to the earliest lease deadline
 //	demote | promote   leadership changes (promote applies the log, then a barrier)
 //	replicate renew|release key=a token=1 | replicate grant key=a owner=o2 [lease=1000]
+//	replicate keepalive session=4
 //	                   while demoted: another leader's entry applies here
-//	leader? | locks    print leadership or the lock table (and lock-delays)
+//	leader? | locks    print leadership or the lock table (and lock-delays, sessions)
 func TestInteraction(t *testing.T) {
 	datadriven.Walk(t, "testdata/interaction", func(t *testing.T, path string) {
 		h := newHarness(t, t.TempDir())
@@ -104,8 +110,12 @@ func step(h *harness, d *datadriven.TestData) error {
 		if err != nil {
 			return err
 		}
+		session, err := num("session", 0)
+		if err != nil {
+			return err
+		}
 		r := acquireRequest{key: arg("key"), leaseMS: lease, owner: arg("owner"), wait: d.HasArg("wait"),
-			lockDelayMS: delay, limit: uint32(limit)}
+			lockDelayMS: delay, limit: uint32(limit), session: uint64(session)}
 		switch arg("mode") {
 		case "", "exclusive":
 		case "shared":
@@ -126,6 +136,10 @@ func step(h *harness, d *datadriven.TestData) error {
 		if err != nil {
 			return err
 		}
+		session, err := num("session", 0)
+		if err != nil {
+			return err
+		}
 		switch d.CmdArgs[0].Key {
 		case "grant":
 			return h.replicate(core.Grant(arg("key"), lease, arg("owner")))
@@ -133,6 +147,8 @@ func step(h *harness, d *datadriven.TestData) error {
 			return h.replicate(core.Renew(arg("key"), uint64(token)))
 		case "release":
 			return h.replicate(core.Release(arg("key"), uint64(token)))
+		case "keepalive":
+			return h.replicate(core.KeepAliveSession(uint64(session)))
 		}
 		return fmt.Errorf("replicate: unknown command %q", d.CmdArgs[0].Key)
 	case "renew", "release":
@@ -144,6 +160,21 @@ func step(h *harness, d *datadriven.TestData) error {
 			return h.renew(arg("name"), arg("key"), uint64(token))
 		}
 		return h.release(arg("name"), arg("key"), uint64(token))
+	case "create-session":
+		ttl, err := num("ttl", 1000)
+		if err != nil {
+			return err
+		}
+		return h.createSession(arg("name"), ttl)
+	case "keepalive", "close-session":
+		session, err := num("session", 0)
+		if err != nil {
+			return err
+		}
+		if d.Cmd == "keepalive" {
+			return h.keepAlive(arg("name"), uint64(session))
+		}
+		return h.closeSession(arg("name"), uint64(session))
 	case "get":
 		return h.get(arg("name"), arg("key"))
 	case "watch":

@@ -12,49 +12,63 @@ import (
 )
 
 // TestInterleavings drives one node through random interleavings of client
-// calls (Acquire with and without wait, Renew, Release, clients going away),
+// calls (Acquire with and without wait, alone or under a session, Renew,
+// Release, CreateSession, KeepAlive, CloseSession, clients going away),
 // commits, applies, read confirmations, clock ticks and leadership changes,
 // over the same harness as the interaction scripts, and checks after every
-// step (issue 14):
+// step:
 //
-//	I1 a token returned to a client is held at the moment it is returned;
+//	I1 a token returned to a client is held at the moment it is returned,
+//	   and not being removed: neither its Expire nor, under a session, its
+//	   session's ExpireSession is decided or in flight (a client's Release of
+//	   it, or CloseSession of its session, sent while the Acquire was in
+//	   flight, may be in flight or have removed it since);
 //	I2 no lock is removed by expiry before its lease measured from the last
 //	   acknowledged renewal (or grant);
 //	I3 a ghost release only ever releases the token its own grant created;
 //	I4 tokens strictly increase cluster-wide, and among the leases
 //	   acknowledged to clients on a key none is exclusive beside another and
-//	   a semaphore has at most its limit (issue 17);
+//	   a semaphore has at most its limit (a holder under a session counts
+//	   while its session's acknowledged lease lasts);
 //	I5 no Expire is proposed from an epoch that has ended;
-//	I6 no key is granted during the lock-delay of its expired lock (issue 15);
+//	I6 no key is granted during the lock-delay of its expired lock, or of a
+//	   holder its session's end removed (docs/design.md#lock-delay);
 //	I7 an Acquire without wait is refused with already_exists only if the
 //	   applied table showed the key held by another owner (or under a
 //	   lock-delay) at some moment during the call, as recorded when the call
-//	   was sent and at every apply (hashicorp seed 67: a refusal while the
-//	   other owner's grant was only in flight was not linearizable); since
-//	   issue 17, "held by another owner" means held incompatibly with the
-//	   request (an exclusive holder; any holder, for an exclusive request; a
-//	   full semaphore);
+//	   was sent and at every apply (a refusal while the other owner's grant
+//	   was only in flight is not linearizable; docs/design.md#waiting-and-fairness);
+//	   "held by another owner" means held incompatibly with the request (an
+//	   exclusive holder; any holder, for an exclusive request; a full
+//	   semaphore);
 //	I8 the lock table never holds more than a semaphore's limit, nor an
 //	   exclusive holder beside another (checked after every apply);
 //	I9 FIFO across modes with writer preference: no shared Acquire is granted
 //	   a new holder while an exclusive Acquire with wait on the same key, sent
 //	   before it, still waits (unless that request's own grant was rejected
-//	   by the table: the defensive path re-queues it at the tail).
+//	   by the table: the defensive path re-queues it at the tail);
+//	I10 a holder under a session lives exactly as long as its session: it is
+//	   not removed by expiry before the end acknowledged for its session, the
+//	   leader proposes the session's ExpireSession once its own deadline for
+//	   it has passed, and the session's end leaves none of its holders
+//	   (harness_session_test.go states it precisely).
 //
 // Key "a" takes exclusive and shared requests, "b" exclusive ones, and "s"
 // is a semaphore of limit 2 (now and then asked with limit 3: a limit
 // mismatch while it has holders or waiters).
 //
-// Every client Release of an exclusive lock with waiters is a pipelined handoff (issue
-// 21): the head waiter's Grant is proposed right behind the Release, or, after
+// Every client Release of an exclusive lock with waiters is a pipelined
+// handoff (docs/design.md#handoff): the head waiter's Grant is proposed right
+// behind the Release, or, after
 // grant_first, right before it (rejected, the waiter requeued), and the
 // interleavings cover the Release failing or its term ending and the waiter
 // leaving while that Grant is in flight.
 //
-// Since issue 15 leadership changes reset no deadline, so I2 is checked
-// across any number of demotions and promotions, and while demoted the node
-// may apply a successor's Renew (replicate_renew), which the next promotion
-// must honour.
+// Leadership changes reset no deadline (docs/design.md#leases), so I2 and
+// I10 are checked across any number of demotions and promotions, and while
+// demoted the node may apply a successor's Renew or KeepAlive
+// (replicate_renew, replicate_keepalive), which the next promotion must
+// honour.
 //
 // Watches opened at random points are checked against W1
 // (harness_watch_test.go): each sees every change after the start it
@@ -87,6 +101,15 @@ func TestInterleavings(t *testing.T) {
 		token := rapid.Uint64Range(1, 8)
 		count := 0
 		name := func(prefix string) string { count++; return fmt.Sprintf("%s%d", prefix, count) }
+		// session draws one of the sessions created so far (ended ones
+		// too: their KeepAlive or CloseSession is refused).
+		session := func(rt *rapid.T) uint64 {
+			ids := h.sessionIDs()
+			if len(ids) == 0 {
+				rt.Skip("no session")
+			}
+			return rapid.SampledFrom(ids).Draw(rt, "session")
+		}
 		rt.Repeat(map[string]func(*rapid.T){
 			"acquire": func(rt *rapid.T) {
 				n, k, o := name("c"), keys.Draw(rt, "key"), owners.Draw(rt, "owner")
@@ -102,8 +125,11 @@ func TestInterleavings(t *testing.T) {
 				case "s":
 					r.limit = rapid.SampledFrom([]uint32{2, 2, 2, 3}).Draw(rt, "limit")
 				}
-				steps = append(steps, fmt.Sprintf("acquire name=%s key=%s owner=%s lease=%d wait=%t lock_delay=%d mode=%s limit=%d",
-					n, k, o, lease, wait, delay, r.mode, r.limit))
+				if ids := h.sessionIDs(); len(ids) > 0 && rapid.Bool().Draw(rt, "under_session") {
+					r.session = rapid.SampledFrom(ids).Draw(rt, "session")
+				}
+				steps = append(steps, fmt.Sprintf("acquire name=%s key=%s owner=%s lease=%d wait=%t lock_delay=%d mode=%s limit=%d session=%d",
+					n, k, o, lease, wait, delay, r.mode, r.limit, r.session))
 				_ = h.acquireReq(n, r)
 			},
 			"renew": func(rt *rapid.T) {
@@ -115,6 +141,21 @@ func TestInterleavings(t *testing.T) {
 				n, k, tk := name("x"), keys.Draw(rt, "key"), token.Draw(rt, "token")
 				steps = append(steps, fmt.Sprintf("release name=%s key=%s token=%d", n, k, tk))
 				_ = h.release(n, k, tk)
+			},
+			"create_session": func(rt *rapid.T) {
+				n, ttl := name("s"), rapid.SampledFrom([]int64{300, 1000}).Draw(rt, "ttl")
+				steps = append(steps, fmt.Sprintf("create-session name=%s ttl=%d", n, ttl))
+				_ = h.createSession(n, ttl)
+			},
+			"keepalive": func(rt *rapid.T) {
+				n, id := name("k"), session(rt)
+				steps = append(steps, fmt.Sprintf("keepalive name=%s session=%d", n, id))
+				_ = h.keepAlive(n, id)
+			},
+			"close_session": func(rt *rapid.T) {
+				n, id := name("x"), session(rt)
+				steps = append(steps, fmt.Sprintf("close-session name=%s session=%d", n, id))
+				_ = h.closeSession(n, id)
 			},
 			"client_gone": func(rt *rapid.T) {
 				var pending []string
@@ -175,6 +216,16 @@ func TestInterleavings(t *testing.T) {
 				k, tk := keys.Draw(rt, "key"), token.Draw(rt, "token")
 				steps = append(steps, fmt.Sprintf("replicate renew key=%s token=%d", k, tk))
 				if err := h.replicate(core.Renew(k, tk)); err != nil {
+					rt.Fatalf("replicate: %v", err)
+				}
+			},
+			"replicate_keepalive": func(rt *rapid.T) {
+				if h.n.lessor.Primary() {
+					rt.Skip("leader")
+				}
+				id := session(rt)
+				steps = append(steps, fmt.Sprintf("replicate keepalive session=%d", id))
+				if err := h.replicate(core.KeepAliveSession(id)); err != nil {
 					rt.Fatalf("replicate: %v", err)
 				}
 			},

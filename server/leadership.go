@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -32,6 +33,7 @@ func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 	n.ghostMu.Lock()
 	n.ghosts = map[ghostID]struct{}{}
 	n.ghostMu.Unlock()
+	start := time.Now()
 	if ev.IsLeader && !closing {
 		n.lessor.Promote(n.sm, ev.Term)
 		n.queue.Open()
@@ -49,7 +51,10 @@ func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 	close(n.changed)
 	n.changed = make(chan struct{})
 	n.roleMu.Unlock()
-	n.log.Info("leadership changed", zap.Bool("leader", ev.IsLeader), zap.String("leader_id", ev.Leader.ID), zap.Uint64("term", ev.Term))
+	// took: the promotion's own work (lessor, queues), which does not grow
+	// with the lock table (docs/design.md#leases).
+	n.log.Info("leadership changed", zap.Bool("leader", ev.IsLeader), zap.String("leader_id", ev.Leader.ID), zap.Uint64("term", ev.Term),
+		zap.Duration("took", time.Since(start)))
 }
 
 // setRoleLocked publishes promoted && !closing to n.serving, which route
@@ -67,35 +72,46 @@ func (n *Node) stillLeader(term uint64) bool {
 }
 
 // ensureMembers makes the replicated member directory hold this node's API
-// address, and the bootstrap peers' when missing, retrying while this node
-// leads term.
+// address at once, and each founding peer's (from the bootstrap list) once
+// this leader has heard from that peer, retrying while this node leads
+// term. A founding member's address in the directory therefore says that
+// it took part in the cluster: a node that finds it there while about to
+// bootstrap an empty data dir refuses (bootstrapcheck.go), and one that
+// never started is not listed, so it can still bootstrap late.
 func (n *Node) ensureMembers(term uint64) {
 	defer n.bg.Done()
 	b := n.backend()
 	if b == nil {
 		return
 	}
-	want := map[string]string{}
+	want := map[string]string{n.cfg.ID: n.cfg.APIAddr}
 	for _, m := range n.cfg.Members() {
 		if _, ok := n.sm.MemberAPIAddr(m.ID); !ok {
 			want[m.ID] = m.APIAddr
 		}
 	}
-	want[n.cfg.ID] = n.cfg.APIAddr
-	for id, addr := range want {
-		for n.stillLeader(term) {
+	for len(want) > 0 && n.stillLeader(term) {
+		for id, addr := range want {
 			if got, _ := n.sm.MemberAPIAddr(id); got == addr {
-				break
+				delete(want, id)
+				continue
 			}
-			_, err := n.proposeDetached(b, core.SetMember(id, addr))
-			if err == nil {
-				n.log.Info("member API address recorded", zap.String("member", id), zap.String("api_addr", addr))
-				break
+			if id != n.cfg.ID && !n.hasMember(id) {
+				delete(want, id) // removed since the bootstrap
+				continue
 			}
-			n.log.Debug("recording member API address failed", zap.String("member", id), zap.Error(err))
-			if !n.pause(retryPause) {
-				return
+			if id != n.cfg.ID && !n.met.cluster.peers.heardFrom(id) {
+				continue // not up yet, or not answering this leader
 			}
+			if _, err := n.proposeDetached(b, core.SetMember(id, addr)); err != nil {
+				n.log.Debug("recording member API address failed", zap.String("member", id), zap.Error(err))
+				continue
+			}
+			n.log.Info("member API address recorded", zap.String("member", id), zap.String("api_addr", addr))
+			delete(want, id)
+		}
+		if len(want) > 0 && !n.pause(retryPause) {
+			return
 		}
 	}
 }

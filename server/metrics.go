@@ -184,6 +184,10 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 		gauge("applied_index", "Last Raft log index applied on this node.", func() float64 { return float64(n.sm.AppliedIndex()) }),
 		gauge("waiters", "Acquire requests waiting in this leader's queues.", func() float64 { return float64(n.queue.Waiting()) }),
 		gauge("leases", "Leases whose deadlines this node tracks (every node tracks every held lock).", func() float64 { return float64(n.lessor.Len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "ticketd", Name: "lease_reconciles_total",
+			Help: "Full passes of the lessor over the lock table: one per snapshot restored into it, never per election (docs/design.md#leases).",
+		}, func() float64 { return float64(n.lessor.Reconciles()) }),
 		gauge("is_leader", "1 when this node is the promoted leader.", func() float64 { return b2f(n.isPromoted()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -45,6 +45,8 @@ type options struct {
 	factory    BackendFactory
 	editConfig func(*backends.Config)
 	leaderWait time.Duration
+	// bootstrapWait bounds checkNotBootstrapped (WithBootstrapProbeWait).
+	bootstrapWait time.Duration
 }
 
 // WithLogger sets the logger; the default is zap.NewNop().
@@ -123,7 +125,6 @@ type Node struct {
 	closing  bool
 	serving  atomic.Bool // promoted && !closing, stored under roleMu (setRoleLocked) for route's hot path
 
-	lastApplied atomic.Uint64 // index of the last OnApply (a gap: the lessor reconciles)
 	// joinMembers holds the ids of the members the --join member named
 	// (learnPeers): whom a node in no configuration yet takes for members
 	// (hasMember). Nil until a join answer arrives.
@@ -146,8 +147,12 @@ type Node struct {
 
 	ghostMu sync.Mutex
 	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
+	// closes marks the sessions whose CloseSession is in flight on this
+	// leader (sessionservice.go): their holders are being removed.
+	closes closingSessions
 
 	server    *http.Server
+	workers   *workerPool      // runs the unary API calls and detached proposals (workerpool.go)
 	metricsLn *metricsListener // listen_metrics_addr (metricslisten.go)
 	closeOnce sync.Once
 	closeErr  error
@@ -163,7 +168,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{leaderWait: 3 * time.Second}
+	o := options{leaderWait: 3 * time.Second, bootstrapWait: DefaultBootstrapProbeWait}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -192,6 +197,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		proposeTimeout: proposeTimeout,
 		changed:        make(chan struct{}),
 		ghosts:         map[ghostID]struct{}{},
+		workers:        newWorkerPool(),
 	}
 	var err error
 	n.lessor, err = lessor.New(lessor.Config{
@@ -233,6 +239,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ID:              cfg.ID,
 		RaftAddr:        cfg.RaftAddr,
 		DataDir:         cfg.DataDir,
+		LogStore:        cfg.Raft.LogStore,
 		Bootstrap:       cfg.Members(),
 		ForceNewCluster: cfg.ForceNewCluster,
 		// A data dir with a log but no watermark is refused unless the
@@ -248,6 +255,9 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ElectionTimeout:        time.Duration(cfg.Raft.ElectionTimeoutMS) * time.Millisecond,
 		Logger:                 o.logger.Named("raft"), // the backend adds the node id itself
 	}
+	// An empty data dir is bootstrapped only if no other bootstrap member
+	// knows this one (bootstrapcheck.go).
+	bcfg.BeforeBootstrap = func() error { return n.checkNotBootstrapped(o.bootstrapWait) }
 	if err := n.secure(&bcfg); err != nil {
 		stop()
 		_ = n.lessor.Close()
@@ -264,7 +274,10 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	}
 	n.raft = b
 	close(n.ready)
-	n.lessor.Reconcile(n.sm) // locks restored from a snapshot at open: now + lease_ms
+	// Locks restored from a snapshot at open start at now + lease_ms; the
+	// backend's restore hook normally reconciled already, so this reads the
+	// table only if a restore went unreported.
+	n.lessor.Resync(n.sm)
 
 	if cfg.Join != "" && !n.IsMember() {
 		n.bg.Add(1)
@@ -368,6 +381,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if err := n.server.Shutdown(ctx); err != nil {
 			_ = n.server.Close()
 		}
+		n.workers.close()
 		_ = n.metricsLn.srv.Close()
 		n.stop()
 		_ = n.lessor.Close()

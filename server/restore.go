@@ -17,7 +17,9 @@ import (
 // of member cfg.ID of a new cluster whose voters are cfg.Members(), from
 // data, the verified core snapshot bytes of a snapshot file (snapfile.Read)
 // described by h. Run it for every member from the same file (etcdutl
-// snapshot restore); then start each with `ticketd serve`. The token
+// snapshot restore); then start each with `ticketd serve`. The Raft log is
+// written in cfg.Raft.LogStore, so a snapshot and a restore also move a
+// cluster from one log store to the other. The token
 // counter continues from h.LastToken: no token is ever issued twice. The
 // snapshot may come from a cluster of either backend.
 //
@@ -40,6 +42,7 @@ func Restore(cfg config.Config, h *ticketv1.SnapshotHeader, data []byte, logger 
 		ID:        cfg.ID,
 		RaftAddr:  cfg.RaftAddr,
 		DataDir:   cfg.DataDir,
+		LogStore:  cfg.Raft.LogStore,
 		Bootstrap: cfg.Members(),
 		Logger:    logger,
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -136,7 +137,7 @@ func (n *Node) closeSession(ctx context.Context, id uint64) error {
 	if err := n.ownSession(ctx, sess, true); err != nil {
 		return err
 	}
-	res, err := n.raft.Propose(ctx, core.CloseSession(id))
+	res, err := n.proposeClose(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -148,6 +149,80 @@ func (n *Node) closeSession(ctx context.Context, id uint64) error {
 			zap.Uint64("session", id), zap.String("session_principal", sess.Principal), zap.Int("locks", len(res.Ended.Locks)))
 	}
 	return nil
+}
+
+// proposeClose proposes core.CloseSession(id) on the promoted leader,
+// detached from ctx (bounded by proposeTimeout and the node's life), with
+// session id marked closing until the proposal returns: its holders count
+// as being removed (Node.ending), so that no grant is proposed beside a
+// holder with a lock-delay while the close that would start the delay is in
+// flight, and none is handed to its owner (docs/design.md#lock-delay, as for
+// an Expire in flight). The mark outlives a client that goes away, since its
+// entry may still apply. If the proposal fails, the session's keys are kicked:
+// their waiters look again. Errors: ctx's, ErrOutcomeUnknown (the proposal
+// timed out inside the server), and the backend's Propose errors.
+func (n *Node) proposeClose(ctx context.Context, id uint64) (core.Result, error) {
+	type outcome struct {
+		res core.Result
+		err error
+	}
+	out := make(chan outcome, 1)
+	n.closes.mark(id)
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
+		res, err := n.raft.Propose(pctx, core.CloseSession(id))
+		if err != nil && pctx.Err() != nil && n.life.Err() == nil {
+			err = fmt.Errorf("%w: close of session %d: %v", ErrOutcomeUnknown, id, err)
+		}
+		cancel()
+		n.closes.unmark(id)
+		if err != nil {
+			for _, lk := range n.sm.SessionLocks(id) {
+				n.queue.Kick(lk.Key)
+			}
+		}
+		out <- outcome{res, err}
+	}()
+	select {
+	case o := <-out:
+		return o.res, o.err
+	case <-ctx.Done():
+		return core.Result{}, ctx.Err()
+	}
+}
+
+// closingSessions counts the CloseSession proposals in flight per session
+// on this leader. The zero value is ready to use; it is safe for concurrent
+// use.
+type closingSessions struct {
+	mu     sync.Mutex
+	counts map[uint64]int
+}
+
+func (c *closingSessions) mark(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil {
+		c.counts = map[uint64]int{}
+	}
+	c.counts[id]++
+}
+
+func (c *closingSessions) unmark(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts[id]--; c.counts[id] <= 0 {
+		delete(c.counts, id)
+	}
+}
+
+// closing reports whether a CloseSession of session id is in flight.
+func (c *closingSessions) closing(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[id] > 0
 }
 
 // ownSession refuses a request on sess by a principal other than the one

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -49,30 +48,65 @@ func (s *clusterService) Snapshot(ctx context.Context, req *ticketv1.SnapshotReq
 	if err := n.raft.ReadIndex(ctx); err != nil {
 		return n.toConnect(err)
 	}
-	var buf bytes.Buffer
-	if _, err := n.sm.Snapshot().WriteTo(&buf); err != nil {
-		return n.toConnect(err)
-	}
-	data := buf.Bytes()
-	h, err := snapfile.NewHeader(data)
+	// A consistent copy (O(1), copy-on-write) described in a first pass and
+	// streamed in a second, so no node holds the whole snapshot
+	// (docs/design.md#storage-and-recovery).
+	snap := n.sm.Snapshot()
+	h, err := snapfile.HeaderOf(snap)
 	if err != nil {
 		return n.toConnect(err)
 	}
 	st := n.raft.Status()
 	h.Backend, h.Term, h.NodeId = st.Backend, st.Term, n.cfg.ID
 	h.CreatedUnixMs = time.Now().UnixMilli()
-	first := true
-	for first || len(data) > 0 {
-		k := min(len(data), snapshotChunkBytes)
-		chunk := &ticketv1.SnapshotChunk{Data: data[:k]}
-		if first {
-			chunk.Header, first = h, false
-		}
-		if err := stream.Send(chunk); err != nil {
-			return err
-		}
-		data = data[k:]
+	w := &chunkWriter{stream: stream, header: h, buf: make([]byte, 0, snapshotChunkBytes)}
+	if _, err := snap.WriteTo(w); err != nil {
+		// The stream ends with this error; a client that kept the chunks
+		// anyway has fewer bytes than SizeBytes (Verify refuses them).
+		return err
 	}
+	return w.flush()
+}
+
+// chunkWriter streams snapshot bytes as SnapshotChunks of at most
+// snapshotChunkBytes, the first carrying the header (sent even for an empty
+// snapshot). Write fails with the stream's send error; nothing is sent after
+// one.
+type chunkWriter struct {
+	stream *connect.ServerStream[ticketv1.SnapshotChunk]
+	header *ticketv1.SnapshotHeader // sent with the first chunk, then nil
+	buf    []byte
+	err    error
+}
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 && w.err == nil {
+		k := min(len(p), snapshotChunkBytes-len(w.buf))
+		w.buf = append(w.buf, p[:k]...)
+		p, n = p[k:], n+k
+		if len(w.buf) == snapshotChunkBytes {
+			w.err = w.send()
+		}
+	}
+	return n, w.err
+}
+
+// flush sends what is buffered, and the header if no chunk carried it yet.
+func (w *chunkWriter) flush() error {
+	if w.err == nil && (len(w.buf) > 0 || w.header != nil) {
+		w.err = w.send()
+	}
+	return w.err
+}
+
+func (w *chunkWriter) send() error {
+	chunk := &ticketv1.SnapshotChunk{Header: w.header, Data: w.buf}
+	w.header = nil
+	if err := w.stream.Send(chunk); err != nil {
+		return err
+	}
+	w.buf = w.buf[:0] // Send has marshalled the chunk: the buffer is free again
 	return nil
 }
 

@@ -14,8 +14,8 @@ import (
 )
 
 // BenchmarkCommit measures the commit latency and throughput of the backend
-// that open makes, on a three-node loopback cluster with badger on disk
-// (SyncWrites), at 1 and 64 concurrent proposers (sub-benchmarks
+// that open makes, on a three-node loopback cluster on disk (in the log
+// store open's Config names: WithLogStore), at 1 and 64 concurrent proposers (sub-benchmarks
 // "proposers=1" and "proposers=64"). Each op is a Grant and then a Release of
 // a distinct key on the leader, so two commits. It reports the p50 and p99
 // latency of one commit in microseconds ("p50-µs", "p99-µs") and commits per

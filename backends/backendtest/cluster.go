@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"slices"
@@ -641,4 +642,34 @@ func (l *LeaderLog) Last() (LeaderRecord, bool) {
 		return LeaderRecord{}, false
 	}
 	return l.evs[len(l.evs)-1], true
+}
+
+// WithLogStore returns a Factory that opens nodes with open, their
+// Config.LogStore set to store (one of backends.LogStores): the suites run
+// once per store with it.
+func WithLogStore(open Factory, store string) Factory {
+	return func(cfg backends.Config) (Node, error) {
+		cfg.LogStore = store
+		return open(cfg)
+	}
+}
+
+// RestoreWithLogStore returns restore with Config.LogStore set to store.
+func RestoreWithLogStore(restore backends.RestoreFunc, store string) backends.RestoreFunc {
+	return func(cfg backends.Config, snapshot io.Reader) error {
+		cfg.LogStore = store
+		return restore(cfg, snapshot)
+	}
+}
+
+// ForEachLogStore runs fn as a subtest per Raft log store
+// (backends.LogStores), with open and restore set to write that store
+// (WithLogStore, RestoreWithLogStore): a backend's conformance test runs
+// every suite on every store with it.
+func ForEachLogStore(t *testing.T, open Factory, restore backends.RestoreFunc, fn func(t *testing.T, open Factory, restore backends.RestoreFunc)) {
+	for _, store := range backends.LogStores() {
+		t.Run(store, func(t *testing.T) {
+			fn(t, WithLogStore(open, store), RestoreWithLogStore(restore, store))
+		})
+	}
 }

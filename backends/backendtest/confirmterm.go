@@ -28,19 +28,9 @@ func testConfirmTerm(t *testing.T, open Factory) {
 	c := NewCluster(t, open)
 	c.Start(3)
 	l := c.WaitLeader()
-	tok := mustGrant(ctx, t, l.Node(), "confirm-me")
-	term, err := confirmTerm(t, l).ConfirmTerm(ctx)
-	if err != nil {
-		t.Fatalf("leader ConfirmTerm: %v", err)
-	}
-	if st := l.Node().Status(); term == 0 || term != st.Term {
-		t.Fatalf("ConfirmTerm = %d, status term %d", term, st.Term)
-	}
-	if lk, ok := l.StateMachine().Get("confirm-me"); !ok || lk.Token != tok {
-		t.Fatalf("after ConfirmTerm: lock %+v held=%v, want token %d", lk, ok, tok)
-	}
+	term := confirmOnLeader(ctx, t, l)
 	f := follower(c, l)
-	_, err = confirmTerm(t, f).ConfirmTerm(ctx)
+	_, err := confirmTerm(t, f).ConfirmTerm(ctx)
 	requireNotLeader(t, err, l)
 
 	c.Partition(l)
@@ -58,4 +48,26 @@ func testConfirmTerm(t *testing.T, open Factory) {
 		t.Fatalf("partitioned old leader confirmed term %d", got)
 	}
 	c.Heal()
+}
+
+// confirmOnLeader checks the leader half of confirm_term on l and returns the
+// term confirmed: after a write, ConfirmTerm returns the term l leads in
+// (Status().Term, the term of its last leader event) with the write applied.
+func confirmOnLeader(ctx context.Context, t *testing.T, l *Peer) uint64 {
+	t.Helper()
+	tok := mustGrant(ctx, t, l.Node(), "confirm-me")
+	term, err := confirmTerm(t, l).ConfirmTerm(ctx)
+	if err != nil {
+		t.Fatalf("leader ConfirmTerm: %v", err)
+	}
+	if st := l.Node().Status(); term == 0 || term != st.Term {
+		t.Fatalf("ConfirmTerm = %d, status term %d", term, st.Term)
+	}
+	if ev, ok := l.Leaders().Last(); !ok || !ev.Event.IsLeader || ev.Event.Term != term {
+		t.Fatalf("ConfirmTerm = %d, last leader event %+v", term, ev.Event)
+	}
+	if lk, ok := l.StateMachine().Get("confirm-me"); !ok || lk.Token != tok {
+		t.Fatalf("after ConfirmTerm: lock %+v held=%v, want token %d", lk, ok, tok)
+	}
+	return term
 }

@@ -106,9 +106,20 @@ func testMissingWatermarkRefused(t *testing.T, open Factory) {
 	c.EnsureSame()
 }
 
+// storeFileKinds are kinds of file (see fileKinds) that a data dir of each
+// log store must hold for testFileLossNeverShortens to cover it: badger's
+// MANIFEST, a table and a memtable log; a write-ahead log segment (both
+// backends' WALs; hashicorp's raft-wal also has its wal-meta.db, etcd's
+// its snapshot files).
+var storeFileKinds = map[string][]string{
+	backends.LogStoreBadger: {"MANIFEST", ".sst", ".mem"},
+	backends.LogStoreWAL:    {".wal"},
+}
+
 // testFileLossNeverShortens: each kind of file in a data dir (the
-// watermark, badger's MANIFEST, KEYREGISTRY, DISCARD, a table, a value log,
-// a memtable log, a snapshot's files) is deleted in turn from crash images
+// watermark, the log store record, badger's MANIFEST, KEYREGISTRY, DISCARD,
+// a table, a value log, a memtable log, or raft-wal's meta database and a
+// segment, a snapshot's files) is deleted in turn from crash images
 // of both followers, the leader is stopped, and the two followers are
 // started on the images: each must refuse to start with an error that says
 // how to recover, or start with a complete log, so every acknowledged grant
@@ -156,7 +167,11 @@ func testFileLossNeverShortens(t *testing.T, open Factory) {
 			}
 		}
 	}))
-	for _, want := range []string{watermark.FileName, "MANIFEST", ".sst", ".mem"} {
+	store, err := backends.ReadLogStore(pair[0].DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append([]string{watermark.FileName, backends.LogStoreFile}, storeFileKinds[store]...) {
 		if _, ok := kinds[want]; !ok {
 			t.Fatalf("no %s in the data dir image; the test would not cover it", want)
 		}

@@ -1,7 +1,8 @@
 // Package backendtest is the conformance suite every ticketd consensus backend
 // passes, in the manner of testing/fstest.TestFS: a backend's test calls
 // Run with a Factory that opens one of its nodes, and the suite builds real
-// clusters of them (loopback TCP, badger in t.TempDir()) and checks the
+// clusters of them (loopback TCP, storage in t.TempDir(); WithLogStore runs
+// them on each Raft log store) and checks the
 // core.Consensus and core.Membership contracts: ordered replication,
 // not-leader errors, ReadIndex, leader failover without losing acknowledged
 // commands, restart from disk, snapshot install (with the OnRestore hook

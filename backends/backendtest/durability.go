@@ -113,17 +113,40 @@ func crashImage(t *testing.T, src, dst string) {
 	}
 }
 
-// damageNewestMemtable flips 4 bytes about 1.5 KiB before the end of the
-// data in the newest badger memtable write-ahead log (*.mem) under dataDir,
-// as the issue's reproduction did; it returns the file and offset.
-func damageNewestMemtable(t *testing.T, dataDir string) (string, int) {
+// newestLogFiles maps each log store to the files under a data dir that
+// hold its newest appends: badger's memtable write-ahead logs (*.mem), the
+// write-ahead log stores' segments (*.wal, both backends). The names are
+// zero-padded numbers, so the last in order is the newest.
+var newestLogFiles = map[string][]string{
+	backends.LogStoreBadger: {filepath.Join("raft", "*.mem")},
+	// hashicorp's raft-wal keeps its segments in wal-hashicorp, etcd's WAL
+	// in wal-etcd/wal.
+	backends.LogStoreWAL: {filepath.Join("wal-*", "*.wal"), filepath.Join("wal-*", "wal", "*.wal")},
+}
+
+// damageNewestLog flips 4 bytes about 1.5 KiB before the end of the data
+// in the file of dataDir's log store (as its LogStoreFile records it) that
+// holds the newest appends (newestLogFiles), as the issue's reproduction
+// did for badger; it returns the file and offset.
+func damageNewestLog(t *testing.T, dataDir string) (string, int) {
 	t.Helper()
-	mems, err := filepath.Glob(filepath.Join(badgerlog.DBDir(dataDir), "*.mem"))
-	if err != nil || len(mems) == 0 {
-		t.Fatalf("no memtable log under %s (%v)", dataDir, err)
+	store, err := backends.ReadLogStore(dataDir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	slices.Sort(mems) // zero-padded numbers: the last is the newest
-	path := mems[len(mems)-1]
+	var files []string
+	for _, pattern := range newestLogFiles[store] {
+		m, err := filepath.Glob(filepath.Join(dataDir, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no %s log file under %s", store, dataDir)
+	}
+	slices.Sort(files)
+	path := files[len(files)-1]
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -142,11 +165,15 @@ func damageNewestMemtable(t *testing.T, dataDir string) (string, int) {
 	return path, off
 }
 
-// testDamagedLogRefused (issue 14, item 7): a follower's badger memtable log
-// is damaged near its end after a crash; badger would replay it only up to
-// the damage and drop the rest without an error, so the node must refuse to
-// start, naming the gap and how to recover, instead of rejoining with a
-// shorter log. An undamaged crash image of the same node starts.
+// testDamagedLogRefused (issue 14, item 7): the file holding a follower's
+// newest appends is damaged near its end after a crash; badger (its
+// memtable log) and raft-wal (its tail segment: the damaged batch's CRC
+// fails, and it keeps only the batches before it) would replay the log
+// only up to the damage and drop the rest without an error, so the node
+// must refuse to start, naming the gap (or, for the write-ahead log
+// stores, which read every entry at start, the damaged entry) and how to
+// recover, instead of rejoining with a shorter or damaged log. An
+// undamaged crash image of the same node starts.
 func testDamagedLogRefused(t *testing.T, open Factory) {
 	ctx := testContext(t)
 	c := NewCluster(t, open)
@@ -173,14 +200,15 @@ func testDamagedLogRefused(t *testing.T, open Factory) {
 	c.Kill(f)
 
 	swap(filepath.Join(img, "damaged"))
-	file, off := damageNewestMemtable(t, f.DataDir)
+	file, off := damageNewestLog(t, f.DataDir)
 	err := c.Reopen(f)
 	if err == nil {
 		t.Fatalf("node started with 4 bytes flipped at offset %d of %s; want a refused start", off, file)
 	}
 	var gap *watermark.GapError
-	if !errors.Is(err, watermark.ErrLogShortened) || !errors.As(err, &gap) {
-		t.Fatalf("start with a damaged log: %v, want a *watermark.GapError", err)
+	var hole *watermark.HoleError
+	if !errors.Is(err, watermark.ErrLogShortened) || !errors.As(err, &gap) && !errors.As(err, &hole) {
+		t.Fatalf("start with a damaged log: %v, want a *watermark.GapError (a log cut short at the damage) or a *watermark.HoleError (a damaged entry found)", err)
 	}
 	if !strings.Contains(err.Error(), "RemoveMember") {
 		t.Fatalf("refusal does not say how to recover: %v", err)

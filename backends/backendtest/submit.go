@@ -42,7 +42,7 @@ func (n *checkedNode) Submit(ctx context.Context, cmd core.Command) (func(contex
 // submitRounds is how many handoffs testSubmitOrder makes.
 const submitRounds = 100
 
-// testSubmitOrder (issue 21, pipelined handoff): a command submitted before
+// testSubmitOrder (docs/design.md#handoff): a command submitted before
 // another is given to the leader commits ahead of it, whether the second
 // comes from a Submit on the same goroutine or a Propose on another one
 // started after Submit returned, while other goroutines propose concurrently.
@@ -57,6 +57,18 @@ func testSubmitOrder(t *testing.T, open Factory) {
 	c := NewCluster(t, open)
 	c.Start(3)
 	l := c.WaitLeader()
+	submitInOrder(ctx, t, l)
+	f := follower(c, l)
+	_, err := submitter(t, f).Submit(ctx, grant("on-follower"))
+	requireNotLeader(t, err, l)
+	c.EnsureSame()
+}
+
+// submitInOrder checks the leader half of submit_order on l: the handoff
+// rounds under concurrent load, the alternation in l's apply log, and a
+// Submit with an ended ctx failing with its error.
+func submitInOrder(ctx context.Context, t *testing.T, l *Peer) {
+	t.Helper()
 	n := l.Node()
 	sub := submitter(t, l)
 
@@ -141,13 +153,9 @@ func testSubmitOrder(t *testing.T, open Factory) {
 		}
 	}
 
-	f := follower(c, l)
-	_, err := submitter(t, f).Submit(ctx, grant("on-follower"))
-	requireNotLeader(t, err, l)
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := sub.Submit(done, grant("cancelled")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("submit with an ended ctx: %v, want context.Canceled", err)
 	}
-	c.EnsureSame()
 }

@@ -36,6 +36,7 @@ func Run(t *testing.T, open Factory) {
 		{"recovered_commit_index", testRecoveredCommitIndex},
 		{"damaged_log_refused", testDamagedLogRefused},
 		{"missing_watermark_refused", testMissingWatermarkRefused},
+		{"before_bootstrap", testBeforeBootstrap},
 		{"file_loss_never_shortens", testFileLossNeverShortens},
 		{"disk_full_stops", testDiskFullStops},
 		{"observer", testObserver},
@@ -122,8 +123,34 @@ func testReplicateInOrder(t *testing.T, open Factory) {
 	c := NewCluster(t, open)
 	c.Start(3)
 	l := c.WaitLeader()
-	n := l.Node()
+	proposeInOrder(ctx, t, l)
 
+	f := follower(c, l)
+	_, err := f.Node().Propose(ctx, grant("on-follower"))
+	requireNotLeader(t, err, l)
+
+	applied := l.StateMachine().AppliedIndex()
+	c.WaitApplied(applied)
+	want := upTo(l.Applies().Records(), applied)
+	for _, p := range c.Live() {
+		if got := upTo(p.Applies().Records(), applied); !slices.Equal(got, want) {
+			t.Fatalf("%s applied %d entries differently from leader %s (%d entries)", p.ID, len(got), l.ID, len(want))
+		}
+	}
+	c.EnsureSame()
+	checkLeaderEvents(t, c)
+}
+
+// proposeInOrder checks the leader half of replicate_in_order on l, the
+// ready leader of a fresh cluster: sequential grants get tokens 1, 2, ...;
+// each command's result is the state machine's (rejection, release, a
+// second release, expiry, a fresh grant); concurrent proposals
+// (group-committed) get distinct consecutive tokens; and every Propose
+// returns only once its entry has applied locally and OnApply has seen it,
+// with the result Propose returned (docs/design.md#the-consensus-contract).
+func proposeInOrder(ctx context.Context, t *testing.T, l *Peer) {
+	t.Helper()
+	n := l.Node()
 	for i := 0; i < 20; i++ {
 		if tok := mustGrant(ctx, t, n, fmt.Sprintf("k%02d", i)); tok != uint64(i+1) {
 			t.Fatalf("grant %d: token %d, want %d", i, tok, i+1)
@@ -145,6 +172,7 @@ func testReplicateInOrder(t *testing.T, open Factory) {
 		if err != nil || res != s.want {
 			t.Fatalf("propose %+v: %+v, %v; want %+v", s.cmd, res, err, s.want)
 		}
+		checkAppliedOnReturn(t, l, s.cmd, res)
 	}
 	// Concurrent proposals (group-committed): distinct tokens 22..61.
 	var mu sync.Mutex
@@ -173,21 +201,47 @@ func testReplicateInOrder(t *testing.T, open Factory) {
 			t.Fatalf("concurrent tokens %v, want 22..61", tokens)
 		}
 	}
+	checkApplyOrder(t, l)
+}
 
-	f := follower(c, l)
-	_, err := f.Node().Propose(ctx, grant("on-follower"))
-	requireNotLeader(t, err, l)
-
-	applied := l.StateMachine().AppliedIndex()
-	c.WaitApplied(applied)
-	want := upTo(l.Applies().Records(), applied)
-	for _, p := range c.Live() {
-		if got := upTo(p.Applies().Records(), applied); !slices.Equal(got, want) {
-			t.Fatalf("%s applied %d entries differently from leader %s (%d entries)", p.ID, len(got), l.ID, len(want))
+// checkAppliedOnReturn checks, right after Propose(cmd) returned res on l,
+// that l's OnApply has seen cmd with res (its latest record of cmd's op and
+// key) at an index its state machine has applied: Propose waits for local
+// apply, and the apply hook runs before it returns.
+func checkAppliedOnReturn(t *testing.T, l *Peer, cmd core.Command, res core.Result) {
+	t.Helper()
+	recs := l.Applies().Records()
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
+		if r.Cmd.Op != cmd.Op || r.Cmd.Key != cmd.Key {
+			continue
 		}
+		if r.Res != res {
+			t.Fatalf("%s: Propose(%v %s) returned %+v but OnApply saw %+v at %d", l.ID, cmd.Op, cmd.Key, res, r.Res, r.Index)
+		}
+		if applied := l.StateMachine().AppliedIndex(); applied < r.Index {
+			t.Fatalf("%s: Propose(%v %s) returned with the state machine at %d, before its entry %d", l.ID, cmd.Op, cmd.Key, applied, r.Index)
+		}
+		return
 	}
-	c.EnsureSame()
-	checkLeaderEvents(t, c)
+	t.Fatalf("%s: Propose(%v %s) returned %+v before OnApply saw it", l.ID, cmd.Op, cmd.Key, res)
+}
+
+// checkApplyOrder checks that p's OnApply saw its entries in log order, each
+// once: strictly increasing indexes, the last one the state machine's
+// applied index or below.
+func checkApplyOrder(t *testing.T, p *Peer) {
+	t.Helper()
+	var prev uint64
+	for _, r := range p.Applies().Records() {
+		if r.Index <= prev {
+			t.Fatalf("%s: OnApply(%d) after OnApply(%d)", p.ID, r.Index, prev)
+		}
+		prev = r.Index
+	}
+	if applied := p.StateMachine().AppliedIndex(); prev > applied {
+		t.Fatalf("%s: OnApply(%d) past the applied index %d", p.ID, prev, applied)
+	}
 }
 
 func upTo(recs []ApplyRecord, index uint64) []ApplyRecord {
@@ -201,6 +255,17 @@ func testReadIndex(t *testing.T, open Factory) {
 	c := NewCluster(t, open)
 	c.Start(3)
 	l := c.WaitLeader()
+	readOnLeader(ctx, t, l, 3)
+	f := follower(c, l)
+	requireNotLeader(t, f.Node().ReadIndex(ctx), l)
+}
+
+// readOnLeader checks the leader half of read_index on l: ReadIndex after a
+// write returns with the write applied, and Status names l as itself and as
+// leader, with a backend name, the given number of members and a non-zero
+// applied index.
+func readOnLeader(ctx context.Context, t *testing.T, l *Peer, members int) {
+	t.Helper()
 	tok := mustGrant(ctx, t, l.Node(), "read-me")
 	if err := l.Node().ReadIndex(ctx); err != nil {
 		t.Fatalf("leader ReadIndex: %v", err)
@@ -208,11 +273,9 @@ func testReadIndex(t *testing.T, open Factory) {
 	if lk, ok := l.StateMachine().Get("read-me"); !ok || lk.Token != tok {
 		t.Fatalf("after ReadIndex: lock %+v held=%v, want token %d", lk, ok, tok)
 	}
-	if st := l.Node().Status(); st.ID != l.ID || st.Leader.ID != l.ID || st.Backend == "" || len(st.Members) != 3 || st.AppliedIndex == 0 {
-		t.Fatalf("leader status %+v", st)
+	if st := l.Node().Status(); st.ID != l.ID || st.Leader.ID != l.ID || st.Backend == "" || len(st.Members) != members || st.AppliedIndex == 0 {
+		t.Fatalf("leader status %+v, want %d members", st, members)
 	}
-	f := follower(c, l)
-	requireNotLeader(t, f.Node().ReadIndex(ctx), l)
 }
 
 // ack is one acknowledged grant.

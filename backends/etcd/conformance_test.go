@@ -16,8 +16,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, backendtest.FailedOpenLeaks()...)
 }
 
+// forEachStore runs fn once per log store (backendtest.ForEachLogStore).
+func forEachStore(t *testing.T, fn func(t *testing.T, open backendtest.Factory, restore backends.RestoreFunc)) {
+	backendtest.ForEachLogStore(t, newNode, etcd.Restore, fn)
+}
+
 func TestConformance(t *testing.T) {
-	backendtest.Run(t, newNode)
+	forEachStore(t, func(t *testing.T, open backendtest.Factory, _ backends.RestoreFunc) { backendtest.Run(t, open) })
 }
 
 // newNode is the backendtest.Factory of this backend.
@@ -28,5 +33,11 @@ func TestPeerTLS(t *testing.T) {
 }
 
 func TestRecovery(t *testing.T) {
-	backendtest.RunRecovery(t, newNode, etcd.Restore)
+	forEachStore(t, backendtest.RunRecovery)
+}
+
+// TestSingleNodeConformance runs the conformance cases that hold for a
+// one-member group (backendtest.RunSingleNode), which memraft runs too.
+func TestSingleNodeConformance(t *testing.T) {
+	backendtest.RunSingleNode(t, newNode)
 }

@@ -1,8 +1,10 @@
 // Package etcd is ticketd's consensus backend on etcd raft
 // (go.etcd.io/raft/v3 v3.7.0, pointer raftpb types): a core.Consensus and
-// core.Membership whose raft log, HardState and snapshots live in badger/v4
-// (internal/raftstore) and whose peer traffic is our own batched HTTP/2
-// transport (internal/transport) — not etcd's server module.
+// core.Membership whose raft log, HardState and snapshots live in the log
+// store Config.LogStore names — badger/v4 (internal/raftstore) or etcd's own
+// write-ahead log and snapshot files (internal/walstore, the only part of
+// etcd's server module it uses) — and whose peer traffic is our own batched
+// HTTP/2 transport (internal/transport).
 //
 // One goroutine drives a raft.RawNode as etcd raft's doc.go prescribes: it
 // ticks every HeartbeatInterval (ElectionTick = ElectionTimeout /
@@ -17,7 +19,8 @@
 //     Ready's new entries, since committed entries are durable on a quorum
 //     already (after it when the Ready carries a snapshot, which is restored
 //     first);
-//  3. persists HardState, entries and snapshot in one synced badger batch;
+//  3. persists HardState, entries and snapshot in one synced write of the
+//     log store (a badger batch, or a WAL append);
 //  4. sends the rest (append and vote responses, or everything when the term
 //     or vote changed);
 //  5. serves the ReadIndex batches raft answered, calls Advance, and takes a

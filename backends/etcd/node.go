@@ -17,9 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends"
-	"github.com/ticketd/ticketd/backends/etcd/internal/raftstore"
 	"github.com/ticketd/ticketd/backends/etcd/internal/transport"
-	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 	"github.com/ticketd/ticketd/backends/internal/peergate"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
@@ -47,7 +45,7 @@ type Node struct {
 	log   *zap.Logger
 	sm    *core.StateMachine
 	db    *badger.DB
-	store *raftstore.Store
+	store raftStorage // the log store's (Config.LogStore)
 	tr    *transport.Transport
 	rn    *raft.RawNode // owned by the loop goroutine after New
 	note  *notifier
@@ -139,18 +137,13 @@ func (n *Node) open() error {
 	if err := backends.PrepareDataDir(n.cfg.DataDir); err != nil {
 		return err
 	}
-	db, err := badgerlog.Open(n.cfg.DataDir, BackendName, n.cfg.Logger)
+	store, db, err := openStorage(n.cfg, n.cfg.Logger)
 	if err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	n.db = db
-	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {
 		return err
 	}
-	if n.store, err = raftstore.Open(db); errors.Is(err, ErrCorrupt) {
-		return fmt.Errorf("etcd: data dir %s: %w; refusing to start: recover by %s", n.cfg.DataDir, err, watermark.ReplaceMember)
-	} else if err != nil {
-		return fmt.Errorf("etcd: data dir %s: %w", n.cfg.DataDir, err)
+	n.store, n.db = store, db
+	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {
+		return err
 	}
 	if err := n.openWatermark(); err != nil {
 		return err
@@ -281,6 +274,11 @@ func (n *Node) bootstrap() error {
 	if err != nil {
 		return err
 	}
+	if n.cfg.BeforeBootstrap != nil {
+		if err := n.cfg.BeforeBootstrap(); err != nil {
+			return fmt.Errorf("etcd: bootstrap: %w", err)
+		}
+	}
 	hs := &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(0)), Commit: new(uint64(1))}
 	if err := writeInitialState(n.store, hs, book, voters, core.NewStateMachine().Snapshot(), 1); err != nil {
 		return fmt.Errorf("etcd: bootstrap: %w", err)
@@ -379,9 +377,10 @@ func (n *Node) closeResources() error {
 	}
 	if n.db != nil {
 		errs = append(errs, n.db.Close())
-		// badger flushes its memtable into a new table file on Close.
-		errs = append(errs, backends.RestrictTree(n.cfg.DataDir))
 	}
+	// badger flushes its memtable into a new table file on Close; the WAL
+	// cuts new segments and snapshot files as it goes.
+	errs = append(errs, backends.RestrictTree(n.cfg.DataDir))
 	return errors.Join(errs...)
 }
 

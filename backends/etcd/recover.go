@@ -13,8 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends"
-	"github.com/ticketd/ticketd/backends/etcd/internal/raftstore"
-	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
@@ -54,25 +52,21 @@ func Restore(cfg backends.Config, snapshot io.Reader) error {
 	if err := backends.PrepareDataDir(cfg.DataDir); err != nil {
 		return err
 	}
-	db, err := badgerlog.Open(cfg.DataDir, BackendName, cfg.Logger)
+	store, db, err := openStorage(cfg, cfg.Logger)
 	if err != nil {
-		return fmt.Errorf("etcd: %w", err)
+		return err
 	}
-	store, err := raftstore.Open(db)
-	var errs []error
-	if err != nil {
-		errs = append(errs, fmt.Errorf("etcd: restore: %w", err))
-	} else {
-		hs := &pb.HardState{Term: new(uint64(restoreTerm)), Vote: new(uint64(raft.None)), Commit: new(st.Index)}
-		errs = append(errs, writeInitialState(store, hs, book, voters, st.StateMachine.Snapshot(), st.Index))
-		errs = append(errs, store.Close())
-		if err := errors.Join(errs...); err == nil {
-			// New refuses Raft state without a watermark beside it.
-			errs = append(errs, watermark.Create(cfg.DataDir, watermark.Mark{LastIndex: st.Index}))
+	hs := &pb.HardState{Term: new(uint64(restoreTerm)), Vote: new(uint64(raft.None)), Commit: new(st.Index)}
+	errs := []error{writeInitialState(store, hs, book, voters, st.StateMachine.Snapshot(), st.Index)}
+	errs = append(errs, store.Close())
+	if err := errors.Join(errs...); err == nil {
+		// New refuses Raft state without a watermark beside it.
+		errs = append(errs, watermark.Create(cfg.DataDir, watermark.Mark{LastIndex: st.Index}))
+	}
+	if db != nil {
+		if err := db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("etcd: restore: close badger: %w", err))
 		}
-	}
-	if err := db.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("etcd: restore: close badger: %w", err))
 	}
 	errs = append(errs, backends.RestrictTree(cfg.DataDir))
 	return errors.Join(errs...)
@@ -101,7 +95,7 @@ func bootstrapBook(members []core.Member) (addressBook, []uint64, error) {
 // the address book. This is the shape etcd raft's doc recommends for a new
 // cluster ("a Storage that has a first index > 1 and which stores the
 // desired ConfState").
-func writeInitialState(store *raftstore.Store, hs *pb.HardState, book addressBook, voters []uint64, sm *core.Snapshot, index uint64) error {
+func writeInitialState(store raftStorage, hs *pb.HardState, book addressBook, voters []uint64, sm *core.Snapshot, index uint64) error {
 	data, err := encodeSnapshotData(book, sm)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 // Package hashicorp is ticketd's consensus backend over github.com/hashicorp/raft
 // (v1.8): a core.Consensus and core.Membership whose log and stable state live
-// in badger/v4 (one database per node, SyncWrites on), whose snapshots are
+// in the log store Config.LogStore names, badger/v4 (one database per node,
+// SyncWrites on; logStore) or hashicorp/raft-wal (walStore), whose snapshots are
 // hashicorp's FileSnapshotStore holding core's deterministic snapshot bytes,
 // and whose peers talk over hashicorp's TCP NetworkTransport.
 //
@@ -81,7 +82,10 @@
 //
 // <DataDir>/raft holds the badger database (keys "hlog/"+index for the log,
 // "hstable/"+key for Raft's term and vote, and badgerlog.MarkerKey naming this
-// backend); <DataDir>/snapshots holds FileSnapshotStore's files (two kept).
+// backend), or, with the wal store, <DataDir>/wal-hashicorp holds raft-wal's
+// segments and its meta database (term, vote, segment list);
+// <DataDir>/log_store names the store (backends.ClaimLogStore);
+// <DataDir>/snapshots holds FileSnapshotStore's files (two kept).
 // A snapshot is taken as soon as SnapshotThreshold entries were applied since
 // the last one, and the log is then compacted down to TrailingLogs entries.
 package hashicorp

@@ -5,9 +5,12 @@ package hashicorp_test
 import (
 	"testing"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/backendtest"
 )
 
 func TestFileModes(t *testing.T) {
-	backendtest.RunFileModes(t, newNode, true)
+	forEachStore(t, func(t *testing.T, open backendtest.Factory, _ backends.RestoreFunc) {
+		backendtest.RunFileModes(t, open, true)
+	})
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
-	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
 // Key prefixes of the hashicorp backend in the node's badger database.
@@ -29,17 +28,7 @@ var (
 // compacts from its snapshot goroutine and reads from replication goroutines.
 type logStore struct {
 	db *badger.DB
-	// wm, when set, records the log's end after every append (in the
-	// background, watermark.File.Advance) and durably before every suffix
-	// deletion (see package watermark); applied reports the state machine's
-	// applied index recorded with it.
-	wm      *watermark.File
-	applied func() uint64
-	// fatal, when set, is told of every failed write: the store no longer
-	// knows what is on disk, so the node must stop (issue 14, item 8).
-	fatal func(error)
-	// observe, when set, is told of every durable append (entries, time).
-	observe func(entries int, d time.Duration)
+	logHooks
 	// wmu serialises writers so that first/last follow the database exactly.
 	wmu sync.Mutex
 	// first and last are the smallest and largest stored index (0, 0 when the
@@ -73,6 +62,9 @@ func newLogStore(db *badger.DB) (*logStore, error) {
 	}
 	return s, nil
 }
+
+// Close closes the badger database (which flushes its memtable into a table).
+func (s *logStore) Close() error { return s.db.Close() }
 
 // FirstIndex returns the first stored index, 0 for an empty log.
 func (s *logStore) FirstIndex() (uint64, error) { return s.first.Load(), nil }
@@ -111,9 +103,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.observe != nil {
-		defer func(start time.Time) { s.observe(len(logs), time.Since(start)) }(time.Now())
-	}
+	defer s.timed(len(logs), time.Now())
 	var buf []byte
 	err := badgerlog.Batch(s.db, len(logs), func(txn *badger.Txn, i int) error {
 		start := len(buf)
@@ -134,55 +124,6 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	s.first.Store(first)
 	s.last.Store(last)
 	return s.advance(last)
-}
-
-// mark durably records last as the log's end (with the applied index) in the
-// watermark, when there is one, before it returns: for lowering it before a
-// suffix is deleted.
-func (s *logStore) mark(last uint64) error {
-	if s.wm == nil {
-		return nil
-	}
-	applied := s.appliedIndex()
-	err := s.wm.Update(func(m watermark.Mark) watermark.Mark {
-		// Applied is never lowered: a replaying node is behind it.
-		return watermark.Mark{LastIndex: last, Applied: max(m.Applied, applied)}
-	})
-	if err != nil {
-		return s.failed(fmt.Errorf("store logs: %w", err))
-	}
-	return nil
-}
-
-// advance records last, just made durable, as the log's end in the
-// watermark, when there is one, without waiting for the watermark's own
-// write (watermark.File.Advance: it overlaps the next append's sync, so an
-// append costs badger's sync alone, issue 21).
-func (s *logStore) advance(last uint64) error {
-	if s.wm == nil {
-		return nil
-	}
-	if err := s.wm.Advance(last, s.appliedIndex()); err != nil {
-		return s.failed(fmt.Errorf("store logs: %w", err))
-	}
-	return nil
-}
-
-func (s *logStore) appliedIndex() uint64 {
-	if s.applied == nil {
-		return 0
-	}
-	return s.applied()
-}
-
-// failed reports err to fatal (a write whose outcome on disk is unknown) and
-// returns it, annotated when the disk is full.
-func (s *logStore) failed(err error) error {
-	err = badgerlog.DiskFull(err)
-	if s.fatal != nil {
-		s.fatal(err)
-	}
-	return err
 }
 
 // DeleteRange deletes the entries from `from` to `to`, both inclusive,

@@ -1,25 +1,27 @@
 package hashicorp
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/backendtest"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
-// openMarkedStore opens a log store in dir with its watermark, as a node
-// runs it.
-func openMarkedStore(b *testing.B, dir string) *logStore {
+// openMarkedStore opens the given log store in dir with its watermark, as
+// a node runs it.
+func openMarkedStore(b *testing.B, store, dir string) nodeStore {
 	b.Helper()
-	s := openStore(b, dir)
+	s := openTestStore(b, store, dir)
 	wm, _, err := watermark.Open(dir, storedLog{logs: s, stable: s, snaps: raft.NewInmemSnapshotStore()}, watermark.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	s.wm = wm
+	s.hooks().wm = wm
 	b.Cleanup(func() {
 		if err := wm.Close(); err != nil {
 			b.Error(err)
@@ -34,7 +36,7 @@ var appendMu sync.Mutex
 
 // appender returns a function that appends batch entries of 64 bytes (the
 // size of a ticketd grant) after the last one in s.
-func appender(s *logStore, batch int) func() error {
+func appender(s nodeStore, batch int) func() error {
 	data := make([]byte, 64)
 	logs := make([]*raft.Log, batch)
 	return func() error {
@@ -49,21 +51,23 @@ func appender(s *logStore, batch int) func() error {
 	}
 }
 
-// BenchmarkStoreLogs measures one durable StoreLogs call (SyncWrites, and
-// the watermark as a node keeps it) of a batch of 1 and of 64 entries of 64
-// bytes.
+// BenchmarkStoreLogs measures one durable StoreLogs call of each log store
+// (badger with SyncWrites, raft-wal with its fdatasync; and the watermark as
+// a node keeps it) of a batch of 1 and of 64 entries of 64 bytes.
 func BenchmarkStoreLogs(b *testing.B) {
-	for _, batch := range []int{1, 64} {
-		b.Run(map[int]string{1: "batch=1", 64: "batch=64"}[batch], func(b *testing.B) {
-			s := openMarkedStore(b, b.TempDir())
-			appendBatch := appender(s, batch)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := appendBatch(); err != nil {
-					b.Fatal(err)
+	for _, store := range backends.LogStores() {
+		for _, batch := range []int{1, 64} {
+			b.Run(fmt.Sprintf("store=%s/batch=%d", store, batch), func(b *testing.B) {
+				s := openMarkedStore(b, store, b.TempDir())
+				appendBatch := appender(s, batch)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := appendBatch(); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -80,7 +84,7 @@ const compactEntries = 8192
 func BenchmarkCompactionStall(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		b.Run(map[bool]string{false: "compaction=off", true: "compaction=on"}[on], func(b *testing.B) {
-			s := openMarkedStore(b, b.TempDir())
+			s := openMarkedStore(b, backends.LogStoreBadger, b.TempDir())
 			fill := appender(s, 64)
 			setup := func() error {
 				for range compactEntries / 64 {

@@ -11,12 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends"
-	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 	"github.com/ticketd/ticketd/backends/internal/peergate"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
@@ -68,7 +66,7 @@ type Node struct {
 	logger *zap.Logger
 	self   core.Member
 
-	db        *badger.DB
+	store     nodeStore // the Raft log and stable store (cfg.LogStore)
 	transport io.Closer
 	closeConn func() // drops pooled peer connections (nil without a transport)
 	raft      *raft.Raft
@@ -161,25 +159,21 @@ func New(cfg backends.Config) (*Node, error) {
 		if n.wm != nil {
 			_ = n.wm.Close()
 		}
-		if n.db != nil {
-			_ = n.db.Close()
+		if n.store != nil {
+			_ = n.store.Close()
 		}
 	}
 	if err := backends.PrepareDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if n.db, err = badgerlog.Open(cfg.DataDir, Backend, logger); err != nil {
-		return nil, err
-	}
-	store, err := newLogStore(n.db)
-	if err != nil {
-		cleanup()
-		return nil, err
-	}
-	if cfg.Observer != nil {
-		store.observe = cfg.Observer.LogAppended
-	}
 	hl := newHCLog(logger.Named("raft"))
+	if n.store, err = openStore(cfg, logger, hl); err != nil {
+		return nil, err
+	}
+	store := n.store
+	if cfg.Observer != nil {
+		store.hooks().observe = cfg.Observer.LogAppended
+	}
 	// FileSnapshotStore keeps its files in <DataDir>/snapshots = badgerlog.SnapshotDir.
 	snaps, err := newSnapshotStore(cfg.DataDir, snapshotRetain, hl.Named("snapshot"))
 	if err != nil {
@@ -277,6 +271,11 @@ func bootstrap(cfg backends.Config, rc *raft.Config, logs raft.LogStore, stable 
 	}
 	if has {
 		return nil
+	}
+	if cfg.BeforeBootstrap != nil {
+		if err := cfg.BeforeBootstrap(); err != nil {
+			return fmt.Errorf("hashicorp: bootstrap: %w", err)
+		}
 	}
 	var conf raft.Configuration
 	for _, m := range cfg.Bootstrap {
@@ -498,8 +497,8 @@ func (n *Node) close() error {
 	if err := n.closeWatermark(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := n.db.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("hashicorp: close badger: %w", err))
+	if err := n.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("hashicorp: close %s log store: %w", n.cfg.LogStore, err))
 	}
 	// badger flushes its memtable into a new table file on Close.
 	if err := backends.RestrictTree(n.cfg.DataDir); err != nil {

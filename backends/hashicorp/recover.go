@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/backends"
-	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 	"github.com/ticketd/ticketd/core"
 )
@@ -29,7 +28,8 @@ var _ backends.RestoreFunc = Restore
 // Restore creates in cfg.DataDir, which must hold no Raft state, the data of
 // one member of a new cluster: a snapshot (FileSnapshotStore) of the lock
 // table read from snapshot, at index backends.LoadRestore's Index and term 1,
-// whose configuration lists cfg.Bootstrap as voters; the log is empty. New
+// whose configuration lists cfg.Bootstrap as voters; the log, empty, is in
+// cfg.LogStore (so a snapshot and a Restore move a member between stores). New
 // then starts from it like from any snapshot. Run it for every member with
 // the same snapshot and the same Bootstrap (etcdutl snapshot restore;
 // hashicorp's own BootstrapCluster writes the configuration as log entry 1
@@ -50,13 +50,8 @@ func Restore(cfg backends.Config, snapshot io.Reader) error {
 	if err := backends.PrepareDataDir(cfg.DataDir); err != nil {
 		return err
 	}
-	db, err := badgerlog.Open(cfg.DataDir, Backend, cfg.Logger)
+	store, err := openStore(cfg, cfg.Logger, newHCLog(cfg.Logger.Named("restore")))
 	if err != nil {
-		return err
-	}
-	store, err := newLogStore(db)
-	if err != nil {
-		_ = db.Close()
 		return err
 	}
 	var errs []error
@@ -70,8 +65,8 @@ func Restore(cfg backends.Config, snapshot io.Reader) error {
 		// New refuses Raft state without a watermark beside it.
 		errs = append(errs, watermark.Create(cfg.DataDir, watermark.Mark{LastIndex: st.Index}))
 	}
-	if err := db.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("hashicorp: restore: close badger: %w", err))
+	if err := store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("hashicorp: restore: close %s log store: %w", cfg.LogStore, err))
 	}
 	errs = append(errs, backends.RestrictTree(cfg.DataDir))
 	return errors.Join(errs...)

@@ -73,7 +73,7 @@ func (s storedLog) Extent() (watermark.Extent, error) {
 // Errors: a *watermark.GapError (errors.Is watermark.ErrLogShortened) for a
 // shortened log, a *watermark.MissingError (errors.Is watermark.ErrMissing)
 // for a log without a usable watermark, or the file system's.
-func (n *Node) openWatermark(store *logStore, snaps raft.SnapshotStore) error {
+func (n *Node) openWatermark(store nodeStore, snaps raft.SnapshotStore) error {
 	wm, mark, err := watermark.Open(n.cfg.DataDir, storedLog{logs: store, stable: store, snaps: snaps},
 		watermark.Options{AcceptMissing: n.cfg.AcceptMissingWatermark, Logger: n.logger})
 	if err != nil {
@@ -81,8 +81,9 @@ func (n *Node) openWatermark(store *logStore, snaps raft.SnapshotStore) error {
 		return fmt.Errorf("hashicorp: data dir %s: %w", n.cfg.DataDir, err)
 	}
 	n.wm, n.recovered = wm, mark.Applied
-	store.wm, store.applied = wm, n.sm.AppliedIndex
-	store.fatal = func(err error) { _ = n.fail(err) }
+	h := store.hooks()
+	h.wm, h.applied = wm, n.sm.AppliedIndex
+	h.fatal = func(err error) { _ = n.fail(err) }
 	return nil
 }
 

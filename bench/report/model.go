@@ -78,6 +78,17 @@ const (
 // holds in WorkloadKeepAlive.
 const KeepAliveKeys = 10
 
+// StoreSystem is the system name of ticketd's backend with Raft log store
+// store (backends.LogStores): the backend's name for the default store
+// ("badger"), so figures keep their names across runs, and
+// backend + "/" + store for another ("hashicorp/wal").
+func StoreSystem(backend, store string) string {
+	if store == "" || store == "badger" {
+		return backend
+	}
+	return backend + "/" + store
+}
+
 // PeerSystem returns the peer system whose figures ticketd's are compared
 // with for workload (SystemEtcdMutex for locks, SystemEtcdKeepAlive for
 // renewals), or "" when there is none.

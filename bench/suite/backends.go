@@ -3,6 +3,7 @@ package suite
 import (
 	"slices"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/etcd"
 	"github.com/ticketd/ticketd/backends/hashicorp"
 
@@ -26,3 +27,39 @@ func Backends() []string {
 	slices.SortFunc(names, report.CompareSystems)
 	return names
 }
+
+// backendStores maps each backend name to the Raft log stores it offers
+// (backends.Config.LogStore), the default first: the commit workload runs
+// on each (Config.LogStores).
+var backendStores = map[string][]string{
+	report.SystemHashicorp: {backends.LogStoreBadger, backends.LogStoreWAL},
+	report.SystemEtcd:      {backends.LogStoreBadger, backends.LogStoreWAL},
+}
+
+// commitTarget is one backend with one of its log stores.
+type commitTarget struct{ backend, store string }
+
+// system is the target's system name in the report (report.StoreSystem).
+func (t commitTarget) system() string { return report.StoreSystem(t.backend, t.store) }
+
+// commitTargets returns every backend of c.Backends with each log store of
+// c.LogStores (the default store when empty) it offers, in c.Backends order.
+func (c Config) commitTargets() []commitTarget {
+	stores := c.LogStores
+	if len(stores) == 0 {
+		stores = []string{backends.DefaultLogStore}
+	}
+	var out []commitTarget
+	for _, b := range c.Backends {
+		for _, s := range backendStores[b] {
+			if slices.Contains(stores, s) {
+				out = append(out, commitTarget{b, s})
+			}
+		}
+	}
+	return out
+}
+
+// LogStores returns the names of the Raft log stores a Config may list
+// (backends.LogStores), the default first.
+func LogStores() []string { return backends.LogStores() }

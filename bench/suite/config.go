@@ -23,6 +23,12 @@ var (
 type Config struct {
 	// Backends lists the ticketd backends to measure, by name (Backends()).
 	Backends []string
+	// LogStores lists the Raft log stores (backends.LogStores) the commit
+	// workload runs on, each on every backend of Backends that offers it
+	// (rows "hashicorp", "hashicorp/wal", ...: report.StoreSystem); the
+	// other workloads use each backend's default store. Empty: the
+	// default store only.
+	LogStores []string
 	// Concurrency lists the client counts, each at least 1.
 	Concurrency []int
 	// Duration is each measurement's window; Warmup runs unrecorded before it.
@@ -94,6 +100,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: unknown backend %q (known: %v)", ErrInvalidConfig, b, known)
 		}
 	}
+	for _, s := range c.LogStores {
+		if !slices.Contains(backends.LogStores(), s) {
+			return fmt.Errorf("%w: unknown log store %q (known: %v)", ErrInvalidConfig, s, backends.LogStores())
+		}
+	}
 	for _, n := range slices.Concat(c.Concurrency, c.HandoffConcurrency, c.SharedConcurrency) {
 		if n < 1 {
 			return fmt.Errorf("%w: concurrency %d < 1", ErrInvalidConfig, n)
@@ -121,7 +132,7 @@ func (c Config) steps() int {
 	perRound := 1 // floor
 	levels := len(c.Concurrency)
 	if c.Commit {
-		perRound += len(c.Backends) * levels
+		perRound += len(c.commitTargets()) * levels
 	}
 	if c.Lock {
 		perRound += len(c.Backends) * levels

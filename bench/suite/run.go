@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/bench/backendcluster"
 	"github.com/ticketd/ticketd/bench/cputime"
 	"github.com/ticketd/ticketd/bench/floor"
@@ -133,8 +134,8 @@ func (r *runner) rounds(ctx context.Context) error {
 			return err
 		}
 		if r.cfg.Commit {
-			for _, b := range rotate(r.cfg.Backends, round-1) {
-				if err := r.commits(ctx, round, b); err != nil {
+			for _, t := range rotate(r.cfg.commitTargets(), round-1) {
+				if err := r.commits(ctx, round, t); err != nil {
 					return err
 				}
 			}
@@ -262,20 +263,24 @@ func (r *runner) floor(ctx context.Context, round int) error {
 	return nil
 }
 
-// commits measures the commit workload on a fresh cluster of backend, at
-// every concurrency level.
-func (r *runner) commits(ctx context.Context, round int, backend string) error {
+// commits measures the commit workload on a fresh cluster of t's backend
+// with t's log store, at every concurrency level, as system t.system().
+func (r *runner) commits(ctx context.Context, round int, t commitTarget) error {
+	system := t.system()
 	c, err := backendcluster.Start(ctx, backendcluster.Config{
-		New:  newBackend[backend],
-		Dir:  filepath.Join(r.dir, fmt.Sprintf("r%d-commit-%s", round, backend)),
-		Tune: r.cfg.Timing.tune,
+		New: newBackend[t.backend],
+		Dir: filepath.Join(r.dir, fmt.Sprintf("r%d-commit-%s-%s", round, t.backend, t.store)),
+		Tune: func(cfg *backends.Config) {
+			r.cfg.Timing.tune(cfg)
+			cfg.LogStore = t.store
+		},
 	})
 	if err != nil {
 		r.progress.Skip(len(r.cfg.Concurrency))
-		return r.failed(ctx, r.label(round, "commit", backend, "start cluster"), err)
+		return r.failed(ctx, r.label(round, "commit", system, "start cluster"), err)
 	}
-	defer r.closeCluster(c, r.label(round, "commit", backend, "close cluster"))
-	return r.levels(ctx, round, report.WorkloadCommit, backend, func(n int, prefix string) (load.Result, error) {
+	defer r.closeCluster(c, r.label(round, "commit", system, "close cluster"))
+	return r.levels(ctx, round, report.WorkloadCommit, system, func(n int, prefix string) (load.Result, error) {
 		return load.Run(ctx, r.inProcess(n), workload.Commits(c.Leader, n, prefix))
 	})
 }

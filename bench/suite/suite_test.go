@@ -20,6 +20,7 @@ func TestValidate(t *testing.T) {
 		edit func(*Config)
 	}{
 		{"unknown_backend", func(c *Config) { c.Backends = []string{"zookeeper"} }},
+		{"unknown_log_store", func(c *Config) { c.LogStores = []string{"bolt"} }},
 		{"no_levels", func(c *Config) { c.Concurrency = nil }},
 		{"zero_level", func(c *Config) { c.Concurrency = []int{0} }},
 		{"zero_rounds", func(c *Config) { c.Rounds = 0 }},
@@ -86,4 +87,21 @@ func TestMountOf(t *testing.T) {
 	dev, fs := mountOf(t.TempDir())
 	require.NotEmpty(t, dev)
 	require.NotEmpty(t, fs)
+}
+
+// TestCommitTargets: the commit workload runs on every backend × log store
+// the backend offers, the default store alone when none is listed.
+func TestCommitTargets(t *testing.T) {
+	c := valid()
+	require.Equal(t, []commitTarget{{"hashicorp", "badger"}, {"etcd", "badger"}}, c.commitTargets())
+	c.LogStores = LogStores()
+	targets := c.commitTargets()
+	require.Equal(t, []commitTarget{{"hashicorp", "badger"}, {"hashicorp", "wal"}, {"etcd", "badger"}, {"etcd", "wal"}}, targets)
+	var systems []string
+	for _, tg := range targets {
+		systems = append(systems, tg.system())
+	}
+	require.Equal(t, []string{"hashicorp", "hashicorp/wal", "etcd", "etcd/wal"}, systems)
+	c.LogStores = []string{"wal"}
+	require.Equal(t, []commitTarget{{"hashicorp", "wal"}, {"etcd", "wal"}}, c.commitTargets())
 }

@@ -146,12 +146,23 @@ func FreeAddr(t testing.TB) string {
 // way; a random start spreads concurrent test processes apart.
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
+	addrs, err := PickAddrs(n)
+	if err != nil {
+		t.Fatalf("ticketdtest: %v", err)
+	}
+	return addrs
+}
+
+// PickAddrs is FreeAddrs for callers without a testing.TB (a benchmark's
+// clusters): the same ports, the same rule, one record of the ports handed
+// out per process. Errors: none free below the ephemeral range.
+func PickAddrs(n int) ([]string, error) {
 	pickMu.Lock()
 	defer pickMu.Unlock()
 	out := make([]string, 0, n)
 	for tries := 0; len(out) < n; tries++ {
 		if tries > 20000 {
-			t.Fatalf("ticketdtest: no free port below the ephemeral range")
+			return nil, fmt.Errorf("no free port below the ephemeral range")
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", lowPortMin+rand.IntN(lowPortMax-lowPortMin))
 		if pickedPorts[addr] {
@@ -165,7 +176,7 @@ func FreeAddrs(t testing.TB, n int) []string {
 		pickedPorts[addr] = true
 		out = append(out, addr)
 	}
-	return out
+	return out, nil
 }
 
 // The range FreeAddrs picks from: [lowPortMin, lowPortMax), below Linux's

@@ -34,6 +34,13 @@ const (
 	BackendEtcd      = "etcd"
 )
 
+// Raft log stores accepted in Raft.LogStore (backends.LogStores: the
+// server config does not import the backends).
+const (
+	LogStoreBadger = "badger"
+	LogStoreWAL    = "wal"
+)
+
 // Config is one ticketd node's configuration. Keys (YAML) are the koanf tags;
 // nested keys join with ".", so lease.min_ms is `lease: {min_ms: ...}` in
 // YAML, TICKETD_LEASE_MIN_MS in the environment and --lease-min-ms as a flag.
@@ -233,6 +240,14 @@ type Raft struct {
 	// MaxMessageBytes bounds one message read from a peer, in bytes; a larger
 	// declared length is refused before allocation (0: the backend's default).
 	MaxMessageBytes int `koanf:"max_message_bytes"`
+	// LogStore is the Raft log store (key "raft.log_store", flag
+	// --raft-log-store): "badger" (the default) or "wal", the backend's
+	// own write-ahead log (hashicorp/raft-wal for hashicorp, etcd's
+	// storage/wal for etcd). A data dir
+	// records its store, and a node refuses one written by another;
+	// moving between stores is a snapshot and `ticketd restore`
+	// (docs/operations.md).
+	LogStore string `koanf:"log_store"`
 }
 
 // Log configures the zap logger.
@@ -258,7 +273,7 @@ func DefaultConfig() Config {
 			ReadHeaderTimeoutMS: 10_000, BodyReadTimeoutMS: 30_000, IdleTimeoutMS: 120_000,
 			MaxHeaderBytes:      64 << 10,
 			WatchHistoryEntries: 10_000, WatchHistoryBytes: 16 << 20, MaxWatchers: 10_000, WatchBufferEvents: 1024},
-		Raft: Raft{SnapshotThreshold: 8192},
+		Raft: Raft{SnapshotThreshold: 8192, LogStore: LogStoreBadger},
 		Log:  Log{Level: "info", Format: "json"},
 	}
 }
@@ -299,6 +314,7 @@ var keys = []struct {
 	{"limits.max_watchers", "most Watch streams open at once on a node (0: no cap)", func(c *Config) any { return c.Limits.MaxWatchers }},
 	{"limits.watch_buffer_events", "events buffered per watcher before it is ended as too slow", func(c *Config) any { return c.Limits.WatchBufferEvents }},
 	{"limits.max_header_bytes", "largest request header block, in bytes", func(c *Config) any { return c.Limits.MaxHeaderBytes }},
+	{"raft.log_store", "raft log store: badger or wal (the backend's own write-ahead log); a data dir keeps the store that wrote it", func(c *Config) any { return c.Raft.LogStore }},
 	{"raft.max_message_bytes", "largest message read from a peer, in bytes (0: backend default)", func(c *Config) any { return c.Raft.MaxMessageBytes }},
 	{"cert_file", "client API TLS certificate (PEM); without it the API is plaintext h2c", func(c *Config) any { return c.CertFile }},
 	{"key_file", "client API TLS private key (PEM)", func(c *Config) any { return c.KeyFile }},
@@ -489,6 +505,9 @@ func (c Config) Validate() error {
 	}
 	if c.Backend != BackendHashicorp && c.Backend != BackendEtcd {
 		return bad("backend %q is not %s or %s", c.Backend, BackendHashicorp, BackendEtcd)
+	}
+	if c.Raft.LogStore != LogStoreBadger && c.Raft.LogStore != LogStoreWAL {
+		return bad("raft.log_store %q is not %s or %s", c.Raft.LogStore, LogStoreBadger, LogStoreWAL)
 	}
 	if len(c.Bootstrap) > 0 && c.Join != "" {
 		return bad("bootstrap and join are exclusive: bootstrap starts a new cluster, join enters a running one")

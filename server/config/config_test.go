@@ -111,6 +111,8 @@ func TestValidate(t *testing.T) {
 		{name: "bad_raft_addr", edit: func(c *config.Config) { c.RaftAddr = "" }},
 		{name: "empty_data_dir", edit: func(c *config.Config) { c.DataDir = "" }},
 		{name: "unknown_backend", edit: func(c *config.Config) { c.Backend = "zookeeper" }},
+		{name: "unknown_log_store", edit: func(c *config.Config) { c.Raft.LogStore = "bolt" }},
+		{name: "empty_log_store", edit: func(c *config.Config) { c.Raft.LogStore = "" }},
 		{name: "bootstrap_and_join", edit: func(c *config.Config) { c.Bootstrap = peers; c.Join = "127.0.0.1:7002" }},
 		{name: "bad_join", edit: func(c *config.Config) { c.Join = "x" }},
 		{name: "bootstrap_without_self", edit: func(c *config.Config) { c.ID = "n3" }},
@@ -172,4 +174,31 @@ func TestMaxSessionsPerPrincipal(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7, c.Limits.MaxSessionsPerPrincipal)
 	require.NoError(t, c.Validate())
+}
+
+// TestLogStore: raft.log_store defaults to badger and is set by the file,
+// its environment variable and, over them, --raft-log-store.
+func TestLogStore(t *testing.T) {
+	c, err := config.Load("", []string{}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, config.LogStoreBadger, c.Raft.LogStore)
+	assert.Equal(t, "raft-log-store", config.FlagName("raft.log_store"))
+
+	c, err = config.Load("", []string{"TICKETD_RAFT_LOG_STORE=wal"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, config.LogStoreWAL, c.Raft.LogStore)
+	require.NoError(t, c.Validate())
+
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	config.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--raft-log-store", "badger"}))
+	c, err = config.Load("", []string{"TICKETD_RAFT_LOG_STORE=wal"}, fs)
+	require.NoError(t, err)
+	assert.Equal(t, config.LogStoreBadger, c.Raft.LogStore, "the flag overrides the environment")
+
+	path := filepath.Join(t.TempDir(), "ticketd.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("raft:\n  log_store: wal\n"), 0o600))
+	c, err = config.Load(path, []string{}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, config.LogStoreWAL, c.Raft.LogStore)
 }

@@ -42,8 +42,9 @@
 //     retry) and every Renew that returned core.OutcomeRenewed, with the
 //     entry's index; Removed for every Release that released and every Expire
 //     that removed its lock (Existed), then Delay with the result's
-//     LockDelayMS; Reconcile when the table changed without an apply the hook
-//     saw (a snapshot restored, a gap in indexes). For sessions: TrackUnder
+//     LockDelayMS; Reconcile from the OnRestore hook, and Resync on every
+//     apply (O(1) unless a snapshot was restored that Reconcile did not see;
+//     a gap in the indexes is not a restore). For sessions: TrackUnder
 //     for a Grant whose result names a session (instead of Track);
 //     TrackSession for every CreateSession and KeepAliveSession applied;
 //     SessionEnded, then Removed per holder and Delay per record of

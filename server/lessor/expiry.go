@@ -59,7 +59,7 @@ func (l *Lessor) collect() ([]leaseID, uint64, []string, time.Duration) {
 	if l.primary {
 		for len(l.due) > 0 && !now.Before(l.due[0].due) {
 			it := heap.Pop(&l.due).(*item)
-			it.expiring = true
+			l.mark(it)
 			batch = append(batch, it.id)
 		}
 		if len(l.due) > 0 && (next.IsZero() || l.due[0].due.Before(next)) {
@@ -72,14 +72,19 @@ func (l *Lessor) collect() ([]leaseID, uint64, []string, time.Duration) {
 	return batch, l.epoch, ended, next.Sub(now)
 }
 
-// expire confirms leadership once for the batch, then proposes every Expire
-// concurrently (they share group commits): core.ExpireSeen for a lock's own
-// lease, core.ExpireSession for a session's. A round whose epoch ended, or whose
-// confirmation names another term than the epoch's, proposes nothing (issue
-// 14, race 3); each Expire is decided again under the lessor's lock just
-// before it is proposed (decide), with the seen index of the lock's last
-// Grant/Renew this node applied. Failures are retried after RetryInterval
-// while the epoch lasts; the leases stay expiring meanwhile.
+// expire confirms leadership once for the batch, then proposes its Expires
+// concurrently (they share group commits; docs/design.md#the-consensus-contract)
+// through at most Config.MaxInFlight workers across all rounds:
+// core.ExpireSeen for a lock's own lease, core.ExpireSession for a
+// session's. Each command names one lease and its seen index, so they are
+// not merged into one entry: that would take a new command version
+// (docs/design.md#replicated-commands) for no fewer syncs than group commit
+// already gives. A round whose epoch ended, or whose confirmation names
+// another term than the epoch's, proposes nothing (docs/design.md#leases); each
+// Expire is decided again under the lessor's lock just before it is proposed
+// (decide), with the seen index of the lock's last Grant/Renew this node
+// applied. Failures are retried after RetryInterval while the epoch lasts;
+// the leases stay expiring meanwhile.
 func (l *Lessor) expire(epoch uint64, batch []leaseID) {
 	defer l.wg.Done()
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.ProposeTimeout)
@@ -93,14 +98,24 @@ func (l *Lessor) expire(epoch uint64, batch []leaseID) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed []leaseID
-	for _, d := range batch {
+	for i, d := range batch {
+		if !l.acquireSlot(ctx) {
+			// The round's time ran out before a worker was free: the rest
+			// are proposed by a later round.
+			mu.Lock()
+			failed = append(failed, batch[i:]...)
+			mu.Unlock()
+			break
+		}
 		seen, ok := l.decide(epoch, term, d)
 		if !ok {
+			<-l.slots
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-l.slots }()
 			var err error
 			if d.session != 0 {
 				err = l.cfg.ExpireSession(ctx, d.session, seen)
@@ -120,6 +135,17 @@ func (l *Lessor) expire(epoch uint64, batch []leaseID) {
 	wg.Wait()
 	if len(failed) > 0 {
 		l.retry(epoch, failed)
+	}
+}
+
+// acquireSlot takes one of the Config.MaxInFlight proposal slots, waiting
+// for a free one; false when ctx ends first.
+func (l *Lessor) acquireSlot(ctx context.Context) bool {
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -45,6 +46,11 @@ type Table interface {
 	AscendLockDelays(fn func(core.LockDelay) bool)
 	// AppliedIndex is the log index of the last applied entry.
 	AppliedIndex() uint64
+	// Restores counts the snapshots restored into the table: the lessor
+	// rebuilds from the table only when it changed since its last rebuild
+	// (Resync), never because of a gap in the applied indexes
+	// (docs/design.md#replicated-commands).
+	Restores() uint64
 }
 
 // Config configures a Lessor. Confirm, Expire and ExpireSession are required.
@@ -83,13 +89,19 @@ type Config struct {
 	RetryInterval time.Duration
 	// ProposeTimeout bounds one Confirm + Expire round; default 5s.
 	ProposeTimeout time.Duration
+	// MaxInFlight bounds the Expire and ExpireSession proposals in flight at
+	// once, across rounds; default 256. They are proposed concurrently so
+	// that they share group commits (docs/design.md#the-consensus-contract):
+	// a round of a million due leases runs through this many workers rather
+	// than a goroutine per lease.
+	MaxInFlight int
 	// Logger receives expiry logs; nil means zap.NewNop().
 	Logger *zap.Logger
 }
 
 // DefaultConfig returns a Config with the optional fields at their defaults.
 func DefaultConfig() Config {
-	return Config{RetryInterval: 500 * time.Millisecond, ProposeTimeout: 5 * time.Second}
+	return Config{RetryInterval: 500 * time.Millisecond, ProposeTimeout: 5 * time.Second, MaxInFlight: 256}
 }
 
 // Validate reports a missing required field.
@@ -99,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if c.RetryInterval < 0 || c.ProposeTimeout < 0 {
 		return errors.New("lessor: negative interval")
+	}
+	if c.MaxInFlight < 0 {
+		return errors.New("lessor: negative MaxInFlight")
 	}
 	return nil
 }
@@ -146,10 +161,16 @@ type Lessor struct {
 	sessions  int               // how many of items are sessions
 	under     map[lockID]uint64 // holders under a session: holder -> session
 	members   map[uint64]map[lockID]struct{}
-	due       deadlineHeap    // items waiting for an expiry round, by due time
-	proposing map[leaseID]int // Expire calls in flight, across epochs
-	delays    map[string]time.Time
+	due       deadlineHeap      // items waiting for an expiry round, by due time
+	marked    map[leaseID]*item // the items marked expiring: all that Promote re-arms
+	proposing map[leaseID]int   // Expire calls in flight, across epochs
+	delays    map[string]*delay // lock-delays by key, also in ends
+	ends      delayHeap         // the lock-delays by end time
 	closed    bool
+
+	restores   atomic.Uint64 // the table's Restores() at the last reconcile; written with mu held
+	reconciles atomic.Uint64 // full reconciles done (Reconciles)
+	slots      chan struct{} // one token per Expire proposal in flight (MaxInFlight)
 
 	wake chan struct{}
 	stop chan struct{}
@@ -170,6 +191,9 @@ func New(cfg Config) (*Lessor, error) {
 	if cfg.ProposeTimeout == 0 {
 		cfg.ProposeTimeout = d.ProposeTimeout
 	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = d.MaxInFlight
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -183,8 +207,10 @@ func New(cfg Config) (*Lessor, error) {
 		items:     map[leaseID]*item{},
 		under:     map[lockID]uint64{},
 		members:   map[uint64]map[lockID]struct{}{},
+		marked:    map[leaseID]*item{},
 		proposing: map[leaseID]int{},
-		delays:    map[string]time.Time{},
+		delays:    map[string]*delay{},
+		slots:     make(chan struct{}, cfg.MaxInFlight),
 		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		ctx:       ctx,
@@ -200,12 +226,19 @@ func New(cfg Config) (*Lessor, error) {
 // (core.LeaderEvent.IsLeader), so every earlier command is applied and
 // tracked. There is no reset: every lock keeps the deadline this node
 // measured from its own apply of the lock's last Grant or Renew, which is at
-// or after the deadline its client measured (issue 15). Locks the table holds
-// that this node does not track (a snapshot restored) start at now +
-// lease_ms. A lock whose Expire, decided in an earlier epoch, is still being
-// proposed stays expiring (never renewed, never handed back), since that
-// Expire may yet commit in this term; every other lock is expired by its
-// deadline, at once if it has passed.
+// or after the deadline its client measured (docs/design.md#leases). A lock whose Expire,
+// decided in an earlier epoch, is still being proposed stays expiring (never
+// renewed, never handed back), since that Expire may yet commit in this
+// term; every other lock is expired by its deadline, at once if it has
+// passed.
+//
+// Its work is proportional to what changed since this node last led, not
+// to the table (docs/design.md#leases): every node keeps every unmarked
+// lease in the deadline heap at its deadline from its own apply, so only the
+// leases marked expiring in an earlier epoch (marked) and those with an
+// Expire in flight (proposing) need re-arming. The table is read in full
+// only if a snapshot was restored into it that Reconcile has not seen
+// (Resync), which the server's restore hook normally has done already.
 func (l *Lessor) Promote(table Table, term uint64) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
@@ -213,21 +246,41 @@ func (l *Lessor) Promote(table Table, term uint64) {
 	if l.closed {
 		return
 	}
-	l.reconcile(table, now)
+	if table.Restores() != l.restores.Load() {
+		l.reconcile(table, now)
+	}
 	l.epoch++
 	l.term = term
 	l.primary = true
-	for id, it := range l.items {
-		if l.proposing[id] > 0 {
-			it.expiring = true // re-armed when that proposal fails (settle)
+	for id := range l.proposing {
+		if it, ok := l.items[id]; ok {
+			l.mark(it) // re-armed when that proposal fails (settle)
 			l.unqueue(it)
+		}
+	}
+	for id, it := range l.marked {
+		if l.proposing[id] > 0 {
 			continue
 		}
-		it.expiring = false
+		l.unmark(it)
 		it.due = it.deadline
 		l.enqueue(it)
 	}
 	l.kick()
+}
+
+// mark marks it expiring: no renewal is admitted, and the next Promote
+// re-arms it unless its Expire is still in flight; l.mu held.
+func (l *Lessor) mark(it *item) {
+	it.expiring = true
+	l.marked[it.id] = it
+}
+
+// unmark clears the expiring mark of it; l.mu held. An unmarked item is in
+// the deadline heap, due at its deadline (track, Promote), on every node.
+func (l *Lessor) unmark(it *item) {
+	it.expiring = false
+	delete(l.marked, it.id)
 }
 
 // Demote makes the lessor non-primary: no expiry is decided, in-flight expiry
@@ -263,7 +316,7 @@ func (l *Lessor) Track(key string, token uint64, leaseMS int64, index uint64) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.delays, key)
+	l.clearDelay(key)
 	if _, ok := l.under[lockID{key, token}]; ok {
 		return
 	}
@@ -280,7 +333,8 @@ func (l *Lessor) track(id leaseID, leaseMS int64, index uint64, deadline time.Ti
 			l.sessions++
 		}
 	}
-	it.leaseMS, it.seen, it.deadline, it.due, it.expiring = leaseMS, index, deadline, deadline, false
+	it.leaseMS, it.seen, it.deadline, it.due = leaseMS, index, deadline, deadline
+	l.unmark(it)
 	l.enqueue(it)
 	if it.index == 0 {
 		l.kick()
@@ -309,7 +363,8 @@ func (l *Lessor) Removed(key string, token uint64) {
 // not hold are forgotten. Sessions are reconciled the same way (by their
 // ModIndex and TTL), and holders under a session are attached to it. Delays
 // the table records but this node does not time start now. O(locks +
-// sessions); call it from the apply goroutine, rarely.
+// sessions); call it from the apply goroutine, after a restore only
+// (Resync decides).
 func (l *Lessor) Reconcile(table Table) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
@@ -317,8 +372,34 @@ func (l *Lessor) Reconcile(table Table) {
 	l.reconcile(table, now)
 }
 
+// Resync reconciles with table (Reconcile) only if a snapshot was restored
+// into it since the last reconcile (table.Restores moved), and reports
+// whether it did. It is the apply hook's check that the table was not
+// replaced behind its back: O(1) otherwise, whatever gaps the applied
+// indexes have (a leader's no-op, an empty entry of a new term, a
+// configuration change never reach the apply hook; docs/design.md#replicated-commands).
+func (l *Lessor) Resync(table Table) bool {
+	if table.Restores() == l.restores.Load() {
+		return false // the common case: no lock taken
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if table.Restores() == l.restores.Load() {
+		return false
+	}
+	l.reconcile(table, l.cfg.Clock.Now())
+	return true
+}
+
+// Reconciles returns how many full reconciles with the table (Reconcile, or
+// Resync and Promote after a restore) this lessor has done: each one reads
+// every lock, session and lock-delay of the table.
+func (l *Lessor) Reconciles() uint64 { return l.reconciles.Load() }
+
 // reconcile is Reconcile with l.mu held.
 func (l *Lessor) reconcile(table Table, now time.Time) {
+	l.reconciles.Add(1)
+	l.restores.Store(table.Restores()) // read first: a later restore is noticed next time
 	applied := table.AppliedIndex()
 	held := make(map[leaseID]bool, len(l.items))
 	heldKeys := make(map[string]bool, len(l.items))
@@ -360,7 +441,7 @@ func (l *Lessor) reconcile(table Table, now time.Time) {
 	}
 	table.AscendLockDelays(func(d core.LockDelay) bool {
 		if _, ok := l.delays[d.Key]; !ok && !heldKeys[d.Key] {
-			l.delays[d.Key] = now.Add(ms(d.LockDelayMS))
+			l.setDelay(d.Key, now.Add(ms(d.LockDelayMS)))
 		}
 		return true
 	})
@@ -370,6 +451,7 @@ func (l *Lessor) reconcile(table Table, now time.Time) {
 // remove deletes it from items and the heap; l.mu held.
 func (l *Lessor) remove(it *item) {
 	delete(l.items, it.id)
+	delete(l.marked, it.id)
 	if it.id.session != 0 {
 		l.sessions--
 	}

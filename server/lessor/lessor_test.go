@@ -50,7 +50,9 @@ type harness struct {
 	sessExp   chan uint64 // ExpireSession proposals, by session id, once applied
 }
 
-func newHarness(t *testing.T) *harness {
+// newHarness starts a harness; edit, if any, changes the lessor's Config
+// before New.
+func newHarness(t *testing.T, edit ...func(*lessor.Config)) *harness {
 	h := &harness{
 		t:         t,
 		clock:     fakeclock.New(),
@@ -60,7 +62,7 @@ func newHarness(t *testing.T) *harness {
 		delayEnds: make(chan string, 100),
 		sessExp:   make(chan uint64, 100),
 	}
-	l, err := lessor.New(lessor.Config{
+	cfg := lessor.Config{
 		Clock:         h.clock,
 		RetryInterval: 500 * time.Millisecond,
 		Confirm: func(ctx context.Context) (uint64, error) {
@@ -123,7 +125,11 @@ func newHarness(t *testing.T) *harness {
 			}
 			return err
 		},
-	})
+	}
+	for _, fn := range edit {
+		fn(&cfg)
+	}
+	l, err := lessor.New(cfg)
 	require.NoError(t, err)
 	h.l = l
 	t.Cleanup(func() { _ = l.Close() })

@@ -31,7 +31,7 @@ func (l *Lessor) TrackSession(id uint64, ttlMS int64, index uint64) {
 func (l *Lessor) TrackUnder(key string, token, session uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.delays, key)
+	l.clearDelay(key)
 	if it, ok := l.items[lockLease(key, token)]; ok {
 		l.remove(it)
 	}

@@ -56,6 +56,30 @@ func NewHeader(data []byte) (*ticketv1.SnapshotHeader, error) {
 	}, nil
 }
 
+// HeaderOf describes snap, a consistent copy of a live state machine, as
+// NewHeader describes its bytes, without holding them: it writes snap once
+// through SHA-256 to learn SizeBytes and Sha256, so that the caller can send
+// the header first and then stream snap.WriteTo in chunks (a second pass
+// writes the same bytes: snapshots are deterministic,
+// docs/design.md#storage-and-recovery). Memory is O(1) in the table; a
+// reader still verifies size and checksum (Verify), which tells a stream cut
+// short or changed from a complete one. Errors are the hash writer's (none).
+func HeaderOf(snap *core.Snapshot) (*ticketv1.SnapshotHeader, error) {
+	sum := sha256.New()
+	size, err := snap.WriteTo(sum)
+	if err != nil {
+		return nil, fmt.Errorf("snapfile: checksum snapshot: %w", err)
+	}
+	return &ticketv1.SnapshotHeader{
+		FormatVersion: FormatVersion,
+		Index:         snap.AppliedIndex(),
+		LastToken:     snap.LastToken(),
+		LocksHeld:     int64(snap.Len()),
+		Sha256:        sum.Sum(nil),
+		SizeBytes:     uint64(size),
+	}, nil
+}
+
 // WriteHeader writes Magic and h to w; the caller then writes the data.
 // Errors are w's or the marshalling's.
 func WriteHeader(w io.Writer, h *ticketv1.SnapshotHeader) error {

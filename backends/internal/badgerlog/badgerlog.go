@@ -16,8 +16,9 @@ import (
 // Sentinel errors of package badgerlog. Compare with errors.Is.
 var (
 	// ErrWrongBackend: the data dir was written by another backend (its marker
-	// names a different one); opening it would misread its log.
-	ErrWrongBackend = errors.New("badgerlog: data dir belongs to another backend")
+	// names a different one); opening it would misread its log. It is
+	// backends.ErrWrongBackend, which the write-ahead log stores report too.
+	ErrWrongBackend = backends.ErrWrongBackend
 	// ErrCorrupt: a stored key or value does not have the expected encoding.
 	ErrCorrupt = errors.New("badgerlog: corrupt record")
 	// ErrDiskFull: the file system of the data dir is full, or too full for

@@ -52,6 +52,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o             options
 		levels        = fs.String("concurrency", "1,16,64,256", "comma-separated client counts")
 		backends      = fs.String("backends", strings.Join(suite.Backends(), ","), "comma-separated ticketd backends")
+		logStores     = fs.String("log-stores", strings.Join(suite.LogStores(), ","), "comma-separated Raft log stores the commit workload runs on, on each backend that offers them (rows hashicorp, hashicorp/wal, ...); the other workloads use the default store")
 		workloads     = fs.String("workloads", "commit,lock,renew,keepalive,handoff,snapshots,failover", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API), renew (Renew of a held lock through the API; peer: etcd LeaseKeepAlive), keepalive (KeepAlive of a session holding 10 locks; peer: etcd LeaseKeepAlive on a lease with 10 keys), handoff (N clients on one key, Acquire-wait+Release; peer: etcd Mutex), snapshots (commit p99 with snapshots on vs off), failover (kill -9 of the leader of three ticketd processes), shared (issue 17: Acquire-wait+Release cycles on one key shared, one key exclusive, one key as a semaphore of limit 8, and distinct keys; added by -quick, else asked for by name)")
 		handoffLevels = fs.String("handoff-concurrency", "2,8,32", "comma-separated client counts of the handoff workload")
 		sharedLevels  = fs.String("shared-concurrency", "1,16,64", "comma-separated client counts of the shared workload")
@@ -108,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-shared-concurrency: %w", err)
 	}
 	o.cfg.Backends = splitList(*backends)
+	o.cfg.LogStores = splitList(*logStores)
 	for _, w := range splitList(*workloads) {
 		switch w {
 		case report.WorkloadCommit:

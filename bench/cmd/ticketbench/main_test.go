@@ -79,6 +79,7 @@ func TestSmoke(t *testing.T) {
 	require.Positive(t, rep.Floors[0].Badger.Count)
 	require.Positive(t, rep.Summary.Floor.FloorUS)
 	want := len(suite.Backends()) * (4*len(levels) + 1 + 4) // commit, lock, renew, keepalive; handoff at 2; 4 shared cases at 4
+	want += len(suite.Backends()) * len(levels)             // commit on each backend's second log store (wal)
 	if peer {
 		want += 3*len(levels) + 1 // etcd Mutex, etcd LeaseKeepAlive (renew, keepalive), etcd Mutex handoff
 	}
@@ -110,6 +111,11 @@ func TestSmoke(t *testing.T) {
 			require.Zero(t, m.CPU.ClientProcs, name)
 		} else {
 			require.Equal(t, 1, m.CPU.ClientProcs, name)
+		}
+	}
+	for _, b := range suite.Backends() {
+		for _, c := range levels {
+			require.True(t, seen[fmt.Sprintf("commit/%s/wal/%d", b, c)], "commit/%s/wal/%d", b, c)
 		}
 	}
 	for _, b := range suite.Backends() {
@@ -164,6 +170,7 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{1, 16, 64, 256}, o.cfg.Concurrency)
 	require.Equal(t, []string{"hashicorp", "etcd"}, o.cfg.Backends)
+	require.Equal(t, []string{"badger", "wal"}, o.cfg.LogStores, "commit rows for every backend × log store")
 	require.True(t, o.cfg.Commit && o.cfg.Lock && o.cfg.KeepAlive && o.cfg.Peer)
 	require.Equal(t, 3, o.cfg.Rounds)
 	require.True(t, o.cfg.Handoff && o.cfg.Snapshots && o.cfg.Failover, "issue 21's measurements are on by default")

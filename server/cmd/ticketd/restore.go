@@ -21,7 +21,9 @@ func restoreCmd() *cobra.Command {
 		Long: `Create, in --data-dir (which must not hold Raft state), the data of member
 --id of a new cluster whose voters are --bootstrap, from a snapshot file written
 by 'ticketctl snapshot save'. Run it on every member with the same file and the
-same --bootstrap, then start each with 'ticketd serve'. Every lock and the
+same --bootstrap, then start each with 'ticketd serve'. The Raft log is
+written in --raft-log-store (badger or wal), so a snapshot and a restore also
+move a cluster from one log store to the other. Every lock and the
 token counter carry over: the next token is above every token in the snapshot.
 The file's checksum is verified first; a damaged file changes nothing.
 
@@ -53,8 +55,8 @@ Configuration is read as for 'ticketd serve' (--config, TICKETD_*, flags).`,
 			if err := server.Restore(cfg, h, data, nil); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "restored %s as member %s of a new %s cluster of %d voters: index %d, %d locks, last token %d\n",
-				cfg.DataDir, cfg.ID, cfg.Backend, len(cfg.Members()), h.GetIndex(), h.GetLocksHeld(), h.GetLastToken())
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %s as member %s of a new %s cluster (log store %s) of %d voters: index %d, %d locks, last token %d\n",
+				cfg.DataDir, cfg.ID, cfg.Backend, cfg.Raft.LogStore, len(cfg.Members()), h.GetIndex(), h.GetLocksHeld(), h.GetLastToken())
 			return nil
 		},
 	}

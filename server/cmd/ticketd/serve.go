@@ -65,7 +65,11 @@ Configuration comes from, lowest precedence first: built-in defaults, the YAML
 file given by --config (or TICKETD_CONFIG), TICKETD_* environment variables,
 and the flags below. A node whose data directory holds no Raft state starts a
 new cluster with --bootstrap (or alone, without --bootstrap and --join), or
-asks the member at --join to add it.`,
+asks the member at --join to add it. Before it bootstraps an empty data
+directory it asks the other --bootstrap members (up to 3 s) whether their
+cluster already knows it, and refuses to start if one does: its data is
+gone, so it must be removed and added back with --join
+(docs/operations.md#replacing-a-member-whose-data-is-gone).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configPath == "" {
@@ -125,7 +129,8 @@ func serve(ctx context.Context, cfg config.Config) error {
 	}
 	log.Info("ticketd serving", zap.String("version", server.Version), zap.String("node", cfg.ID),
 		zap.String("api_addr", cfg.APIAddr), zap.String("raft_addr", cfg.RaftAddr),
-		zap.String("backend", cfg.Backend), zap.String("data_dir", cfg.DataDir), zap.Int("pid", os.Getpid()))
+		zap.String("backend", cfg.Backend), zap.String("log_store", cfg.Raft.LogStore), zap.String("data_dir", cfg.DataDir),
+		zap.Int("pid", os.Getpid()))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- node.Serve(ln) }()
 	if cfg.ListenMetricsAddr != "" {

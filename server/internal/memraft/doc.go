@@ -15,7 +15,9 @@
 // entry, and it implements core.TermConfirmer and core.Submitter. It is
 // never used by ticketd itself. Like hashicorp raft's InmemTransport, it is a real implementation of
 // the interfaces, not a mock: the state machine, the encoding and the hooks
-// are the production ones.
+// are the production ones. It is held to the part of the backend contract a
+// group of one voter keeps: conformance_test.go runs
+// backendtest.RunSingleNode, which both real backends pass too.
 //
 // # Usage
 //

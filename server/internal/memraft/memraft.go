@@ -271,7 +271,12 @@ func (n *Node) Status() core.Status {
 }
 
 // AddVoter records m as a voter (no replication happens: this is one node).
+// Errors: core.ErrInvalidArgument for an empty id or Raft address, as the
+// real backends; then as for Propose.
 func (n *Node) AddVoter(ctx context.Context, m core.Member) error {
+	if m.ID == "" || m.RaftAddr == "" {
+		return fmt.Errorf("%w: memraft: add voter: empty id or raft address", core.ErrInvalidArgument)
+	}
 	if err := n.leaderCheck(); err != nil {
 		return err
 	}
@@ -283,8 +288,12 @@ func (n *Node) AddVoter(ctx context.Context, m core.Member) error {
 	return ctx.Err()
 }
 
-// RemoveServer forgets the member id.
+// RemoveServer forgets the member id. Errors: core.ErrInvalidArgument for
+// an empty id, as the real backends; then as for Propose.
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: memraft: remove server: empty id", core.ErrInvalidArgument)
+	}
 	if err := n.leaderCheck(); err != nil {
 		return err
 	}

@@ -1,0 +1,9 @@
+package hashicorp
+
+import (
+	"os"
+	"syscall"
+)
+
+// dataSyncOS is fdatasync(2) (see dataSyncFile).
+func dataSyncOS(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }

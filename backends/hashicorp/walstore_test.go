@@ -1,0 +1,114 @@
+package hashicorp
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft-wal/metadb"
+	"go.uber.org/zap"
+
+	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/internal/watermark"
+)
+
+// walWithEntries writes entries 1-100 in batches of 10 to a new wal store
+// in a fresh data dir, closes it, and returns the data dir and the store's
+// directory.
+func walWithEntries(t *testing.T) (dataDir, walDir string) {
+	t.Helper()
+	dataDir = t.TempDir()
+	s := openTestStore(t, backends.LogStoreWAL, dataDir)
+	for i := uint64(1); i <= 100; i += 10 {
+		must(t, s.StoreLogs(entries(i, i+9)))
+	}
+	closeStore(t, s)
+	return dataDir, backends.LogStoreDir(dataDir, Backend, backends.LogStoreWAL)
+}
+
+func openWAL(dataDir string) (nodeStore, error) {
+	return openStore(backends.Config{DataDir: dataDir, LogStore: backends.LogStoreWAL}, zap.NewNop(), newHCLog(zap.NewNop()))
+}
+
+// TestWALDamagedEntryRefused flips one byte of an entry in an early batch
+// of the tail segment (raft-wal checks only the last batch's CRC when it
+// opens): the store refuses to open, naming the entry, instead of serving
+// it.
+func TestWALDamagedEntryRefused(t *testing.T) {
+	dataDir, walDir := walWithEntries(t)
+	segs, err := filepath.Glob(filepath.Join(walDir, "*.wal"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v, %v; want one", segs, err)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, []byte("data-15"))
+	if at < 0 {
+		t.Fatal("entry 15 not found in the segment")
+	}
+	b[at+5] ^= 0x01 // "data-15" becomes "data-05"
+	if err := os.WriteFile(segs[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openWAL(dataDir)
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("a wal store with a damaged entry 15 opened")
+	}
+	var hole *watermark.HoleError
+	if !errors.As(err, &hole) || !errors.Is(err, watermark.ErrLogShortened) || !strings.Contains(err.Error(), "entry 15 ") {
+		t.Fatalf("open with a damaged entry 15: %v, want a *watermark.HoleError naming entry 15", err)
+	}
+}
+
+// TestWALMissingMetaRefused deletes the meta database that lists the
+// segments: the store refuses to open and leaves the segments in place
+// (raft-wal would start an empty log and delete them as leftovers).
+func TestWALMissingMetaRefused(t *testing.T) {
+	dataDir, walDir := walWithEntries(t)
+	if err := os.Remove(filepath.Join(walDir, metadb.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openWAL(dataDir)
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("a wal store without its meta database opened")
+	}
+	if !errors.Is(err, watermark.ErrLogShortened) || !strings.Contains(err.Error(), metadb.FileName) {
+		t.Fatalf("open without %s: %v, want a refusal naming it", metadb.FileName, err)
+	}
+	if segs, _ := filepath.Glob(filepath.Join(walDir, "*.wal")); len(segs) == 0 {
+		t.Fatal("the refused open deleted the segments")
+	}
+}
+
+// TestSealEntries: a sealed entry reads back as the original, the
+// original is not modified, and any changed field fails the CRC.
+func TestSealEntries(t *testing.T) {
+	orig := entry(7)
+	sealed := sealEntries(entries(7, 7))[0]
+	if !sameLog(orig, entry(7)) {
+		t.Fatal("sealEntries modified its input")
+	}
+	back := *sealed
+	if err := openEntry(&back); err != nil || !sameLog(&back, orig) {
+		t.Fatalf("openEntry = %+v, %v; want %+v", back, err, orig)
+	}
+	for name, change := range map[string]func(c *struct{ term, index uint64 }){
+		"term":  func(c *struct{ term, index uint64 }) { c.term++ },
+		"index": func(c *struct{ term, index uint64 }) { c.index++ },
+	} {
+		c := struct{ term, index uint64 }{sealed.Term, sealed.Index}
+		change(&c)
+		bad := *sealed
+		bad.Term, bad.Index = c.term, c.index
+		if err := openEntry(&bad); !errors.Is(err, errEntryChecksum) {
+			t.Fatalf("%s changed: openEntry = %v, want errEntryChecksum", name, err)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package backends
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Raft log stores (Config.LogStore; ticketd's raft.log_store and
+// --raft-log-store). Every backend offers both.
+const (
+	// LogStoreBadger keeps the log and the stable state (term, vote) in a
+	// badger/v4 database with SyncWrites under <data-dir>/raft.
+	LogStoreBadger = "badger"
+	// LogStoreWAL keeps them in the write-ahead log the backend's own Raft
+	// library's project uses, under <data-dir>/wal-<backend>:
+	// github.com/hashicorp/raft-wal (HashiCorp's segment WAL, Consul's log
+	// store) for hashicorp, etcd's server/v3/storage/wal with its snapshot
+	// files for etcd. One fdatasync per appended batch, preallocated
+	// segments, CRCs on every batch or record.
+	LogStoreWAL = "wal"
+	// DefaultLogStore is the store of a Config whose LogStore is empty.
+	DefaultLogStore = LogStoreBadger
+)
+
+// LogStores returns the names of every log store, the default first.
+func LogStores() []string { return []string{LogStoreBadger, LogStoreWAL} }
+
+// LogStoreFile is the name of the file in a data dir that records which
+// log store wrote it (ClaimLogStore).
+const LogStoreFile = "log_store"
+
+// ErrWrongLogStore: the data dir holds a Raft log written by another log
+// store (or by the other backend's write-ahead log) than the one
+// configured. Opening it with the configured store would find no log and
+// start a new one beside the old, so the node refuses instead; the error
+// says which store to configure, or how to move the data with a snapshot.
+var ErrWrongLogStore = errors.New("backends: data dir holds another raft log store")
+
+// LogStoreDir returns the directory under dataDir where the given backend
+// keeps its Raft log with the given store: <dataDir>/raft for badger (both
+// backends: badger's own marker key names the backend), and
+// <dataDir>/wal-<backend> for the write-ahead logs, whose formats differ
+// per backend so the directory names the backend too.
+func LogStoreDir(dataDir, backend, store string) string {
+	if store == LogStoreBadger {
+		return filepath.Join(dataDir, "raft")
+	}
+	return filepath.Join(dataDir, "wal-"+backend)
+}
+
+// storeLayouts are the store directories a data dir can hold, for
+// recognising what wrote one: backend "" means any (badger records its
+// backend inside the database).
+var storeLayouts = []struct{ backend, store, dir string }{
+	{"", LogStoreBadger, "raft"},
+	{"hashicorp", LogStoreWAL, "wal-hashicorp"},
+	{"etcd", LogStoreWAL, "wal-etcd"},
+}
+
+// ClaimLogStore checks that dataDir may be opened by backend with store and
+// records store in dataDir/LogStoreFile (written to a temporary file, synced,
+// renamed, directory synced) when it is not recorded yet. What wrote the
+// data dir is read from the record and from which store directories hold
+// files (LogStoreDir); the two must agree. A record that is missing or
+// unreadable is rebuilt from the directories, so losing that file changes
+// nothing; a data dir whose record and directories disagree, or that holds
+// two stores' logs, is refused.
+//
+// Errors: an error wrapping ErrWrongLogStore that names the store found and
+// how to proceed (configure it, or move the data with `ticketctl snapshot
+// save` and `ticketd restore --raft-log-store`), ErrWrongBackend when the
+// directories show the other backend's write-ahead log, or the file
+// system's. Not safe to run concurrently with a node on the same dir.
+func ClaimLogStore(dataDir, backend, store string) error {
+	found, err := foundStores(dataDir)
+	if err != nil {
+		return err
+	}
+	if len(found) > 1 {
+		return fmt.Errorf("%w: data dir %s holds raft logs of several stores (%s); refusing to guess which is current: "+
+			"move the data dir away and restore the member from a snapshot", ErrWrongLogStore, dataDir, strings.Join(found, ", "))
+	}
+	rec, _ := ReadLogStore(dataDir)
+	if len(found) == 1 {
+		fb, fstore, _ := strings.Cut(found[0], "/")
+		if fb != "" && fb != backend {
+			return fmt.Errorf("%w: data dir %s holds the %s backend's %s log; refusing to open it with %s",
+				ErrWrongBackend, dataDir, fb, fstore, backend)
+		}
+		if rec != "" && rec != fstore {
+			return fmt.Errorf("%w: data dir %s records log store %q in %s but holds a %s log; refusing to guess which is current: "+
+				"move the data dir away and restore the member from a snapshot", ErrWrongLogStore, dataDir, rec, LogStoreFile, fstore)
+		}
+		rec = fstore
+	}
+	if rec != "" && rec != store {
+		return fmt.Errorf("%w: data dir %s was written by the %q raft log store; refusing to open it with %q "+
+			"(it would start an empty log beside the old one): set raft.log_store: %s (--raft-log-store %s), "+
+			"or move the data to %s with `ticketctl snapshot save` and `ticketd restore --raft-log-store %s` into an empty data dir",
+			ErrWrongLogStore, dataDir, rec, store, rec, rec, store, store)
+	}
+	if got, err := ReadLogStore(dataDir); err == nil && got == store {
+		return nil
+	}
+	return writeLogStore(dataDir, store)
+}
+
+// ReadLogStore returns the log store recorded in dataDir/LogStoreFile, or
+// an error when the file is missing or does not name a store.
+func ReadLogStore(dataDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, LogStoreFile))
+	if err != nil {
+		return "", err
+	}
+	s := string(bytes.TrimSpace(b))
+	if !slices.Contains(LogStores(), s) {
+		return "", fmt.Errorf("backends: %s: %q is not a log store", filepath.Join(dataDir, LogStoreFile), s)
+	}
+	return s, nil
+}
+
+// foundStores lists, as "backend/store" ("/badger" for badger), the store
+// directories under dataDir that hold at least one file.
+func foundStores(dataDir string) ([]string, error) {
+	var found []string
+	for _, l := range storeLayouts {
+		entries, err := os.ReadDir(filepath.Join(dataDir, l.dir))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("backends: data dir %s: %w", dataDir, err)
+		}
+		if len(entries) > 0 {
+			found = append(found, l.backend+"/"+l.store)
+		}
+	}
+	return found, nil
+}
+
+// writeLogStore durably replaces dataDir/LogStoreFile with store.
+func writeLogStore(dataDir, store string) error {
+	path := filepath.Join(dataDir, LogStoreFile)
+	tmp := path + ".tmp"
+	err := func() error {
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, DataFileMode)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString(store + "\n")
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+		d, err := os.Open(dataDir)
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}()
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("backends: record log store in %s: %w", path, err)
+	}
+	return nil
+}
