@@ -47,7 +47,12 @@
 //
 //	Grant{key, lease_ms, owner, lock_delay_ms, principal}
 //	    free key → new lock, token LastToken+1, ModIndex = index; clears key's LockDelay
-//	    same owner and principal → that lock (a retry), ModIndex = index
+//	    same owner and principal → that lock (a retry), ModIndex = index,
+//	        whatever mode, limit or session the Grant asks: the leader proposes
+//	        a same-owner Grant only when they match the holder's and answers
+//	        no other (docs/design.md#replicated-commands); apply keeps this
+//	        rule, since changing it would change what existing command
+//	        versions do
 //	    otherwise → GrantRejected{holder token}
 //	Release{key, token}   held with token → removed; Released, else NotFound
 //	Renew{key, token}     held with token → ModIndex = index; Renewed{lease_ms}, else NotFound

@@ -278,6 +278,13 @@ func (n *fakeNode) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*
 			err.AddDetail(d)
 			return nil, err
 		}
+		if h := fakeHolderOf(l, req.GetOwner()); h != nil && (l.GetMode() != req.GetMode() || h.GetSession() != req.GetSession()) {
+			// As the servers: a same-owner request of another mode or
+			// session is no retry, and never gets that holder's token.
+			c.mu.Unlock()
+			return nil, connect.NewError(connect.CodeFailedPrecondition,
+				fmt.Errorf("the owner holds key %q as mode %v under session %d", req.GetKey(), l.GetMode(), h.GetSession()))
+		}
 		if h := fakeHolderOf(l, req.GetOwner()); h != nil {
 			res := &ticketv1.AcquireResponse{Token: h.GetToken(), LeaseMs: h.GetLeaseMs(), Session: h.GetSession()}
 			c.mu.Unlock()

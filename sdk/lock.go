@@ -159,7 +159,9 @@ func lockInfoOf(key string, l heldLock) LockInfo {
 //
 // Errors: ErrLocked (held by another owner, without WithWait),
 // ErrInvalidArgument, ErrResourceExhausted, *LimitMismatchError
-// (ErrLimitMismatch), ErrSessionNotFound, *AmbiguousError (ErrAmbiguous:
+// (ErrLimitMismatch), ErrSessionNotFound, the servers' FailedPrecondition
+// (the WithOwner id already holds or is acquiring the key in another mode,
+// limit or session), *AmbiguousError (ErrAmbiguous:
 // ctx ended while an attempt may have been granted), or the ctx error
 // wrapping the last failure (often ErrUnavailable).
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (Grant, error) {

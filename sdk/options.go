@@ -241,8 +241,10 @@ func WithLease(ttl time.Duration) AcquireOption {
 
 // WithOwner sets the owner id of the request instead of a fresh client-made
 // one (at most 128 bytes). A request whose owner already holds the key gets
-// that same grant back: use it to retry an acquisition from another process
-// (ticketctl --owner), never to share one id between concurrent requests.
+// that same grant back when it asks the same mode, limit and session (one of
+// another kind is refused with the servers' FailedPrecondition, never given
+// that holder's token): use it to retry an acquisition from another process
+// (ticketctl --owner), never to share one id between different requests.
 func WithOwner(owner string) AcquireOption {
 	return func(c *acquireConfig) { c.owner = owner }
 }

@@ -68,7 +68,7 @@ func (t *Turn) Requeue() {
 		q := t.q
 		t.sh.mu.Lock()
 		defer t.sh.mu.Unlock()
-		w := &waiter{owner: t.owner, principal: t.principal, mode: t.mode, limit: t.limit, done: make(chan struct{})}
+		w := &waiter{owner: t.owner, principal: t.principal, mode: t.mode, limit: t.limit, session: t.session, done: make(chan struct{})}
 		t.requeued = w
 		if q.gen != t.gen || !q.open {
 			w.err = ErrClosed

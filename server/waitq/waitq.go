@@ -93,6 +93,10 @@ type Holder struct {
 	// still counts toward the key's capacity until it is gone, and is never
 	// handed out again, not even to its own owner.
 	Removing bool
+	// Session is the session the holder is held under (0: none); a request
+	// of the same owner under another session is not its retry
+	// (ErrOwnerConflict).
+	Session uint64
 	// LockDelay is true when the holder asked for a lock-delay (issue 15).
 	// While such a holder is being removed nothing is granted beside it
 	// (a shared key's or a semaphore's free slot): its Expire may leave the
@@ -111,6 +115,10 @@ type Request struct {
 	// semaphore slot (ModeExclusive, Limit > 0).
 	Mode  core.Mode
 	Limit uint32
+	// Session is the session the grant is to be held under (0: none). With
+	// Mode and Limit it must match what the owner already holds or is
+	// acquiring on the key (ErrOwnerConflict).
+	Session uint64
 	// Wait is AcquireRequest.wait: queue when the key cannot be had now.
 	Wait bool
 	// Principal is the caller's principal ("" with authorization off: not
@@ -224,6 +232,7 @@ type waiter struct {
 	principal string // counted in Queue.byPrincipal while queued ("" never)
 	mode      core.Mode
 	limit     uint32
+	session   uint64
 	// tentative: a request without wait that the table alone did not refuse
 	// but that could not be served at once; it fails with ErrHeld once the
 	// table shows the key held incompatibly by another owner
@@ -246,6 +255,7 @@ type Turn struct {
 	principal string
 	mode      core.Mode
 	limit     uint32
+	session   uint64
 	gen       uint64
 	pipelined bool    // handed out by Handoff, before the key's Release applied
 	requeued  *waiter // set by Requeue: the owner's place back at the head
@@ -302,9 +312,13 @@ func (q *Queue) Close() {
 // Enter asks for the turn to propose a grant of r.Key for r.Owner in r.Mode
 // with r.Limit.
 //
-// A request whose limit differs from the key's (its holders', else its
-// grants in flight and waiters') fails at once with a *LimitMismatchError
-// carrying the key's limit, with or without wait. A mode that differs is not
+// A request whose owner holds the key (not being removed), or has a grant
+// in flight or a request queued for it, with another mode, limit or session
+// fails at once with an *OwnerConflictError, with or without wait: it is not
+// a retry, and the state machine would answer it with the other holder's
+// token (owner.go). A request whose limit differs from the key's (its
+// holders', else its grants in flight and waiters') fails at once with a
+// *LimitMismatchError carrying the key's limit, with or without wait. A mode that differs is not
 // an error: the request waits (or, without wait, may be refused).
 //
 // It returns a Turn at once when nobody waits on the key and the grant fits
@@ -333,7 +347,8 @@ func (q *Queue) Close() {
 // holds a goroutine and its request the same way); past them it fails with
 // ErrFull, which claims nothing about the key.
 //
-// Errors: *LimitMismatchError (ErrLimitMismatch), ErrHeld, ErrFull
+// Errors: *OwnerConflictError (ErrOwnerConflict), *LimitMismatchError
+// (ErrLimitMismatch), ErrHeld, ErrFull
 // (MaxWaiters or MaxWaitersTotal reached), ErrClosed (not leader, or demoted
 // while waiting), ctx.Err() (the waiter left the queue).
 func (q *Queue) Enter(ctx context.Context, r Request) (*Turn, error) {
@@ -350,12 +365,17 @@ func (q *Queue) Enter(ctx context.Context, r Request) (*Turn, error) {
 		st = &keyState{}
 		sh.keys[key] = st
 	}
+	w := &waiter{owner: owner, principal: r.Principal, mode: r.Mode, limit: r.Limit, session: r.Session, done: make(chan struct{})}
+	if err := ownerConflict(key, ks, st, w); err != nil {
+		forget(sh, key, st)
+		sh.mu.Unlock()
+		return nil, err
+	}
 	if limit, known := keyLimit(ks, st); known && limit != r.Limit {
 		forget(sh, key, st)
 		sh.mu.Unlock()
 		return nil, &LimitMismatchError{Key: key, Limit: limit}
 	}
-	w := &waiter{owner: owner, principal: r.Principal, mode: r.Mode, limit: r.Limit, done: make(chan struct{})}
 	if fits(ks, st, w) && (len(st.queue) == 0 || holds(ks, owner)) {
 		t := q.take(sh, key, st, w)
 		sh.mu.Unlock()
@@ -450,7 +470,7 @@ func (q *Queue) await(ctx context.Context, key string, w *waiter) (*Turn, error)
 
 // take hands a turn of key to w's owner, in w's mode; sh.mu held.
 func (q *Queue) take(sh *shard, key string, st *keyState, w *waiter) *Turn {
-	t := &Turn{q: q, sh: sh, key: key, owner: w.owner, principal: w.principal, mode: w.mode, limit: w.limit, gen: q.gen}
+	t := &Turn{q: q, sh: sh, key: key, owner: w.owner, principal: w.principal, mode: w.mode, limit: w.limit, session: w.session, gen: q.gen}
 	st.flights = append(st.flights, t)
 	st.limit = w.limit
 	q.inflight.Add(1)

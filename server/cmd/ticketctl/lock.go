@@ -269,7 +269,7 @@ held from a terminal for manual maintenance.`,
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "lease length (whole milliseconds)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait in the key's queue until granted or --timeout")
-	cmd.Flags().StringVar(&owner, "owner", "", "owner id (≤ 128 bytes); a retry with the same owner gets the same grant (default: unique per call)")
+	cmd.Flags().StringVar(&owner, "owner", "", "owner id (≤ 128 bytes); a retry with the same owner and mode gets the same grant (default: unique per call)")
 	cmd.Flags().BoolVar(&hold, "hold", false, "keep renewing until Ctrl-C or lease loss, then release")
 	hf.add(cmd, true)
 	return cmd
