@@ -39,7 +39,7 @@
 // every lock carries NotBefore, the largest Call + lease_ms of its
 // acknowledged Acquires and Renews, measured on the client's monotonic
 // clock. A lease is a lower bound measured from when the client sent its
-// request (DESIGN.md Leases), and the server's deadline starts when the
+// request (docs/design.md#leases), and the server's deadline starts when the
 // grant applies, which is after that; so a correct server never removes a
 // lock before NotBefore. When the model lets a lock expire right before an
 // operation, that operation's linearisation point must be at or after

@@ -25,7 +25,7 @@ type lockState struct {
 	LeaseMS int64
 	// Ghost is true for a lock granted by an Unknown Acquire and not since
 	// acknowledged to its owner: the server may release it at any time (a
-	// ghost lock, DESIGN.md Leases), or it may expire at any time (its lease
+	// ghost lock, docs/design.md#ghost-locks), or it may expire at any time (its lease
 	// was never acknowledged to anyone).
 	Ghost bool
 	// NotBefore is the earliest time (client clock, ns) the lock may expire: the

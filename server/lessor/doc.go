@@ -3,7 +3,7 @@
 // (server/lease/lessor.go) for the leader-only part: the lessor is "primary"
 // only while its node is the promoted leader, and an expiry is a replicated
 // core.ExpireSeen{key, token, seen_index} proposal, never a local deletion, so
-// clock drift never splits the state (DESIGN.md, Leases). It goes past etcd
+// clock drift never splits the state (docs/design.md#leases). It goes past etcd
 // (issue 15, the seed: "each node tracks a lease's remaining time with its own
 // local clock"): every node measures every lease from its own apply of the
 // lock's last Grant or Renew, so a new leader keeps the deadlines it has —

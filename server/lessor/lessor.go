@@ -63,7 +63,7 @@ type Config struct {
 	// before every batch of Expire proposals; the lessor acts on the answer
 	// only while the epoch it started in lasts and the confirmed term is the
 	// one Promote was given, so a deposed leader never ends a lease
-	// (DESIGN.md, Leases).
+	// (docs/design.md#leases).
 	Confirm func(ctx context.Context) (term uint64, err error)
 	// Expire proposes core.ExpireSeen(key, token, seenIndex) and returns once
 	// it applied locally or failed. seenIndex is the log index of the lock's

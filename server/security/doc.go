@@ -3,7 +3,7 @@
 // the peer (Raft) transports, with certificate reload; the insecure-exposure
 // rule; and the certificate tooling behind `ticketctl cert`. The services and
 // both backends' peer transports get their *tls.Config from here, so every
-// port follows one policy (DESIGN.md, Security).
+// port follows one policy (docs/design.md#security-model).
 //
 // It follows etcd's model (client and peer TLS with their own CAs,
 // --client-cert-auth) and CockroachDB's refusal to expose a non-loopback

@@ -1,5 +1,5 @@
 // Package waitq is the leader's per-key gate and FIFO wait queue for lock
-// grants (DESIGN.md, "Waiting and fairness").
+// grants (docs/design.md#waiting-and-fairness).
 //
 // The leader proposes a grant only when it fits beside the key's holders and
 // the grants already in flight, which count as holders of their mode (issue

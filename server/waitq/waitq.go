@@ -313,7 +313,7 @@ func (q *Queue) Close() {
 // in flight (a retry: the grant returns the same holder). A request whose
 // owner matches a grant in flight or a holder being removed waits, with or
 // without wait, so a retry never receives a token about to be released
-// (DESIGN.md, Ghost locks); such a retry keeps the place of the request in
+// (docs/design.md#ghost-locks); such a retry keeps the place of the request in
 // flight, at the head of the queue. Otherwise, with wait, a request joins the
 // key's queue, first in first out across modes: it is served when every
 // request ahead of it was served and its grant fits (writer preference: a
