@@ -429,9 +429,9 @@ func partitionByKey(ops []porcupine.Operation) [][]porcupine.Operation {
 
 // NewModel returns the porcupine model of the lock table for ops,
 // partitioned by key (the package documentation states its rules). A key
-// used with modes, limits or sessions (issue 17) is checked against the
+// used with modes, limits or sessions is checked against the
 // holders model (stepHolders); every other key against the exclusive
-// model, exactly as before issue 17. The
+// model, which is simpler and checks faster. The
 // model knows ops' Unknown Acquires and Releases; check the operations that
 // Operations(ops) returns with it. The input and the output of each
 // operation are both the *history.Op.

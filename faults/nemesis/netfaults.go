@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Network fault kinds (issue 20): they need a Target that also meets
+// Network fault kinds: they need a Target that also meets
 // NetTarget (hosts, one network namespace per node: faults/hosts). Over
-// such a target the kinds of issue 8 that cut links (IsolateLeader,
+// such a target the kinds that cut links (IsolateLeader,
 // OneWayFromLeader, OneWayToLeader, PartitionHalves) are blackhole routes
 // between node namespaces: one-way loss at the IP level, and a leader cut
 // from its peers while its clients, in a namespace of their own, still
