@@ -35,7 +35,7 @@
 //	go r.Watch(ctx, security.DefaultPollInterval)
 //	srv.TLSConfig = security.ServerConfig(r, cfg.ClientCertAuth)
 //
-// # Authentication and authorization (issue 13)
+// # Authentication and authorization (docs/security.md#authorization)
 //
 // Beside the TLS files: principal.go (Principal, from a verified client
 // certificate's CN, a bearer token, or a member node's forwarding

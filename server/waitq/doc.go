@@ -34,7 +34,7 @@
 //     then call Turn.Done.
 //  4. From the apply hook, call Kick(key) after every applied Release or
 //     Expire of key.
-//  5. Optionally (issue 21, pipelined handoff), call Handoff(key) just before
+//  5. Optionally (pipelined handoff, docs/design.md#handoff), call Handoff(key) just before
 //     proposing a Release of key's holder (one without a lock-delay; it does
 //     nothing for shared keys and semaphores, whose Release is two-step): the head
 //     waiter gets a Pipelined turn at once and its grant follows the Release

@@ -13,7 +13,7 @@ import (
 
 // Sentinel errors of package waitq. Compare with errors.Is. Their texts
 // carry no package prefix: the server sends them to clients as error
-// messages (issue 19), so they read as the user's terms.
+// messages (docs/api.md#errors), so they read as the user's terms.
 var (
 	// ErrHeld: the lock table shows the key held by another owner (or under
 	// a lock-delay) and the request did not ask to wait. A grant in flight or
@@ -31,8 +31,9 @@ var (
 	// (a caller bug).
 	ErrNotRequeued = errors.New("waitq: turn was not requeued")
 	// ErrLimitMismatch: the request gave another semaphore limit than the
-	// key's holders, grants in flight or waiters (issue 17: every acquirer of
-	// a key gives the same limit while it has any). Returned as a
+	// key's holders, grants in flight or waiters (every acquirer of a key
+	// gives the same limit while it has any:
+	// docs/semantics.md#modes-and-limits). Returned as a
 	// *LimitMismatchError carrying the key's limit; the API maps it to
 	// FailedPrecondition with a ticket.v1.LimitMismatch detail.
 	ErrLimitMismatch = errors.New("limit mismatch")
@@ -79,7 +80,7 @@ type KeyState struct {
 	Limit uint32
 	// Holders are the key's holders in the lock table, in token order.
 	Holders []Holder
-	// Delayed is true when the key is free but under a lock-delay (issue 15):
+	// Delayed is true when the key is free but under a lock-delay (docs/design.md#lock-delay):
 	// nobody may have it until the delay has passed (the server kicks then).
 	Delayed bool
 }
@@ -93,7 +94,7 @@ type Holder struct {
 	// still counts toward the key's capacity until it is gone, and is never
 	// handed out again, not even to its own owner.
 	Removing bool
-	// LockDelay is true when the holder asked for a lock-delay (issue 15).
+	// LockDelay is true when the holder asked for a lock-delay (docs/design.md#lock-delay).
 	// While such a holder is being removed nothing is granted beside it
 	// (a shared key's or a semaphore's free slot): its Expire may leave the
 	// key free and under the delay before a grant proposed now applies.
@@ -145,7 +146,7 @@ type Config struct {
 // for another owner, and requests that wait are served first-in first-out
 // across modes. It is safe for concurrent use.
 //
-// A key's capacity (issue 17): an exclusive lock (ModeExclusive, limit 0)
+// A key's capacity (docs/semantics.md#modes-and-limits): an exclusive lock (ModeExclusive, limit 0)
 // takes one holder; a shared lock any number of shared holders, none beside
 // an exclusive one; a semaphore (limit > 0) Limit holders. Holders being
 // removed count until they are gone, so a slot is never handed out twice.
@@ -155,8 +156,9 @@ type Config struct {
 // per-key state is forgotten (a new leader rebuilds it from the lock table).
 //
 // Keys are spread over shards by a hash of the key, each with its own mutex
-// and map (issue 21: one global mutex was the server's most contended lock at
-// 64 clients), so requests for different keys rarely wait for each other.
+// and map (one global mutex was the server's most contended lock at 64
+// clients in the benchmarks), so requests for different keys rarely wait
+// for each other.
 // Open and Close take every shard's mutex; the counters are atomic.
 type Queue struct {
 	cfg Config
@@ -327,8 +329,9 @@ func (q *Queue) Close() {
 // applied before its Grant), the request waits as a tentative waiter in FIFO
 // order: it fails with ErrHeld as soon as the table shows the key so held,
 // or gets its turn, whichever comes first. Refusing earlier would report a
-// state no linearizable read sees (issue: hashicorp seed 67, a CheckToken
-// between the refusal and the grant's apply saw the key free). A tentative
+// state no linearizable read sees (a CheckToken between the refusal and the
+// grant's apply would see the key free; docs/design.md#waiting-and-fairness).
+// A tentative
 // waiter counts toward MaxWaiters and MaxWaitersTotal like any waiter (it
 // holds a goroutine and its request the same way); past them it fails with
 // ErrFull, which claims nothing about the key.
