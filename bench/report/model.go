@@ -24,8 +24,7 @@ const (
 	// (clientv3 KeepAliveOnce on a lease of the worker's own,
 	// SystemEtcdKeepAlive), which etcd's leader answers without a log entry.
 	WorkloadRenew = "renew"
-	// WorkloadKeepAlive: one keep-alive of a session per operation (issue
-	// 33): each worker holds a session of its own with KeepAliveKeys locks
+	// WorkloadKeepAlive: one keep-alive of a session per operation: each worker holds a session of its own with KeepAliveKeys locks
 	// under it (opened before the measurement) and keeps it alive in a
 	// loop through ticketd's LockService.KeepAlive, one Raft entry renewing
 	// the session and every lock of it (systems SystemHashicorp and
@@ -220,7 +219,7 @@ type Summary struct {
 	Elections []ElectionFigure `json:"elections,omitempty"`
 	// Failover summarizes Report.Failovers per backend.
 	Failover []FailoverFigure `json:"failover,omitempty"`
-	// Aims says which of the issue's targets this run met.
+	// Aims says which of the aims (docs/benchmarks.md) this run met.
 	Aims []Aim `json:"aims"`
 }
 
@@ -461,7 +460,8 @@ const (
 	UnitPerSec = "per_sec"
 )
 
-// Aim is one target of the issue and whether this run met it.
+// Aim is one target the benchmarks aim at (docs/benchmarks.md) and whether
+// this run met it.
 type Aim struct {
 	// Name says what is aimed at, Target the threshold in words.
 	Name   string `json:"name"`

@@ -182,8 +182,8 @@ func judgedText(s string) bool {
 func validLease(ms int64) bool   { return ms >= minLeaseMS && ms <= maxLeaseMS }
 func validToken(tok uint64) bool { return tok != 0 }
 
-// holderFields spreads the fuzzer's token over an issue-17 Acquire's new
-// fields: mode (its low 2 bits: 0 exclusive, 1 shared, 2 and 3 no such
+// holderFields spreads the fuzzer's token over an Acquire's holder fields:
+// mode (its low 2 bits: 0 exclusive, 1 shared, 2 and 3 no such
 // mode), limit (the next 13 bits, up to 8191: above 4096 is refused) and
 // session (the bits above, mostly 0 or unknown).
 func holderFields(token uint64) (ticketv1.Mode, uint32, uint64) {

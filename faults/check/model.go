@@ -109,8 +109,8 @@ type pending struct {
 // model is the lock-table model for one history.
 type model struct {
 	pending map[string]*pending
-	// holderKeys are the keys used with modes, limits or sessions (issue
-	// 17): their partitions use holdersState; every other key keeps
+	// holderKeys are the keys used with modes, limits or sessions: their
+	// partitions use holdersState; every other key keeps
 	// lockState, the exclusive model, exactly as before.
 	holderKeys map[string]bool
 	// sessionProtected is, per session, the largest Call + ttl of its

@@ -97,8 +97,8 @@ func (e *Executor) injectNet(ctx context.Context, f Fault) (heal func(context.Co
 		defer cancel()
 		if err := nt.Move(mctx, i); err != nil {
 			// The node may run on its new address while membership still
-			// names the old one (no leader answered the AddMember, seed
-			// 103): it stays cut off until it is added at its current
+			// names the old one (no leader answered the AddMember): it
+			// stays cut off until it is added at its current
 			// address, which HealAll does for a removed node.
 			e.removed[i] = true
 			return nil, []int{i}, true, err

@@ -2,8 +2,8 @@
 // grants (docs/design.md#waiting-and-fairness).
 //
 // The leader proposes a grant only when it fits beside the key's holders and
-// the grants already in flight, which count as holders of their mode (issue
-// 17): an exclusive lock takes one holder, a shared lock any number of
+// the grants already in flight, which count as holders of their mode
+// (docs/design.md#waiting-and-fairness): an exclusive lock takes one holder, a shared lock any number of
 // shared holders and none beside an exclusive one, a semaphore up to its
 // limit. Acquire requests with wait=true queue per key, first in first out
 // across modes (writer preference: a waiting exclusive request holds back

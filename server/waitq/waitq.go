@@ -70,8 +70,8 @@ func (e *LimitMismatchError) Error() string {
 // Is reports whether target is ErrLimitMismatch.
 func (e *LimitMismatchError) Is(target error) bool { return target == ErrLimitMismatch }
 
-// KeyState is what the lock table and the lessor say about a key (issue
-// 17: a key has a set of holders, with the key's mode and limit).
+// KeyState is what the lock table and the lessor say about a key (a key
+// has a set of holders, with the key's mode and limit).
 type KeyState struct {
 	// Mode and Limit are the key's, from its holders (meaningful only when
 	// Holders is not empty): core.ModeShared holders coexist; Limit > 0 makes
