@@ -6,7 +6,8 @@ import "fmt"
 // and compare.
 type Op uint8
 
-// The replicated commands of the command table of docs/design.md#replicated-commands. The numeric values are
+// The replicated commands (docs/design.md#replicated-commands; core/doc.go
+// lists their outcomes). The numeric values are
 // not the wire encoding (see Encode) and may be reordered freely; never persist them.
 const (
 	// OpNoop changes nothing; a new leader's barrier entry (Raft thesis §6.4).
@@ -330,7 +331,8 @@ type Result struct {
 	Existed bool
 	// Created is true when a Grant created the lock (Granted), and false when
 	// it returned the lock its owner already held (an idempotent retry). Only a
-	// grant that created its lock may be released as a ghost (docs/design.md#leases).
+	// grant that created its lock may be released as a ghost
+	// (docs/design.md#ghost-locks).
 	Created bool
 	// LockDelayMS is, when an Expire removed a lock (Expired, Existed), that
 	// lock's lock-delay in milliseconds, so that an OnApply hook can start

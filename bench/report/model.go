@@ -24,7 +24,8 @@ const (
 	// (clientv3 KeepAliveOnce on a lease of the worker's own,
 	// SystemEtcdKeepAlive), which etcd's leader answers without a log entry.
 	WorkloadRenew = "renew"
-	// WorkloadKeepAlive: one keep-alive of a session per operation: each worker holds a session of its own with KeepAliveKeys locks
+	// WorkloadKeepAlive: one keep-alive of a session per operation: each
+	// worker holds a session of its own with KeepAliveKeys locks
 	// under it (opened before the measurement) and keeps it alive in a
 	// loop through ticketd's LockService.KeepAlive, one Raft entry renewing
 	// the session and every lock of it (systems SystemHashicorp and
