@@ -239,7 +239,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 	var claim atomic.Int32
 	out := make(chan outcome, 1)
 	n.bg.Add(1)
-	go func() {
+	n.workers.Go(func() { // a worker keeps its grown stack (workerpool.go)
 		defer n.bg.Done()
 		pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
 		res, err := n.raft.Propose(pctx, cmd)
@@ -285,7 +285,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 			turn.Done()
 		}
 		out <- outcome{res, err}
-	}()
+	})
 	select {
 	case o := <-out:
 		return o.res, o.err
