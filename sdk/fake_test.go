@@ -23,7 +23,7 @@ import (
 // in-memory lock table. Node leader serves; the others answer Unavailable
 // with a LeaderHint (they do not forward). Leases never expire by
 // themselves; tests call expire and expireSession. Hooks inject failures.
-// A key holds a set of holders (shared locks, semaphores, issue 17); the
+// A key holds a set of holders (shared locks, semaphores); the
 // fake grants whatever fits and wakes every waiter on each change, without
 // the server's FIFO order or writer preference.
 type fakeCluster struct {

@@ -125,7 +125,8 @@ type Config struct {
 	// Insecure allows a non-loopback api_addr or raft_addr without TLS (key
 	// "insecure"). Without it such a node refuses to start (CockroachDB's rule).
 	Insecure bool `koanf:"insecure"`
-	// AuthPolicyFile is the authorization policy (YAML, issue 13; key
+	// AuthPolicyFile is the authorization policy (YAML,
+	// docs/security.md#policy-file; key
 	// "auth_policy_file"). Set: every API request must be authenticated and
 	// allowed by it (read, lock, admin per key prefix); reloaded on SIGHUP.
 	// Empty: authorization off.
@@ -179,12 +180,12 @@ type Limits struct {
 	MaxLocks int `koanf:"max_locks"`
 	// MaxWaitersPerKey is the most Acquire requests waiting on one key.
 	MaxWaitersPerKey int `koanf:"max_waiters_per_key"`
-	// MaxSessions is the most sessions open at once (issue 17; key
+	// MaxSessions is the most sessions open at once (key
 	// "limits.max_sessions", default 100000): CreateSession beyond it is
 	// ResourceExhausted. Sessions are replicated state, like locks.
 	MaxSessions int `koanf:"max_sessions"`
 	// MaxLocksPerSession is the most locks held under one session, grants
-	// in flight under it included (issue 17; key
+	// in flight under it included (key
 	// "limits.max_locks_per_session", default 1000): an Acquire under a
 	// session that holds that many is ResourceExhausted, refused before
 	// anything is proposed. It bounds the one entry that ends a session
@@ -194,7 +195,7 @@ type Limits struct {
 	// session's end fits a watcher's buffer. 0: no cap (and no such check).
 	MaxLocksPerSession int `koanf:"max_locks_per_session"`
 	// MaxSessionsPerPrincipal is the most sessions one principal may have
-	// open at once, creates in flight included (issue 17; key
+	// open at once, creates in flight included (docs/design.md#limits-and-quotas; key
 	// "limits.max_sessions_per_principal", default 1000): CreateSession
 	// beyond it is ResourceExhausted, so that one principal cannot fill
 	// MaxSessions for everyone. It applies only with authorization on

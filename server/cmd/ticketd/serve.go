@@ -154,7 +154,7 @@ func serve(ctx context.Context, cfg config.Config) error {
 		// crash dump, exit 2) and leaves a partial table. Nothing needs
 		// the close: every acknowledged entry and the watermark are synced
 		// before they are acknowledged, so the next start finds what a
-		// kill -9 leaves (docs/operations.md#fail-stop).
+		// kill -9 leaves (docs/design.md#storage-and-recovery, fail-stop).
 		log.Error("raft stopped; exiting with status 1 without closing the storage", zap.Error(fatal))
 		return fmt.Errorf("%w: %w", errFatal, fatal)
 	}
