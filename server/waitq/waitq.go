@@ -98,7 +98,7 @@ type Holder struct {
 	// of the same owner under another session is not its retry
 	// (ErrOwnerConflict).
 	Session uint64
-		// LockDelay is true when the holder asked for a lock-delay (docs/design.md#lock-delay).
+	// LockDelay is true when the holder asked for a lock-delay (docs/design.md#lock-delay).
 	// While such a holder is being removed nothing is granted beside it
 	// (a shared key's or a semaphore's free slot): its Expire may leave the
 	// key free and under the delay before a grant proposed now applies.
