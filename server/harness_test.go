@@ -329,8 +329,15 @@ func (h *harness) settle() {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	buf := make([]byte, 1<<20)
-	for quiet := 0; quiet < 2; {
+	// Quiet three times in a row, the last two a little apart in real time:
+	// a goroutine just woken by the runtime (a channel send from another
+	// thread, a lock handed over) may not show as runnable in the same
+	// instant on a loaded machine.
+	for quiet := 0; quiet < 3; {
 		runtime.Gosched()
+		if quiet > 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
 		n := runtime.Stack(buf, true)
 		if busy(buf[:n]) {
 			quiet = 0
@@ -340,7 +347,7 @@ func (h *harness) settle() {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("harness: goroutines did not settle:\n%s", buf[:n])
 		}
-		if quiet == 2 && h.gate.passFirst(h.sendOrder) {
+		if quiet == 3 && h.gate.passFirst(h.sendOrder) {
 			quiet = 0 // a Grant let through: settle again
 		}
 	}
