@@ -16,7 +16,7 @@ var connHints = []struct {
 }{
 	{sdk.ErrServerSpeaksTLS, "the server speaks TLS: pass --cacert FILE (the cluster's CA, e.g. data/certs/ca.crt) or TICKETD_CACERT"},
 	{sdk.ErrServerCertificate, "the server's certificate is not trusted: pass --cacert FILE with the CA that signed it"},
-	{sdk.ErrClientCertificate, "the server requires a client certificate it accepts: pass --cert FILE and --key FILE (TICKETD_CERT, TICKETD_KEY_FILE)"},
+	{sdk.ErrClientCertificate, "the server requires a client certificate it accepts: pass --cert FILE and --key FILE (TICKETD_CLIENT_CERT, TICKETD_CLIENT_KEY)"},
 	{sdk.ErrConnectionRefused, "no endpoint accepts connections: check --endpoints (or TICKETD_ENDPOINTS) and that the cluster runs"},
 }
 
