@@ -140,8 +140,11 @@ func WithStaleWatch() WatchOption { return func(c *watchConfig) { c.stale = true
 // EventReset followed by the current locks (see EventReset).
 //
 // The iterator ends after yielding an error: ctx's (wrapping the last
-// failure), ErrClosed, or a definitive server error such as
-// ErrInvalidArgument. Breaking out of the loop ends the watch. Not safe for
+// failure), ErrClosed, a definitive server error such as
+// ErrInvalidArgument, or a connection failure caused by the client's
+// settings, as for every call (ErrServerSpeaksTLS, ErrServerCertificate,
+// ErrClientCertificate, and ErrConnectionRefused before any server ever
+// answered; see connfail.go). Breaking out of the loop ends the watch. Not safe for
 // use by several goroutines at once; call Watch again for another watcher.
 func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) iter.Seq2[Event, error] {
 	var wc watchConfig
