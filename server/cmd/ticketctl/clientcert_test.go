@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -32,13 +33,22 @@ func TestRunsInsideANodeContainer(t *testing.T) {
 	nodeCert, nodeKey := filepath.Join(dir, "node-n1.crt"), filepath.Join(dir, "node-n1.key")
 	require.FileExists(t, nodeKey)
 
-	// The pod's TLS variables, as the StatefulSet expands them.
-	t.Setenv("TICKETD_CERT_FILE", nodeCert)
-	t.Setenv("TICKETD_KEY_FILE", nodeKey)
-	t.Setenv("TICKETD_TRUSTED_CA_FILE", ca)
-	t.Setenv("TICKETD_PEER_CERT_FILE", nodeCert)
-	t.Setenv("TICKETD_PEER_KEY_FILE", nodeKey)
-	t.Setenv("TICKETD_PEER_TRUSTED_CA_FILE", ca)
+	// The pod's TLS variables, read from the StatefulSet, with its mounted
+	// files (/etc/ticketd/tls/...) mapped to this node's.
+	manifest, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "kubernetes", "statefulset.yaml"))
+	require.NoError(t, err)
+	files := map[string]string{".crt": nodeCert, ".key": nodeKey}
+	set := 0
+	for _, m := range regexp.MustCompile(`- name: (TICKETD_\w+)\s+value: (/etc/ticketd/tls/\S+)`).FindAllStringSubmatch(string(manifest), -1) {
+		path := files[filepath.Ext(m[2])]
+		if filepath.Base(m[2]) == "ca.crt" {
+			path = ca
+		}
+		t.Setenv(m[1], path)
+		set++
+	}
+	require.NotZero(t, set, "the StatefulSet's TLS variables")
+	require.NotEmpty(t, os.Getenv("TICKETD_KEY_FILE"), "the node's key, as the StatefulSet sets it")
 	code, out, errs := ctl(t, ep, "--cacert", ca, "status")
 	require.Equal(t, exitOK, code, "stdout %q stderr %q", out, errs)
 }
