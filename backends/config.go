@@ -36,6 +36,15 @@ type Config struct {
 	// It is used only when DataDir holds no Raft state; a node with empty
 	// Bootstrap and no state waits to be added by the leader (join).
 	Bootstrap []core.Member
+	// BeforeBootstrap, if set, is called by New once it has found that
+	// DataDir holds no Raft state and Bootstrap is set, just before it
+	// writes Bootstrap's configuration; a non-nil error stops New, which
+	// returns it wrapped and leaves the data dir without Raft state. The
+	// server asks the other bootstrap members there whether this member
+	// already took part in their cluster (etcd's "member has already been
+	// bootstrapped"; docs/design.md#storage-and-recovery). Called once,
+	// from New's goroutine; it may block (bounded by the caller).
+	BeforeBootstrap func() error
 	// StateMachine is the lock table this node applies committed entries to. Required.
 	StateMachine *core.StateMachine
 	// OnApply, if set, is called after every applied entry, in log order, from

@@ -24,7 +24,7 @@ const (
 	// (unknown version) instead of applying it differently and forking.
 	CommandVersion2 byte = 2
 	// CommandVersion3 adds Grant.mode, Grant.limit and Grant.session and the
-	// session commands (issue 17), under the same rule: Encode writes it
+	// session commands (docs/design.md#sessions), under the same rule: Encode writes it
 	// only for a command that uses one of them.
 	CommandVersion3 byte = 3
 )

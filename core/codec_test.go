@@ -200,7 +200,7 @@ func marshalEntry(t *testing.T, version byte, m proto.Message) []byte {
 }
 
 // TestDecodeErrors checks that every kind of bad entry is an error wrapping
-// ErrDecode: the node must stop, never skip it (DESIGN.md, Rules for Apply).
+// ErrDecode: the node must stop, never skip it (docs/design.md#replicated-commands).
 func TestDecodeErrors(t *testing.T) {
 	t.Parallel()
 	grant := &corepb.Command{Op: &corepb.Command_Grant{Grant: &corepb.Grant{Key: "a", LeaseMs: 1000}}}

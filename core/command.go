@@ -6,7 +6,8 @@ import "fmt"
 // and compare.
 type Op uint8
 
-// The replicated commands of DESIGN.md's command table. The numeric values are
+// The replicated commands (docs/design.md#replicated-commands; core/doc.go
+// lists their outcomes). The numeric values are
 // not the wire encoding (see Encode) and may be reordered freely; never persist them.
 const (
 	// OpNoop changes nothing; a new leader's barrier entry (Raft thesis §6.4).
@@ -22,7 +23,9 @@ const (
 	// OpSetMember records the client API address APIAddr of Raft member MemberID.
 	OpSetMember
 	// OpRenew restarts the lease of the lock held on Key with Token: its
-	// ModIndex becomes the entry's index (issue 15, replicated Renew).
+	// ModIndex becomes the entry's index: renewals are replicated commands,
+	// so every node restarts the lease from its own apply
+	// (docs/design.md#leases).
 	OpRenew
 	// OpCreateSession opens a session with a lease of LeaseMS milliseconds
 	// (etcd lease grant, Consul session create); its id is the entry's index.
@@ -104,7 +107,8 @@ type Command struct {
 	LockDelayMS int64
 	// Principal is, for a Grant, the authenticated identity acquiring the
 	// lock, kept with it ("" when authorization is off). A Grant by the same
-	// Owner with another Principal is not a retry (issue 13). For
+	// Owner with another Principal is not a retry
+	// (docs/security.md#locks-are-bound-to-their-principal). For
 	// CreateSession, the identity opening the session: only a Grant with the
 	// same Principal may take a lock under it.
 	Principal string
@@ -201,7 +205,7 @@ func (c Command) WithSession(session uint64) Command {
 // Renew returns the command that restarts the lease of the lock held on key
 // with token: applied, the lock's ModIndex becomes the entry's index and the
 // Result is OutcomeRenewed with the lock's LeaseMS; every node restarts its
-// deadline for the lock from its own apply (DESIGN.md, Leases). Any other
+// deadline for the lock from its own apply (docs/design.md#leases). Any other
 // token, or a free key, gives OutcomeNotFound and changes nothing.
 func Renew(key string, token uint64) Command {
 	return Command{Op: OpRenew, Key: key, Token: token}
@@ -227,7 +231,8 @@ func Expire(key string, token uint64) Command {
 // and its ModIndex is at or below seenIndex, the ModIndex the leader saw when
 // it decided the lease had run out. Otherwise the result is
 // OutcomeExpired with Existed false: a late or duplicate expiry never removes
-// a lock granted, renewed or re-granted by a retry since (issue 15). A
+// a lock granted, renewed or re-granted by a retry since: commands name
+// the holder they act on (docs/design.md#replicated-commands). A
 // seenIndex of 0 is the unconditional Expire.
 func ExpireSeen(key string, token, seenIndex uint64) Command {
 	return Command{Op: OpExpire, Key: key, Token: token, SeenIndex: seenIndex}
@@ -247,7 +252,7 @@ func SetMember(id, apiAddr string) Command {
 // Outcome names the kind of a Result. It is a plain value, safe to copy and compare.
 type Outcome uint8
 
-// The results of applying a Command (DESIGN.md, "Replicated commands").
+// The results of applying a Command (docs/design.md#replicated-commands).
 const (
 	// OutcomeNoop: the entry changed nothing (Noop, SetMember, or an index at or
 	// below the applied index).
@@ -268,7 +273,8 @@ const (
 	OutcomeRenewed
 	// OutcomeLimitMismatch: a Grant gave another Limit than the key's while
 	// it has holders; Limit is the key's, Token its oldest holder's, and
-	// nothing changed. The server maps it to FailedPrecondition (issue 17).
+	// nothing changed. The server maps it to FailedPrecondition
+	// (docs/api.md#shared-locks-and-semaphores).
 	OutcomeLimitMismatch
 	// OutcomeSessionCreated: a CreateSession opened session Session with a
 	// TTL of LeaseMS milliseconds.
@@ -309,9 +315,9 @@ func (o Outcome) String() string {
 // Result is what applying one Command produced. Business outcomes such as "key
 // held" are Results, never errors. A Result is a comparable plain value; the
 // one pointer, Ended, is set only by a session's end (compare those field by
-// field). For the commands and keys that existed before issue 17 (plain
-// exclusive locks, no session) Results are exactly what they always were: the
-// fields added since are zero.
+// field). For plain exclusive locks outside a session (the only kind before
+// shared locks, semaphores and sessions, CommandVersion3) Results are exactly
+// what they always were: the fields added since are zero.
 type Result struct {
 	// Outcome says what happened; it decides which fields below are set.
 	Outcome Outcome
@@ -325,7 +331,8 @@ type Result struct {
 	Existed bool
 	// Created is true when a Grant created the lock (Granted), and false when
 	// it returned the lock its owner already held (an idempotent retry). Only a
-	// grant that created its lock may be released as a ghost (DESIGN.md, Leases).
+	// grant that created its lock may be released as a ghost
+	// (docs/design.md#ghost-locks).
 	Created bool
 	// LockDelayMS is, when an Expire removed a lock (Expired, Existed), that
 	// lock's lock-delay in milliseconds, so that an OnApply hook can start
@@ -355,7 +362,7 @@ type Result struct {
 // meaning.
 type Mode uint8
 
-// The lock modes (issue 17).
+// The lock modes (docs/semantics.md#modes-and-limits).
 const (
 	// ModeExclusive: one holder at a time (or up to Limit with a semaphore).
 	ModeExclusive Mode = iota
@@ -388,7 +395,7 @@ type Lock struct {
 	Token uint64
 	// LeaseMS is the lease length in milliseconds; the deadline itself is not
 	// replicated state: every node counts it from its own apply of the entry
-	// at ModIndex (DESIGN.md, Leases).
+	// at ModIndex (docs/design.md#leases).
 	LeaseMS int64
 	// Owner is the client-chosen id of the holder, as given in its Grant.
 	Owner string
@@ -401,7 +408,7 @@ type Lock struct {
 	// (0: none); see Command.LockDelayMS.
 	LockDelayMS int64
 	// Principal is the authenticated identity that acquired the lock, ""
-	// when authorization is off (issue 13).
+	// when authorization is off (docs/security.md#locks-are-bound-to-their-principal).
 	Principal string
 	// Mode and Limit are the key's (the same in every holder of a key; see
 	// Command.Mode and Command.Limit).

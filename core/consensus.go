@@ -41,7 +41,7 @@ type Status struct {
 type LeaderEvent struct {
 	// IsLeader is true when this node has become leader AND has applied a
 	// barrier entry of its own term, so every entry of earlier terms is applied
-	// (DESIGN.md, Leases; Raft thesis §6.4). It is false when this node stopped
+	// (docs/design.md#leases; Raft thesis §6.4). It is false when this node stopped
 	// being leader or the leader changed.
 	IsLeader bool
 	// Leader is the new leader (ID and RaftAddr), zero if unknown.
@@ -101,7 +101,7 @@ type TermConfirmer interface {
 // Submitter is an optional capability of a Consensus, found by type assertion
 // (the hashicorp/raft WithPreVote style): Propose split in two, so that a
 // caller can order a command before others without waiting for its commit.
-// The server uses it for the pipelined handoff (issue 21): the holder's
+// The server uses it for the pipelined handoff (docs/design.md#handoff): the holder's
 // Release is submitted, then the head waiter's Grant is proposed, and the
 // Grant can never enter the log ahead of the Release.
 type Submitter interface {

@@ -262,7 +262,9 @@ func optional[T comparable](name string, v, zero T) string {
 	return fmt.Sprintf(" %s=%v", name, v)
 }
 
-// formatLock renders one holder; fields added since issue 15 only when set.
+// formatLock renders one holder; fields added since snapshot version 1
+// (mod_index, lock-delay, principal, mode, limit, session) only when set, so
+// scripts for plain locks read as they always did.
 func formatLock(l core.Lock) string {
 	return fmt.Sprintf("%s token=%d lease_ms=%d owner=%s mod_index=%d", l.Key, l.Token, l.LeaseMS, l.Owner, l.ModIndex) +
 		optional("lock_delay_ms", l.LockDelayMS, 0) + optional("principal", l.Principal, "") +

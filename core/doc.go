@@ -17,7 +17,7 @@
 // milliseconds and the log index of its last change (Lock.ModIndex: its
 // creating Grant, last Renew or last retry Grant) are; every node's lessor
 // counts a deadline from its own apply of the entry at ModIndex, on its own
-// monotonic clock (DESIGN.md, Leases). Fencing tokens start at 1 and grow by
+// monotonic clock (docs/design.md#leases). Fencing tokens start at 1 and grow by
 // one per grant of a free key, cluster wide (Chubby §2.4 sequencers;
 // Kleppmann's fencing tokens), and every holder of a shared key or semaphore
 // gets its own. Release, Renew and Expire carry the token, so a late or
@@ -26,11 +26,11 @@
 // renewed since, and an ExpireSession the session's. An index at or below
 // AppliedIndex is not applied again.
 //
-// # Holders, modes, limits and sessions (issue 17)
+// # Holders, modes, limits and sessions (docs/semantics.md#shared-locks-semaphores-and-sessions)
 //
 // A key has a set of holders; while it has any, it has a Mode and a Limit
 // set by its first Grant: a plain exclusive lock (ModeExclusive, Limit 0:
-// one holder, as before issue 17), a shared key (ModeShared, Limit 0: any
+// one holder, the only kind of CommandVersion 1 and 2), a shared key (ModeShared, Limit 0: any
 // number of shared holders, never an exclusive one beside them; Chubby shared
 // locks, Curator InterProcessReadWriteLock) or a semaphore (Limit N ≥ 1: up
 // to N holders; Curator InterProcessSemaphoreV2, Consul semaphores). A
@@ -43,11 +43,16 @@
 // one KeepAliveSession renews them all, and CloseSession or ExpireSession
 // removes them all in one entry (Result.Ended lists them).
 //
-// # Commands (DESIGN.md, "Replicated commands")
+// # Commands (docs/design.md#replicated-commands)
 //
 //	Grant{key, lease_ms, owner, lock_delay_ms, principal}
 //	    free key → new lock, token LastToken+1, ModIndex = index; clears key's LockDelay
-//	    same owner and principal → that lock (a retry), ModIndex = index
+//	    same owner and principal → that lock (a retry), ModIndex = index,
+//	        whatever mode, limit or session the Grant asks: the leader proposes
+//	        a same-owner Grant only when they match the holder's and answers
+//	        no other (docs/design.md#replicated-commands); apply keeps this
+//	        rule, since changing it would change what existing command
+//	        versions do
 //	    otherwise → GrantRejected{holder token}
 //	Release{key, token}   held with token → removed; Released, else NotFound
 //	Renew{key, token}     held with token → ModIndex = index; Renewed{lease_ms}, else NotFound
@@ -67,7 +72,8 @@
 // leader proposes no Grant for a key with a LockDelay record until
 // lock_delay_ms has passed on its own clock since its apply of the Expire.
 // A lock's Principal binds it to the identity that took it: the same owner
-// under another principal is not a retry (issue 13).
+// under another principal is not a retry
+// (docs/security.md#locks-are-bound-to-their-principal).
 //
 // Encoded commands (Encode) and snapshots (Snapshot.WriteTo) both start with a
 // version byte. Commands that use only the original fields keep

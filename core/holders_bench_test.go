@@ -10,8 +10,8 @@ import (
 // BenchmarkApplyShared measures one Apply (a Grant or a Release,
 // alternating) of a shared holder on a key that already has `holders`
 // shared holders, in a table of 10k exclusive locks, beside the same cycle
-// of an exclusive lock on a free key (issue 17: shared-acquire cost beside
-// exclusive). A grant on a shared key reads all its holders (the same-owner
+// of an exclusive lock on a free key, to show what a shared acquire costs
+// beside an exclusive one. A grant on a shared key reads all its holders (the same-owner
 // retry rule), so its cost grows with their number.
 func BenchmarkApplyShared(b *testing.B) {
 	for _, tc := range []struct {

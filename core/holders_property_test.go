@@ -11,7 +11,8 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// The properties of issue 17: shared keys, semaphores and sessions. Their
+// The properties of shared keys, semaphores and sessions
+// (docs/semantics.md#shared-locks-semaphores-and-sessions). Their
 // generator mixes every kind of Grant on a tiny key space, so that modes
 // clash, semaphores fill up, limits disagree and sessions end with locks on
 // keys that others hold too.
@@ -66,7 +67,8 @@ func drawHolderToken(t *rapid.T, sm *core.StateMachine, key string) uint64 {
 	return rapid.Uint64Range(0, sm.LastToken()+1).Draw(t, "token")
 }
 
-// drawHolderCommand draws any command of the issue 17 world.
+// drawHolderCommand draws any command on holders: exclusive, shared and
+// semaphore grants, sessions and their ends.
 func drawHolderCommand(t *rapid.T, sm *core.StateMachine) core.Command {
 	key := rapid.SampledFrom(propKeys).Draw(t, "key")
 	switch rapid.IntRange(0, 15).Draw(t, "op") {
@@ -277,8 +279,9 @@ func TestPropHoldersDeterministic(t *testing.T) {
 	})
 }
 
-// holderModel is a plain reference implementation of issue 17's lock
-// table, written as directly as possible, to check StateMachine against.
+// holderModel is a plain reference implementation of the lock table with
+// modes, limits and sessions (docs/design.md#replicated-commands), written
+// as directly as possible, to check StateMachine against.
 type holderModel struct {
 	holders   map[string][]core.Lock // in token order
 	sessions  map[uint64]core.Session

@@ -314,7 +314,7 @@ func TestPropReplayIsNoop(t *testing.T) {
 	})
 }
 
-// model is a plain reference implementation of DESIGN.md's command table,
+// model is a plain reference implementation of the command table of docs/design.md#replicated-commands,
 // written as directly as possible, to check StateMachine against.
 type model struct {
 	locks     map[string]core.Lock

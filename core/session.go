@@ -5,7 +5,7 @@ package core
 // them by one KeepAliveSession and ended for all of them in one committed
 // entry by CloseSession or ExpireSession. Like a lock's, its deadline is not
 // replicated state: every node's lessor counts TTLMS from its own apply of
-// the entry at ModIndex (DESIGN.md, Leases). A Session is a copy: changing it
+// the entry at ModIndex (docs/design.md#sessions). A Session is a copy: changing it
 // changes nothing.
 type Session struct {
 	// ID is the session's id: the log index of the CreateSession that opened

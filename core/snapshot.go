@@ -25,9 +25,9 @@ import (
 const (
 	// SnapshotVersion (3) is the newest format: version 2 plus each
 	// holder's mode, limit and session, several holders per key (one record
-	// each, in token order), and the session records (issue 17).
+	// each, in token order), and the session records (docs/design.md#sessions).
 	SnapshotVersion byte = 3
-	// SnapshotVersion2 is the format of issues 13 to 15: version 1 plus each
+	// SnapshotVersion2 is version 1 plus each
 	// lock's mod_index, lock_delay_ms and principal, and the lock-delay
 	// records; one holder per key. WriteTo still writes it for a state of
 	// plain exclusive locks and no sessions, byte for byte as before.

@@ -26,7 +26,7 @@ import (
 // deadlines are not state here; only each holder's (and session's) lease
 // length and last-change index (Lock.ModIndex, Session.ModIndex) and each
 // delay's length and Expire index are: every node times them on its own clock
-// from its own apply (DESIGN.md, Leases).
+// from its own apply (docs/design.md#leases).
 type StateMachine struct {
 	mu        sync.RWMutex
 	locks     *btree.BTreeG[Lock]        // every holder, ordered by (Key, Token): sorted snapshots and prefix listing
@@ -80,7 +80,7 @@ func delayLess(a, b LockDelay) bool { return a.Key < b.Key }
 func needsV3(l Lock) bool { return l.Mode != ModeExclusive || l.Limit != 0 || l.Session != 0 }
 
 // plain reports whether l is the holder of a plain exclusive lock (the only
-// kind before issue 17), which is always its key's only holder.
+// kind before modes, limits and sessions), which is always its key's only holder.
 func plain(l Lock) bool { return l.Mode == ModeExclusive && l.Limit == 0 }
 
 // NewStateMachine returns an empty state machine: no locks, no sessions,
@@ -100,14 +100,14 @@ func NewStateMachine() *StateMachine {
 }
 
 // Apply applies cmd, the entry at log index, and returns its Result, following
-// DESIGN.md's command table (see each command's constructor for its rules).
+// the command table of docs/design.md#replicated-commands (see each command's constructor for its rules).
 // Indexes must grow but may skip values (entries without a command, see Skip).
 //
 // An index at or below AppliedIndex is not applied again: the Result is
 // OutcomeNoop and nothing changes, so replaying the log after a restart is
 // idempotent. The only error, wrapping ErrDecode, is for an unknown Op; it
 // means the node must stop, since skipping the entry would fork the state
-// (DESIGN.md, Rules for Apply), and AppliedIndex does not move.
+// (docs/design.md#replicated-commands), and AppliedIndex does not move.
 //
 // Apply does not validate cmd: it must be a Command that Encode accepts (as
 // every decoded entry is). It runs in O(log n + h) for n holders and h

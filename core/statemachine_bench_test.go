@@ -9,7 +9,8 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// benchSizes are the lock-table sizes of the benchmarks (DESIGN.md asks for 10k and 1M).
+// benchSizes are the lock-table sizes of the benchmarks: 10k, a typical
+// service's table, and 1M, the scale docs/benchmarks.md measures.
 var benchSizes = []struct {
 	name  string
 	locks int

@@ -70,7 +70,7 @@ func lock(key string, token uint64, leaseMS int64, owner string, modIndex uint64
 	return core.Lock{Key: key, Token: token, LeaseMS: leaseMS, Owner: owner, ModIndex: modIndex}
 }
 
-// TestApplyCommandTable covers every row of DESIGN.md's command table: each
+// TestApplyCommandTable covers every row of the command table of docs/design.md#replicated-commands: each
 // case applies setup, then cmd, and checks cmd's Result and the state after.
 func TestApplyCommandTable(t *testing.T) {
 	t.Parallel()
@@ -394,7 +394,7 @@ func TestApplyCommandTable(t *testing.T) {
 }
 
 // TestApplyReplayIsNoop checks that an index at or below AppliedIndex is never
-// applied again, whatever the command (DESIGN.md, Rules for Apply).
+// applied again, whatever the command (docs/design.md#replicated-commands).
 func TestApplyReplayIsNoop(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

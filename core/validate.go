@@ -12,7 +12,8 @@ import (
 // FieldError is the error of every Validate function: one request field
 // failed validation. Its text is one sentence in the API's terms, without a
 // package prefix, because the server sends it to clients as the message of
-// an InvalidArgument error (issue 19: one clear sentence, the code once).
+// an InvalidArgument error (docs/api.md#errors: one clear sentence, the
+// code once).
 // errors.Is(err, ErrInvalidArgument) is true for it.
 type FieldError struct {
 	// Field is the API field at fault: "key", "owner", "principal",
@@ -39,7 +40,7 @@ func invalid(field, format string, args ...any) error {
 const (
 	// MaxKeyBytes is the longest key accepted, in bytes of UTF-8.
 	MaxKeyBytes = 1024
-	// MaxOwnerBytes is the longest owner id accepted, in bytes (DESIGN.md API).
+	// MaxOwnerBytes is the longest owner id accepted, in bytes (docs/api.md#errors, invalid_argument).
 	MaxOwnerBytes = 128
 	// MaxPrincipalBytes is the longest principal accepted, in bytes (a
 	// certificate CN is at most 64 characters, RFC 5280 ub-common-name).
@@ -49,7 +50,7 @@ const (
 // ValidateKey checks that key is non-empty valid UTF-8 of at most MaxKeyBytes
 // bytes without control characters (unicode.IsControl: NUL, newline, ESC,
 // DEL, C1 controls, ...), which would corrupt logs, terminals and
-// line-oriented tools (issue 12), nor bidirectional controls and zero-width
+// line-oriented tools, nor bidirectional controls and zero-width
 // characters, which make keys print as other keys. Errors are *FieldError (ErrInvalidArgument)
 // and name the offending character and its byte offset.
 func ValidateKey(key string) error {
@@ -129,7 +130,7 @@ func ValidateLease(leaseMS, minMS, maxMS int64) error {
 	return validateLeaseField("lease_ms", "lease", leaseMS, minMS, maxMS)
 }
 
-// ValidateTTL checks a session's ttl_ms (issue 17) against the same bounds
+// ValidateTTL checks a session's ttl_ms (docs/api.md#createsession) against the same bounds
 // as ValidateLease: minMS ≤ ttlMS ≤ maxMS (milliseconds) and ttlMS > 0.
 // Errors are *FieldError (ErrInvalidArgument) naming "ttl_ms", e.g. "session
 // ttl 50ms is outside the allowed range 100ms to 10m0s".

@@ -221,7 +221,7 @@ func TestNotLeaderError(t *testing.T) {
 
 // TestValidateMessages: a validation error is one sentence in the API's
 // terms, without a package prefix, because the server sends it to clients
-// as the InvalidArgument message (issue 19); it still matches
+// as the InvalidArgument message (docs/api.md#errors); it still matches
 // ErrInvalidArgument and names its field.
 func TestValidateMessages(t *testing.T) {
 	t.Parallel()

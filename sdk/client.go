@@ -152,7 +152,7 @@ func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints
 // to be the leader, or "" when it does not know, in the form New was given
 // its endpoints: "host:port" (as the API's leader_addr and LeaderHint carry
 // it) when New got bare addresses, a base URL ("https://host:port") when New
-// got URLs. Either way the result can be passed back to New (issue 19).
+// got URLs. Either way the result can be passed back to New unchanged.
 func (c *Client) Leader() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -88,7 +88,7 @@ func testRoundTrip(t *testing.T, eps []string) {
 	// The leader serves Acquire directly: no forwarding needed.
 	st, err := c.Status(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, st.GetLeaderAddr(), c.Leader(), "Leader is host:port, as New was given (issue 19)")
+	assert.Equal(t, st.GetLeaderAddr(), c.Leader(), "Leader is host:port, as New was given")
 	c2, err := sdk.New([]string{c.Leader()})
 	require.NoError(t, err, "Leader's result goes back into New")
 	defer c2.Close()

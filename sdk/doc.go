@@ -17,7 +17,8 @@
 //   - Unlocks are never stale. Unlock releases by (key, token): a lock that
 //     has been granted to someone else since is left alone.
 //
-// Beyond exclusive locks (issue 17): RLock takes a key shared (the read
+// Beyond exclusive locks (docs/semantics.md#shared-locks-semaphores-and-sessions):
+// RLock takes a key shared (the read
 // side of a readers-writer lock, Curator InterProcessReadWriteLock; waiters
 // are served first in, first out across modes, so a waiting Lock holds back
 // later RLocks and writers never starve); Client.Semaphore(key, n) lets up

@@ -73,8 +73,9 @@ var (
 )
 
 // LimitMismatchError is the refusal of an Acquire whose limit differs from
-// the key's current one (issue 17: every acquirer of a key gives the same
-// limit while it has holders or waiters). errors.Is(err, ErrLimitMismatch)
+// the key's current one (every acquirer of a key gives the same limit while
+// it has holders or waiters: docs/semantics.md#modes-and-limits).
+// errors.Is(err, ErrLimitMismatch)
 // is true for it; get it with errors.As to read the key's limit.
 type LimitMismatchError struct {
 	// Limit is the key's current limit: its semaphore's slots, or 0 when
@@ -241,7 +242,7 @@ func sentinelOf(err error) error {
 // wrapErr turns an attempt's error into the error the caller sees:
 // `acquire "k": already_exists: key "k" is held by another owner`. The code
 // appears once (the *connect.Error's text): the sentinel it maps to is
-// matched by errors.Is but not repeated in the text (issue 19).
+// matched by errors.Is but not repeated in the text (docs/api.md#errors).
 func wrapErr(op, key string, err error) error {
 	if err == nil {
 		return nil

@@ -10,7 +10,7 @@ import (
 )
 
 // TestErrorText: an error a server answered reads `op "key": code: message`,
-// the code once and no sentinel text repeated (issue 19), while errors.Is
+// the code once and no sentinel text repeated (docs/api.md#errors), while errors.Is
 // still finds the sentinel and errors.As the *connect.Error.
 func TestErrorText(t *testing.T) {
 	t.Parallel()

@@ -23,7 +23,7 @@ import (
 // in-memory lock table. Node leader serves; the others answer Unavailable
 // with a LeaderHint (they do not forward). Leases never expire by
 // themselves; tests call expire and expireSession. Hooks inject failures.
-// A key holds a set of holders (shared locks, semaphores, issue 17); the
+// A key holds a set of holders (shared locks, semaphores); the
 // fake grants whatever fits and wakes every waiter on each change, without
 // the server's FIFO order or writer preference.
 type fakeCluster struct {
@@ -277,6 +277,13 @@ func (n *fakeNode) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*
 			}
 			err.AddDetail(d)
 			return nil, err
+		}
+		if h := fakeHolderOf(l, req.GetOwner()); h != nil && (l.GetMode() != req.GetMode() || h.GetSession() != req.GetSession()) {
+			// As the servers: a same-owner request of another mode or
+			// session is no retry, and never gets that holder's token.
+			c.mu.Unlock()
+			return nil, connect.NewError(connect.CodeFailedPrecondition,
+				fmt.Errorf("the owner holds key %q as mode %v under session %d", req.GetKey(), l.GetMode(), h.GetSession()))
 		}
 		if h := fakeHolderOf(l, req.GetOwner()); h != nil {
 			res := &ticketv1.AcquireResponse{Token: h.GetToken(), LeaseMs: h.GetLeaseMs(), Session: h.GetSession()}

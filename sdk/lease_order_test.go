@@ -17,9 +17,10 @@ import (
 // testDoneBeforeServerExpiry: a client cut off from the cluster loses its
 // lease (Done) at its own deadline — send time of its last acknowledged
 // renewal + TTL − margin — while the servers still hold the lock, even when
-// leadership moves twice during the lease (issue 15: no server resets or
-// shortens a deadline at failover; each measures from its own apply, after
-// the client sent the request). The servers remove the lock only after Done.
+// leadership moves twice during the lease (no server resets or shortens a
+// deadline at failover; each measures from its own apply, after the client
+// sent the request: docs/design.md#leases). The servers remove the lock
+// only after Done.
 func testDoneBeforeServerExpiry(t *testing.T, cl *ticketdtest.Cluster, eps []string) {
 	const ttl = 2 * time.Second
 	cut := &cutter{conns: map[net.Conn]struct{}{}}

@@ -127,7 +127,7 @@ type heldLock interface {
 }
 
 // lockInfoOf converts the holders of key as the API reports them. A server
-// that predates holders (issue 17) sends only the singular fields: they
+// that predates shared locks and semaphores sends only the singular fields: they
 // become the one holder.
 func lockInfoOf(key string, l heldLock) LockInfo {
 	info := LockInfo{
@@ -159,7 +159,9 @@ func lockInfoOf(key string, l heldLock) LockInfo {
 //
 // Errors: ErrLocked (held by another owner, without WithWait),
 // ErrInvalidArgument, ErrResourceExhausted, *LimitMismatchError
-// (ErrLimitMismatch), ErrSessionNotFound, *AmbiguousError (ErrAmbiguous:
+// (ErrLimitMismatch), ErrSessionNotFound, the servers' FailedPrecondition
+// (the WithOwner id already holds or is acquiring the key in another mode,
+// limit or session), *AmbiguousError (ErrAmbiguous:
 // ctx ended while an attempt may have been granted), or the ctx error
 // wrapping the last failure (often ErrUnavailable).
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (Grant, error) {
@@ -368,8 +370,8 @@ func (c *Client) Check(ctx context.Context, key string, token uint64) (valid boo
 // TokenCheck is CheckToken's answer.
 type TokenCheck struct {
 	// Valid is true when the token is one of key's current holders and its
-	// lease has not run out (issue 17: any holder of a shared key or a
-	// semaphore, not only the newest).
+	// lease has not run out (any holder of a shared key or a semaphore, not
+	// only the newest: docs/semantics.md#fencing-shared-holders).
 	Valid bool
 	// Current is the newest (highest) token holding key, 0 when it is free.
 	Current uint64

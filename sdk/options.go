@@ -19,8 +19,9 @@ const (
 	DefaultBackoffBase = 25 * time.Millisecond
 	// DefaultBackoffMax caps the delay between retries: 100 ms, so the first
 	// retry after a leader election (a few hundred milliseconds) is not
-	// parked behind a long backoff (issue 21's failover measurement: a 1 s
-	// cap added 0.3–0.5 s); etcd's client retries every 25 ms.
+	// parked behind a long backoff (the failover benchmark in
+	// docs/benchmarks.md measured a 1 s cap adding 0.3–0.5 s); etcd's client
+	// retries every 25 ms.
 	DefaultBackoffMax = 100 * time.Millisecond
 	// DefaultDriftRate is the fraction of a lease's TTL kept back as a safety
 	// margin for clock-rate drift between this process and the servers:
@@ -241,8 +242,10 @@ func WithLease(ttl time.Duration) AcquireOption {
 
 // WithOwner sets the owner id of the request instead of a fresh client-made
 // one (at most 128 bytes). A request whose owner already holds the key gets
-// that same grant back: use it to retry an acquisition from another process
-// (ticketctl --owner), never to share one id between concurrent requests.
+// that same grant back when it asks the same mode, limit and session (one of
+// another kind is refused with the servers' FailedPrecondition, never given
+// that holder's token): use it to retry an acquisition from another process
+// (ticketctl --owner), never to share one id between different requests.
 func WithOwner(owner string) AcquireOption {
 	return func(c *acquireConfig) { c.owner = owner }
 }

@@ -3,13 +3,17 @@ package sdk_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/ticketd/ticketd/sdk"
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 )
 
 // requireOpen fails the test if l's Done is closed.
@@ -365,4 +369,45 @@ func TestCloseDuringDefaultSessionCreation(t *testing.T) {
 	require.Eventually(t, func() bool { return len(fc.callsTo("CreateSession")) == 1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, c.Close())
 	assert.ErrorIs(t, <-res, sdk.ErrClosed)
+}
+
+// TestOwnRetryAsksTheSameMode: every attempt of one call carries the same
+// owner id, so each must ask the same mode and session, or the servers
+// refuse it (a same-owner request of another kind is no retry). A shared
+// lock under the default session whose first reply is lost is retried with
+// the same request and finds its own grant; an exclusive Acquire by that
+// owner is refused and not retried.
+func TestOwnRetryAsksTheSameMode(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	var n atomic.Int32
+	var mu sync.Mutex
+	var sent []*ticketv1.AcquireRequest
+	fc.setHook(func(ctx context.Context, method string, req any) error {
+		if method != "Acquire" {
+			return nil
+		}
+		mu.Lock()
+		sent = append(sent, proto.Clone(req.(*ticketv1.AcquireRequest)).(*ticketv1.AcquireRequest))
+		mu.Unlock()
+		if n.Add(1) == 1 {
+			<-ctx.Done() // granted, but the reply is lost
+			return ctx.Err()
+		}
+		return nil
+	})
+	c := newClient(t, fc.endpoints(), sdk.WithRequestTimeout(200*time.Millisecond))
+	ctx := testCtx(t)
+	l, err := c.TryRLock(ctx, "data", sdk.WithOwner("reader-1"))
+	require.NoError(t, err, "the retry finds its own shared grant")
+	assert.Equal(t, uint64(1), fc.tokens(), "one grant only")
+	mu.Lock()
+	require.Len(t, sent, 2)
+	assert.True(t, proto.Equal(sent[0], sent[1]), "the retry asks what the first attempt asked: %v, %v", sent[0], sent[1])
+	mu.Unlock()
+
+	_, err = c.Acquire(ctx, "data", 10*time.Second, sdk.WithOwner("reader-1"))
+	require.Error(t, err)
+	assert.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	assert.Len(t, fc.callsTo("Acquire"), 3, "a refusal is final, not retried")
+	require.NoError(t, l.Unlock(ctx))
 }

@@ -136,7 +136,10 @@ const InvalidFieldHeader = "Ticketd-Invalid-Field"
 //     waiters (waitq.ErrLimitMismatch), with a ticket.v1.LimitMismatch
 //     detail carrying the key's current limit: retry with that limit. Also
 //     a Renew of a lock held under a session (ErrHeldUnderSession): keep
-//     the session alive instead.
+//     the session alive instead. Also an Acquire whose owner already holds
+//     the key, or is acquiring it, with another mode, limit or session
+//     (waitq.ErrOwnerConflict): it is not a retry of that request, and is
+//     never answered with that holder's token; use another owner id.
 //   - Unauthenticated: authorization is on and the request has no valid
 //     identity (no client certificate or bearer token, an unknown token, a
 //     principal header from a non-member). Not retryable without credentials.
@@ -173,7 +176,8 @@ func codeOf(err error) connect.Code {
 		return connect.CodeOutOfRange
 	case errors.Is(err, watch.ErrClosed), errors.Is(err, watch.ErrCredentialsChanged):
 		return connect.CodeUnavailable
-	case errors.Is(err, ErrUnsafeMembership), errors.Is(err, waitq.ErrLimitMismatch), errors.Is(err, ErrHeldUnderSession):
+	case errors.Is(err, ErrUnsafeMembership), errors.Is(err, waitq.ErrLimitMismatch), errors.Is(err, ErrHeldUnderSession),
+		errors.Is(err, waitq.ErrOwnerConflict):
 		return connect.CodeFailedPrecondition
 	}
 	return connect.CodeInternal

@@ -82,7 +82,7 @@ func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, erro
 	id := holderID(r.owner, principal)
 	// The principal's waiters on this leader are held to its quota
 	// (quota.go); the waiters of the others are not affected.
-	req := waitq.Request{Key: r.key, Owner: id, Mode: r.mode, Limit: r.limit, Wait: r.wait,
+	req := waitq.Request{Key: r.key, Owner: id, Mode: r.mode, Limit: r.limit, Session: r.session, Wait: r.wait,
 		Principal: principal, Admit: n.quotaAdmit(principal, security.QuotaWaiters)}
 	cmd := core.Grant(r.key, r.leaseMS, r.owner).WithPrincipal(principal).WithLockDelay(r.lockDelayMS).
 		WithMode(r.mode).WithLimit(r.limit).WithSession(r.session)
@@ -139,6 +139,15 @@ func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, erro
 			rounds++
 			continue
 		}
+		if err == nil && res.Outcome == core.OutcomeGranted && !res.Created {
+			// The state machine returned the owner's existing holder (a
+			// retry). The queue proposed this grant only if that holder, if
+			// any, had the request's mode, limit and session; should they
+			// differ after all, the other holder's token is never answered.
+			if err := retryConflict(r, res); err != nil {
+				return core.Result{}, err
+			}
+		}
 		if err != nil || res.Outcome == core.OutcomeGranted {
 			return res, err
 		}
@@ -154,6 +163,24 @@ func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, erro
 			return core.Result{}, fmt.Errorf("%w: %q", waitq.ErrHeld, r.key)
 		}
 	}
+}
+
+// retryConflict returns an *waitq.OwnerConflictError when res, the existing
+// holder a Grant of r returned (core.Result.Created false), has another
+// mode, limit or session than r asked: core applies any Grant by the
+// holder's owner and principal as its retry (docs/design.md#replicated-commands),
+// so the leader checks what it got. A plain exclusive holder's Result
+// carries the zero Mode and Limit (core's keyResult), which are exclusive
+// and 0.
+func retryConflict(r acquireRequest, res core.Result) error {
+	mode := r.mode
+	if r.limit > 0 {
+		mode = core.ModeExclusive
+	}
+	if res.Mode == mode && res.Limit == r.limit && res.Session == r.session {
+		return nil
+	}
+	return &waitq.OwnerConflictError{Key: r.key, Held: true, Mode: res.Mode, Limit: res.Limit, Session: res.Session}
 }
 
 // addsHolder reports whether r, by holder id (holderID), counts as a new
@@ -239,7 +266,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 	var claim atomic.Int32
 	out := make(chan outcome, 1)
 	n.bg.Add(1)
-	go func() {
+	n.workers.Go(func() { // a worker keeps its grown stack (workerpool.go)
 		defer n.bg.Done()
 		pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
 		res, err := n.raft.Propose(pctx, cmd)
@@ -285,7 +312,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 			turn.Done()
 		}
 		out <- outcome{res, err}
-	}()
+	})
 	select {
 	case o := <-out:
 		return o.res, o.err
@@ -327,7 +354,7 @@ func (n *Node) keyState(key string) waitq.KeyState {
 	}
 	ks := waitq.KeyState{Mode: holders[0].Mode, Limit: holders[0].Limit, Holders: make([]waitq.Holder, len(holders))}
 	for i, lk := range holders {
-		ks.Holders[i] = waitq.Holder{Owner: holderID(lk.Owner, lk.Principal), Removing: n.ending(lk), LockDelay: lk.LockDelayMS > 0}
+		ks.Holders[i] = waitq.Holder{Owner: holderID(lk.Owner, lk.Principal), Session: lk.Session, Removing: n.ending(lk), LockDelay: lk.LockDelayMS > 0}
 	}
 	return ks
 }

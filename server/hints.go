@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 )
 
 // apiPrefix starts the path of every ticket.v1 procedure.
@@ -23,11 +26,10 @@ func withHints(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		service, method, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
-		sd := serviceDescriptor(service)
 		switch {
-		case sd == nil || !ok || sd.Methods().ByName(protoreflect.Name(method)) == nil:
-			hint(w, http.StatusNotFound, "ticketd: no procedure %s; %s", r.URL.Path, knownProcedures(sd, service))
+		case apiMethods()[r.URL.Path] == nil:
+			service, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+			hint(w, http.StatusNotFound, "ticketd: no procedure %s; %s", r.URL.Path, knownProcedures(serviceDescriptor(service), service))
 		case r.Method == http.MethodPost && r.Header.Get("Content-Type") == "":
 			hint(w, http.StatusUnsupportedMediaType,
 				"ticketd: missing Content-Type; for JSON send -H 'Content-Type: application/json' (Connect protocol, see docs/api.md)")
@@ -40,6 +42,25 @@ func withHints(next http.Handler) http.Handler {
 		}
 	})
 }
+
+// apiMethods maps the path of every procedure of the API's services
+// ("/ticket.v1.LockService/Acquire") to its method, read once from the
+// registered descriptors: every request looks its path up here, a map
+// lookup instead of a walk of the global registry.
+var apiMethods = sync.OnceValue(func() map[string]protoreflect.MethodDescriptor {
+	paths := map[string]protoreflect.MethodDescriptor{}
+	for _, name := range []string{ticketv1connect.LockServiceName, ticketv1connect.ClusterServiceName} {
+		sd := serviceDescriptor(name)
+		if sd == nil {
+			continue
+		}
+		for i := 0; i < sd.Methods().Len(); i++ {
+			m := sd.Methods().Get(i)
+			paths["/"+name+"/"+string(m.Name())] = m
+		}
+	}
+	return paths
+})
 
 // serviceDescriptor returns the ticket.v1 service named full, nil if none.
 func serviceDescriptor(full string) protoreflect.ServiceDescriptor {

@@ -48,7 +48,8 @@ func tlsProtocols() *http.Protocols {
 
 // handler builds the HTTP handler: both services, health, reflection and,
 // unless it has its own listener (listen_metrics_addr), /metrics; wrapped in
-// CORS when origins are allowed and in the request-body read timeout.
+// CORS when origins are allowed and in the request-body read timeout, and
+// the unary calls served on the node's workers (workerpool.go).
 func (n *Node) handler(reg *prometheus.Registry) http.Handler {
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(n.met.interceptor(), loggingInterceptor(n.log.Named("rpc")), n.sec.auth.Interceptor()),
@@ -75,7 +76,7 @@ func (n *Node) handler(reg *prometheus.Registry) http.Handler {
 	if n.cfg.ListenMetricsAddr == "" {
 		mux.Handle("/metrics", n.sec.metrics)
 	}
-	return n.sec.wrap(withHints(mux)) // hints.go
+	return n.workers.wrap(n.sec.wrap(withHints(mux))) // hints.go
 }
 
 // MetricsHandler serves the node's Prometheus metrics (its registry, see

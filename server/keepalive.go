@@ -109,7 +109,7 @@ func (b *keepAliveBatches) Merged() uint64 {
 func (n *Node) proposeKeepAlive(ctx context.Context, id uint64) (int64, error) {
 	r := n.keepAlives.join(id, func(first *keepAliveRound) {
 		n.bg.Add(1)
-		go n.runKeepAlives(id, first)
+		n.workers.Go(func() { n.runKeepAlives(id, first) }) // never blocks (workerpool.go)
 	})
 	select {
 	case <-r.done:

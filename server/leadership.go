@@ -72,35 +72,46 @@ func (n *Node) stillLeader(term uint64) bool {
 }
 
 // ensureMembers makes the replicated member directory hold this node's API
-// address, and the bootstrap peers' when missing, retrying while this node
-// leads term.
+// address at once, and each founding peer's (from the bootstrap list) once
+// this leader has heard from that peer, retrying while this node leads
+// term. A founding member's address in the directory therefore says that
+// it took part in the cluster: a node that finds it there while about to
+// bootstrap an empty data dir refuses (bootstrapcheck.go), and one that
+// never started is not listed, so it can still bootstrap late.
 func (n *Node) ensureMembers(term uint64) {
 	defer n.bg.Done()
 	b := n.backend()
 	if b == nil {
 		return
 	}
-	want := map[string]string{}
+	want := map[string]string{n.cfg.ID: n.cfg.APIAddr}
 	for _, m := range n.cfg.Members() {
 		if _, ok := n.sm.MemberAPIAddr(m.ID); !ok {
 			want[m.ID] = m.APIAddr
 		}
 	}
-	want[n.cfg.ID] = n.cfg.APIAddr
-	for id, addr := range want {
-		for n.stillLeader(term) {
+	for len(want) > 0 && n.stillLeader(term) {
+		for id, addr := range want {
 			if got, _ := n.sm.MemberAPIAddr(id); got == addr {
-				break
+				delete(want, id)
+				continue
 			}
-			_, err := n.proposeDetached(b, core.SetMember(id, addr))
-			if err == nil {
-				n.log.Info("member API address recorded", zap.String("member", id), zap.String("api_addr", addr))
-				break
+			if id != n.cfg.ID && !n.hasMember(id) {
+				delete(want, id) // removed since the bootstrap
+				continue
 			}
-			n.log.Debug("recording member API address failed", zap.String("member", id), zap.Error(err))
-			if !n.pause(retryPause) {
-				return
+			if id != n.cfg.ID && !n.met.cluster.peers.heardFrom(id) {
+				continue // not up yet, or not answering this leader
 			}
+			if _, err := n.proposeDetached(b, core.SetMember(id, addr)); err != nil {
+				n.log.Debug("recording member API address failed", zap.String("member", id), zap.Error(err))
+				continue
+			}
+			n.log.Info("member API address recorded", zap.String("member", id), zap.String("api_addr", addr))
+			delete(want, id)
+		}
+		if len(want) > 0 && !n.pause(retryPause) {
+			return
 		}
 	}
 }

@@ -40,11 +40,30 @@ type connLimiter struct {
 	conns map[*limitedConn]*connEntry // open connections
 }
 
-// connEntry is an open connection's ConnState and since when.
+// connEntry is an open connection's ConnState and since when. state and
+// since are atomics, so that connState, called on every HTTP/2 request
+// (the connection turns active when its first stream opens and idle when
+// its last one closes), takes no lock shared by all connections: under
+// many clients that lock was the node's most contended one. A reader
+// holding c.mu may see a new state with the previous since for a moment:
+// it then picks a slightly different victim, nothing more.
 type connEntry struct {
-	state http.ConnState
-	since time.Time
-	timer *time.Timer // closes the connection if still StateNew
+	state atomic.Int32 // an http.ConnState
+	since atomic.Int64 // Unix nanoseconds
+	timer *time.Timer  // closes the connection if still StateNew
+}
+
+// set records that the connection entered s now, unless it is in s already.
+func (e *connEntry) set(s http.ConnState) {
+	if http.ConnState(e.state.Load()) != s {
+		e.since.Store(time.Now().UnixNano())
+		e.state.Store(int32(s))
+	}
+}
+
+// get returns the connection's state and since when.
+func (e *connEntry) get() (http.ConnState, time.Time) {
+	return http.ConnState(e.state.Load()), time.Unix(0, e.since.Load())
 }
 
 func newConnLimiter(max int, newTimeout time.Duration) *connLimiter {
@@ -71,11 +90,7 @@ func (c *connLimiter) connState(conn net.Conn, s http.ConnState) {
 	if !ok {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.conns[lc]; ok && e.state != s {
-		e.state, e.since = s, time.Now()
-	}
+	lc.entry.set(s) // set by admit before the server saw the connection
 }
 
 // admit takes a slot for lc, closing the oldest idle (or overdue StateNew)
@@ -93,16 +108,20 @@ func (c *connLimiter) admit(lc *limitedConn) bool {
 		c.dropLocked(victim)
 		go victim.Conn.Close() // a TLS close may write an alert: never block Accept
 	}
-	e := &connEntry{state: http.StateNew, since: now}
+	e := &connEntry{}
+	e.state.Store(int32(http.StateNew))
+	e.since.Store(now.UnixNano())
 	e.timer = time.AfterFunc(c.newTimeout, func() {
 		c.mu.Lock()
-		stuck := c.conns[lc] == e && e.state == http.StateNew
+		state, _ := e.get()
+		stuck := c.conns[lc] == e && state == http.StateNew
 		c.mu.Unlock()
 		if stuck {
 			_ = lc.Close()
 		}
 	})
 	c.conns[lc] = e
+	lc.entry = e
 	return true
 }
 
@@ -112,11 +131,12 @@ func (c *connLimiter) oldest(now time.Time) *limitedConn {
 	var idle, fresh *limitedConn
 	var idleSince, freshSince time.Time
 	for lc, e := range c.conns {
+		state, since := e.get()
 		switch {
-		case e.state == http.StateIdle && (idle == nil || e.since.Before(idleSince)):
-			idle, idleSince = lc, e.since
-		case e.state == http.StateNew && now.Sub(e.since) >= stateNewGrace && (fresh == nil || e.since.Before(freshSince)):
-			fresh, freshSince = lc, e.since
+		case state == http.StateIdle && (idle == nil || since.Before(idleSince)):
+			idle, idleSince = lc, since
+		case state == http.StateNew && now.Sub(since) >= stateNewGrace && (fresh == nil || since.Before(freshSince)):
+			fresh, freshSince = lc, since
 		}
 	}
 	if idle != nil {
@@ -163,7 +183,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 // limitedConn gives its slot back on Close.
 type limitedConn struct {
 	net.Conn
-	c *connLimiter
+	c     *connLimiter
+	entry *connEntry // its state, set by admit (kept after its slot is freed)
 }
 
 func (c *limitedConn) Close() error {

@@ -1,9 +1,14 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
+	"runtime/metrics"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,6 +97,8 @@ func benchCyclesOf(b *testing.B, leader *nodetest.Instance, levels []int, reques
 			ctx := context.Background()
 			var next atomic.Int64
 			lat := make([][]time.Duration, clients)
+			entries0, appends0 := logAppends(b, leader)
+			created0 := goroutinesCreated()
 			var failed atomic.Int64
 			var wg sync.WaitGroup
 			b.ResetTimer()
@@ -116,11 +123,15 @@ func benchCyclesOf(b *testing.B, leader *nodetest.Instance, levels []int, reques
 						res, err := lock.Acquire(ctx, req)
 						lat[w] = append(lat[w], time.Since(t0))
 						if err != nil {
-							failed.Add(1)
+							if failed.Add(1) < 4 {
+								b.Logf("acquire: %v", err)
+							}
 							continue
 						}
 						if _, err := lock.Release(ctx, &ticketv1.ReleaseRequest{Key: req.GetKey(), Token: res.GetToken()}); err != nil {
-							failed.Add(1)
+							if failed.Add(1) < 4 {
+								b.Logf("release: %v", err)
+							}
 						}
 					}
 				}()
@@ -140,8 +151,50 @@ func benchCyclesOf(b *testing.B, leader *nodetest.Instance, levels []int, reques
 			b.ReportMetric(pct(0.99), "acquire-p99-ms")
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acquires/s")
+			// Every goroutine the process started (the three nodes and the
+			// clients), per cycle: per-request goroutines show here, whatever
+			// the machine's load.
+			b.ReportMetric(float64(goroutinesCreated()-created0)/float64(b.N), "goroutines/cycle")
+			if entries, appends := logAppends(b, leader); appends > appends0 {
+				// Group commit: the entries of concurrent proposals that
+				// share one durable append (one fsync) on the leader.
+				b.ReportMetric((entries-entries0)/(appends-appends0), "entries/append")
+			}
 		})
 	}
+}
+
+// goroutinesCreated is how many goroutines this process has started
+// (runtime/metrics /sched/goroutines-created:goroutines).
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// logAppends reads the leader's durable log appends and the entries they
+// wrote from its /metrics (ticketd_log_append_duration_seconds_count and
+// ticketd_log_appended_entries_total); zeros when the node has no log (the
+// in-memory stand-in).
+func logAppends(b *testing.B, leader *nodetest.Instance) (entries, appends float64) {
+	b.Helper()
+	res, err := http.Get("http://" + leader.Addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		name, value, _ := strings.Cut(sc.Text(), " ")
+		v, _ := strconv.ParseFloat(value, 64)
+		switch name {
+		case "ticketd_log_appended_entries_total":
+			entries = v
+		case "ticketd_log_append_duration_seconds_count":
+			appends = v
+		}
+	}
+	return entries, appends
 }
 
 // BenchmarkHandoff measures contended handoffs through the real Connect API

@@ -100,6 +100,17 @@ func (pm *peerMetrics) followerProgress(peer string, lag uint64, contact time.Ti
 	f.lag, f.contact, f.reported = lag, contact, now
 }
 
+// heardFrom reports whether the last FollowerProgress of peer, in this
+// node's current leadership, carried a response from it (a follower that
+// answered this leader has stored this term and, with the answer, the
+// configuration it was sent).
+func (pm *peerMetrics) heardFrom(peer string) bool {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	f, ok := pm.followers[peer]
+	return ok && !f.contact.IsZero()
+}
+
 // peerLabel is the peer label of a transport's peer name: the member ID for
 // a configured member's raft address (or an ID as given), else the host
 // without its port, so that connections from one stranger's ephemeral

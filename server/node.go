@@ -45,6 +45,8 @@ type options struct {
 	factory    BackendFactory
 	editConfig func(*backends.Config)
 	leaderWait time.Duration
+	// bootstrapWait bounds checkNotBootstrapped (WithBootstrapProbeWait).
+	bootstrapWait time.Duration
 }
 
 // WithLogger sets the logger; the default is zap.NewNop().
@@ -150,6 +152,7 @@ type Node struct {
 	closes closingSessions
 
 	server    *http.Server
+	workers   *workerPool      // runs the unary API calls and detached proposals (workerpool.go)
 	metricsLn *metricsListener // listen_metrics_addr (metricslisten.go)
 	closeOnce sync.Once
 	closeErr  error
@@ -165,7 +168,10 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{leaderWait: 3 * time.Second}
+	o := options{leaderWait: 3 * time.Second, bootstrapWait: DefaultBootstrapProbeWait}
+	if cfg.BootstrapProbeWaitMS > 0 {
+		o.bootstrapWait = time.Duration(cfg.BootstrapProbeWaitMS) * time.Millisecond
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -194,6 +200,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		proposeTimeout: proposeTimeout,
 		changed:        make(chan struct{}),
 		ghosts:         map[ghostID]struct{}{},
+		workers:        newWorkerPool(),
 	}
 	var err error
 	n.lessor, err = lessor.New(lessor.Config{
@@ -251,6 +258,9 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ElectionTimeout:        time.Duration(cfg.Raft.ElectionTimeoutMS) * time.Millisecond,
 		Logger:                 o.logger.Named("raft"), // the backend adds the node id itself
 	}
+	// An empty data dir is bootstrapped only if no other bootstrap member
+	// knows this one (bootstrapcheck.go).
+	bcfg.BeforeBootstrap = func() error { return n.checkNotBootstrapped(o.bootstrapWait) }
 	if err := n.secure(&bcfg); err != nil {
 		stop()
 		_ = n.lessor.Close()
@@ -374,6 +384,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if err := n.server.Shutdown(ctx); err != nil {
 			_ = n.server.Close()
 		}
+		n.workers.close()
 		_ = n.metricsLn.srv.Close()
 		n.stop()
 		_ = n.lessor.Close()

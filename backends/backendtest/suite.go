@@ -36,6 +36,7 @@ func Run(t *testing.T, open Factory) {
 		{"recovered_commit_index", testRecoveredCommitIndex},
 		{"damaged_log_refused", testDamagedLogRefused},
 		{"missing_watermark_refused", testMissingWatermarkRefused},
+		{"before_bootstrap", testBeforeBootstrap},
 		{"file_loss_never_shortens", testFileLossNeverShortens},
 		{"disk_full_stops", testDiskFullStops},
 		{"observer", testObserver},

@@ -274,6 +274,11 @@ func (n *Node) bootstrap() error {
 	if err != nil {
 		return err
 	}
+	if n.cfg.BeforeBootstrap != nil {
+		if err := n.cfg.BeforeBootstrap(); err != nil {
+			return fmt.Errorf("etcd: bootstrap: %w", err)
+		}
+	}
 	hs := &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(0)), Commit: new(uint64(1))}
 	if err := writeInitialState(n.store, hs, book, voters, core.NewStateMachine().Snapshot(), 1); err != nil {
 		return fmt.Errorf("etcd: bootstrap: %w", err)

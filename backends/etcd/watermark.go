@@ -81,11 +81,22 @@ func (n *Node) openWatermark() error {
 // lowerWatermark lowers the recorded end of the log, durably, before a Save
 // that overwrites a suffix of it (a follower dropping conflicting entries),
 // so that a crash during the Save never leaves the mark past the log's end.
+//
+// Entries that only extend the log (the first follows the stored log's
+// last) overwrite nothing: the mark, written or pending, is at most the
+// stored log's end (raiseWatermark records it after each Save; a lowering
+// goes through here first), so nothing is written. Calling Update then would
+// only have written the pending Advance synchronously, in the Ready loop,
+// before every Save under load: one more synced write per append, which
+// the background writer exists to overlap with the next Save.
 func (n *Node) lowerWatermark(ents []*pb.Entry) error {
 	if len(ents) == 0 || ents[0].GetIndex() == 0 {
 		return nil
 	}
 	first := ents[0].GetIndex()
+	if last, _ := n.store.LastIndex(); first > last {
+		return nil
+	}
 	return n.updateWatermark(func(m watermark.Mark) watermark.Mark {
 		m.LastIndex = min(m.LastIndex, first-1)
 		return m

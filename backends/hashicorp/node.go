@@ -272,6 +272,11 @@ func bootstrap(cfg backends.Config, rc *raft.Config, logs raft.LogStore, stable 
 	if has {
 		return nil
 	}
+	if cfg.BeforeBootstrap != nil {
+		if err := cfg.BeforeBootstrap(); err != nil {
+			return fmt.Errorf("hashicorp: bootstrap: %w", err)
+		}
+	}
 	var conf raft.Configuration
 	for _, m := range cfg.Bootstrap {
 		conf.Servers = append(conf.Servers, raft.Server{

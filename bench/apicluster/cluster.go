@@ -119,7 +119,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// split by node (go tool pprof -tags, -tagfocus).
 		var node *server.Node
 		pprof.Do(ctx, pprof.Labels(ProfileLabel, p.ID), func(context.Context) {
-			node, err = server.New(nc, cfg.Options...)
+			// A new cluster in new dirs, its nodes started one after
+			// another: nothing to ask before bootstrapping.
+			opts := append([]server.Option{server.WithBootstrapProbeWait(0)}, cfg.Options...)
+			node, err = server.New(nc, opts...)
 		})
 		if err != nil {
 			for _, ln := range apiLns[i:] {

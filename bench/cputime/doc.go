@@ -1,7 +1,8 @@
 // Package cputime reads how much CPU a process used, so that ticketbench can
-// say which share of the machine the load clients and the nodes had (issue
-// 21, bench honesty) and what one operation costs in CPU on each side
-// (issue 33): this process from getrusage(RUSAGE_SELF) (the figures
+// say which share of the machine the load clients and the nodes had (a
+// figure measured on a machine the clients saturate says little about the
+// server) and what one operation costs in CPU on each side (the CPU aims of
+// docs/benchmarks.md): this process from getrusage(RUSAGE_SELF) (the figures
 // /proc/self/stat gives as utime+stime), any running process from
 // /proc/<pid>/stat (PID), child processes from os.ProcessState once they
 // have exited.

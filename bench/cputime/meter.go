@@ -9,7 +9,7 @@ import (
 // Meter samples, at the same instant, the CPU time of the server processes
 // of a benchmark (Servers: ticketd's nodes, etcd's members) and of its
 // client processes (Clients), from /proc, so that a window's CPU can be
-// split between the two sides (CPU per operation, issue 33). It is a plain
+// split between the two sides (CPU per operation). It is a plain
 // value, JSON-encodable, so a parent can hand it to the client process it
 // starts.
 type Meter struct {

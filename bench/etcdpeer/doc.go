@@ -29,10 +29,10 @@
 //
 // With -workload keepalive it measures etcd's LeaseKeepAlive instead: each
 // worker holds a lease of its own and sends one KeepAliveOnce per operation,
-// the peer of ticketd's Renew (issue 15); output System "etcd-keepalive".
+// the peer of ticketd's Renew; output System "etcd-keepalive".
 // With -workload session-keepalive each worker's lease has -keys keys (10)
 // attached and is renewed by one KeepAliveOnce per operation: the peer of
-// ticketd's session KeepAlive (issue 33), one call per keep-alive on both
+// ticketd's session KeepAlive, one call per keep-alive on both
 // sides; session-keepalive-stream renews on a LeaseKeepAlive stream each
 // worker keeps open instead, as clientv3 does in production (by hand only).
 //

@@ -14,7 +14,7 @@ import (
 
 // measureHandoff runs cfg.Concurrency workers, each with a session of its
 // own and a concurrency.Mutex on one shared prefix, in a loop of Lock then
-// Unlock: the contended handoff workload (issue 21). Holders are ordered by
+// Unlock: the contended handoff workload. Holders are ordered by
 // the time their Lock returned (the Mutex gives no token); see package
 // handoff for the latency's definition.
 func measureHandoff(ctx context.Context, cli *clientv3.Client, cfg load.Config) (load.Result, error) {

@@ -16,7 +16,7 @@ import (
 // lease of its own (TTL sessionTTL) with keys keys attached ("/ticketbench/
 // keepalive/<prefix>/w<i>/k<j>", put before the measurement): the peer of
 // ticketd's session KeepAlive, which renews a session and every lock under
-// it in one call (issue 33).
+// it in one call (docs/design.md#sessions).
 //
 // With stream false (what ticketbench runs), each operation is one
 // clientv3 KeepAliveOnce: one LeaseKeepAlive call carrying one renewal, as

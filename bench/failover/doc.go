@@ -1,5 +1,5 @@
 // Package failover measures how long a ticketd cluster takes to accept
-// writes again after its leader dies (issue 21): three real ticketd
+// writes again after its leader dies: three real ticketd
 // processes (the binary `make build` makes, built by Build) on loopback, a
 // light write load through the Go SDK, and Kills rounds of: find the leader,
 // kill -9 it, time the first write acknowledged through a survivor, restart

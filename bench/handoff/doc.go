@@ -1,6 +1,6 @@
 // Package handoff measures how fast one contended lock passes from holder to
 // holder: N clients on one key, each in a loop of Acquire-with-wait then
-// Release (issue 21's contended handoff workload; etcd's concurrency.Mutex on
+// Release (the contended handoff workload, docs/design.md#handoff; etcd's concurrency.Mutex on
 // one shared prefix is the peer, in bench/etcdpeer).
 //
 // A handoff is the step from one holder to the next. Its latency is the time

@@ -1,6 +1,7 @@
 // Package loadproc runs a workload's clients in a process of their own, so
 // that the CPU the servers spend per operation can be told apart from the
-// clients' (issue 33): the parent (the process serving the cluster, or
+// clients' (on a 2-core machine in-process clients take CPU the servers
+// would otherwise have): the parent (the process serving the cluster, or
 // holding it) starts a child — by default its own executable — with a Spec
 // on stdin; the child drives the Spec's workload with package load,
 // samples the CPU of the server processes (Spec.Servers, by default the

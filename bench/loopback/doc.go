@@ -5,10 +5,11 @@
 // # Usage
 //
 //  1. Call FreeAddrs(n) for the n addresses a cluster needs.
-//  2. Bind them soon: the ports are released when FreeAddrs returns, so
-//     another program could take one in between (the bind then fails and says so).
+//  2. Bind them soon: the ports are released when FreeAddrs returns; they lie
+//     below the ephemeral range, so only another program binding that very
+//     port could take one in between (the bind then fails and says so).
 //
 // Example:
 //
-//	addrs, err := loopback.FreeAddrs(3) // ["127.0.0.1:41235", ...]
+//	addrs, err := loopback.FreeAddrs(3) // ["127.0.0.1:27235", ...]
 package loopback

@@ -2,27 +2,19 @@ package loopback
 
 import (
 	"fmt"
-	"net"
+
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
 )
 
-// FreeAddrs returns n distinct free "127.0.0.1:port" addresses. It listens on
-// port 0 n times at once (so the kernel hands out n different ports), then
-// closes the listeners. Errors: the listen error, wrapped.
+// FreeAddrs returns n distinct free "127.0.0.1:port" addresses, picked as the
+// test clusters pick theirs (ticketdtest.PickAddrs): below the kernel's
+// ephemeral range, so that no outgoing connection of another process can
+// take one as its source port before the cluster binds it, and never one
+// handed out before in this process. Errors: no free port, wrapped.
 func FreeAddrs(n int) ([]string, error) {
-	lns := make([]net.Listener, 0, n)
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	addrs := make([]string, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("loopback: free port: %w", err)
-		}
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
+	addrs, err := ticketdtest.PickAddrs(n)
+	if err != nil {
+		return nil, fmt.Errorf("loopback: %w", err)
 	}
 	return addrs, nil
 }

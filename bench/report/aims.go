@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Aim thresholds: issue 21's targets (and issue 7's commits/s), on this
+// Aim thresholds: the aims listed in docs/benchmarks.md, on this
 // project's 2-core machine.
 const (
 	// AimFloorFactorFaster: commit p50 at one client within this many times
@@ -15,7 +15,7 @@ const (
 	AimFloorFactorFaster = 2.0
 	AimFloorFactorOther  = 2.5
 	// AimCommitsPerSec: the faster backend commits more than this many
-	// entries per second at AimCommitsConcurrency clients (issue 7).
+	// entries per second at AimCommitsConcurrency clients.
 	AimCommitsPerSec = 20000.0
 	// AimCommitsConcurrency is the client count AimCommitsPerSec is judged at.
 	AimCommitsConcurrency = 64
@@ -35,18 +35,17 @@ const (
 	// many clients.
 	AimRenewConcurrency = 64
 	// AimPeerFactorOther: lock cycles/s of the other (slower against etcd)
-	// backend at least this many times etcd Mutex's at every concurrency
-	// (issue 33).
+	// backend at least this many times etcd Mutex's at every concurrency.
 	AimPeerFactorOther = 1.0
 	// AimServerCPUFactor: server CPU seconds per 1,000 lock cycles (the
 	// three ticketd nodes) at most this many times etcd's per 1,000 Mutex
 	// cycles (its three members) at AimServerCPUConcurrency clients, the
-	// clients in processes of their own (issue 33).
+	// clients in processes of their own.
 	AimServerCPUFactor      = 0.5
 	AimServerCPUConcurrency = 64
 	// AimKeepAliveConcurrency: session keep-alives/s (sessions of
 	// KeepAliveKeys locks) at least etcd LeaseKeepAlive's (leases of as many
-	// keys) at this many clients (issue 33).
+	// keys) at this many clients.
 	AimKeepAliveConcurrency = 64
 	// AimFailoverMS: median time from kill -9 of the leader to the first
 	// acknowledged write through a survivor, in milliseconds, per backend.

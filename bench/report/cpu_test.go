@@ -21,7 +21,7 @@ func withCPU(ms report.Measurement, server, client float64) report.Measurement {
 	return ms
 }
 
-// issue33 is a run with what issue 33 aims at: lock rows of both backends
+// issue33 is a run with what the CPU aims measure: lock rows of both backends
 // and etcd Mutex with CPU metered, keepalive rows of one backend and etcd.
 func issue33() *report.Report {
 	const (

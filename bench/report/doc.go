@@ -1,5 +1,5 @@
 // Package report holds the figures of one ticketbench run and turns them into
-// what a reader sees: the medians over rounds, the ratios the issue asks for
+// what a reader sees: the medians over rounds, the ratios the aims are set in
 // (etcd/hashicorp per concurrency, commit p50 ÷ physical floor, lock
 // throughput ÷ etcd's Mutex), whether the aims held, a plain-text table and a
 // Markdown summary. Every derived figure names how many rounds and operations

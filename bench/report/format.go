@@ -44,7 +44,7 @@ func WorkloadTitle(workload string) string {
 }
 
 // IsHolding reports whether workload is one of the shared-locks
-// benchmark's (issue 17): WorkloadSharedKey, WorkloadExclusiveKey,
+// benchmark's: WorkloadSharedKey, WorkloadExclusiveKey,
 // WorkloadSemaphoreKey or WorkloadDistinctKeys.
 func IsHolding(workload string) bool {
 	switch workload {

@@ -10,7 +10,7 @@ import (
 )
 
 // TestHoldingRatios: the shared-locks benchmark's cases are compared with
-// each other per backend and clients (issue 17), and get tables of their
+// each other per backend and clients, and get tables of their
 // own in the Markdown and text reports.
 func TestHoldingRatios(t *testing.T) {
 	const (

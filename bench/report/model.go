@@ -19,13 +19,13 @@ const (
 	WorkloadLock = "lock"
 	// WorkloadRenew: one renewal of a lock the worker holds (acquired once,
 	// before the measurement) per operation: ticketd's Renew through the
-	// Connect API, a replicated command since issue 15 (systems
+	// Connect API, a replicated command (docs/design.md#leases; systems
 	// SystemHashicorp and SystemEtcd), or etcd's LeaseKeepAlive
 	// (clientv3 KeepAliveOnce on a lease of the worker's own,
 	// SystemEtcdKeepAlive), which etcd's leader answers without a log entry.
 	WorkloadRenew = "renew"
-	// WorkloadKeepAlive: one keep-alive of a session per operation (issue
-	// 33): each worker holds a session of its own with KeepAliveKeys locks
+	// WorkloadKeepAlive: one keep-alive of a session per operation: each
+	// worker holds a session of its own with KeepAliveKeys locks
 	// under it (opened before the measurement) and keeps it alive in a
 	// loop through ticketd's LockService.KeepAlive, one Raft entry renewing
 	// the session and every lock of it (systems SystemHashicorp and
@@ -34,7 +34,7 @@ const (
 	// KeepAliveOnce per operation: one call per keep-alive on both sides
 	// (see bench/etcdpeer).
 	WorkloadKeepAlive = "keepalive"
-	// WorkloadHandoff: the contended handoff workload (issue 21): N workers
+	// WorkloadHandoff: the contended handoff workload: N workers
 	// on ONE key, each Acquire-with-wait then Release in a loop (ticketd's
 	// API; peer: etcd's concurrency.Mutex on one shared prefix). Row.PerSec
 	// is handoffs/s and the latencies are handoff latencies (package
@@ -48,7 +48,7 @@ const (
 	WorkloadSnapshotsOn  = "snapshots-on"
 	WorkloadSnapshotsOff = "snapshots-off"
 	// WorkloadSharedKey, WorkloadExclusiveKey, WorkloadSemaphoreKey and
-	// WorkloadDistinctKeys: the shared-locks benchmark (issue 17), one
+	// WorkloadDistinctKeys: the shared-locks benchmark, one
 	// Acquire (wait=true) + Release cycle per operation through ticketd's
 	// API, every worker on the one key in MODE_SHARED, on the one key
 	// exclusively, on a slot of the one key as a semaphore of limit 8, or
@@ -220,7 +220,7 @@ type Summary struct {
 	Elections []ElectionFigure `json:"elections,omitempty"`
 	// Failover summarizes Report.Failovers per backend.
 	Failover []FailoverFigure `json:"failover,omitempty"`
-	// Aims says which of the issue's targets this run met.
+	// Aims says which of the aims (docs/benchmarks.md) this run met.
 	Aims []Aim `json:"aims"`
 }
 
@@ -383,8 +383,8 @@ var HoldingPairs = [][2]string{
 }
 
 // HoldingRatio is Workload's figures ÷ Over's on one ticketd backend at one
-// concurrency, both medians over rounds (issue 17: shared-acquire
-// throughput beside exclusive). Above 1× in PerSec, Workload cycles faster;
+// concurrency, both medians over rounds (shared-acquire throughput beside
+// exclusive). Above 1× in PerSec, Workload cycles faster;
 // above 1× in P50 or P99, its cycles take longer.
 type HoldingRatio struct {
 	// Workload is the numerator's workload, Over the denominator's (one of
@@ -461,7 +461,8 @@ const (
 	UnitPerSec = "per_sec"
 )
 
-// Aim is one target of the issue and whether this run met it.
+// Aim is one target the benchmarks aim at (docs/benchmarks.md) and whether
+// this run met it.
 type Aim struct {
 	// Name says what is aimed at, Target the threshold in words.
 	Name   string `json:"name"`

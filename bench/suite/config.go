@@ -46,22 +46,22 @@ type Config struct {
 	// renew workload (etcd LeaseKeepAlive) and to the handoff workload (etcd
 	// Mutex on one prefix).
 	Commit, Lock, Renew, Peer bool
-	// KeepAlive switches the keepalive workload on (issue 33): sessions of
+	// KeepAlive switches the keepalive workload on: sessions of
 	// report.KeepAliveKeys locks each, kept alive by ticketd's KeepAlive;
 	// with Peer, etcd leases of as many keys kept alive by LeaseKeepAlive.
 	KeepAlive bool
-	// Handoff switches the contended handoff workload on (issue 21), run at
+	// Handoff switches the contended handoff workload on, run at
 	// HandoffConcurrency (default 2, 8, 32) on every backend.
 	Handoff            bool
 	HandoffConcurrency []int
-	// Shared switches the shared-locks benchmark on (issue 17): on every
+	// Shared switches the shared-locks benchmark on: on every
 	// backend, Acquire-wait+Release cycles on one key shared, on one key
 	// exclusive, on one key as a semaphore of limit 8, and on distinct keys
 	// exclusive (workload.Holding), at SharedConcurrency (default 1, 16, 64).
 	Shared            bool
 	SharedConcurrency []int
 	// Snapshots switches on the snapshots-on vs snapshots-off commit
-	// measurement at report.AimSnapshotConcurrency clients (issue 21).
+	// measurement at report.AimSnapshotConcurrency clients.
 	Snapshots bool
 	// Failover switches on the failover measurement: FailoverKills kill -9s
 	// of the leader of a three-process cluster per backend (default 5), with
@@ -198,7 +198,7 @@ func btoi(b bool) int {
 	return 0
 }
 
-// Timing is a Raft timing to try instead of the shipped defaults (issue 21:
+// Timing is a Raft timing to try instead of the shipped defaults (the aim:
 // failover within a second without leader changes under load).
 type Timing struct {
 	// ElectionTimeout is backends.Config.ElectionTimeout (ticketd's

@@ -13,12 +13,12 @@
 //     (package peer) when asked for; on the same ticketd cluster, the
 //     contended handoff workload at 2, 8 and 32 clients (package handoff),
 //     and the etcd peer's handoff workload; then, when asked for, the
-//     shared-locks benchmark (issue 17: one key shared, one key exclusive,
+//     shared-locks benchmark (one key shared, one key exclusive,
 //     a semaphore of limit 8, distinct keys; each level's four cases back
 //     to back). Around every API level the leader's term is read, to count
 //     elections.
 //  4. The renew workload (ticketd Renew, etcd LeaseKeepAlive).
-//  5. The keepalive workload (issue 33: ticketd sessions of 10 locks kept
+//  5. The keepalive workload (ticketd sessions of 10 locks kept
 //     alive by KeepAlive, etcd leases of 10 keys by LeaseKeepAlive).
 //  6. The commit workload at 64 clients with snapshots on and off, each on
 //     a fresh cluster.

@@ -9,14 +9,14 @@ import (
 	"github.com/ticketd/ticketd/bench/report"
 )
 
-// renewRound measures the renew workload (issue 15: every Renew is a
+// renewRound measures the renew workload (every Renew is a
 // replicated command) on every backend and, with the peer, etcd's
 // LeaseKeepAlive, in the same round, in an order rotated per round.
 func (r *runner) renewRound(ctx context.Context, round int) error {
 	return r.renewalRound(ctx, round, report.WorkloadRenew, "keepalive", 0)
 }
 
-// keepAliveRound measures the keepalive workload (issue 33): sessions of
+// keepAliveRound measures the keepalive workload: sessions of
 // report.KeepAliveKeys locks each kept alive by ticketd's KeepAlive on every
 // backend and, with the peer, leases of as many keys kept alive by etcd's
 // LeaseKeepAlive, in the same round, in an order rotated per round.

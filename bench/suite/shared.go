@@ -8,7 +8,7 @@ import (
 	"github.com/ticketd/ticketd/bench/workload"
 )
 
-// holdings are the shared-locks benchmark's cases (issue 17) with the
+// holdings are the shared-locks benchmark's cases with the
 // report workload of each, in the order they run at every level.
 var holdings = []struct {
 	h        workload.Holding

@@ -11,12 +11,12 @@
 //     measurement) per operation.
 //   - KeepAlives: each worker opens a session holding N locks before the
 //     measurement and keeps it alive (LockService.KeepAlive) per
-//     operation (issue 33).
-//   - Handoffs: the contended handoff workload (issue 21), a
+//     operation.
+//   - Handoffs: the contended handoff workload, a
 //     handoff.CycleFunc: every worker Acquires the one key with wait=true,
 //     notes the time and token, Releases and notes the time; package
 //     handoff pairs the cycles into handoffs.
-//   - Holders: the shared-locks benchmark (issue 17): each worker runs an
+//   - Holders: the shared-locks benchmark: each worker runs an
 //     Acquire (wait=true) then a Release per operation, all workers on one
 //     key in MODE_SHARED, on one key exclusively, on a slot of one key as a
 //     semaphore of limit SemaphoreLimit, or each on a key of its own

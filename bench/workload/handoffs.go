@@ -12,7 +12,7 @@ import (
 )
 
 // Handoffs returns a handoff.CycleFunc for the contended handoff workload
-// (issue 21): every worker acquires the one key "bench/<prefix>/handoff"
+// (docs/design.md#handoff): every worker acquires the one key "bench/<prefix>/handoff"
 // with wait=true, as owner "ticketbench-<prefix>-w<i>", notes when the
 // Acquire returned and its fencing token, releases with that token and notes
 // when the Release returned. client should reach the leader. Safe for calls

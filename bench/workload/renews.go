@@ -12,7 +12,7 @@ import (
 
 // Renews acquires, for each of workers workers, the key
 // "bench/<prefix>/renew/w<i>" (lease LeaseMS) through client, and returns an
-// Op that renews worker w's lock once per call (issue 15: every Renew is a
+// Op that renews worker w's lock once per call (every Renew is a
 // replicated command, group-committed with the others). client should reach
 // the leader, as etcd's client in bench/etcdpeer does. Errors: the first
 // Acquire's, wrapped; of the Op: the Renew's (a *connect.Error) wrapped with

@@ -10,7 +10,7 @@ import (
 	"github.com/ticketd/ticketd/bench/load"
 )
 
-// Holding is how the workers of a Holders op hold keys (issue 17): the four
+// Holding is how the workers of a Holders op hold keys: the four
 // cases whose Acquire+Release cycles/s the shared-locks benchmark compares.
 type Holding int
 

@@ -3,13 +3,15 @@
 // the hashicorp backend on badger in a temporary directory, serving on a
 // loopback port). It has no non-test code; see fuzz_test.go.
 //
-// The targets check what DESIGN.md promises of bad input: a request whose
+// The targets check what docs/design.md#security-model promises of bad
+// input (a clear error, nothing changed; docs/api.md#errors): a request whose
 // fields are out of bounds (empty, oversized or non-UTF-8 key or owner,
 // lease_ms outside the configured bounds, token 0) is refused with
 // InvalidArgument and changes nothing; a request within bounds is never
 // refused with InvalidArgument; no request, however malformed its bytes,
 // makes the server answer Internal or Unknown (a handler panic) or stop
-// serving. Issue 17's fields and RPCs are covered the same way: an Acquire's
+// serving. The fields and RPCs of shared locks, semaphores and sessions are
+// covered the same way: an Acquire's
 // mode (no such mode), limit (above 4096, or with the shared mode) and
 // session, and CreateSession (ttl_ms outside the lease bounds),
 // KeepAlive and CloseSession (session 0) are refused with InvalidArgument

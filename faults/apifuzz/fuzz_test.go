@@ -23,8 +23,9 @@ import (
 	"github.com/ticketd/ticketd/server/config"
 )
 
-// Bounds the node is configured with; the oracle below restates DESIGN.md's
-// rules independently of the server's own validation code.
+// Bounds the node is configured with; the oracle below restates the rules
+// of docs/api.md#errors (invalid_argument) independently of the server's own
+// validation code.
 const (
 	minLeaseMS    = 100
 	maxLeaseMS    = 600_000
@@ -181,8 +182,8 @@ func judgedText(s string) bool {
 func validLease(ms int64) bool   { return ms >= minLeaseMS && ms <= maxLeaseMS }
 func validToken(tok uint64) bool { return tok != 0 }
 
-// holderFields spreads the fuzzer's token over an issue-17 Acquire's new
-// fields: mode (its low 2 bits: 0 exclusive, 1 shared, 2 and 3 no such
+// holderFields spreads the fuzzer's token over an Acquire's holder fields:
+// mode (its low 2 bits: 0 exclusive, 1 shared, 2 and 3 no such
 // mode), limit (the next 13 bits, up to 8191: above 4096 is refused) and
 // session (the bits above, mostly 0 or unknown).
 func holderFields(token uint64) (ticketv1.Mode, uint32, uint64) {
@@ -204,7 +205,7 @@ const (
 	opGet
 	opCheckToken
 	opList
-	// Issue 17: an Acquire with mode, limit and session (holderFields of
+	// An Acquire with mode, limit and session (holderFields of
 	// the token), and the session calls (n is the TTL, token the session).
 	opAcquireHolder
 	opCreateSession
@@ -214,7 +215,7 @@ const (
 )
 
 // FuzzLockRequests sends one typed LockService request built from the
-// inputs and checks DESIGN.md's validation promises: out-of-bounds input is
+// inputs and checks the validation promises of docs/api.md#errors: out-of-bounds input is
 // InvalidArgument and changes nothing; in-bounds input is never
 // InvalidArgument; nothing is Internal or Unknown.
 func FuzzLockRequests(f *testing.F) {

@@ -73,7 +73,8 @@ func (h *hist) checkToken(client int, key string, token uint64, valid bool, curr
 		Valid: valid, HolderToken: current}, call, ret)
 }
 
-// mode is an Acquire's issue-17 request fields.
+// mode is the fields by which an Acquire asks for a shared lock, a
+// semaphore slot or a holder under a session.
 type mode struct {
 	shared  bool
 	limit   uint32

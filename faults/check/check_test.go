@@ -227,7 +227,7 @@ func TestCheckerAcceptsCorrectHistories(t *testing.T) {
 		build func(h *hist)
 	}{
 		{
-			// Faults seed 100 (hashicorp): a's waiting Acquire went through a
+			// Seen in a fault run (hashicorp): a's waiting Acquire went through a
 			// node that was paused while it held the reply. Token 1 was granted,
 			// its lease ran out unseen, b got token 2 and renewed it; then the
 			// paused node delivered token 1, after a's own deadline (call +

@@ -1,13 +1,13 @@
 // Package check decides whether a history of calls to a ticketd cluster
 // (package history) is one a correct lock service could have produced. It
-// checks five properties (issue 8):
+// checks five properties (docs/faults.md):
 //
 //   - linearizability of the lock table, with porcupine and the model below;
 //   - fencing (Fencing): a token is never granted twice, and tokens strictly
 //     increase in real-time order (Chubby §2.4 sequencers);
 //   - lease safety (LeaseSafety): no key is granted to another holder while an
 //     earlier lock of it must still be held (where either is exclusive), and
-//     no semaphore to more holders than its limit (issue 17);
+//     no semaphore to more holders than its limit;
 //   - durability (Durability): acknowledged grants and releases survive
 //     restarts, and the token counter never goes back;
 //   - liveness (Liveness): a dead holder's key is free again within lease_ms
@@ -15,7 +15,7 @@
 //
 // # The model
 //
-// The state machine of DESIGN.md, seen from clients, per key (the model is
+// The state machine of docs/design.md#replicated-commands, seen from clients, per key (the model is
 // partitioned by key; tokens are global, and Fencing checks them across keys):
 // a key is free or held by (owner, token, lease). Operations:
 //
@@ -39,7 +39,7 @@
 // every lock carries NotBefore, the largest Call + lease_ms of its
 // acknowledged Acquires and Renews, measured on the client's monotonic
 // clock. A lease is a lower bound measured from when the client sent its
-// request (DESIGN.md Leases), and the server's deadline starts when the
+// request (docs/design.md#leases), and the server's deadline starts when the
 // grant applies, which is after that; so a correct server never removes a
 // lock before NotBefore. When the model lets a lock expire right before an
 // operation, that operation's linearisation point must be at or after
@@ -57,8 +57,9 @@
 // key's Unknown Acquires, called no later than the operation that observes
 // it; token unknown until observed); a lock whose token has an Unknown
 // Release may end from that Release's Call on. A ghost lock may also end at
-// any time: the server releases a grant whose client has gone (DESIGN.md
-// ghost locks), and its lease was never acknowledged to anyone. Modelled
+// any time: the server releases a grant whose client has gone
+// (docs/design.md#ghost-locks), and its lease was never acknowledged to
+// anyone. Modelled
 // this way, porcupine never has to try every position of a call with no
 // response, and an illegal history is refuted in milliseconds instead of
 // exponential time.
@@ -67,7 +68,7 @@
 // token, an Unknown Acquire's ghost firing more than once) makes it more
 // permissive, never stricter: a violation it reports is a real one.
 //
-// # Shared locks, semaphores and sessions (issue 17)
+// # Shared locks, semaphores and sessions
 //
 // A key that any operation of the history uses with a mode, a limit or a
 // session is checked against the holders model (holdersState); every other

@@ -12,8 +12,9 @@ import (
 const TagFinal = "final"
 
 // Durability checks that acknowledged grants and releases survived the
-// restarts of the run (DESIGN.md Storage: "kill -9 at any moment loses no
-// acknowledged command"), from the OK Get ops tagged TagFinal and the
+// restarts of the run (a command is acknowledged only once durable on a
+// majority, so kill -9 at any moment loses none of them:
+// docs/design.md#storage-and-recovery), from the OK Get ops tagged TagFinal and the
 // largest last_token any node reports after them (0 to skip that check):
 //
 //   - a lock that must still be held when a final read started (its lease,
@@ -80,7 +81,7 @@ func Durability(ops []history.Op, finalLastToken uint64) []Violation {
 }
 
 // heldTokens lists the tokens an OK Get saw holding its key: every listed
-// holder (issue 17), or the singular holder of a history without holders.
+// holder, or the singular holder of a history without holders.
 func heldTokens(op history.Op) []uint64 {
 	if !op.Held {
 		return nil

@@ -14,7 +14,8 @@ import (
 	"github.com/ticketd/ticketd/faults/history"
 )
 
-// holder is one holder of a key in the holders model (issue 17).
+// holder is one holder of a key in the holders model (shared locks,
+// semaphores, sessions).
 type holder struct {
 	Owner   string
 	Token   uint64
@@ -33,7 +34,7 @@ type holder struct {
 }
 
 // holdersState is the model's state of a key that is used with modes,
-// limits or sessions (issue 17): a set of holders, each with its own token.
+// limits or sessions: a set of holders, each with its own token.
 // It is a comparable value: the holders, sorted by token, are encoded in a
 // string (encodeHolders), so that a key may have any number of them.
 type holdersState struct {
@@ -146,7 +147,7 @@ func hashHolders(s holdersState) uint64 {
 }
 
 // admits reports whether a request (shared, limit) may be granted beside
-// hs: the rules of docs/semantics.md (issue 17). Every holder of a key has
+// hs: the rules of docs/semantics.md#modes-and-limits. Every holder of a key has
 // the key's limit; a semaphore (limit > 0) admits up to limit holders; a
 // lock admits shared holders beside shared ones and an exclusive holder
 // beside none.

@@ -17,7 +17,7 @@ import (
 )
 
 // holderSim is a discrete-event simulation of a lock service with shared
-// locks and semaphores (issue 17) and concurrent clients: each call takes
+// locks and semaphores and concurrent clients: each call takes
 // effect at one instant between its call and its return, a holder expires
 // some time after its server-side deadline, and a call may go unanswered
 // (Unknown) whether or not it took effect. With bug == "" it behaves

@@ -14,7 +14,7 @@ import (
 )
 
 // TestHoldersCheckerFlagsBugs: histories of shared locks, semaphores and
-// sessions (issue 17) that a buggy service could produce are flagged, each
+// sessions that a buggy service could produce are flagged, each
 // by the properties it breaks.
 func TestHoldersCheckerFlagsBugs(t *testing.T) {
 	t.Parallel()

@@ -10,13 +10,13 @@ import (
 )
 
 // LeaseSafety checks, key by key, that no two locks of a key were alive at
-// once where one of them is exclusive, and (issue 17) that no more holders
+// once where one of them is exclusive, and that no more holders
 // of a semaphore than its limit were (PropLimit). A lock is certainly alive from its acknowledgement (the Return of
 // its first OK Acquire) until the earlier of its protection end (its last
 // acknowledged Acquire or Renew call started + lease_ms) and the first Call
 // of a Release of it. Times are the client's monotonic clock, so a lease is
-// measured from the moment the client sent its request (DESIGN.md: "a lease
-// is a lower bound ... never earlier"). A grant acknowledged only after that
+// measured from the moment the client sent its request (docs/design.md#leases:
+// "a lease is a lower bound ... never earlier"). A grant acknowledged only after that
 // protection ended (its reply held up, e.g. in a paused node, past the
 // client's own deadline) was never certainly alive: its client receives a
 // lease already over and must treat it as lost, as the SDK does, so it
@@ -54,7 +54,8 @@ func LeaseSafety(ops []history.Op) []Violation {
 }
 
 // conflict reports the violation, if any, of granting g while alive (the
-// key's earlier grants that must still be held) hold it (issue 17): an
+// key's earlier grants that must still be held) hold it
+// (docs/semantics.md#modes-and-limits): an
 // exclusive lock beside any other holder, a shared one beside an exclusive
 // holder (PropLease, against the one that must live longest), or more
 // holders of a semaphore than its limit, or holders of two limits at once

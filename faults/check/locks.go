@@ -36,7 +36,7 @@ type grant struct {
 	// LeaseMS is the lease of the first acknowledging Acquire, in milliseconds.
 	LeaseMS int64
 	// Shared, Limit and Session are the first acknowledging Acquire's mode,
-	// limit and session (issue 17). A holder under a session is protected
+	// limit and session. A holder under a session is protected
 	// by its session (its acknowledged CreateSession and KeepAlives), not by
 	// its own Acquire, and ends with it.
 	Shared  bool

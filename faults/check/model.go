@@ -25,7 +25,7 @@ type lockState struct {
 	LeaseMS int64
 	// Ghost is true for a lock granted by an Unknown Acquire and not since
 	// acknowledged to its owner: the server may release it at any time (a
-	// ghost lock, DESIGN.md Leases), or it may expire at any time (its lease
+	// ghost lock, docs/design.md#ghost-locks), or it may expire at any time (its lease
 	// was never acknowledged to anyone).
 	Ghost bool
 	// NotBefore is the earliest time (client clock, ns) the lock may expire: the
@@ -109,8 +109,8 @@ type pending struct {
 // model is the lock-table model for one history.
 type model struct {
 	pending map[string]*pending
-	// holderKeys are the keys used with modes, limits or sessions (issue
-	// 17): their partitions use holdersState; every other key keeps
+	// holderKeys are the keys used with modes, limits or sessions: their
+	// partitions use holdersState; every other key keeps
 	// lockState, the exclusive model, exactly as before.
 	holderKeys map[string]bool
 	// sessionProtected is, per session, the largest Call + ttl of its
@@ -429,9 +429,9 @@ func partitionByKey(ops []porcupine.Operation) [][]porcupine.Operation {
 
 // NewModel returns the porcupine model of the lock table for ops,
 // partitioned by key (the package documentation states its rules). A key
-// used with modes, limits or sessions (issue 17) is checked against the
+// used with modes, limits or sessions is checked against the
 // holders model (stepHolders); every other key against the exclusive
-// model, exactly as before issue 17. The
+// model, which is simpler and checks faster. The
 // model knows ops' Unknown Acquires and Releases; check the operations that
 // Operations(ops) returns with it. The input and the output of each
 // operation are both the *history.Op.

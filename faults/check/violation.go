@@ -9,7 +9,7 @@ import (
 // Property names a safety or liveness property the checkers verify.
 type Property string
 
-// The properties of issue 8's "Checks after every run".
+// The properties checked after every fault run (docs/faults.md).
 const (
 	// PropLinearizable: the history is linearizable against the lock-table model.
 	PropLinearizable Property = "linearizability"
@@ -19,7 +19,7 @@ const (
 	// holder's last acknowledged Acquire or Renew call started + lease_ms.
 	PropLease Property = "lease-safety"
 	// PropLimit: more holders of a semaphore than its limit, or holders of
-	// two limits, were alive at once (issue 17).
+	// two limits, were alive at once.
 	PropLimit Property = "holder-limit"
 	// PropDurability: acknowledged grants and releases survive restarts.
 	PropDurability Property = "durability"

@@ -15,7 +15,8 @@ const faultsToken = "ticketd-faults-workload-token"
 // authPolicy gives the run's principal lock on every key and admin (the
 // nemesis transfers leadership and reads Status), and nothing to anyone
 // else: every request of the run is authenticated and authorized, and the
-// locks are bound to that principal (issue 13).
+// locks are bound to that principal
+// (docs/security.md#locks-are-bound-to-their-principal).
 const authPolicy = `rules:
   - principal: faults
     prefix: ""

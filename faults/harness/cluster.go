@@ -25,7 +25,7 @@ const rulesEnv = "TICKETD_FAULTS_RULES"
 // Cluster is what a run drives and injects faults into: by default
 // ticketd processes on loopback (sdk/ticketdtest, links cut by the
 // DropMessage rules file); with Config.Start, anything else that meets it,
-// such as hosts in network namespaces (faults/hosts, issue 20).
+// such as hosts in network namespaces (faults/hosts).
 type Cluster interface {
 	nemesis.Target
 	// NodeID returns node i's id.

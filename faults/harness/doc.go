@@ -1,6 +1,6 @@
 //go:build faults
 
-// Package harness is ticketd's fault-injection suite (issue 8): it starts a
+// Package harness is ticketd's fault-injection suite (docs/faults.md): it starts a
 // real three- or five-node ticketd cluster as separate processes
 // (sdk/ticketdtest, with ticketd built with -tags faults so that peer links
 // can be cut), drives concurrent clients through the generated Connect
@@ -11,7 +11,8 @@
 // check): linearizability with porcupine, fencing, lease safety,
 // durability and liveness.
 //
-// Beside the hot keys, three workloads of issue 17 run (Config.RWWorkers,
+// Beside the hot keys, three workloads of shared locks, semaphores and
+// sessions run (Config.RWWorkers,
 // SemWorkers, SessionWorkers; -holders=false leaves them out): readers-
 // writer clients take rw/0 and rw/1 shared or exclusive and check their
 // token while holding; semaphore clients compete for sem/0 (limit 2) and

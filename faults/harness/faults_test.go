@@ -24,7 +24,7 @@ var (
 	auth     = flag.Bool("auth", false, "run with authorization on (a policy and a bearer token for the workload; harness.Config.Auth)")
 	tlsFor   = flag.String("tls", "etcd", `backends whose run uses client TLS, client-certificate auth and peer mutual TLS: "all", "none", or a comma-separated list (default: etcd, so the short run covers both modes)`)
 	histOut  = flag.String("history", "", "write every run's history to this path (with the backend's name appended)")
-	holders  = flag.Bool("holders", true, "run issue 17's readers-writer, semaphore and session workloads beside the exclusive one")
+	holders  = flag.Bool("holders", true, "run the readers-writer, semaphore and session workloads beside the exclusive one")
 	disk     = flag.Bool("disk", false, "add the disk faults (nemesis.DiskKinds: a damaged log file, a full disk on tmpfs; needs root) to the default kinds")
 )
 

@@ -7,11 +7,11 @@ import (
 	"sync"
 )
 
-// Issue 17's workloads beside the hot keys: readers-writer keys,
+// The workloads beside the hot keys: readers-writer keys,
 // semaphores and sessions (package doc).
 
-// rwKeys, semKeys (with their limits) and sessionKeys are the keys of
-// issue 17's workloads.
+// rwKeys, semKeys (with their limits) and sessionKeys are the keys of the
+// readers-writer, semaphore and session workloads.
 var (
 	rwKeys      = []string{"rw/0", "rw/1"}
 	semKeys     = []lockSpec{{key: "sem/0", limit: 2}, {key: "sem/1", limit: 3}}
@@ -19,7 +19,7 @@ var (
 )
 
 // startHolderWorkloads starts cfg's readers-writer, semaphore and session
-// clients (issue 17) on wg until ctx ends, and returns the keys they use
+// clients on wg until ctx ends, and returns the keys they use
 // (for the liveness polls and the final reads). newClient(i) makes their
 // i-th client.
 func startHolderWorkloads(ctx context.Context, wg *sync.WaitGroup, cfg Config, newClient func(id int) *client, lastToken func() uint64) []string {

@@ -42,7 +42,7 @@ type Config struct {
 	Workers int
 	// Keys is the number of hot keys; default 3.
 	Keys int
-	// RWWorkers is the number of readers-writer clients (issue 17): they
+	// RWWorkers is the number of readers-writer clients: they
 	// take the keys rw/0 and rw/1 shared (70%) or exclusive; default 3,
 	// -1 for none.
 	RWWorkers int
@@ -76,7 +76,7 @@ type Config struct {
 	// when it cannot. Kinds should then include what the cluster
 	// supports, such as nemesis.NetKinds.
 	Start func(t *testing.T, backend string, nodes int, electionTimeout time.Duration) Cluster
-	// Auth runs the cluster with authorization on (issue 13): a policy and
+	// Auth runs the cluster with authorization on (docs/security.md#authorization): a policy and
 	// a tokens file, every request of the workers and the nemesis
 	// authenticated by a bearer token (loopback, no TLS; forwarded requests
 	// carry the token). Ignored when Start is set.
@@ -85,7 +85,7 @@ type Config struct {
 	// (history.Write), failing or not.
 	HistoryFile string
 	// TLS runs the cluster with client TLS, client-certificate authentication
-	// and mutual TLS between peers (issue 12); the workload presents a client
+	// and mutual TLS between peers (docs/security.md); the workload presents a client
 	// certificate.
 	TLS bool
 }
@@ -307,8 +307,8 @@ func Run(t *testing.T, cfg Config) Result {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); newClient(cfg.Workers, "probe").prober(ctx, probeKeys, probeLeaseMS) }()
-	// Issue 17's workloads, with client ids after the liveness and final
-	// clients' (Workers+1, Workers+2).
+	// The readers-writer, semaphore and session workloads, with client ids
+	// after the liveness and final clients' (Workers+1, Workers+2).
 	extra := startHolderWorkloads(ctx, &wg, cfg, func(id int) *client { return newClient(cfg.Workers+3+id, "") },
 		func() uint64 { return maxToken.Load() })
 	allKeys := append(append([]string(nil), keys...), extra...)

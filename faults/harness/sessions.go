@@ -14,7 +14,7 @@ import (
 	"github.com/ticketd/ticketd/faults/history"
 )
 
-// The session calls (issue 17). Their ops have no key: the checkers bound
+// The session calls (docs/design.md#sessions). Their ops have no key: the checkers bound
 // the lives of a session's holders by them (check.LeaseSafety, the model).
 
 func (cl *client) createSession(ttlMS int64) history.Op {

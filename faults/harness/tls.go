@@ -14,7 +14,7 @@ const faultsClient = "faults"
 
 // tlsOptions makes the certificates of an n-node run with Config.TLS and
 // returns how ticketdtest starts it: client TLS with client-certificate
-// authentication and mutual TLS between peers (issue 12), every call of the
+// authentication and mutual TLS between peers (docs/security.md), every call of the
 // run made with the faults client certificate.
 func tlsOptions(t *testing.T, nodes int) *ticketdtest.TLS {
 	t.Helper()

@@ -47,7 +47,7 @@ func (cl *client) acquire(key, owner string, leaseMS int64, wait bool) history.O
 	return cl.acquireAs(lockSpec{key: key}, owner, leaseMS, wait)
 }
 
-// lockSpec is what an Acquire asks for (issue 17): a key, its mode, its
+// lockSpec is what an Acquire asks for: a key, its mode, its
 // semaphore limit (0: a lock) and the session to hold it under (0: none).
 type lockSpec struct {
 	key     string
@@ -175,8 +175,8 @@ func (cl *client) worker(ctx context.Context, keys []string, leaseMS int64, last
 	cl.lockWorker(ctx, func() lockSpec { return lockSpec{key: keys[cl.rng.Intn(len(keys))]} }, leaseMS, lastToken)
 }
 
-// lockWorker is worker over the keys and modes pick chooses (issue 17:
-// readers-writer keys, semaphores).
+// lockWorker is worker over the keys and modes pick chooses
+// (readers-writer keys, semaphores).
 func (cl *client) lockWorker(ctx context.Context, pick func() lockSpec, leaseMS int64, lastToken func() uint64) {
 	lease := time.Duration(leaseMS) * time.Millisecond
 	var h *held

@@ -9,14 +9,15 @@ import (
 
 // Classify maps the error of a call of kind k to an Outcome and a short code
 // for humans. Only errors that prove the request changed nothing are Fail:
-// InvalidArgument for every call, AlreadyExists for Acquire (DESIGN.md: held,
-// not waiting), ResourceExhausted for Acquire (a limit refuses it before any
+// InvalidArgument for every call, AlreadyExists for Acquire (held, not
+// waiting: docs/design.md#waiting-and-fairness), ResourceExhausted for
+// Acquire (a limit refuses it before any
 // proposal), and NotFound for Release and Renew. Everything else — timeouts,
 // cancellations, connection errors, Unavailable (a proposal may be in flight
 // when leadership is lost), Internal, Unknown — is Unknown: the call may
 // have taken effect, now or later.
 //
-// Issue 17 adds: FailedPrecondition for Acquire (a LimitMismatch: another
+// Shared locks, semaphores and sessions add: FailedPrecondition for Acquire (a LimitMismatch: another
 // limit than the key's) and Renew (a lock held under a session), NotFound for
 // KeepAlive and CloseSession (an unknown or ended session), and
 // ResourceExhausted for CreateSession (too many sessions): each is decided

@@ -28,7 +28,7 @@ const (
 	// CheckToken: CheckTokenRequest{Key, Token}; on OK, Valid and HolderToken (current_token) are the response.
 	CheckToken
 	// CreateSession: CreateSessionRequest{ttl_ms: LeaseMS}; on OK, Session and
-	// ResLeaseMS (ttl_ms) are the response. Key is empty (issue 17).
+	// ResLeaseMS (ttl_ms) are the response. Key is empty.
 	CreateSession
 	// KeepAlive: KeepAliveRequest{Session}; on OK, ResLeaseMS (ttl_ms) is the response.
 	KeepAlive
@@ -125,7 +125,7 @@ type Op struct {
 	// Token is the fencing token: an input for Release, Renew and CheckToken,
 	// the granted token for an OK Acquire.
 	Token uint64 `json:"token,omitempty"`
-	// Shared is AcquireRequest.mode == MODE_SHARED (issue 17).
+	// Shared is AcquireRequest.mode == MODE_SHARED.
 	Shared bool `json:"shared,omitempty"`
 	// Limit is AcquireRequest.limit: a semaphore of Limit slots; 0 for a lock.
 	Limit uint32 `json:"limit,omitempty"`

@@ -609,8 +609,10 @@ func (c *Cluster) Move(ctx context.Context, i int) error {
 	if err := c.start(i); err != nil {
 		return err
 	}
-	// The leader refuses an api address that does not answer yet (issue
-	// 12's safe membership): the restarted process may not be listening at
+	// The leader refuses an api address that does not answer yet (AddMember
+	// is refused when the new API address does not answer as that member,
+	// etcd's --strict-reconfig-check; docs/api.md#errors): the
+	// restarted process may not be listening at
 	// once, so retry, as an operator would, until ctx ends.
 	for {
 		err := c.AddMember(ctx, i)

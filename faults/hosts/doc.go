@@ -1,5 +1,5 @@
 // Package hosts runs a ticketd cluster as a set of real hosts inside one
-// machine (issue 20): one Linux network namespace per node, each with its
+// machine: one Linux network namespace per node, each with its
 // own address on a private /24 that exists only inside the namespaces this
 // package creates, all joined by a bridge that lives in a namespace of its
 // own (never in the root namespace, so no traffic can leave). Real

@@ -15,7 +15,7 @@ import (
 
 // TestWatchExit checks that a node process's exit leaves a line in its log
 // and that only an exit this package did not cause is reported as
-// unexpected (seed 103: a node died at 7.3 s without a word and was taken
+// unexpected (a fault run once had a node die at 7.3 s without a word, taken
 // for a node that never campaigned). A real process (sleep) is killed.
 func TestWatchExit(t *testing.T) {
 	if _, err := exec.LookPath("sleep"); err != nil {

@@ -41,7 +41,8 @@ func TestIsolatedLeader(t *testing.T) {
 		old := c.WaitLeader(t, time.Minute)
 		// kept's lease outlasts the election and the first write after the
 		// cut, when its renewals through the new leader start: leases are
-		// exact across failover (no fresh lease at promotion, issue 15).
+		// exact across failover (no fresh lease at promotion:
+		// docs/design.md#leases).
 		const lease = 2500
 		a := r.acquire(old, "stale", "a", 60_000)
 		require.Equal(t, history.OK, a.Outcome, a.String())

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Disk fault kinds (issue 14, item 9): they need a Target that also meets
+// Disk fault kinds (docs/design.md#storage-and-recovery): they need a Target that also meets
 // DiskTarget. Lost unsynced writes (a power loss) are not among them: they
 // need a file system layer that keeps unsynced writes apart (LazyFS,
 // dm-flakey), which the loopback harness does not have. The checkers then decide whether the cluster lost anything it

@@ -8,7 +8,7 @@
 // (hosts in network namespaces, faults/hosts) it also injects real network
 // faults (NetKinds): a link set down, a flapping link, and a node restarted
 // on a new address; there, cut links are blackhole routes. Over a DiskTarget
-// it also injects disk faults (DiskKinds, issue 14): damaged bytes near the
+// it also injects disk faults (DiskKinds): damaged bytes near the
 // end of a node's newest badger log file (the node must refuse to start)
 // and a full disk (the node must stop, saying so).
 //

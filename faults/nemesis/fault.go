@@ -10,7 +10,7 @@ import (
 // Kind names a kind of fault.
 type Kind string
 
-// The faults of issue 8.
+// The process and link faults every run draws from (docs/faults.md).
 const (
 	// KillNode: kill -9 a random node, restart it after Duration.
 	KillNode Kind = "kill-node"

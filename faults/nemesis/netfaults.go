@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Network fault kinds (issue 20): they need a Target that also meets
+// Network fault kinds: they need a Target that also meets
 // NetTarget (hosts, one network namespace per node: faults/hosts). Over
-// such a target the kinds of issue 8 that cut links (IsolateLeader,
+// such a target the kinds that cut links (IsolateLeader,
 // OneWayFromLeader, OneWayToLeader, PartitionHalves) are blackhole routes
 // between node namespaces: one-way loss at the IP level, and a leader cut
 // from its peers while its clients, in a namespace of their own, still
@@ -97,8 +97,8 @@ func (e *Executor) injectNet(ctx context.Context, f Fault) (heal func(context.Co
 		defer cancel()
 		if err := nt.Move(mctx, i); err != nil {
 			// The node may run on its new address while membership still
-			// names the old one (no leader answered the AddMember, seed
-			// 103): it stays cut off until it is added at its current
+			// names the old one (no leader answered the AddMember): it
+			// stays cut off until it is added at its current
 			// address, which HealAll does for a removed node.
 			e.removed[i] = true
 			return nil, []int{i}, true, err

@@ -97,8 +97,8 @@ func (f *failedMoveTarget) Move(_ context.Context, i int) error {
 
 // TestHealAllCompletesFailedMove: a node whose move failed (restarted on a
 // new address that membership never learned) is added at its current
-// address by HealAll; without it the node stays cut off for good (seed 103:
-// no agreed leader even after every node was restarted).
+// address by HealAll; without it the node stays cut off for good (a fault
+// run once had no agreed leader even after every node was restarted).
 func TestHealAllCompletesFailedMove(t *testing.T) {
 	t.Parallel()
 	ft := &failedMoveTarget{fakeNetTarget{fakeTarget{n: 3, leader: 1}}}

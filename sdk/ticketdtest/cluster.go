@@ -146,12 +146,23 @@ func FreeAddr(t testing.TB) string {
 // way; a random start spreads concurrent test processes apart.
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
+	addrs, err := PickAddrs(n)
+	if err != nil {
+		t.Fatalf("ticketdtest: %v", err)
+	}
+	return addrs
+}
+
+// PickAddrs is FreeAddrs for callers without a testing.TB (a benchmark's
+// clusters): the same ports, the same rule, one record of the ports handed
+// out per process. Errors: none free below the ephemeral range.
+func PickAddrs(n int) ([]string, error) {
 	pickMu.Lock()
 	defer pickMu.Unlock()
 	out := make([]string, 0, n)
 	for tries := 0; len(out) < n; tries++ {
 		if tries > 20000 {
-			t.Fatalf("ticketdtest: no free port below the ephemeral range")
+			return nil, fmt.Errorf("no free port below the ephemeral range")
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", lowPortMin+rand.IntN(lowPortMax-lowPortMin))
 		if pickedPorts[addr] {
@@ -165,7 +176,7 @@ func FreeAddrs(t testing.TB, n int) []string {
 		pickedPorts[addr] = true
 		out = append(out, addr)
 	}
-	return out
+	return out, nil
 }
 
 // The range FreeAddrs picks from: [lowPortMin, lowPortMax), below Linux's
@@ -228,6 +239,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 		// about something else. The shipped timing is what `make run`
 		// and ticketbench's failover measurement use.
 		args = append([]string{"--raft-election-timeout-ms=1000", "--raft-heartbeat-ms=100"}, args...)
+	}
+	if !hasFlag(args, "--bootstrap-probe-wait-ms") {
+		// The nodes of a test cluster start together, so each waits the
+		// probe out before it bootstraps (server.DefaultBootstrapProbeWait,
+		// 3 s); 1 s is ample for a running member to answer on loopback.
+		args = append([]string{"--bootstrap-probe-wait-ms=1000"}, args...)
 	}
 	for _, n := range c.nodes {
 		n.args = append([]string{"serve",

@@ -77,6 +77,13 @@ type Config struct {
 	// logged at warn level. Set it for one start only, and only for a log
 	// known to be complete (docs/operations.md).
 	AcceptMissingWatermark bool `koanf:"accept_missing_watermark"`
+	// BootstrapProbeWaitMS is how long, in milliseconds, a node about to
+	// bootstrap an empty data dir waits for the other bootstrap members to
+	// say whether it already took part in their cluster (key
+	// "bootstrap_probe_wait_ms"; 0: the default, 3000; docs/operations.md,
+	// replacing a member whose data is gone). Members of a new cluster
+	// starting together wait it out once; it cannot be switched off.
+	BootstrapProbeWaitMS int64 `koanf:"bootstrap_probe_wait_ms"`
 	// Lease bounds the lease_ms that Acquire accepts.
 	Lease Lease `koanf:"lease"`
 	// Limits bounds the lock table and the wait queues.
@@ -118,7 +125,8 @@ type Config struct {
 	// Insecure allows a non-loopback api_addr or raft_addr without TLS (key
 	// "insecure"). Without it such a node refuses to start (CockroachDB's rule).
 	Insecure bool `koanf:"insecure"`
-	// AuthPolicyFile is the authorization policy (YAML, issue 13; key
+	// AuthPolicyFile is the authorization policy (YAML,
+	// docs/security.md#policy-file; key
 	// "auth_policy_file"). Set: every API request must be authenticated and
 	// allowed by it (read, lock, admin per key prefix); reloaded on SIGHUP.
 	// Empty: authorization off.
@@ -172,12 +180,12 @@ type Limits struct {
 	MaxLocks int `koanf:"max_locks"`
 	// MaxWaitersPerKey is the most Acquire requests waiting on one key.
 	MaxWaitersPerKey int `koanf:"max_waiters_per_key"`
-	// MaxSessions is the most sessions open at once (issue 17; key
+	// MaxSessions is the most sessions open at once (key
 	// "limits.max_sessions", default 100000): CreateSession beyond it is
 	// ResourceExhausted. Sessions are replicated state, like locks.
 	MaxSessions int `koanf:"max_sessions"`
 	// MaxLocksPerSession is the most locks held under one session, grants
-	// in flight under it included (issue 17; key
+	// in flight under it included (key
 	// "limits.max_locks_per_session", default 1000): an Acquire under a
 	// session that holds that many is ResourceExhausted, refused before
 	// anything is proposed. It bounds the one entry that ends a session
@@ -187,7 +195,7 @@ type Limits struct {
 	// session's end fits a watcher's buffer. 0: no cap (and no such check).
 	MaxLocksPerSession int `koanf:"max_locks_per_session"`
 	// MaxSessionsPerPrincipal is the most sessions one principal may have
-	// open at once, creates in flight included (issue 17; key
+	// open at once, creates in flight included (docs/design.md#limits-and-quotas; key
 	// "limits.max_sessions_per_principal", default 1000): CreateSession
 	// beyond it is ResourceExhausted, so that one principal cannot fill
 	// MaxSessions for everyone. It applies only with authorization on
@@ -292,6 +300,7 @@ var keys = []struct {
 	{"bootstrap", "voters of a new cluster: id=raft_addr/api_addr,... (this node included)", func(c *Config) any { return FormatPeers(c.Bootstrap) }},
 	{"join", "API host:port of a running member to join through on first start", func(c *Config) any { return c.Join }},
 	{"force_new_cluster", "after quorum loss: start as a one-member cluster from this node's data (one start only)", func(c *Config) any { return c.ForceNewCluster }},
+	{"bootstrap_probe_wait_ms", "how long an empty node waits for the other bootstrap members before it bootstraps, in ms (0: 3000)", func(c *Config) any { return c.BootstrapProbeWaitMS }},
 	{"accept_missing_watermark", "start although the data dir holds a raft log but no usable watermark file (logged; one start only)", func(c *Config) any { return c.AcceptMissingWatermark }},
 	{"lease.min_ms", "smallest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MinMS }},
 	{"lease.max_ms", "largest lease_ms accepted, in milliseconds", func(c *Config) any { return c.Lease.MaxMS }},
@@ -508,6 +517,9 @@ func (c Config) Validate() error {
 	}
 	if c.Raft.LogStore != LogStoreBadger && c.Raft.LogStore != LogStoreWAL {
 		return bad("raft.log_store %q is not %s or %s", c.Raft.LogStore, LogStoreBadger, LogStoreWAL)
+	}
+	if c.BootstrapProbeWaitMS < 0 || c.BootstrapProbeWaitMS > 60_000 {
+		return bad("bootstrap_probe_wait_ms %d is outside 0..60000", c.BootstrapProbeWaitMS)
 	}
 	if len(c.Bootstrap) > 0 && c.Join != "" {
 		return bad("bootstrap and join are exclusive: bootstrap starts a new cluster, join enters a running one")

@@ -55,7 +55,7 @@ log:
 	assert.Equal(t, int64(9000), c.Lease.MaxMS)      // env over file
 	assert.Equal(t, 30, c.Limits.MaxLocks)           // flag over env over file
 	assert.Equal(t, 1024, c.Limits.MaxWaitersPerKey) // default
-	assert.Equal(t, 100_000, c.Limits.MaxSessions)   // default (issue 17)
+	assert.Equal(t, 100_000, c.Limits.MaxSessions)   // default
 	assert.Equal(t, "console", c.Log.Format)         // flag
 	assert.Equal(t, "debug", c.Log.Level)            // file
 	assert.Equal(t, "127.0.0.1:8001", c.Bootstrap[0].APIAddr)

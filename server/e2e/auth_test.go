@@ -51,7 +51,8 @@ func requireSameState(t *testing.T, before, after authState) {
 }
 
 // TestAuthorization runs three real nodes with client TLS, peer mutual TLS,
-// a policy and a tokens file, and checks issue 13's refusals: another
+// a policy and a tokens file, and checks the refusals of
+// docs/security.md#locks-are-bound-to-their-principal: another
 // principal's lock cannot be renewed or released (by token) or taken over
 // (by owner), unauthenticated and wrong-token calls are refused, a
 // non-admin cannot change membership or leadership, a client cannot assert

@@ -14,7 +14,7 @@ import (
 	"github.com/ticketd/ticketd/sdk/ticketdtest"
 )
 
-// Lease-bound test parameters (issue 15). The bound an unrenewed lock obeys
+// Lease-bound test parameters (docs/design.md#leases). The bound an unrenewed lock obeys
 // is lease_ms ≤ lifetime ≤ lease_ms + one election and barrier + one expiry
 // round, whatever the number of failovers (docs/semantics.md, "The bound").
 const (
@@ -48,9 +48,10 @@ type boundLock struct {
 // eight TransferLeader calls and two kill -9 of the leader, whose nodes stay
 // down), a fresh unrenewed lock is taken after every change, and the lifetime
 // of each (first read that finds it gone − its Acquire's send time) is at
-// least L and at most L + boundSlack. Before issue 15 each failover gave
-// every lock a fresh lease, so these locks lived on for as long as the
-// failovers went on. The worst lifetime ÷ L is logged (docs/semantics.md).
+// least L and at most L + boundSlack. A server that gave every lock a fresh
+// lease at each failover (etcd's reset at promotion) would keep these locks
+// alive for as long as the failovers went on. The worst lifetime ÷ L is
+// logged (docs/semantics.md).
 //
 // A killed node is not restarted within the test: a node restarted after a
 // lock's last Grant/Renew measures that lease from its replay, so if it led

@@ -76,7 +76,8 @@ func replaceBootstrap(args []string, repl ...string) []string {
 // ClusterService.Snapshot (from a follower: forwarded to the leader), loses
 // every node's data, runs `ticketd restore` on each member from the one
 // file, and starts the cluster again: every lock and the token counter
-// survive, and the next token is larger than any issued before (issue 19).
+// survive, and the next token is larger than any issued before
+// (docs/design.md#storage-and-recovery).
 func TestRestoreFromSnapshot(t *testing.T) {
 	matrix(t, func(t *testing.T, backend string) {
 		c := start(t, backend)
@@ -124,7 +125,8 @@ func TestRestoreFromSnapshot(t *testing.T) {
 // TestForceNewCluster loses two of three nodes' data (kill -9, data dirs
 // removed), starts the third with --force-new-cluster as a one-member
 // cluster, and has a new member join it: every lock and the token counter
-// survive, and the next token is larger than any issued before (issue 19).
+// survive, and the next token is larger than any issued before
+// (docs/design.md#storage-and-recovery).
 func TestForceNewCluster(t *testing.T) {
 	matrix(t, func(t *testing.T, backend string) {
 		c := start(t, backend)
@@ -188,7 +190,7 @@ func withFlag(args []string, flag, v string) []string {
 // on that backend: every lock and the token counter survive and the next
 // token is larger than any issued before. The snapshot file holds the core
 // lock table (backend-neutral bytes; the header's backend is informative),
-// so a cluster can change its consensus engine this way (issue 19).
+// so a cluster can change its consensus engine this way (docs/operations.md#backup-and-restore).
 func TestRestoreAcrossBackends(t *testing.T) {
 	for _, tc := range []struct{ from, to string }{
 		{from: "hashicorp", to: "etcd"},

@@ -17,7 +17,7 @@ import (
 )
 
 // retryable reports whether err carries a code a client may retry on
-// (DESIGN.md: Unavailable; DeadlineExceeded for an attempt's own timeout).
+// (docs/api.md#errors: Unavailable; DeadlineExceeded for an attempt's own timeout).
 func retryable(err error) bool {
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
@@ -190,7 +190,7 @@ func (l *rollingLoad) waiter() {
 // TestRollingRestart restarts the three nodes one after another (SIGTERM:
 // the leader hands leadership over) under a bounded acquire/renew/release
 // load, on both backends: no lock expires early, no request fails without a
-// retryable code, every acknowledged grant survives (issue 19).
+// retryable code, every acknowledged grant survives (docs/operations.md#rolling-restart).
 func TestRollingRestart(t *testing.T) {
 	matrix(t, func(t *testing.T, backend string) {
 		c := start(t, backend)

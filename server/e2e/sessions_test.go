@@ -13,8 +13,9 @@ import (
 )
 
 // TestSessionAuthorization runs three real nodes with client TLS, peer
-// mutual TLS, a policy and a tokens file, and checks issue 17's session
-// rules: a session is bound to the principal that opened it; another
+// mutual TLS, a policy and a tokens file, and checks the session rules of
+// docs/security.md#sessions-are-bound-to-their-principal: a session is
+// bound to the principal that opened it; another
 // principal can neither keep it alive, close it nor acquire under it (on
 // the leader or through a follower), and is answered as for a session that
 // does not exist; opening one needs the lock permission

@@ -21,7 +21,7 @@ import (
 	"github.com/ticketd/ticketd/sdk/ticketdtest"
 )
 
-// This file drives shared locks, semaphores and sessions (issue 17) through
+// This file drives shared locks, semaphores and sessions through
 // the Go SDK and ticketctl against real clusters.
 
 // sdkClient returns an SDK client for every node of c, closed when the test

@@ -1,5 +1,5 @@
 // Package forward sends a follower's client requests to the leader, one hop
-// (DESIGN.md, API: "Followers forward writes to the leader").
+// (docs/design.md#modules, docs/design.md#reads).
 //
 // Writes (Acquire, Release, Renew), membership changes and linearizable reads
 // (GetLock, ListLocks without stale, CheckToken) must be served by the leader.
@@ -12,7 +12,8 @@
 // leader's ghost-lock release sees it.
 //
 // Every request a Forwarder's clients send on a handler's behalf carries the
-// original caller's identity (issue 13): its bearer token unchanged, or, for
+// original caller's identity (docs/security.md#forwarding-keeps-the-callers-principal):
+// its bearer token unchanged, or, for
 // a certificate principal, security.PrincipalHeader, which the leader
 // believes only from a member's node certificate. The leader therefore
 // authorizes, and binds locks to, the caller and never the forwarding node.

@@ -54,7 +54,8 @@ func (principalInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFu
 
 // carryPrincipal puts the original caller's identity on a request made on
 // its behalf (a forwarded request, a membership probe), in headers h, so that the leader authorizes the caller and binds
-// its locks to the caller, never to the forwarding node (issue 13):
+// its locks to the caller, never to the forwarding node
+// (docs/security.md#forwarding-keeps-the-callers-principal):
 //
 //   - a caller that authenticated with a bearer token: its Authorization
 //     header is passed on unchanged and the leader checks the token itself

@@ -10,7 +10,7 @@ import (
 // just now and asked for a lock-delay of lockDelayMS milliseconds (Chubby
 // §2.4, Consul session lock-delay): the key is not to be granted again until
 // now + lockDelayMS on this node's clock. Every node records it at its own
-// apply, so a new leader keeps the delay (issue 15). When it ends,
+// apply, so a new leader keeps the delay (docs/design.md#lock-delay). When it ends,
 // Config.OnDelayEnd(key) is called. A zero or negative delay does nothing.
 // Does not block.
 func (l *Lessor) Delay(key string, lockDelayMS int64) {

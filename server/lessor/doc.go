@@ -3,9 +3,9 @@
 // (server/lease/lessor.go) for the leader-only part: the lessor is "primary"
 // only while its node is the promoted leader, and an expiry is a replicated
 // core.ExpireSeen{key, token, seen_index} proposal, never a local deletion, so
-// clock drift never splits the state (DESIGN.md, Leases). It goes past etcd
-// (issue 15, the seed: "each node tracks a lease's remaining time with its own
-// local clock"): every node measures every lease from its own apply of the
+// clock drift never splits the state (docs/design.md#leases). It goes past
+// etcd, where each node tracks a lease's remaining time with its own local
+// clock: every node measures every lease from its own apply of the
 // lock's last Grant or Renew, so a new leader keeps the deadlines it has —
 // no reset at promotion (etcd resets, Chubby and Consul grant a grace
 // period; both let a dead holder's lock outlive repeated failovers).
@@ -24,7 +24,7 @@
 // the leader grants the key again only once Delayed reports 0, and
 // Config.OnDelayEnd says when that happens.
 //
-// Sessions (issue 17; etcd leases, Consul sessions) are leases of their own,
+// Sessions (docs/design.md#sessions; etcd leases, Consul sessions) are leases of their own,
 // timed the same way from every node's apply of their CreateSession or last
 // KeepAliveSession and ended on the leader by one core.ExpireSession
 // proposal; a holder granted under a session has no deadline of its own and

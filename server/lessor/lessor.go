@@ -15,7 +15,7 @@ import (
 
 // Sentinel errors of package lessor. Compare with errors.Is. Their texts
 // carry no package prefix: the server sends them to clients as error
-// messages (issue 19), so they read as the user's terms.
+// messages (docs/api.md#errors), so they read as the user's terms.
 var (
 	// ErrNotPrimary: this node's lessor is not primary (the node is not the
 	// promoted leader), so it neither admits renewals nor expires. Retry on
@@ -39,7 +39,7 @@ type Table interface {
 	// returns false.
 	Ascend(fn func(core.Lock) bool)
 	// AscendSessions calls fn for every open session in id order until fn
-	// returns false (issue 17).
+	// returns false.
 	AscendSessions(fn func(core.Session) bool)
 	// AscendLockDelays calls fn for every lock-delay record in key order
 	// until fn returns false.
@@ -63,12 +63,13 @@ type Config struct {
 	// before every batch of Expire proposals; the lessor acts on the answer
 	// only while the epoch it started in lasts and the confirmed term is the
 	// one Promote was given, so a deposed leader never ends a lease
-	// (DESIGN.md, Leases).
+	// (docs/design.md#leases).
 	Confirm func(ctx context.Context) (term uint64, err error)
 	// Expire proposes core.ExpireSeen(key, token, seenIndex) and returns once
 	// it applied locally or failed. seenIndex is the log index of the lock's
 	// last Grant or Renew this node applied, so a renewal that commits
-	// between the decision and the Expire's apply wins (issue 15). Called
+	// between the decision and the Expire's apply wins
+	// (docs/design.md#replicated-commands). Called
 	// from lessor goroutines, never with a lock held; from the decision until
 	// it returns the lock is "proposing": the leader admits no renewal nor
 	// retry of it, in any epoch (see Promote).
@@ -77,7 +78,7 @@ type Config struct {
 	// once it applied locally or failed; seenIndex is the log index of the
 	// session's CreateSession or last KeepAliveSession this node applied.
 	// Called like Expire, with the same "proposing" state for the session
-	// (issue 17; etcd lessor revoke on expiry, Consul session TTL).
+	// (docs/design.md#sessions; etcd lessor revoke on expiry, Consul session TTL).
 	ExpireSession func(ctx context.Context, id, seenIndex uint64) error
 	// OnDelayEnd, if set, is called (from the lessor's loop, without a lock
 	// held) when the lock-delay of key has passed on this node's clock, so
@@ -132,7 +133,7 @@ type item struct {
 // Lessor tracks the lease deadline of every held lock on every node, and
 // expires them on the leader. It follows etcd's lessor
 // (server/lease/lessor.go) for Promote/Demote and leader-only expiry by a
-// replicated command, and goes past it (issue 15): every node measures each
+// replicated command, and goes past it (docs/design.md#leases): every node measures each
 // lock's deadline from its own local apply of the lock's last Grant or Renew
 // (Track), so a new leader expires by the deadlines it already has, with no
 // reset at promotion, and an unrenewed lock ends within lease_ms + one
@@ -142,7 +143,7 @@ type item struct {
 // Renewal admission and expiry are decided here, under one mutex: once a lock
 // is marked expiring, or its deadline has passed, Renewable refuses it.
 //
-// Sessions (issue 17; etcd leases, Consul sessions) are timed the same way
+// Sessions (docs/design.md#sessions; etcd leases, Consul sessions) are timed the same way
 // (TrackSession, ExpireSession proposals); a holder under a session
 // (TrackUnder) has no lease of its own: every question about it (Renewable,
 // Regrant, Remaining, Expiring) is answered by its session's lease.
@@ -494,7 +495,8 @@ func (l *Lessor) Renewable(key string, token uint64) error {
 // fails with ErrExpired: the retry goes round again and is answered once that
 // Expire has settled (it cannot remove the lock, whose ModIndex moved past
 // its seen index, but the leader never hands out a lock under an Expire in
-// flight; issue 14, race 1).
+// flight, as it refuses a renewal whose Expire it has already proposed;
+// docs/design.md#leases).
 //
 // Errors: ErrExpired, ErrNotHeld (the lock was removed), ErrNotPrimary, ErrClosed.
 func (l *Lessor) Regrant(key string, token uint64) error {
@@ -539,7 +541,7 @@ func (l *Lessor) renewableLease(id leaseID, now time.Time) (*item, error) {
 // node's clock (0 once the deadline passed or it is expiring) and true, or
 // false when this node does not track that lock. On a follower it is that
 // follower's own measure, never earlier than the leader's by more than the
-// replication lag (issue 15). A holder under a session has its session's
+// replication lag (docs/design.md#reads). A holder under a session has its session's
 // remaining time.
 func (l *Lessor) Remaining(key string, token uint64) (time.Duration, bool) {
 	now := l.cfg.Clock.Now()

@@ -260,8 +260,8 @@ func TestFailedExpireIsRetriedAndNeverRenewed(t *testing.T) {
 }
 
 // TestRenewRestartsDeadlineFromApply: a Renew restarts the deadline at its
-// local apply, not at the admission (issue 15: every node measures from its
-// own apply).
+// local apply, not at the admission (every node measures from its own
+// apply: docs/design.md#leases).
 func TestRenewRestartsDeadlineFromApply(t *testing.T) {
 	h := newHarness(t)
 	tok := h.grant("a", 1000)
@@ -307,7 +307,7 @@ func TestRenewRefusals(t *testing.T) {
 	})
 }
 
-// TestPromoteKeepsDeadlines: no reset at promotion (issue 15). A follower
+// TestPromoteKeepsDeadlines: no reset at promotion (docs/design.md#leases). A follower
 // measures every lease from its own apply; the new leader expires by those
 // deadlines, at once for one that has passed.
 func TestPromoteKeepsDeadlines(t *testing.T) {
@@ -331,7 +331,8 @@ func TestPromoteKeepsDeadlines(t *testing.T) {
 
 // TestRenewBetweenDecisionAndApplyWins: a Renew that commits after the
 // leader decided an Expire, before that Expire applies, keeps the lock: the
-// Expire carries the older seen index and removes nothing (issue 15).
+// Expire carries the older seen index and removes nothing
+// (docs/design.md#replicated-commands).
 func TestRenewBetweenDecisionAndApplyWins(t *testing.T) {
 	h := newHarness(t)
 	block := make(chan struct{})
@@ -530,7 +531,9 @@ func TestRegrantRefused(t *testing.T) {
 }
 
 // TestStaleRoundProposesNothing: a round whose epoch ended while it waited
-// for its leadership confirmation proposes nothing (issue 14, race 3).
+// for its leadership confirmation proposes nothing: a stalled leader that
+// wakes must not expire holders renewed through its successor
+// (docs/design.md#leases).
 func TestStaleRoundProposesNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -572,7 +575,8 @@ func TestStaleRoundProposesNothing(t *testing.T) {
 
 // TestNoRenewalUnderExpireInFlight: while an Expire of a lock is being
 // proposed, the leader admits neither a renewal nor a retry of it, even after
-// a retry's apply restarted its lease (issue 14, race 1).
+// a retry's apply restarted its lease: the leader never answers with a lock
+// whose Expire it has already proposed (docs/design.md#leases).
 func TestNoRenewalUnderExpireInFlight(t *testing.T) {
 	h := newHarness(t)
 	block := make(chan struct{})
@@ -624,7 +628,8 @@ func TestNewValidates(t *testing.T) {
 // TestExpireInFlightAcrossEpochs: an Expire proposed in one epoch may still
 // commit after a demote and re-promote; until it returns, the new epoch keeps
 // that lock expiring (no renewal, no retried grant), and if it fails the lock
-// is expired again at once (issue 14, race 3).
+// is expired again at once, so a failed Expire never leaves a lease that
+// nobody times (docs/design.md#leases).
 func TestExpireInFlightAcrossEpochs(t *testing.T) {
 	h := newHarness(t)
 	block := make(chan struct{})

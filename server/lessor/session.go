@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// This file times sessions (issue 17; etcd leases, Consul sessions): one
+// This file times sessions (docs/design.md#sessions; etcd leases, Consul sessions): one
 // lease that many holders are under, timed like a lock's on every node from
 // its own apply, expired on the leader by one core.ExpireSession proposal.
 

@@ -72,7 +72,7 @@ func (h *harness) expectNoSessionExpire() {
 // TestSessionTimesItsHolders: holders under a session have no lease of their
 // own; the session's KeepAlive restarts the remaining time of all of them,
 // and when the session's lease runs out one ExpireSession ends it and removes
-// every holder (issue 17).
+// every holder (docs/design.md#sessions).
 func TestSessionTimesItsHolders(t *testing.T) {
 	h := newHarness(t)
 	h.l.Promote(h.sm, testTerm)

@@ -38,10 +38,10 @@ func prefixOf(msg any) string {
 	return ""
 }
 
-// needs maps ticket.v1 procedures to what they require (issue 13):
+// needs maps ticket.v1 procedures to what they require (docs/security.md#principals):
 // read covers GetLock, ListLocks, CheckToken and Watch; lock covers Acquire,
 // Renew and Release; admin the ClusterService mutations and Snapshot. Status
-// needs only authentication. Sessions (issue 17): CreateSession needs lock
+// needs only authentication. Sessions: CreateSession needs lock
 // on at least one prefix; KeepAlive and CloseSession need only
 // authentication here, as the handler checks that the session is the
 // caller's (or, to close it, that the caller is an admin); GetSession and

@@ -3,7 +3,7 @@
 // the peer (Raft) transports, with certificate reload; the insecure-exposure
 // rule; and the certificate tooling behind `ticketctl cert`. The services and
 // both backends' peer transports get their *tls.Config from here, so every
-// port follows one policy (DESIGN.md, Security).
+// port follows one policy (docs/design.md#security-model).
 //
 // It follows etcd's model (client and peer TLS with their own CAs,
 // --client-cert-auth) and CockroachDB's refusal to expose a non-loopback
@@ -35,7 +35,7 @@
 //	go r.Watch(ctx, security.DefaultPollInterval)
 //	srv.TLSConfig = security.ServerConfig(r, cfg.ClientCertAuth)
 //
-// # Authentication and authorization (issue 13)
+// # Authentication and authorization (docs/security.md#authorization)
 //
 // Beside the TLS files: principal.go (Principal, from a verified client
 // certificate's CN, a bearer token, or a member node's forwarding

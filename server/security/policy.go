@@ -69,7 +69,8 @@ type Policy struct {
 	defaultQuota Quota
 }
 
-// policyFile is the YAML form (names binding, issue 13).
+// policyFile is the YAML form (docs/security.md#policy-file; its field names
+// are a public format and never change).
 type policyFile struct {
 	Rules []struct {
 		Principal *string  `yaml:"principal"`
@@ -170,7 +171,7 @@ func (p *Policy) AllowedPrefix(principal, prefix string, perm Permission) bool {
 // AllowedAnywhere reports whether principal may do perm on at least one
 // prefix: an admin, or some rule for principal (or "*") allows perm
 // (PermLock covering PermRead). It gates requests bound to no key, such as
-// CreateSession (issue 17), which needs the lock permission somewhere.
+// CreateSession, which needs the lock permission somewhere.
 func (p *Policy) AllowedAnywhere(principal string, perm Permission) bool {
 	if p.IsAdmin(principal) {
 		return true

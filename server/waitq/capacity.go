@@ -2,7 +2,7 @@ package waitq
 
 import "github.com/ticketd/ticketd/core"
 
-// This file is the queue's capacity rules (issue 17): what a key's holders
+// This file is the queue's capacity rules (docs/semantics.md#modes-and-limits): what a key's holders
 // and grants in flight leave room for, by mode and limit, and whose requests
 // are refused, retried or held back. Every function here reads a KeyState and
 // a key's gate under its shard's mutex; none changes them.

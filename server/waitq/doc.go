@@ -1,9 +1,9 @@
 // Package waitq is the leader's per-key gate and FIFO wait queue for lock
-// grants (DESIGN.md, "Waiting and fairness").
+// grants (docs/design.md#waiting-and-fairness).
 //
 // The leader proposes a grant only when it fits beside the key's holders and
-// the grants already in flight, which count as holders of their mode (issue
-// 17): an exclusive lock takes one holder, a shared lock any number of
+// the grants already in flight, which count as holders of their mode
+// (docs/design.md#waiting-and-fairness): an exclusive lock takes one holder, a shared lock any number of
 // shared holders and none beside an exclusive one, a semaphore up to its
 // limit. Acquire requests with wait=true queue per key, first in first out
 // across modes (writer preference: a waiting exclusive request holds back
@@ -34,7 +34,7 @@
 //     then call Turn.Done.
 //  4. From the apply hook, call Kick(key) after every applied Release or
 //     Expire of key.
-//  5. Optionally (issue 21, pipelined handoff), call Handoff(key) just before
+//  5. Optionally (pipelined handoff, docs/design.md#handoff), call Handoff(key) just before
 //     proposing a Release of key's holder (one without a lock-delay; it does
 //     nothing for shared keys and semaphores, whose Release is two-step): the head
 //     waiter gets a Pipelined turn at once and its grant follows the Release

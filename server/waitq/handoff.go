@@ -6,7 +6,7 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// This file is the pipelined handoff (issue 21, lever 4): the head waiter's
+// This file is the pipelined handoff (docs/design.md#handoff): the head waiter's
 // turn is handed out when the holder's Release is proposed rather than when
 // it applies, so that its Grant follows the Release in the log and a handoff
 // costs one commit instead of two. The state machine rejects the Grant
@@ -68,7 +68,7 @@ func (t *Turn) Requeue() {
 		q := t.q
 		t.sh.mu.Lock()
 		defer t.sh.mu.Unlock()
-		w := &waiter{owner: t.owner, principal: t.principal, mode: t.mode, limit: t.limit, done: make(chan struct{})}
+		w := &waiter{owner: t.owner, principal: t.principal, mode: t.mode, limit: t.limit, session: t.session, done: make(chan struct{})}
 		t.requeued = w
 		if q.gen != t.gen || !q.open {
 			w.err = ErrClosed

@@ -13,7 +13,7 @@ import (
 	"github.com/ticketd/ticketd/server/waitq"
 )
 
-// These tests cover shared locks and semaphores (issue 17): the gate counts
+// These tests cover shared locks and semaphores: the gate counts
 // holders and grants in flight per mode and limit, serves waiters first in
 // first out across modes (writer preference), hands several shared turns out
 // at once, a semaphore's free slots one waiter each, and refuses a limit

@@ -12,8 +12,9 @@ import (
 
 // These tests cover requests without wait that find the key free in the
 // table but busy in the queue (tentative waiters, see Enter): they are
-// refused only once the table shows the key held by another owner (hashicorp
-// seed 67: a refusal while the grant was only in flight was not linearizable).
+// refused only once the table shows the key held by another owner (a
+// refusal while the grant was only in flight is not linearizable: a fault
+// run's checker caught one; docs/design.md#waiting-and-fairness).
 
 func TestWithoutWaitRefusedOnlyWhenGrantApplies(t *testing.T) {
 	q, tb := newQueue(t, 0)

@@ -13,7 +13,7 @@ import (
 
 // Sentinel errors of package waitq. Compare with errors.Is. Their texts
 // carry no package prefix: the server sends them to clients as error
-// messages (issue 19), so they read as the user's terms.
+// messages (docs/api.md#errors), so they read as the user's terms.
 var (
 	// ErrHeld: the lock table shows the key held by another owner (or under
 	// a lock-delay) and the request did not ask to wait. A grant in flight or
@@ -31,8 +31,9 @@ var (
 	// (a caller bug).
 	ErrNotRequeued = errors.New("waitq: turn was not requeued")
 	// ErrLimitMismatch: the request gave another semaphore limit than the
-	// key's holders, grants in flight or waiters (issue 17: every acquirer of
-	// a key gives the same limit while it has any). Returned as a
+	// key's holders, grants in flight or waiters (every acquirer of a key
+	// gives the same limit while it has any:
+	// docs/semantics.md#modes-and-limits). Returned as a
 	// *LimitMismatchError carrying the key's limit; the API maps it to
 	// FailedPrecondition with a ticket.v1.LimitMismatch detail.
 	ErrLimitMismatch = errors.New("limit mismatch")
@@ -69,8 +70,8 @@ func (e *LimitMismatchError) Error() string {
 // Is reports whether target is ErrLimitMismatch.
 func (e *LimitMismatchError) Is(target error) bool { return target == ErrLimitMismatch }
 
-// KeyState is what the lock table and the lessor say about a key (issue
-// 17: a key has a set of holders, with the key's mode and limit).
+// KeyState is what the lock table and the lessor say about a key (a key
+// has a set of holders, with the key's mode and limit).
 type KeyState struct {
 	// Mode and Limit are the key's, from its holders (meaningful only when
 	// Holders is not empty): core.ModeShared holders coexist; Limit > 0 makes
@@ -79,7 +80,7 @@ type KeyState struct {
 	Limit uint32
 	// Holders are the key's holders in the lock table, in token order.
 	Holders []Holder
-	// Delayed is true when the key is free but under a lock-delay (issue 15):
+	// Delayed is true when the key is free but under a lock-delay (docs/design.md#lock-delay):
 	// nobody may have it until the delay has passed (the server kicks then).
 	Delayed bool
 }
@@ -93,7 +94,11 @@ type Holder struct {
 	// still counts toward the key's capacity until it is gone, and is never
 	// handed out again, not even to its own owner.
 	Removing bool
-	// LockDelay is true when the holder asked for a lock-delay (issue 15).
+	// Session is the session the holder is held under (0: none); a request
+	// of the same owner under another session is not its retry
+	// (ErrOwnerConflict).
+	Session uint64
+	// LockDelay is true when the holder asked for a lock-delay (docs/design.md#lock-delay).
 	// While such a holder is being removed nothing is granted beside it
 	// (a shared key's or a semaphore's free slot): its Expire may leave the
 	// key free and under the delay before a grant proposed now applies.
@@ -111,6 +116,10 @@ type Request struct {
 	// semaphore slot (ModeExclusive, Limit > 0).
 	Mode  core.Mode
 	Limit uint32
+	// Session is the session the grant is to be held under (0: none). With
+	// Mode and Limit it must match what the owner already holds or is
+	// acquiring on the key (ErrOwnerConflict).
+	Session uint64
 	// Wait is AcquireRequest.wait: queue when the key cannot be had now.
 	Wait bool
 	// Principal is the caller's principal ("" with authorization off: not
@@ -145,7 +154,7 @@ type Config struct {
 // for another owner, and requests that wait are served first-in first-out
 // across modes. It is safe for concurrent use.
 //
-// A key's capacity (issue 17): an exclusive lock (ModeExclusive, limit 0)
+// A key's capacity (docs/semantics.md#modes-and-limits): an exclusive lock (ModeExclusive, limit 0)
 // takes one holder; a shared lock any number of shared holders, none beside
 // an exclusive one; a semaphore (limit > 0) Limit holders. Holders being
 // removed count until they are gone, so a slot is never handed out twice.
@@ -155,8 +164,9 @@ type Config struct {
 // per-key state is forgotten (a new leader rebuilds it from the lock table).
 //
 // Keys are spread over shards by a hash of the key, each with its own mutex
-// and map (issue 21: one global mutex was the server's most contended lock at
-// 64 clients), so requests for different keys rarely wait for each other.
+// and map (one global mutex was the server's most contended lock at 64
+// clients in the benchmarks), so requests for different keys rarely wait
+// for each other.
 // Open and Close take every shard's mutex; the counters are atomic.
 type Queue struct {
 	cfg Config
@@ -224,6 +234,7 @@ type waiter struct {
 	principal string // counted in Queue.byPrincipal while queued ("" never)
 	mode      core.Mode
 	limit     uint32
+	session   uint64
 	// tentative: a request without wait that the table alone did not refuse
 	// but that could not be served at once; it fails with ErrHeld once the
 	// table shows the key held incompatibly by another owner
@@ -246,6 +257,7 @@ type Turn struct {
 	principal string
 	mode      core.Mode
 	limit     uint32
+	session   uint64
 	gen       uint64
 	pipelined bool    // handed out by Handoff, before the key's Release applied
 	requeued  *waiter // set by Requeue: the owner's place back at the head
@@ -302,9 +314,13 @@ func (q *Queue) Close() {
 // Enter asks for the turn to propose a grant of r.Key for r.Owner in r.Mode
 // with r.Limit.
 //
-// A request whose limit differs from the key's (its holders', else its
-// grants in flight and waiters') fails at once with a *LimitMismatchError
-// carrying the key's limit, with or without wait. A mode that differs is not
+// A request whose owner holds the key (not being removed), or has a grant
+// in flight or a request queued for it, with another mode, limit or session
+// fails at once with an *OwnerConflictError, with or without wait: it is not
+// a retry, and the state machine would answer it with the other holder's
+// token (owner.go). A request whose limit differs from the key's (its
+// holders', else its grants in flight and waiters') fails at once with a
+// *LimitMismatchError carrying the key's limit, with or without wait. A mode that differs is not
 // an error: the request waits (or, without wait, may be refused).
 //
 // It returns a Turn at once when nobody waits on the key and the grant fits
@@ -313,7 +329,7 @@ func (q *Queue) Close() {
 // in flight (a retry: the grant returns the same holder). A request whose
 // owner matches a grant in flight or a holder being removed waits, with or
 // without wait, so a retry never receives a token about to be released
-// (DESIGN.md, Ghost locks); such a retry keeps the place of the request in
+// (docs/design.md#ghost-locks); such a retry keeps the place of the request in
 // flight, at the head of the queue. Otherwise, with wait, a request joins the
 // key's queue, first in first out across modes: it is served when every
 // request ahead of it was served and its grant fits (writer preference: a
@@ -327,13 +343,15 @@ func (q *Queue) Close() {
 // applied before its Grant), the request waits as a tentative waiter in FIFO
 // order: it fails with ErrHeld as soon as the table shows the key so held,
 // or gets its turn, whichever comes first. Refusing earlier would report a
-// state no linearizable read sees (issue: hashicorp seed 67, a CheckToken
-// between the refusal and the grant's apply saw the key free). A tentative
+// state no linearizable read sees (a CheckToken between the refusal and the
+// grant's apply would see the key free; docs/design.md#waiting-and-fairness).
+// A tentative
 // waiter counts toward MaxWaiters and MaxWaitersTotal like any waiter (it
 // holds a goroutine and its request the same way); past them it fails with
 // ErrFull, which claims nothing about the key.
 //
-// Errors: *LimitMismatchError (ErrLimitMismatch), ErrHeld, ErrFull
+// Errors: *OwnerConflictError (ErrOwnerConflict), *LimitMismatchError
+// (ErrLimitMismatch), ErrHeld, ErrFull
 // (MaxWaiters or MaxWaitersTotal reached), ErrClosed (not leader, or demoted
 // while waiting), ctx.Err() (the waiter left the queue).
 func (q *Queue) Enter(ctx context.Context, r Request) (*Turn, error) {
@@ -350,12 +368,17 @@ func (q *Queue) Enter(ctx context.Context, r Request) (*Turn, error) {
 		st = &keyState{}
 		sh.keys[key] = st
 	}
+	w := &waiter{owner: owner, principal: r.Principal, mode: r.Mode, limit: r.Limit, session: r.Session, done: make(chan struct{})}
+	if err := ownerConflict(key, ks, st, w); err != nil {
+		forget(sh, key, st)
+		sh.mu.Unlock()
+		return nil, err
+	}
 	if limit, known := keyLimit(ks, st); known && limit != r.Limit {
 		forget(sh, key, st)
 		sh.mu.Unlock()
 		return nil, &LimitMismatchError{Key: key, Limit: limit}
 	}
-	w := &waiter{owner: owner, principal: r.Principal, mode: r.Mode, limit: r.Limit, done: make(chan struct{})}
 	if fits(ks, st, w) && (len(st.queue) == 0 || holds(ks, owner)) {
 		t := q.take(sh, key, st, w)
 		sh.mu.Unlock()
@@ -450,7 +473,7 @@ func (q *Queue) await(ctx context.Context, key string, w *waiter) (*Turn, error)
 
 // take hands a turn of key to w's owner, in w's mode; sh.mu held.
 func (q *Queue) take(sh *shard, key string, st *keyState, w *waiter) *Turn {
-	t := &Turn{q: q, sh: sh, key: key, owner: w.owner, principal: w.principal, mode: w.mode, limit: w.limit, gen: q.gen}
+	t := &Turn{q: q, sh: sh, key: key, owner: w.owner, principal: w.principal, mode: w.mode, limit: w.limit, session: w.session, gen: q.gen}
 	st.flights = append(st.flights, t)
 	st.limit = w.limit
 	q.inflight.Add(1)

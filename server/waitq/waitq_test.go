@@ -282,8 +282,8 @@ func TestWaiterLimit(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestTotalWaiterLimit: MaxWaitersTotal caps waiters over all keys (issue
-// 12, item 10), a retry of a request in flight still gets its place, and a
+// TestTotalWaiterLimit: MaxWaitersTotal caps waiters over all keys
+// (docs/design.md#limits-and-quotas), a retry of a request in flight still gets its place, and a
 // waiter leaving frees a place.
 func TestTotalWaiterLimit(t *testing.T) {
 	tb := &table{m: map[string]waitq.KeyState{}}

@@ -6,7 +6,7 @@
 // watcher on any node sees the same events with the same indexes: the index
 // of an event is the Raft log index of the entry that applied it (the role of
 // an etcd revision). Most entries change at most one holder; a session's end
-// (issue 17) makes one event per holder it removed, all with its index, in
+// (docs/design.md#sessions) makes one event per holder it removed, all with its index, in
 // key and token order on every node. The hub handles entries whole: a
 // watcher gets all of an entry's events under its prefix or none of them,
 // and the history keeps or drops an entry with all its events, so a watcher

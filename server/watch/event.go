@@ -44,7 +44,7 @@ type Event struct {
 	Token   uint64
 	Owner   string
 	LeaseMS int64
-	// Mode and Limit are the key's (issue 17): set on Granted events, and on
+	// Mode and Limit are the key's: set on Granted events, and on
 	// Released and Expired events of a shared key or a semaphore; zero for a
 	// plain exclusive lock.
 	Mode  core.Mode
@@ -92,7 +92,8 @@ func EventOf(index uint64, cmd core.Command, res core.Result) (Event, bool) {
 
 // AppendEvents appends the events of an applied entry to dst and returns
 // the extended slice: EventOf's one event, or, for a session's end (a
-// CloseSession: Released; an ExpireSession that ended it: Expired; issue 17),
+// CloseSession: Released; an ExpireSession that ended it: Expired;
+// docs/design.md#sessions),
 // one event per holder the end removed, in key and token order, all with
 // index. Deterministic, like EventOf.
 func AppendEvents(dst []Event, index uint64, cmd core.Command, res core.Result) []Event {

@@ -95,8 +95,8 @@ func New(cfg Config) (*Hub, error) {
 // index without a gap). An index at or below the last one fed is ignored
 // (replay).
 //
-// Tokens of created grants increase by exactly one (DESIGN.md, Replicated
-// commands); a jump means the node skipped entries (it installed a snapshot
+// Tokens of created grants increase by exactly one
+// (docs/design.md#replicated-commands); a jump means the node skipped entries (it installed a snapshot
 // from the leader), so the history before it is dropped and every watcher is
 // ended with a *CompactedError: none of them may miss an event silently.
 func (h *Hub) Apply(index uint64, cmd core.Command, res core.Result) {

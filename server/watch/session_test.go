@@ -14,7 +14,7 @@ import (
 // TestSessionEndEventPerHolder: a session's end sends one event per holder
 // it removed (RELEASED when closed, EXPIRED when its lease ran out), all with
 // the ending entry's index, filtered by prefix, live and in the history; a
-// grant's event carries the key's mode, limit and the session (issue 17).
+// grant's event carries the key's mode, limit and the session.
 func TestSessionEndEventPerHolder(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

@@ -173,7 +173,7 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, []string{"badger", "wal"}, o.cfg.LogStores, "commit rows for every backend × log store")
 	require.True(t, o.cfg.Commit && o.cfg.Lock && o.cfg.KeepAlive && o.cfg.Peer)
 	require.Equal(t, 3, o.cfg.Rounds)
-	require.True(t, o.cfg.Handoff && o.cfg.Snapshots && o.cfg.Failover, "issue 21's measurements are on by default")
+	require.True(t, o.cfg.Handoff && o.cfg.Snapshots && o.cfg.Failover, "the handoff, snapshots and failover measurements are on by default")
 	require.Equal(t, []int{2, 8, 32}, o.cfg.HandoffConcurrency)
 	require.True(t, strings.Contains(o.out, "results"), o.out)
 

@@ -79,7 +79,7 @@ export interface LockOptions {
   /** Gives up waiting or retrying when aborted. */
   signal?: AbortSignal;
   /**
-   * How the key is held (issue 17): Mode.EXCLUSIVE (default) or
+   * How the key is held (docs/semantics.md#modes-and-limits): Mode.EXCLUSIVE (default) or
    * Mode.SHARED, a readers-writer lock's read side: shared holders coexist,
    * an exclusive request waits until none hold the key, and waiters are
    * served first in, first out across modes (a waiting exclusive request

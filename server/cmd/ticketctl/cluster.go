@@ -49,7 +49,7 @@ func (s statusJSON) value() string { return s.LeaderID }
 
 // statusRow renders one "status --all" row: an unreachable node shows "-"
 // in every column and its error, a replaying node says how far it is
-// instead of a bare applied index (issue 19, rough edges).
+// instead of a bare applied index.
 func statusRow(n statusJSON) string {
 	if n.Error != "" {
 		return fmt.Sprintf("%s\t-\t-\t-\t-\t-\t-\t-\t%s\n", n.Endpoint, n.Error)

@@ -84,8 +84,9 @@
 // (SIGINT, SIGTERM), which it passed to the command's process group.
 // "status" exits 0 whenever a node answered, also while it replays its log.
 //
-// Shared locks, semaphores and sessions (issue 17): --shared holds a key
-// shared (readers-writer), --limit N takes one of N slots of a counting
+// Shared locks, semaphores and sessions
+// (docs/semantics.md#shared-locks-semaphores-and-sessions): --shared holds
+// a key shared (readers-writer), --limit N takes one of N slots of a counting
 // semaphore ("lock run --limit 2 --wait -- CMD" runs at most two copies of
 // CMD cluster-wide), and every holder gets its own fencing token. A session
 // (session create) is one lease for many locks acquired with --session ID;

@@ -17,7 +17,8 @@ import (
 // (protojson: lowerCamelCase names, 64-bit integers as strings, durations
 // in milliseconds, enums by name, zero-valued new fields left out) and the
 // key asked about. Token, TTLMs, RemainingMs and Owner describe an
-// exclusive lock's holder; Holders lists every holder (issue 17).
+// exclusive lock's holder; Holders lists every holder (shared keys and
+// semaphores have several).
 type lockJSON struct {
 	Key         string       `json:"key"`
 	Held        bool         `json:"held"`
@@ -100,7 +101,7 @@ func sessionText(id uint64) string {
 }
 
 // writeLock renders "lock get" for people: an exclusive lock on one line,
-// as before issue 17; a shared key or a semaphore with one line per holder.
+// as it always was; a shared key or a semaphore with one line per holder.
 func writeLock(w io.Writer, l lockJSON) {
 	switch {
 	case !l.Held:
@@ -143,7 +144,7 @@ type grantJSON struct {
 }
 
 // holdFlags are the flags that choose how "lock acquire" and "lock run"
-// hold a key (issue 17): shared, a semaphore slot, or under a session.
+// hold a key: shared, a semaphore slot, or under a session.
 type holdFlags struct {
 	shared  bool
 	limit   uint32
@@ -269,7 +270,7 @@ held from a terminal for manual maintenance.`,
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "lease length (whole milliseconds)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait in the key's queue until granted or --timeout")
-	cmd.Flags().StringVar(&owner, "owner", "", "owner id (≤ 128 bytes); a retry with the same owner gets the same grant (default: unique per call)")
+	cmd.Flags().StringVar(&owner, "owner", "", "owner id (≤ 128 bytes); a retry with the same owner and mode gets the same grant (default: unique per call)")
 	cmd.Flags().BoolVar(&hold, "hold", false, "keep renewing until Ctrl-C or lease loss, then release")
 	hf.add(cmd, true)
 	return cmd
@@ -433,7 +434,7 @@ func newListCmd(g *globals) *cobra.Command {
 				tw := newTable(w, "KEY\tMODE\tTOKEN\tTTL\tREMAINING\tOWNER\tSESSION")
 				for _, l := range v.(listJSON).Locks {
 					hs := l.Holders
-					if len(hs) == 0 { // a server from before issue 17
+					if len(hs) == 0 { // a server from before shared locks sends no holders
 						hs = []holderJSON{{Token: l.Token, Owner: l.Owner, TTLMs: l.TTLMs, RemainingMs: l.RemainingMs}}
 					}
 					for _, h := range hs {
@@ -476,7 +477,7 @@ func (r checkJSON) value() string {
 }
 
 // checkText renders a "lock check" result for people: a free key says so
-// instead of naming token 0 (issue 19).
+// instead of naming token 0.
 func checkText(r checkJSON) string {
 	switch {
 	case r.Valid && (r.Mode != "" || r.Limit > 0):

@@ -38,7 +38,7 @@ func ctlJSON(t *testing.T, endpoints string, want int, v any, args ...string) {
 
 // TestUsageErrors: a command line ticketctl cannot run exits 64 (never 0
 // with help, never a code that means an answer about a lock) and says what
-// was expected (issue 19).
+// was expected.
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -15,8 +15,7 @@ const (
 	outText = "text"
 	// outJSON is the API's own JSON (protojson: the .proto's lowerCamelCase
 	// field names, 64-bit integers as strings), one object per line, so
-	// that ticketctl's JSON and curl's against the API are one dialect
-	// (issue 19).
+	// that ticketctl's JSON and curl's against the API are one dialect.
 	outJSON = "json"
 	// outValue is the bare value a script captures with $(...): the token
 	// for "lock acquire" (valuer).

@@ -15,7 +15,8 @@ import (
 	"github.com/ticketd/ticketd/sdk/ticketdtest"
 )
 
-// The newcomer's rough edges of issue 19, item 7, against a real cluster.
+// What a newcomer meets first — error messages, usage, status and check
+// output — checked against a real cluster.
 
 // testErrorMessages: one sentence per error, the code once, no package
 // names, the user's terms (--ttl).

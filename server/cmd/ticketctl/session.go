@@ -33,8 +33,8 @@ type closedJSON struct {
 // value is what -o value prints: nothing (the exit status says it all).
 func (closedJSON) value() string { return "" }
 
-// newSessionCmd builds "session" and its subcommands (issue 17: etcd
-// leases, Consul sessions).
+// newSessionCmd builds "session" and its subcommands (docs/design.md#sessions:
+// etcd leases, Consul sessions).
 func newSessionCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "session",

@@ -12,8 +12,8 @@ import (
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 )
 
-// TestWriteLock: "lock get" text shows an exclusive lock on one line, as
-// before issue 17, and a shared key or a semaphore with one line per holder.
+// TestWriteLock: "lock get" text shows an exclusive lock on one line, as it
+// always did, and a shared key or a semaphore with one line per holder.
 func TestWriteLock(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

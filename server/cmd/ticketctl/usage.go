@@ -14,8 +14,7 @@ import (
 // usageError is a command line ticketctl cannot run: an unknown command or
 // flag, a missing or stray argument, a malformed value. It exits exitUsage
 // (64, EX_USAGE), apart from every answer of a server, so that a script
-// written the etcdctl way never mistakes a typo for "the key is held"
-// (issue 19).
+// written the etcdctl way never mistakes a typo for "the key is held".
 type usageError struct{ err error }
 
 // Error implements error.
@@ -107,7 +106,7 @@ func isUsage(err error) bool {
 
 // flagError is a server's refusal of a value that a ticketctl flag gave:
 // its text names the flag instead of the API field ("--ttl: invalid_argument:
-// lease 50ms is outside the allowed range 100ms to 10m0s"), issue 19.
+// lease 50ms is outside the allowed range 100ms to 10m0s").
 type flagError struct {
 	flag string
 	err  error // the SDK's error

@@ -65,7 +65,11 @@ Configuration comes from, lowest precedence first: built-in defaults, the YAML
 file given by --config (or TICKETD_CONFIG), TICKETD_* environment variables,
 and the flags below. A node whose data directory holds no Raft state starts a
 new cluster with --bootstrap (or alone, without --bootstrap and --join), or
-asks the member at --join to add it.`,
+asks the member at --join to add it. Before it bootstraps an empty data
+directory it asks the other --bootstrap members (up to 3 s) whether their
+cluster already knows it, and refuses to start if one does: its data is
+gone, so it must be removed and added back with --join
+(docs/operations.md#replacing-a-member-whose-data-is-gone).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configPath == "" {
@@ -150,7 +154,7 @@ func serve(ctx context.Context, cfg config.Config) error {
 		// crash dump, exit 2) and leaves a partial table. Nothing needs
 		// the close: every acknowledged entry and the watermark are synced
 		// before they are acknowledged, so the next start finds what a
-		// kill -9 leaves (docs/operations.md#fail-stop).
+		// kill -9 leaves (docs/design.md#storage-and-recovery, fail-stop).
 		log.Error("raft stopped; exiting with status 1 without closing the storage", zap.Error(fatal))
 		return fmt.Errorf("%w: %w", errFatal, fatal)
 	}

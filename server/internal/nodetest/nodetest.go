@@ -31,6 +31,26 @@ type options struct {
 	logs    bool
 	client  []connect.ClientOption
 	prepare func(i int, c config.Config) error
+	later   map[int]bool // nodes Start does not start (WithLater)
+}
+
+// bootstrapProbeWait is the nodes' server.WithBootstrapProbeWait: Start
+// starts them one after another, so a node that bootstraps waits this long
+// for the later ones (accepted by their listeners, not served yet); node
+// options can set another.
+const bootstrapProbeWait = 300 * time.Millisecond
+
+// WithLater leaves nodes idx out of Start, which waits for a leader among
+// the others (they must form a quorum); Restart starts one later with its
+// bootstrap config and an empty data dir, as a founding member that starts
+// late.
+func WithLater(idx ...int) Option {
+	return func(o *options) {
+		o.later = map[int]bool{}
+		for _, i := range idx {
+			o.later[i] = true
+		}
+	}
 }
 
 // WithBackend selects the backend by name (config.BackendHashicorp by default).
@@ -70,8 +90,11 @@ type Instance struct {
 	Cluster ticketv1connect.ClusterServiceClient
 	Config  config.Config
 
+	// Options are this node's server options at each (re)start, after
+	// the Cluster's own (a later one wins).
+	Options []server.Option
+
 	serveErr chan error
-	opts     []server.Option
 }
 
 // Cluster is a set of in-process nodes.
@@ -84,6 +107,9 @@ type Cluster struct {
 	o   options
 	mu  sync.Mutex
 	log *zap.Logger
+	// reserved holds the raft address of each node left out by WithLater
+	// until its start, so no connection takes it as its local port.
+	reserved map[int]net.Listener
 }
 
 // H2CClient returns an HTTP client that speaks HTTP/2 without TLS (prior
@@ -158,7 +184,7 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 		}
 		in := &Instance{ID: cfg.ID, Addr: cfg.APIAddr, Config: cfg}
 		if o.opts != nil {
-			in.opts = o.opts(i)
+			in.Options = o.opts(i)
 		}
 		c.Nodes = append(c.Nodes, in)
 		if o.prepare != nil {
@@ -168,6 +194,16 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 				}
 				t.Fatalf("nodetest: prepare %s: %v", cfg.ID, err)
 			}
+		}
+		if o.later[i] {
+			_ = lns[i].Close()
+			if c.reserved == nil {
+				c.reserved = map[int]net.Listener{}
+			}
+			if ln, err := net.Listen("tcp", cfg.RaftAddr); err == nil {
+				c.reserved[i] = ln
+			}
+			continue
 		}
 		if err := c.start(in, lns[i]); err != nil {
 			for _, l := range lns[i:] {
@@ -182,15 +218,18 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 }
 
 func (c *Cluster) start(in *Instance, ln net.Listener) error {
-	opts := append([]server.Option{server.WithLogger(c.log)}, in.opts...)
+	opts := append([]server.Option{server.WithLogger(c.log), server.WithBootstrapProbeWait(bootstrapProbeWait)}, in.Options...)
 	node, err := server.New(in.Config, opts...)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- node.Serve(ln) }()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	in.Node = node
-	in.serveErr = make(chan error, 1)
-	go func() { in.serveErr <- node.Serve(ln) }()
+	in.serveErr = serveErr
 	in.Lock = ticketv1connect.NewLockServiceClient(c.HTTP, "http://"+in.Addr, c.o.client...)
 	in.Cluster = ticketv1connect.NewClusterServiceClient(c.HTTP, "http://"+in.Addr, c.o.client...)
 	return nil
@@ -246,7 +285,20 @@ func (c *Cluster) Stop(i int) {
 // Restart starts the stopped node i again on its addresses and data.
 func (c *Cluster) Restart(t testing.TB, i int) {
 	t.Helper()
+	if err := c.TryRestart(i); err != nil {
+		t.Fatalf("nodetest: %v", err)
+	}
+}
+
+// TryRestart is Restart returning server.New's error (the node stays stopped).
+func (c *Cluster) TryRestart(i int) error {
 	in := c.Nodes[i]
+	c.mu.Lock()
+	if ln, ok := c.reserved[i]; ok {
+		_ = ln.Close()
+		delete(c.reserved, i)
+	}
+	c.mu.Unlock()
 	var ln net.Listener
 	var err error
 	for range 50 { // the old socket may linger briefly
@@ -256,17 +308,21 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
-		t.Fatalf("nodetest: relisten %s: %v", in.Addr, err)
+		return fmt.Errorf("relisten %s: %w", in.Addr, err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.start(in, ln); err != nil {
-		t.Fatalf("nodetest: restart %s: %v", in.ID, err)
+		return fmt.Errorf("restart %s: %w", in.ID, err)
 	}
+	return nil
 }
 
 // Close stops every node.
 func (c *Cluster) Close() {
+	c.mu.Lock()
+	for _, ln := range c.reserved {
+		_ = ln.Close()
+	}
+	c.mu.Unlock()
 	c.HTTP.CloseIdleConnections() // lets each server's Shutdown finish at once
 	var wg sync.WaitGroup
 	for i := range c.Nodes {
