@@ -12,10 +12,13 @@
 #                           too, and authorization on: $DATA/certs/policy.yaml
 #                           gives the client certificate "root" admin and the
 #                           bearer token in $DATA/certs/orders-svc.token lock
-#                           on orders/
+#                           on orders/. Remembered in $DATA/SECURE: later runs
+#                           stay secure until 'make clean'
 #   API_ADDRS, RAFT_ADDRS   the three nodes' client API and peer addresses,
 #                           comma-separated (default 127.0.0.1:7001-7003 and
 #                           127.0.0.1:7101-7103)
+#   METRICS_ADDRS           with SECURE, the three nodes' plaintext probe and
+#                           metrics addresses (default 127.0.0.1:9101-9103)
 #
 # Peers always speak mutual TLS: a CA and one certificate per node (CN = the
 # node id) that `ticketctl cert` makes once under $DATA/certs/. Without
@@ -48,6 +51,11 @@ LOG_STORE=${LOG_STORE:-}
 TICKETD=${TICKETD:-bin/ticketd}
 TICKETCTL=${TICKETCTL:-bin/ticketctl}
 SECURE=${SECURE:-}
+# A secure cluster stays secure: a plain run of its data must not restart it
+# with plaintext clients and authorization off.
+if [[ -z $SECURE && -f $DATA/SECURE ]]; then
+	SECURE=1
+fi
 CERTS=$DATA/certs
 IDS=(n1 n2 n3)
 IFS=, read -r -a API <<<"${API_ADDRS:-127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003}"
@@ -93,10 +101,7 @@ if [[ -n $LOG_STORE ]]; then log_store_flags=(--raft-log-store "$LOG_STORE"); fi
 
 CMD=${1:-run}
 case $CMD in
-run) ;;
-restart)
-	if [[ -f $DATA/SECURE ]]; then SECURE=1; fi
-	;;
+run | restart) ;;
 *)
 	echo "cluster.sh: unknown command '$CMD' (want: run, or restart nX)" >&2
 	exit 2
@@ -131,7 +136,7 @@ scheme=http
 curl_tls=()
 if [[ -n $SECURE ]]; then
 	[[ -f $CERTS/client.root.crt ]] || "$TICKETCTL" cert create-client --certs-dir "$CERTS" --name root >/dev/null
-	# Authorization (issue 13): root is admin; orders-svc, by bearer token,
+	# Authorization: root is admin; orders-svc, by bearer token,
 	# may lock under orders/; every authenticated principal may read it.
 	if [[ ! -f $CERTS/policy.yaml ]]; then
 		cat >"$CERTS/policy.yaml" <<'POLICY'
@@ -161,7 +166,11 @@ fi
 # SECURE=1 also serves the probes and /metrics on 9101-9103 without a client
 # certificate (--listen-metrics-addr), and keeps the policy and tokens files
 # unwritable by others whatever the umask (ticketd refuses them otherwise).
-METRICS=(127.0.0.1:9101 127.0.0.1:9102 127.0.0.1:9103)
+IFS=, read -r -a METRICS <<<"${METRICS_ADDRS:-127.0.0.1:9101,127.0.0.1:9102,127.0.0.1:9103}"
+if ((${#METRICS[@]} != 3)); then
+	echo "cluster.sh: METRICS_ADDRS names three addresses" >&2
+	exit 2
+fi
 if [[ -n $SECURE ]]; then chmod go-w "$CERTS/policy.yaml" "$CERTS/tokens.yaml"; fi
 node_tls() {
 	local id=$1
@@ -229,22 +238,31 @@ if [[ $CMD == restart ]]; then
 	exit 0
 fi
 
-[[ -n $SECURE ]] && touch "$DATA/SECURE" || rm -f "$DATA/SECURE"
+if [[ -n $SECURE ]]; then touch "$DATA/SECURE"; fi
 
+# say prints a line of the supervisor's; a stdout that went away (the
+# `| tee` of `make run 2>&1 | tee run.log` ended by the same Ctrl-C) must
+# not end the script under set -e before it stops its nodes.
+# SIGPIPE is ignored once the nodes are started (they do not inherit it).
+say() { printf '%s\n' "$*" 2>/dev/null || true; }
+
+# stop_all stops every node started or restarted through this script (its
+# pid file; `make node` restarts a node in another process group, which a
+# Ctrl-C does not reach) before it prints anything.
 stop_all() {
 	trap - INT TERM
-	echo
-	echo "stopping ticketd nodes..."
 	for i in 0 1 2; do
 		p=$(pid_of "$i")
-		alive "$p" && kill -TERM "$p" 2>/dev/null || true
+		if alive "$p"; then kill -TERM "$p" 2>/dev/null || true; fi
 	done
+	say
+	say "stopping ticketd nodes..."
 	for i in 0 1 2; do
 		p=$(pid_of "$i")
 		while alive "$p"; do sleep 0.1; done
 	done
 	wait || true
-	echo "stopped (data kept in $DATA/)"
+	say "stopped (data kept in $DATA/)"
 	exit 0
 }
 trap stop_all INT TERM
@@ -254,6 +272,7 @@ for i in 0 1 2; do
 	start_node "$i"
 	pids+=("$(pid_of "$i")")
 done
+trap '' PIPE
 
 status() { curl -s -m 1 ${curl_tls[@]+"${curl_tls[@]}"} -H 'Content-Type: application/json' -d '{}' "$scheme://$1/ticket.v1.ClusterService/Status" 2>/dev/null || true; }
 leader=""
@@ -294,12 +313,13 @@ if [[ -n $SECURE ]]; then
 
 Secure mode: client TLS with client-certificate auth and peer mutual TLS; CA
 and certificates in $CERTS/ (made by ticketctl cert). Plaintext is refused.
+Remembered in $DATA/SECURE: later runs stay secure until 'make clean'.
 Authorization is on: $CERTS/policy.yaml makes the client certificate "root"
 admin; the bearer token in $CERTS/orders-svc.token locks under orders/ (edit
 the policy, then kill -HUP the nodes to reload it).
 
 Try, from another terminal:
-  export TICKETD_CACERT=$CERTS/ca.crt TICKETD_CERT=$CERTS/client.root.crt TICKETD_KEY_FILE=$CERTS/client.root.key
+  export TICKETD_CACERT=$CERTS/ca.crt TICKETD_CLIENT_CERT=$CERTS/client.root.crt TICKETD_CLIENT_KEY=$CERTS/client.root.key
   bin/ticketctl status
   bin/ticketctl lock acquire orders/42 --ttl 60s
   bin/ticketctl lock list
@@ -347,7 +367,7 @@ while :; do
 		p=$(pid_of "$i")
 		if [[ $p != "${seen[$i]}" ]]; then
 			seen[$i]=$p
-			echo "node ${IDS[i]} restarted (pid $p)"
+			say "node ${IDS[i]} restarted (pid $p)"
 		fi
 		if alive "$p"; then
 			up=$((up + 1))
@@ -357,7 +377,7 @@ while :; do
 				continue
 			fi
 			reported[i]=$p
-			echo "node ${IDS[i]} (pid $p) exited; see $DATA/${IDS[i]}.log; restart: make node N=${IDS[i]}"
+			say "node ${IDS[i]} (pid $p) exited; see $DATA/${IDS[i]}.log; restart: make node N=${IDS[i]}"
 		elif port_busy "${API[i]}"; then
 			up=$((up + 1))
 		fi
@@ -366,4 +386,4 @@ while :; do
 	sleep 1
 done
 wait || true
-echo "all nodes exited"
+say "all nodes exited"

@@ -157,3 +157,23 @@ func connErr(op, key string, cause, err error) error {
 	}
 	return &opError{msg: opKey(op, key) + ": " + cause.Error() + ": " + err.Error(), errs: errs}
 }
+
+// ConnCause returns the cause of the client's settings behind err, the
+// failure of a request that a caller's own HTTP client sent to base (an
+// http:// or https:// URL): ErrServerCertificate or ErrClientCertificate
+// for a TLS handshake refused over a certificate, ErrServerSpeaksTLS for a
+// plaintext request to a TLS server (probed with one TLS handshake), else
+// nil. It lets a tool that makes its own requests (ticketctl endpoint
+// health's GET /readyz) name the same fix a Client's calls do.
+func ConnCause(ctx context.Context, base string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cause := certCause(err); cause != nil {
+		return cause
+	}
+	if strings.HasPrefix(base, "http://") && cutBeforeAnswer(err) && probeTLS(ctx, base) {
+		return ErrServerSpeaksTLS
+	}
+	return nil
+}

@@ -140,8 +140,11 @@ func WithStaleWatch() WatchOption { return func(c *watchConfig) { c.stale = true
 // EventReset followed by the current locks (see EventReset).
 //
 // The iterator ends after yielding an error: ctx's (wrapping the last
-// failure), ErrClosed, or a definitive server error such as
-// ErrInvalidArgument. Breaking out of the loop ends the watch. Not safe for
+// failure), ErrClosed, a definitive server error such as
+// ErrInvalidArgument, or a connection failure caused by the client's
+// settings, as for every call (ErrServerSpeaksTLS, ErrServerCertificate,
+// ErrClientCertificate, and ErrConnectionRefused before any server ever
+// answered; see connfail.go). Breaking out of the loop ends the watch. Not safe for
 // use by several goroutines at once; call Watch again for another watcher.
 func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) iter.Seq2[Event, error] {
 	var wc watchConfig
@@ -157,6 +160,8 @@ func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) 
 		st := &watchState{req: &ticketv1.WatchRequest{Prefix: prefix, StartIndex: wc.start, IncludeExisting: wc.existing, Stale: wc.stale},
 			announce: wc.started}
 		var last error
+		spec := callSpec{op: "watch", key: prefix}
+		refused := refusals{}
 		for attempt := 0; ; attempt++ {
 			if ctx.Err() != nil {
 				yield(Event{}, giveUpErr(ctx, "watch", prefix, last))
@@ -171,6 +176,13 @@ func (c *Client) Watch(ctx context.Context, prefix string, opts ...WatchOption) 
 				attempt = 0
 			}
 			last = err
+			// A cause of the client's settings (plaintext to a TLS port, a
+			// refused certificate, nothing listening anywhere) is final, as
+			// for every other call (connfail.go): retrying cannot fix it.
+			if ferr := c.connFinal(ctx, n, spec, err, refused); ferr != nil {
+				yield(Event{}, ferr)
+				return
+			}
 			switch {
 			case connect.CodeOf(err) == connect.CodeOutOfRange:
 				// The resume point left the history: relist and go on from there.
@@ -299,6 +311,7 @@ func (c *Client) watchOnce(ctx context.Context, n *node, st *watchState, yield f
 	skip := st.skip() // changes at st.at this stream repeats (see watchState)
 	changes := false  // this stream sent a change (so st.at is its last one's index)
 	for stream.Receive() {
+		c.answered.Store(true)
 		m := stream.Msg()
 		if m.GetType() == ticketv1.WatchEvent_TYPE_STARTED {
 			if st.started(m.GetIndex()) && !yield(Event{Type: EventStarted, Index: m.GetIndex()}, nil) {

@@ -4,8 +4,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,4 +50,26 @@ func TestHandler(t *testing.T) {
 			require.True(t, strings.HasPrefix(res.Header.Get("Content-Security-Policy"), "default-src 'self'"))
 		})
 	}
+}
+
+// TestPlaceholdersFit: every input's placeholder fits the input at its
+// minimum width (app.css: min-width 10rem at the labels' .85rem font, about
+// 18 characters after padding), so none is cut off ("if auth is o…").
+func TestPlaceholdersFit(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle(console.Path, console.Handler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	res, err := srv.Client().Get(srv.URL + "/ui/")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	const maxChars = 18
+	found := 0
+	for _, m := range regexp.MustCompile(`placeholder="([^"]*)"`).FindAllStringSubmatch(string(body), -1) {
+		found++
+		require.LessOrEqualf(t, utf8.RuneCountInString(m[1]), maxChars, "placeholder %q is cut off at the input's minimum width", m[1])
+	}
+	require.NotZero(t, found, "the console has inputs with placeholders")
 }

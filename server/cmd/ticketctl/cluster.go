@@ -65,7 +65,7 @@ func statusRow(n statusJSON) string {
 		leader = "none"
 	}
 	return fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.Endpoint, n.NodeID, leader,
-		n.Term, n.CommitIndex, applied, blankIfReplaying(n, n.LastToken), blankIfReplaying(n, n.LocksHeld), note)
+		n.Term, n.CommitIndex, applied, knownOr(n, n.LastToken, "unknown"), knownOr(n, n.LocksHeld, "unknown"), note)
 }
 
 // membersOf converts the API's members for printing (never nil, so JSON shows []).
@@ -99,16 +99,17 @@ func (s statusJSON) withoutReplayGuesses() statusJSON {
 	return s
 }
 
-// blankIfReplaying renders n, or "" while the node replays (unknown).
-func blankIfReplaying[N int64 | uint64](s statusJSON, n N) string {
+// knownOr renders n, or unknown while the node replays (its lock table is
+// behind: see withoutReplayGuesses).
+func knownOr[N int64 | uint64](s statusJSON, n N, unknown string) string {
 	if s.Replaying {
-		return ""
+		return unknown
 	}
 	return fmt.Sprint(n)
 }
 
 // writeStatus renders "status" for people. A replaying node says so, with
-// how far it is, and leaves what it cannot know yet blank.
+// how far it is, and says "unknown (replaying)" for what it cannot know yet.
 func writeStatus(w io.Writer, s statusJSON) {
 	switch {
 	case s.LeaderID == "":
@@ -126,8 +127,8 @@ func writeStatus(w io.Writer, s statusJSON) {
 	fmt.Fprintf(w, "term:          %d\n", s.Term)
 	fmt.Fprintf(w, "commit index:  %d\n", s.CommitIndex)
 	fmt.Fprintf(w, "applied index: %d\n", s.AppliedIndex)
-	fmt.Fprintf(w, "last token:    %s\n", blankIfReplaying(s, s.LastToken))
-	fmt.Fprintf(w, "locks held:    %s\n\n", blankIfReplaying(s, s.LocksHeld))
+	fmt.Fprintf(w, "last token:    %s\n", knownOr(s, s.LastToken, "unknown (replaying)"))
+	fmt.Fprintf(w, "locks held:    %s\n\n", knownOr(s, s.LocksHeld, "unknown (replaying)"))
 	printMembers(w, s.Members)
 }
 

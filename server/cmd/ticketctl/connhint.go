@@ -16,7 +16,7 @@ var connHints = []struct {
 }{
 	{sdk.ErrServerSpeaksTLS, "the server speaks TLS: pass --cacert FILE (the cluster's CA, e.g. data/certs/ca.crt) or TICKETD_CACERT"},
 	{sdk.ErrServerCertificate, "the server's certificate is not trusted: pass --cacert FILE with the CA that signed it"},
-	{sdk.ErrClientCertificate, "the server requires a client certificate it accepts: pass --cert FILE and --key FILE (TICKETD_CERT, TICKETD_KEY_FILE)"},
+	{sdk.ErrClientCertificate, "the server requires a client certificate it accepts: pass --cert FILE and --key FILE (TICKETD_CLIENT_CERT, TICKETD_CLIENT_KEY)"},
 	{sdk.ErrConnectionRefused, "no endpoint accepts connections: check --endpoints (or TICKETD_ENDPOINTS) and that the cluster runs"},
 }
 
@@ -33,13 +33,22 @@ func (e *hintError) Error() string { return fmt.Sprintf("%s (%v)", e.hint, e.err
 // Unwrap returns the SDK's error.
 func (e *hintError) Unwrap() error { return e.err }
 
+// connHint returns the fix connHints name for cause, or "" for another
+// error or nil.
+func connHint(cause error) string {
+	for _, h := range connHints {
+		if cause != nil && errors.Is(cause, h.cause) {
+			return h.hint
+		}
+	}
+	return ""
+}
+
 // explainConn puts the fix first in a connection failure caused by
 // ticketctl's settings; other errors pass unchanged.
 func explainConn(err error) error {
-	for _, h := range connHints {
-		if errors.Is(err, h.cause) {
-			return &hintError{hint: h.hint, err: err}
-		}
+	if hint := connHint(err); hint != "" {
+		return &hintError{hint: hint, err: err}
 	}
 	return err
 }

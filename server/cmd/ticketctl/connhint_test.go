@@ -52,12 +52,25 @@ func TestConnectionFailuresNameTheFix(t *testing.T) {
 		{"no_client_cert", ep, []string{"--cacert", ca}, "pass --cert FILE and --key FILE"},
 		{"refused_everywhere", dead() + "," + dead(), nil, "check --endpoints"},
 	}
+	// watch and elect --observe stream: they once retried silently forever.
+	commands := [][]string{{"status"}, {"watch", "jobs/"}, {"elect", "--observe", "leader"}}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			code, _, errs := ctl(t, tc.endpoints, append(append([]string{"--timeout", "60s"}, tc.args...), "status")...)
+		for _, command := range commands {
+			t.Run(tc.name+"/"+command[0], func(t *testing.T) {
+				code, _, errs := ctl(t, tc.endpoints, append(append([]string{"--timeout", "60s"}, tc.args...), command...)...)
+				assert.Equal(t, exitError, code, "stderr %q", errs)
+				assert.Contains(t, errs, tc.want)
+				assert.NotContains(t, errs, "deadline exceeded", "failed on its cause, not on --timeout")
+			})
+		}
+	}
+	// endpoint health names the same fix on each endpoint's line, where it
+	// once said only "unexpected EOF".
+	for _, tc := range tests[:2] {
+		t.Run(tc.name+"/endpoint_health", func(t *testing.T) {
+			code, out, errs := ctl(t, tc.endpoints, append(append([]string{"--timeout", "60s"}, tc.args...), "endpoint", "health")...)
 			assert.Equal(t, exitError, code, "stderr %q", errs)
-			assert.Contains(t, errs, tc.want)
-			assert.NotContains(t, errs, "deadline exceeded", "failed on its cause, not on --timeout")
+			assert.Contains(t, out, tc.want)
 		})
 	}
 	code, _, errs := ctl(t, ep, "--cacert", ca, "--cert", filepath.Join(dir, cert), "--key", filepath.Join(dir, key), "status")

@@ -29,8 +29,9 @@
 //
 // Every global flag has an environment variable, which the flag overrides:
 // TICKETD_ENDPOINTS, TICKETD_OUTPUT, TICKETD_TIMEOUT, TICKETD_GRPC,
-// TICKETD_CACERT, TICKETD_CERT, TICKETD_KEY_FILE (--key; not TICKETD_KEY,
-// which "lock run" gives its command as the lock's name) and TICKETD_TOKEN
+// TICKETD_CACERT, TICKETD_CLIENT_CERT (--cert), TICKETD_CLIENT_KEY (--key;
+// not TICKETD_KEY, which "lock run" gives its command as the lock's name,
+// nor ticketd's TICKETD_KEY_FILE, the node's own key) and TICKETD_TOKEN
 // (--token: the bearer token everywhere; the command of "lock run", "elect"
 // and "session run" gets it only with --pass-token, and its fencing token as
 // TICKETD_FENCING_TOKEN).

@@ -12,6 +12,8 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"github.com/spf13/cobra"
+
+	"github.com/ticketd/ticketd/sdk"
 )
 
 // endpointHealthJSON is one endpoint's row of "endpoint health" (etcdctl
@@ -25,6 +27,10 @@ type endpointHealthJSON struct {
 	// (SERVING, NOT_SERVING), or the error of the check.
 	GRPCHealth string `json:"grpcHealth"`
 	TookMs     int64  `json:"tookMs,string"`
+	// Hint names the fix when the endpoint could not be asked because of
+	// ticketctl's settings (plaintext to a TLS port, a certificate one
+	// side refuses): the sentence other commands print (connhint.go).
+	Hint string `json:"hint,omitempty"`
 }
 
 // endpointsHealthJSON is what "endpoint health" prints.
@@ -116,6 +122,10 @@ func printHealth(w io.Writer, v any) {
 			fmt.Fprintf(w, "%s is healthy: ready, grpc %s, took %v\n", r.Endpoint, r.GRPCHealth, took)
 			continue
 		}
+		if r.Hint != "" {
+			fmt.Fprintf(w, "%s is unhealthy: %s (readyz %s); took %v\n", r.Endpoint, r.Hint, r.Ready, took)
+			continue
+		}
 		fmt.Fprintf(w, "%s is unhealthy: readyz %s; grpc %s; took %v\n", r.Endpoint, r.Ready, r.GRPCHealth, took)
 	}
 }
@@ -132,7 +142,11 @@ func (g *globals) checkEndpoint(ctx context.Context, hc *http.Client, ep string,
 	base = strings.TrimRight(base, "/")
 	start := time.Now()
 	r := endpointHealthJSON{Endpoint: ep}
-	r.Ready = readyz(ctx, hc, base)
+	ready, rerr := readyz(ctx, hc, base)
+	r.Ready = ready
+	if hint := connHint(sdk.ConnCause(ctx, base, rerr)); hint != "" {
+		r.Hint = hint
+	}
 	res, err := grpchealth.NewClient(hc, base, connect.WithGRPC()).Check(ctx, &grpchealth.CheckRequest{})
 	if err != nil {
 		r.GRPCHealth = err.Error()
@@ -145,23 +159,24 @@ func (g *globals) checkEndpoint(ctx context.Context, hc *http.Client, ep string,
 }
 
 // readyz returns the answer of GET base/readyz: "ok", the first failed
-// check ("not ready: leader: ..."), or the request's error.
-func readyz(ctx context.Context, hc *http.Client, base string) string {
+// check ("not ready: leader: ..."), or the request's error (also returned,
+// for ConnCause).
+func readyz(ctx context.Context, hc *http.Client, base string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
 	if err != nil {
-		return err.Error()
+		return err.Error(), err
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return err.Error()
+		return err.Error(), err
 	}
 	defer func() { _ = res.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 	msg := strings.TrimSpace(string(body))
 	if res.StatusCode != http.StatusOK {
-		return fmt.Sprintf("%s (HTTP %d)", msg, res.StatusCode)
+		return fmt.Sprintf("%s (HTTP %d)", msg, res.StatusCode), nil
 	}
-	return msg
+	return msg, nil
 }
 
 // healthHTTPClient returns an HTTP/2 client for the checks: h2c for http

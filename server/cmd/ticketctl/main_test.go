@@ -103,8 +103,9 @@ func TestEnvGlobals(t *testing.T) {
 	t.Setenv("TICKETD_TIMEOUT", "1m")
 	t.Setenv("TICKETD_GRPC", "true")
 	t.Setenv("TICKETD_CACERT", "/ca.pem")
-	t.Setenv("TICKETD_CERT", "/c.pem")
-	t.Setenv("TICKETD_KEY_FILE", "/k.pem")
+	t.Setenv("TICKETD_CLIENT_CERT", "/c.pem")
+	t.Setenv("TICKETD_CLIENT_KEY", "/k.pem")
+	t.Setenv("TICKETD_KEY_FILE", "/node.key")   // ticketd's own key, not ticketctl's
 	t.Setenv("TICKETD_KEY", "not-the-key-file") // lock run's variable for its command
 	t.Setenv("TICKETD_TOKEN", "secret")
 	t.Setenv("TICKETD_ENDPOINTS", "10.0.0.1:7001")
@@ -112,7 +113,8 @@ func TestEnvGlobals(t *testing.T) {
 	root, g := newRootCmd(&out, &out)
 	require.NoError(t, root.ParseFlags(nil))
 	assert.Equal(t, globals{endpoints: "10.0.0.1:7001", output: outJSON, timeout: time.Minute, grpc: true,
-		cacert: "/ca.pem", cert: "/c.pem", key: "/k.pem", token: "secret", stdout: &out, stderr: &out}, *g)
+		cacert: "/ca.pem", cert: "/c.pem", key: "/k.pem", token: "secret", stdout: &out, stderr: &out,
+		cacertFrom: "TICKETD_CACERT", certFrom: "TICKETD_CLIENT_CERT", keyFrom: "TICKETD_CLIENT_KEY"}, *g)
 
 	// TICKETD_TOKEN is the bearer token everywhere; the former
 	// TICKETD_BEARER_TOKEN is not read any more.

@@ -16,8 +16,8 @@ import (
 // TestStatusReplaying: a node restarted alone after the whole cluster
 // stopped (hashicorp raft applies nothing past its snapshot without a
 // leader) is replaying; "status" against it says "replaying (applied X of
-// Y)" and leaves the last token and the locks held blank, in text, in
-// "status --all" and in -o json (left out), instead of zeros that read as
+// Y)" and shows the last token and the locks held as unknown, in text and
+// in "status --all", and leaves them out of -o json, instead of zeros that read as
 // data loss; it still exits 0, as it answered.
 func TestStatusReplaying(t *testing.T) {
 	c := ticketdtest.Start(t, ticketdtest.Options{Backend: "hashicorp"})
@@ -44,8 +44,8 @@ func TestStatusReplaying(t *testing.T) {
 	require.Equal(t, exitOK, code, "stderr %q", errs)
 	assert.Contains(t, out, "replaying (applied ")
 	assert.Regexp(t, `replaying \(applied \d+ of \d+\)`, out)
-	assert.Regexp(t, `(?m)^last token:\s*$`, out, "unknown, not 0")
-	assert.Regexp(t, `(?m)^locks held:\s*$`, out, "unknown, not 0")
+	assert.Regexp(t, `(?m)^last token:\s+unknown \(replaying\)$`, out, "unknown, not 0 nor blank")
+	assert.Regexp(t, `(?m)^locks held:\s+unknown \(replaying\)$`, out, "unknown, not 0 nor blank")
 
 	code, out, errs = ctl(t, ep, "--timeout", "5s", "-o", "json", "status")
 	require.Equal(t, exitOK, code, "stderr %q", errs)
@@ -60,4 +60,5 @@ func TestStatusReplaying(t *testing.T) {
 	row := strings.Split(strings.TrimSpace(out), "\n")[1]
 	assert.Contains(t, row, "replaying, ")
 	assert.NotRegexp(t, `\s0\s+0\s`, row, "no zeros for the last token and locks held")
+	assert.Contains(t, row, "unknown")
 }

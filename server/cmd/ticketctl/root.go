@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ticketd/ticketd/sdk"
-	"github.com/ticketd/ticketd/server/security"
 )
 
 // errInvalidToken: "lock check" found the token is not the current holder.
@@ -34,9 +33,12 @@ type globals struct {
 	envErr    error  // a malformed TICKETD_* variable, reported before any command runs
 	cacert    string // --cacert: CA bundle verifying the servers (https)
 	cert, key string // --cert, --key: client certificate for --client-cert-auth
-	token     string // --token: bearer token (--auth-tokens-file on the server)
-	stdout    io.Writer
-	stderr    io.Writer // warnings (a bearer token over plaintext loopback)
+	// Where --cacert, --cert and --key came from: the flag or a variable
+	// (clientcert.go), for errors.
+	cacertFrom, certFrom, keyFrom string
+	token                         string // --token: bearer token (--auth-tokens-file on the server)
+	stdout                        io.Writer
+	stderr                        io.Writer // warnings (a bearer token over plaintext loopback)
 }
 
 // newRootCmd builds the ticketctl command tree writing to stdout and
@@ -49,9 +51,10 @@ func newRootCmd(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 		Long: `ticketctl acquires, renews, releases and inspects ticketd locks and manages
 the cluster. It finds the leader from any endpoint and retries through elections.
 Every global flag can be set in the environment: TICKETD_ENDPOINTS,
-TICKETD_OUTPUT, TICKETD_TIMEOUT, TICKETD_GRPC, TICKETD_CACERT, TICKETD_CERT,
-TICKETD_KEY_FILE (not TICKETD_KEY, which "lock run" gives its command) and
-TICKETD_TOKEN; a flag wins over its variable.
+TICKETD_OUTPUT, TICKETD_TIMEOUT, TICKETD_GRPC, TICKETD_CACERT,
+TICKETD_CLIENT_CERT, TICKETD_CLIENT_KEY (not ticketd's TICKETD_CERT_FILE and
+TICKETD_KEY_FILE, the node's own) and TICKETD_TOKEN; a flag wins over its
+variable.
 
 Output (-o): text for people; json, the API's own JSON (protojson: the
 .proto's lowerCamelCase field names, 64-bit integers as strings), one object
@@ -66,6 +69,7 @@ lock acquire KEY --ttl 60s).
 			if g.envErr != nil {
 				return g.envErr
 			}
+			g.noteFlagSources(cmd)
 			switch g.output {
 			case outText, outJSON, outValue:
 				return nil
@@ -80,10 +84,13 @@ lock acquire KEY --ttl 60s).
 	pf.StringVarP(&g.output, "output", "o", envOr("TICKETD_OUTPUT", outText), "output format: text, json (the API's JSON) or value (the bare result) (env TICKETD_OUTPUT)")
 	pf.DurationVar(&g.timeout, "timeout", g.envDuration("TICKETD_TIMEOUT", 15*time.Second), "give up after this long, retries included (0: no limit) (env TICKETD_TIMEOUT)")
 	pf.BoolVar(&g.grpc, "grpc", g.envBool("TICKETD_GRPC"), "use the gRPC protocol instead of Connect (env TICKETD_GRPC)")
-	pf.StringVar(&g.cacert, "cacert", os.Getenv("TICKETD_CACERT"), "verify the servers' TLS certificates with this CA bundle and use https (env TICKETD_CACERT)")
-	pf.StringVar(&g.cert, "cert", os.Getenv("TICKETD_CERT"), "client certificate (PEM) to present (env TICKETD_CERT)")
+	ca := envSetting("TICKETD_CACERT")
+	cert, key := clientCertEnv()
+	g.cacertFrom, g.certFrom, g.keyFrom = ca.from, cert.from, key.from
+	pf.StringVar(&g.cacert, "cacert", ca.path, "verify the servers' TLS certificates with this CA bundle and use https (env TICKETD_CACERT)")
+	pf.StringVar(&g.cert, "cert", cert.path, "client certificate (PEM) to present (env "+envClientCert+")")
 	// Not TICKETD_KEY: `lock run` and `elect` give their command TICKETD_KEY (the lock name).
-	pf.StringVar(&g.key, "key", os.Getenv("TICKETD_KEY_FILE"), "client certificate's key (PEM) (env TICKETD_KEY_FILE)")
+	pf.StringVar(&g.key, "key", key.path, "client certificate's key (PEM) (env "+envClientKey+")")
 	pf.StringVar(&g.token, "token", bearerToken(), "bearer token to authenticate with; prefer the env TICKETD_TOKEN (a flag shows in ps)")
 
 	root.AddCommand(newLockCmd(g), newStatusCmd(g), newMembersCmd(g), newTransferLeaderCmd(g), newCertCmd(stdout),
@@ -178,7 +185,7 @@ func (g *globals) tlsConfig(eps []string) (*tls.Config, error) {
 	if g.cacert == "" && g.cert == "" && g.key == "" && !hasHTTPS(eps) {
 		return nil, nil
 	}
-	return security.LoadClientConfig(g.cacert, g.cert, g.key)
+	return g.loadClientTLS()
 }
 
 // client returns a client for the configured endpoints, protocol and TLS
