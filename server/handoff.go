@@ -6,7 +6,7 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// This file is the pipelined handoff (issue 21, lever 4): a client's Release
+// This file is the pipelined handoff (docs/design.md#handoff): a client's Release
 // of an exclusive lock (core.ModeExclusive, limit 0) that has waiters hands
 // the turn to the head waiter as the Release is proposed, so that the waiter's Grant follows the Release in the log and
 // both commit together: a handoff costs one commit instead of two (the
@@ -24,7 +24,7 @@ import (
 // requeued. A backend without core.Submitter gets the handoff right after it
 // starts the Release, which usually, not always, enters the log first.
 //
-// Shared keys and semaphores (issue 17) keep the two-step handoff: the
+// Shared keys and semaphores keep the two-step handoff: the
 // Release applies, then the apply hook's Kick serves every waiter whose
 // grant fits beside the holders left (several shared waiters together).
 

@@ -28,7 +28,7 @@ const (
 	handoffRounds  = 12
 )
 
-// TestPipelinedHandoffOneCommit (issue 21, lever 4) runs contended handoffs
+// TestPipelinedHandoffOneCommit (docs/design.md#handoff) runs contended handoffs
 // through the real Connect API on a real three-node cluster of each backend
 // (badger in temp dirs, loopback TCP): 8 clients on one key, each looping
 // Acquire-with-wait then Release. Every Release with waiters hands the turn
