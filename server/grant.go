@@ -61,9 +61,9 @@ type acquireRequest struct {
 // applied table shows key held incompatibly with the request by another
 // owner, or under a lock-delay; grants in flight or queued waiters alone
 // make the request wait until the table shows that or its turn comes
-// (waitq.Queue.Enter: a refusal read from a table that has not yet applied
-// the grant in flight would tell the client a key is free-then-held out of
-// order). The refusal is answered only after
+// (waitq.Queue.Enter: a refusal rests on the applied table, never on a
+// grant in flight that may still fail). The refusal is answered only after
+
 // a ReadIndex confirmed the leadership during the call, so the table it was
 // read from is the committed one.
 //
