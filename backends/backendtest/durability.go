@@ -37,7 +37,7 @@ func settle(c *Cluster) {
 	c.WaitApplied(l.StateMachine().AppliedIndex())
 }
 
-// testRecoveredCommitIndex (issue 14, item 6): a node restarted cut off from
+// testRecoveredCommitIndex (docs/design.md#reads): a node restarted cut off from
 // the others reports in Status().RecoveredCommitIndex at least the index it
 // had applied before it stopped, so the server can refuse stale reads while
 // AppliedIndex is below it; once the partition heals, the node replays past
@@ -165,7 +165,7 @@ func damageNewestLog(t *testing.T, dataDir string) (string, int) {
 	return path, off
 }
 
-// testDamagedLogRefused (issue 14, item 7): the file holding a follower's
+// testDamagedLogRefused (docs/design.md#storage-and-recovery): the file holding a follower's
 // newest appends is damaged near its end after a crash; badger (its
 // memtable log) and raft-wal (its tail segment: the damaged batch's CRC
 // fails, and it keeps only the batches before it) would replay the log
@@ -239,7 +239,7 @@ func (l *fatalLog) get(id string) []error {
 	return slices.Clone(l.errs[id])
 }
 
-// testDiskFullStops (issue 14, item 8): when the leader's disk is (nearly)
+// testDiskFullStops (docs/design.md#storage-and-recovery): when the leader's disk is (nearly)
 // full, its next write fails, it calls OnFatal once with an error that says
 // the disk is full, refuses every later call with core.ErrStopped (no
 // zombie), and the others elect a new leader. The full disk is injected

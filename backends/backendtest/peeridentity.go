@@ -53,7 +53,7 @@ type PeerConn interface {
 }
 
 // RunPeerIdentity checks that, over mutual TLS, peer identity is membership
-// (DESIGN.md, Security): on a three-node cluster, a certificate the
+// (docs/security.md#peer-identity-is-membership): on a three-node cluster, a certificate the
 // cluster's CA signed for an id no member has (n9) is refused for every
 // PeerMessage on every node; a node added with AddVoter talks at once (it
 // joins and catches up); once it is removed, its certificate is refused for
@@ -162,7 +162,7 @@ func ForgedSnapshot(t testing.TB, forgedKey string, index uint64) []byte {
 }
 
 // RunDialIdentity checks that peer identity is membership in the other
-// direction too (DESIGN.md, Security): a node dialling a member's raft
+// direction too (docs/security.md#peer-identity-is-membership): a node dialling a member's raft
 // address accepts the server's certificate only when it names that
 // member. On a three-node cluster with one follower down, its address is
 // answered by an impostor holding a certificate of the cluster's CA, first

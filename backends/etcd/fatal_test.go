@@ -15,7 +15,7 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// TestLoopPanicStopsTheNode (issue 14, item 8): a panic inside the raft loop
+// TestLoopPanicStopsTheNode (fail-stop, docs/design.md#storage-and-recovery): a panic inside the raft loop
 // (in the wild, raft's "tocommit(510) is out of range [lastIndex(485)]") must
 // not leave a zombie that keeps its listener and answers as if alive: the
 // loop recovers it, tells Config.OnFatal once, and every later call fails

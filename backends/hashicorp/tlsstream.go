@@ -208,7 +208,7 @@ func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 // verifyServerIdentity refuses the server certificate of a connection
 // dialled to address unless its common name is the id of a member the
 // latest configuration places at address. Peer identity is membership in
-// both directions (DESIGN.md, Security): hashicorp's raft reads a vote
+// both directions (docs/security.md#peer-identity-is-membership): hashicorp's raft reads a vote
 // grant or an append acknowledgement from the very connection it dialled,
 // so a certificate the CA signed for another id (a removed member's, one
 // for an id no member has) that answered on a member's address (the member

@@ -1,5 +1,5 @@
 // Package peerlimit caps the open connections of a node's Raft peer port,
-// for both backends' transports (security review of issue 12: idle
+// for both backends' transports (docs/security.md#peer-transport-bounds: uncapped, idle
 // connections to the peer port exhausted the process's file descriptors and
 // the client API stopped answering).
 //

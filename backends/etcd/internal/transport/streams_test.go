@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPeerServerLimitsConcurrentStreams is part of the security review's
-// V3 (issue 12): one HTTP/2 connection to the peer port may open at most
+// TestPeerServerLimitsConcurrentStreams (docs/security.md#peer-transport-bounds):
+// one HTTP/2 connection to the peer port may open at most
 // MaxConcurrentStreams streams (Go's default was 250, each able to hold a
 // partial message). The server's SETTINGS frame, read from a raw cleartext
 // HTTP/2 connection, must announce the limit; the HTTP/2 server refuses
