@@ -29,7 +29,6 @@ type Observer interface {
 // PeerObserver is implemented by an Observer that also wants the peer
 // transport's failures and the leader's view of each follower (peer
 // transport errors, follower lag and last contact per peer). Both
-
 // backends check Config.Observer for it with a type assertion; its methods
 // have Observer's contract (cheap, never block, any goroutine).
 type PeerObserver interface {

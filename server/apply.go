@@ -17,14 +17,15 @@ import (
 
 // onApply is the backend's OnApply hook: it keeps the lessor's leases and
 // lock-delays and the wait queues in step with the lock table, on every node
-// (docs/design.md#leases: every node measures every lease from its own apply). It never
-// blocks and never proposes.
+// (docs/design.md#leases: every node measures every lease from its own apply).
+// It never blocks and never proposes.
 //
 //   - a Grant that created a lock, an idempotent retry Grant (which restarts
 //     the lease in the replicated state) and a Renew restart the lock's
 //     deadline at now + lease_ms, with this entry's index as the seen index
-//     a later Expire carries; a Grant under a session (docs/design.md#sessions) instead
-//     attaches the holder to its session, which times it;
+//     a later Expire carries; a Grant under a session
+//     (docs/design.md#sessions) instead attaches the holder to its session,
+//     which times it;
 //   - a CreateSession and a KeepAliveSession restart the session's deadline
 //     at now + ttl the same way;
 //   - a Release, and an Expire that removed its lock, untrack it; an Expire

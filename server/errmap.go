@@ -53,8 +53,8 @@ var (
 	// naming it. NotFound: open a new session.
 	ErrSessionNotFound = errors.New("session not found")
 	// ErrHeldUnderSession: a Renew named a lock held under a session, whose
-	// lease is its session's (docs/design.md#sessions). FailedPrecondition: keep the session
-	// alive (KeepAlive) instead.
+	// lease is its session's (docs/design.md#sessions). FailedPrecondition:
+	// keep the session alive (KeepAlive) instead.
 	ErrHeldUnderSession = errors.New("the lock is held under a session: keep the session alive")
 	// ErrTooManySessions: limits.max_sessions sessions are open.
 	// ResourceExhausted: close sessions, or retry later.

@@ -208,8 +208,9 @@ func (n *Node) holdersToProto(holders []core.Lock) []*ticketv1.Holder {
 
 // remainingMS is the lease time left of lk in milliseconds by this node's
 // own measure (every node tracks every lease from its own apply of the
-// lock's last Grant or Renew; docs/design.md#leases), or of its session's lease for a
-// holder under one (docs/design.md#sessions); -1 when this node does not track it.
+// lock's last Grant or Renew; docs/design.md#leases), or of its session's
+// lease for a holder under one (docs/design.md#sessions); -1 when this node
+// does not track it.
 func (n *Node) remainingMS(lk core.Lock) int64 {
 	var d time.Duration
 	var ok bool

@@ -44,11 +44,11 @@ func TestStaleReadsRefusedWhileReplaying(t *testing.T) {
 	require.False(t, st.GetReplaying())
 }
 
-// TestRestartedNodeNeverReadsBackwards (docs/design.md#reads), on both backends:
-// a node restarted alone (no quorum, so it cannot learn anything newer)
-// either serves a stale read from a state at least as new as before its stop
-// or refuses it with Unavailable while Status says it is replaying; it never
-// answers that a lock it had applied is free.
+// TestRestartedNodeNeverReadsBackwards (docs/design.md#reads), on both
+// backends: a node restarted alone (no quorum, so it cannot learn anything
+// newer) either serves a stale read from a state at least as new as before its
+// stop or refuses it with Unavailable while Status says it is replaying; it
+// never answers that a lock it had applied is free.
 func TestRestartedNodeNeverReadsBackwards(t *testing.T) {
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {

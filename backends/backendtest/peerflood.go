@@ -14,9 +14,9 @@ import (
 )
 
 // PeerFlood is a stranger's flood of idle TCP connections to a node's peer
-// port (docs/security.md#peer-transport-bounds; uncapped, 20,000 of them exhausted the
-// node's file descriptors): each connection sends nothing, and a goroutine
-// per connection waits for the server to close it.
+// port (docs/security.md#peer-transport-bounds; uncapped, 20,000 of them
+// exhausted the node's file descriptors): each connection sends nothing, and a
+// goroutine per connection waits for the server to close it.
 type PeerFlood struct {
 	conns  []net.Conn
 	failed int          // dials refused

@@ -201,11 +201,13 @@ func (n *Node) open() error {
 		BindAddr: n.cfg.BindAddr,
 		Deliver:  n.deliver,
 		Logger:   n.log,
-		// Mutual TLS and bounded reads (docs/security.md#peer-transport-bounds).
+		// Mutual TLS and bounded reads
+		// (docs/security.md#peer-transport-bounds).
 		TLS:             n.cfg.PeerTLS,
 		MaxMessageBytes: n.cfg.MaxMessageBytes,
 		CountError:      backends.PeerErrorCounter(n.cfg.Observer),
-		// Connection cap and idle timeout (docs/security.md#peer-transport-bounds).
+		// Connection cap and idle timeout
+		// (docs/security.md#peer-transport-bounds).
 		MaxConns:      n.cfg.MaxPeerConns,
 		MaxConnsPerIP: n.cfg.MaxPeerConnsPerIP,
 		IdleTimeout:   n.cfg.PeerIdleTimeout,

@@ -14,10 +14,10 @@
 //
 // A new leader commits and applies a core.Noop barrier of its term before it
 // reports IsLeader=true through Config.OnLeaderChange, so everything committed
-// in earlier terms is applied by then (docs/design.md#the-consensus-contract; Raft thesis §6.4).
-// ReadIndex confirms leadership with hashicorp's VerifyLeader (a quorum of
-// heartbeats) and waits until the state machine has applied the commit index
-// read at the call.
+// in earlier terms is applied by then (docs/design.md#the-consensus-contract;
+// Raft thesis §6.4). ReadIndex confirms leadership with hashicorp's
+// VerifyLeader (a quorum of heartbeats) and waits until the state machine has
+// applied the commit index read at the call.
 //
 // # Usage
 //

@@ -19,7 +19,8 @@ type logHooks struct {
 	wm      *watermark.File
 	applied func() uint64
 	// fatal, when set, is told of every failed write: the store no longer
-	// knows what is on disk, so the node must stop (fail-stop, docs/design.md#storage-and-recovery).
+	// knows what is on disk, so the node must stop (fail-stop,
+	// docs/design.md#storage-and-recovery).
 	fatal func(error)
 	// observe, when set, is told of every durable append (entries, time).
 	observe func(entries int, d time.Duration)

@@ -413,12 +413,12 @@ func (t *Transport) Reports() <-chan Report { return t.reports }
 // verifyServerIdentity refuses the server certificate of a connection
 // dialled to addr unless its common name is the member id of a peer set
 // at addr (SetPeer) and a current member (Config.Gate). Peer identity is
-// membership in both directions (docs/security.md#peer-identity-is-membership): without it, a
-// certificate the CA signed for another id (a removed member's, one for an
-// id no member has) answering on a member's address (the member down and
-// its port taken, or the address intercepted) would receive every message
-// meant for that member, entries included. Errors wrap ErrForgedSender or
-// peergate.ErrNotMember.
+// membership in both directions
+// (docs/security.md#peer-identity-is-membership): without it, a certificate
+// the CA signed for another id (a removed member's, one for an id no member
+// has) answering on a member's address (the member down and its port taken, or
+// the address intercepted) would receive every message meant for that member,
+// entries included. Errors wrap ErrForgedSender or peergate.ErrNotMember.
 func (t *Transport) verifyServerIdentity(addr string, cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return fmt.Errorf("%w: %s presented no certificate", ErrForgedSender, addr)
