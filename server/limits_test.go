@@ -123,7 +123,7 @@ func TestOversizedHeadersRefused(t *testing.T) {
 	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, res.StatusCode)
 }
 
-// TestSlowBodyStreamsAreCutPerStream (docs/design.md#limits-and-quotas): one
+// TestSlowBodyStreamsAreCutPerStream (docs/security.md#threat-model): one
 // HTTP/2 connection (h2c, and h2 over TLS) opens as many streams as the node
 // allows by default, each announcing a request body it never sends. The
 // node keeps answering another client meanwhile, cuts every one of those
