@@ -10,13 +10,13 @@ import (
 // storage floor) measure the same engine settings without copying them:
 //
 //   - SyncWrites on: a commit returns only after its WAL is synced, so an
-//     acknowledged entry survives kill -9 and power loss (DESIGN.md, Storage;
-//     badger's default is off). Measured for issue 21 (strace): badger
-//     v4.9.6 then msyncs twice per commit, first the value log, even when
-//     the commit put nothing there (valueLog.write's deferred Sync; log
-//     entries are far below ValueThreshold, so it never does), then the
-//     memtable write-ahead log. On ext4 the empty sync still costs a device
-//     cache flush, about a third of an append. No option avoids it:
+//     acknowledged entry survives kill -9 and power loss
+//     (docs/design.md#storage-and-recovery; badger's default is off). Measured
+//     with strace: badger v4.9.6 then msyncs twice per commit, first the value
+//     log, even when the commit put nothing there (valueLog.write's deferred
+//     Sync; log entries are far below ValueThreshold, so it never does), then
+//     the memtable write-ahead log. On ext4 the empty sync still costs a
+//     device cache flush, about a third of an append. No option avoids it:
 //     SyncWrites off plus DB.Sync syncs both files too.
 //   - DetectConflicts off: each backend has a single writer per key range, so
 //     conflict tracking would only cost memory and time.

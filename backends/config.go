@@ -83,8 +83,8 @@ type Config struct {
 	// HeartbeatInterval is the leader's heartbeat period. Default 40ms.
 	HeartbeatInterval time.Duration
 	// ElectionTimeout is the follower's timeout before it starts an election
-	// (randomised up to 2x by the library). Default 400ms: issue 21's
-	// failover target (kill -9 of the leader to the next acknowledged write
+	// (randomised up to 2x by the library). Default 400ms: the failover
+	// target (kill -9 of the leader to the next acknowledged write
 	// in under 1 s, median) measured 0.81 s (hashicorp) and 0.59 s (etcd)
 	// with it, against 2.3 s and 1.6 s with etcd's own 1 s; pre-vote and
 	// check-quorum keep a slow follower from deposing a healthy leader, and
@@ -176,7 +176,7 @@ type Config struct {
 // mutual TLS, to know whose certificates to accept while their
 // configuration is empty (peergate); the etcd backend also for their peer
 // addresses, since its node in no configuration yet never takes an address
-// from a peer's request headers (issue 12: a peer could claim to be the
+// from a peer's request headers (otherwise a peer could claim to be the
 // leader at its own address and receive the joiner's replies). The members
 // must come from replicated membership through a channel the operator
 // trusts: the server passes the members of the AddMember answer it got

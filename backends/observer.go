@@ -2,8 +2,8 @@ package backends
 
 import "time"
 
-// Observer receives timings of a node's storage work, for metrics (issue
-// 19: log append latency, snapshot count, duration and size). Both backends
+// Observer receives timings of a node's storage work, for metrics (log
+// append latency, snapshot count, duration and size). Both backends
 // call it; Config.Observer nil means none. Its methods are called from
 // backend goroutines, on the write path: they must be cheap and must not
 // block (a Prometheus histogram observation is).
@@ -27,8 +27,8 @@ type Observer interface {
 }
 
 // PeerObserver is implemented by an Observer that also wants the peer
-// transport's failures and the leader's view of each follower (issue 19:
-// peer transport errors, follower lag and last contact per peer). Both
+// transport's failures and the leader's view of each follower (peer
+// transport errors, follower lag and last contact per peer). Both
 // backends check Config.Observer for it with a type assertion; its methods
 // have Observer's contract (cheap, never block, any goroutine).
 type PeerObserver interface {

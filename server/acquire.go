@@ -22,7 +22,8 @@ const MaxLimit = 4096
 // Acquire takes key for lease_ms milliseconds (or under a session, for the
 // session's TTL) and returns its fencing token. With mode MODE_SHARED the
 // holder shares the key with other shared holders; with limit N > 0 the key
-// is a counting semaphore of up to N holders (issue 17).
+// is a counting semaphore of up to N holders
+// (docs/semantics.md#shared-locks-semaphores-and-sessions).
 func (s *lockService) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*ticketv1.AcquireResponse, error) {
 	n := s.n
 	mode, modeErr := modeOf(req.GetMode())

@@ -12,7 +12,7 @@ import (
 	"github.com/ticketd/ticketd/server/config"
 )
 
-// These tests drive Acquire's issue-17 fields (mode, limit, session) over
+// These tests drive Acquire's shared-lock and session fields (mode, limit, session) over
 // real HTTP on loopback: validation, limit mismatch with its detail, shared
 // holders together, and a batch of readers served at once.
 

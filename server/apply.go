@@ -17,14 +17,15 @@ import (
 
 // onApply is the backend's OnApply hook: it keeps the lessor's leases and
 // lock-delays and the wait queues in step with the lock table, on every node
-// (issue 15: every node measures every lease from its own apply). It never
-// blocks and never proposes.
+// (docs/design.md#leases: every node measures every lease from its own apply).
+// It never blocks and never proposes.
 //
 //   - a Grant that created a lock, an idempotent retry Grant (which restarts
 //     the lease in the replicated state) and a Renew restart the lock's
 //     deadline at now + lease_ms, with this entry's index as the seen index
-//     a later Expire carries; a Grant under a session (issue 17) instead
-//     attaches the holder to its session, which times it;
+//     a later Expire carries; a Grant under a session
+//     (docs/design.md#sessions) instead attaches the holder to its session,
+//     which times it;
 //   - a CreateSession and a KeepAliveSession restart the session's deadline
 //     at now + ttl the same way;
 //   - a Release, and an Expire that removed its lock, untrack it; an Expire
@@ -129,7 +130,8 @@ func (n *Node) proposeExpire(ctx context.Context, key string, token, seen uint64
 
 // proposeExpireSession is the lessor's ExpireSession proposal:
 // core.ExpireSession with the index of the session's CreateSession or last
-// KeepAliveSession the lessor applied (issue 17).
+// KeepAliveSession the lessor applied, so a KeepAlive applied after the
+// lessor decided makes the Expire a no-op (docs/design.md#sessions).
 func (n *Node) proposeExpireSession(ctx context.Context, id, seen uint64) error {
 	b := n.backend()
 	if b == nil {

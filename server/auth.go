@@ -11,10 +11,11 @@ import (
 	"github.com/ticketd/ticketd/server/watch"
 )
 
-// This file wires authentication and authorization (issue 13) into a node:
-// the Authenticator built from auth_policy_file and auth_tokens_file, the
-// principal a Grant is bound to, the check that only a lock's principal (or
-// an admin) renews or releases it, and the audit log.
+// This file wires authentication and authorization
+// (docs/security.md#authorization) into a node: the Authenticator built from
+// auth_policy_file and auth_tokens_file, the principal a Grant is bound to,
+// the check that only a lock's principal (or an admin) renews or releases it,
+// and the audit log.
 
 // newAuthenticator loads the node's policy and tokens files and reloads them
 // on SIGHUP until the node closes. A forwarded principal is believed only

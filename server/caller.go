@@ -21,8 +21,9 @@ type callerKey struct{}
 //
 // It is on every request's path, so it stores the request itself (one
 // context value, no copy of anything) and callerField describes the caller
-// only when an audit line is written (issue 21, the API path); a plaintext
-// connection records no TLS state (security.ConnStateFrom is nil either way).
+// only when an audit line is written (keeping allocations off the request
+// path); a plaintext connection records no TLS state (security.ConnStateFrom
+// is nil either way).
 func withCaller(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := context.WithValue(r.Context(), callerKey{}, r)

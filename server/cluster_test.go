@@ -44,7 +44,8 @@ func TestFollowerForwardsEverything(t *testing.T) {
 	eventually(t, func() bool {
 		st, err := f.Lock.GetLock(ctx, &ticketv1.GetLockRequest{Key: "fw", Stale: true})
 		// The follower's own lessor measures the lease from its own apply
-		// of the Renew (issue 15), so it reports a meaningful remaining time.
+		// of the Renew (docs/design.md#leases), so it reports a meaningful
+		// remaining time.
 		return err == nil && st.GetHeld() && st.GetRemainingMs() > 0 && st.GetRemainingMs() <= 5000
 	}, "a stale read is served by the follower itself, with its own remaining time")
 	st, err := f.Cluster.Status(ctx, &ticketv1.StatusRequest{})

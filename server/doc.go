@@ -24,7 +24,7 @@
 //
 // Followers forward writes and linearizable reads to the leader, one hop
 // (package forward), and name the leader in Unavailable errors. errmap.go is
-// the single place that maps errors to connect codes (DESIGN.md, API).
+// the single place that maps errors to connect codes (docs/api.md#errors).
 //
 // # Usage
 //

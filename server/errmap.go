@@ -18,7 +18,7 @@ import (
 
 // Sentinel errors of package server. Compare with errors.Is; errmap.go turns
 // them into connect codes. Their texts carry no package prefix: clients see
-// them as error messages after the code (issue 19).
+// them as error messages after the code, without a "server:" prefix.
 var (
 	// ErrNotFound: no lock is held on the key with the given token (Release).
 	ErrNotFound = errors.New("lease expired or released")
@@ -34,7 +34,8 @@ var (
 	// ErrOutcomeUnknown: a proposal made on the client's behalf, detached
 	// from its context, timed out inside the server: it may or may not have
 	// taken effect. Unavailable: the client retries with the same owner,
-	// which returns the grant if it did (issue 14, item 4). Never
+	// which returns the grant if it did (Acquire is idempotent per owner,
+	// docs/semantics.md#acquire). Never
 	// DeadlineExceeded, which says the client's own waiting ran out.
 	ErrOutcomeUnknown = errors.New("the proposal timed out inside the server; outcome unknown, retry with the same owner")
 	// ErrLockEnding: an idempotent retry of Acquire found its owner's lock
@@ -43,7 +44,7 @@ var (
 	ErrLockEnding = errors.New("the lock is being expired; retry with the same owner")
 	// ErrReplaying: a local (stale) read was refused because this node has
 	// not yet applied the commit index it had recorded before it restarted:
-	// its table is older than what it served before (issue 14, item 6).
+	// its table is older than what it served before (docs/design.md#reads).
 	// Unavailable: retry, at the leader or later.
 	ErrReplaying = errors.New("this node is replaying its log after a restart")
 	// ErrSessionNotFound: a request named a session that does not exist:
@@ -52,8 +53,8 @@ var (
 	// naming it. NotFound: open a new session.
 	ErrSessionNotFound = errors.New("session not found")
 	// ErrHeldUnderSession: a Renew named a lock held under a session, whose
-	// lease is its session's (issue 17). FailedPrecondition: keep the session
-	// alive (KeepAlive) instead.
+	// lease is its session's (docs/design.md#sessions). FailedPrecondition:
+	// keep the session alive (KeepAlive) instead.
 	ErrHeldUnderSession = errors.New("the lock is held under a session: keep the session alive")
 	// ErrTooManySessions: limits.max_sessions sessions are open.
 	// ResourceExhausted: close sessions, or retry later.
@@ -89,7 +90,7 @@ func (e *SessionNotFoundError) Is(target error) bool { return target == ErrSessi
 const InvalidFieldHeader = "Ticketd-Invalid-Field"
 
 // codeOf is the single mapping from ticketd errors to connect codes, one
-// meaning per code (DESIGN.md, API; docs/api.md, Errors, lists the same
+// meaning per code (docs/api.md#errors lists the same
 // codes). "Retryable" means the same request may simply be sent again
 // (Acquire with the same owner); the others need a changed request or a
 // decision by the caller.
@@ -241,7 +242,7 @@ func (n *Node) toConnect(err error) error {
 // lease 50ms is outside the allowed range 100ms to 10m0s"). The code already
 // says what the leading core sentinel would ("ticketd: invalid argument",
 // "ticketd: not leader"), so Error drops that prefix: one sentence, the code
-// once (issue 19). errors.Is and errors.As see err through Unwrap.
+// once. errors.Is and errors.As see err through Unwrap.
 type publicError struct{ err error }
 
 // Error implements error: err's text without a leading core sentinel.

@@ -12,8 +12,8 @@ import (
 )
 
 // TestErrorMessages: what a client reads after the code is one sentence in
-// the user's terms, with no package names and no repeated category (issue
-// 19: not "invalid_argument: ticketd: invalid argument: lease_ms 50 ...",
+// the user's terms, with no package names and no repeated category (not
+// "invalid_argument: ticketd: invalid argument: lease_ms 50 ...",
 // "waitq: key is held", "lessor: no lock with that token").
 func TestErrorMessages(t *testing.T) {
 	in, _ := memNode(t, withConfig(func(c *config.Config) { c.Lease.MinMS, c.Lease.MaxMS = 100, 600_000 }))

@@ -39,10 +39,12 @@ type acquireRequest struct {
 	leaseMS int64 // milliseconds; ignored by the state machine under a session
 	owner   string
 	wait    bool
-	// lockDelayMS is the Grant's lock-delay in milliseconds (issue 15; 0: none).
+	// lockDelayMS is the Grant's lock-delay in milliseconds
+	// (docs/design.md#lock-delay; 0: none).
 	lockDelayMS int64
-	// mode, limit and session are the Grant's (issue 17): a shared lock, a
-	// semaphore of limit holders, the session to hold the lock under (0: none).
+	// mode, limit and session are the Grant's (docs/design.md#sessions): a
+	// shared lock, a semaphore of limit holders, the session to hold the lock
+	// under (0: none).
 	mode    core.Mode
 	limit   uint32
 	session uint64
@@ -61,16 +63,17 @@ type acquireRequest struct {
 // applied table shows key held incompatibly with the request by another
 // owner, or under a lock-delay; grants in flight or queued waiters alone
 // make the request wait until the table shows that or its turn comes
-// (waitq.Queue.Enter; hashicorp seed 67). The refusal is answered only after
+// (waitq.Queue.Enter: a refusal rests on the applied table, never on a
+// grant in flight that may still fail). The refusal is answered only after
 // a ReadIndex confirmed the leadership during the call, so the table it was
 // read from is the committed one.
 //
-// Shared locks and semaphores (issue 17) go through the same path: the
-// queue decides when a grant fits beside the key's holders and grants in
-// flight, first in first out across modes. A limit that differs from the
-// key's is a *waitq.LimitMismatchError, from the queue or, as a backstop,
-// from the state machine (core.OutcomeLimitMismatch); a session the state
-// machine does not know for this principal is a *SessionNotFoundError.
+// Shared locks and semaphores (docs/design.md#waiting-and-fairness) go through
+// the same path: the queue decides when a grant fits beside the key's holders
+// and grants in flight, first in first out across modes. A limit that differs
+// from the key's is a *waitq.LimitMismatchError, from the queue or, as a
+// backstop, from the state machine (core.OutcomeLimitMismatch); a session the
+// state machine does not know for this principal is a *SessionNotFoundError.
 //
 // A free key still under a lock-delay counts as held until the delay has
 // passed (keyState), so waiters stay queued. limits.max_locks counts holders:
@@ -78,7 +81,9 @@ type acquireRequest struct {
 func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, error) {
 	confirmed := false
 	rounds := 0
-	principal := n.grantPrincipal(ctx) // issue 13: the lock is bound to it
+	// The lock is bound to the caller's principal
+	// (docs/security.md#locks-are-bound-to-their-principal).
+	principal := n.grantPrincipal(ctx)
 	id := holderID(r.owner, principal)
 	// The principal's waiters on this leader are held to its quota
 	// (quota.go); the waiters of the others are not affected.
@@ -186,7 +191,7 @@ func retryConflict(r acquireRequest, res core.Result) error {
 // addsHolder reports whether r, by holder id (holderID), counts as a new
 // holder against limits.max_locks: not an idempotent retry of a holder of
 // its key, and, for an exclusive lock (limit 0), only when the key is free
-// (one that waits for a held key replaces a holder, as before issue 17); a
+// (one that waits for a held key replaces a holder); a
 // shared or semaphore request may be granted beside the holders.
 func (n *Node) addsHolder(r acquireRequest, id string) bool {
 	holders := n.sm.Holders(r.key)
@@ -235,8 +240,9 @@ const (
 // always known, and decides what the client may have before the turn ends:
 //
 //   - a grant that created its lock (core.Result.Created) whose client is gone
-//     is a ghost: it is released at once (DESIGN.md, Leases), and a retry by
-//     the same owner waits for that release (marked before the turn ends);
+//     is a ghost: it is released at once (docs/design.md#ghost-locks), and a
+//     retry by the same owner waits for that release (marked before the turn
+//     ends);
 //   - a grant that returned the lock its owner already held (an idempotent
 //     retry) is never a ghost (abandoned_retry_is_not_ghost.txt), and is answered only if the
 //     lessor, atomically with expiry, restarts that lock's lease
@@ -344,9 +350,9 @@ func (n *Node) releaseGhost(key string, token uint64) {
 // the lock table, each with whether it is being removed (n.ending: an
 // Expire or ghost Release in flight).
 //
-// A free key under a lock-delay (issue 15) is reported Delayed: no Acquire
-// may have it (without wait: AlreadyExists), and waiters stay queued until
-// the lessor's OnDelayEnd kicks the queue.
+// A free key under a lock-delay (docs/design.md#lock-delay) is reported
+// Delayed: no Acquire may have it (without wait: AlreadyExists), and waiters
+// stay queued until the lessor's OnDelayEnd kicks the queue.
 func (n *Node) keyState(key string) waitq.KeyState {
 	holders := n.sm.Holders(key)
 	if len(holders) == 0 {

@@ -11,8 +11,8 @@ import (
 
 // TestGrantTimeoutIsUnavailable: a grant proposal that times out inside the
 // server (its client still waiting) is answered Unavailable, outcome unknown,
-// never DeadlineExceeded, which says the client's own waiting ran out (issue
-// 14, item 4).
+// never DeadlineExceeded, which says the client's own waiting ran out
+// (docs/api.md#errors).
 func TestGrantTimeoutIsUnavailable(t *testing.T) {
 	h := newHarness(t, t.TempDir())
 	h.n.proposeTimeout = 20 * time.Millisecond

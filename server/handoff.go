@@ -6,15 +6,15 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// This file is the pipelined handoff (issue 21, lever 4): a client's Release
-// of an exclusive lock (core.ModeExclusive, limit 0) that has waiters hands
-// the turn to the head waiter as the Release is proposed, so that the waiter's Grant follows the Release in the log and
-// both commit together: a handoff costs one commit instead of two (the
-// Release applying, then the Grant proposed). The state machine decides: a
-// Grant that applies while the key is still held is GrantRejected, nothing
-// changes, and the waiter goes back to the head of the queue
-// (waitq.Turn.Requeue); a Grant whose waiter left meanwhile is a ghost and is
-// released as any other (grant.go).
+// This file is the pipelined handoff (docs/design.md#handoff): a client's
+// Release of an exclusive lock (core.ModeExclusive, limit 0) that has waiters
+// hands the turn to the head waiter as the Release is proposed, so that the
+// waiter's Grant follows the Release in the log and both commit together: a
+// handoff costs one commit instead of two (the Release applying, then the
+// Grant proposed). The state machine decides: a Grant that applies while the
+// key is still held is GrantRejected, nothing changes, and the waiter goes
+// back to the head of the queue (waitq.Turn.Requeue); a Grant whose waiter
+// left meanwhile is a ghost and is released as any other (grant.go).
 //
 // Both backends and memraft implement core.Submitter, whose Submit returns
 // once the Release is queued for the log ahead of every later proposal: the
@@ -24,7 +24,7 @@ import (
 // requeued. A backend without core.Submitter gets the handoff right after it
 // starts the Release, which usually, not always, enters the log first.
 //
-// Shared keys and semaphores (issue 17) keep the two-step handoff: the
+// Shared keys and semaphores keep the two-step handoff: the
 // Release applies, then the apply hook's Kick serves every waiter whose
 // grant fits beside the holders left (several shared waiters together).
 

@@ -28,11 +28,11 @@ const (
 	handoffRounds  = 12
 )
 
-// TestPipelinedHandoffOneCommit (issue 21, lever 4) runs contended handoffs
-// through the real Connect API on a real three-node cluster of each backend
-// (badger in temp dirs, loopback TCP): 8 clients on one key, each looping
-// Acquire-with-wait then Release. Every Release with waiters hands the turn
-// to the head waiter as it is submitted (core.Submitter), so the waiter's
+// TestPipelinedHandoffOneCommit (docs/design.md#handoff) runs contended
+// handoffs through the real Connect API on a real three-node cluster of each
+// backend (badger in temp dirs, loopback TCP): 8 clients on one key, each
+// looping Acquire-with-wait then Release. Every Release with waiters hands the
+// turn to the head waiter as it is submitted (core.Submitter), so the waiter's
 // Grant enters the log behind it and is never rejected: the leader's log
 // grows by exactly two entries (one Release, one Grant) per handoff, the
 // leader counts pipelined handoffs and no rejected grant

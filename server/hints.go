@@ -16,8 +16,8 @@ import (
 const apiPrefix = "/ticket.v1."
 
 // withHints answers, with a one-line hint in the body, two mistakes that
-// connect-go answers with no body or a bare "404 page not found" (issue 19,
-// rough edges): a POST to an API procedure without a Content-Type (`curl
+// connect-go answers with no body or a bare "404 page not found": a POST
+// to an API procedure without a Content-Type (`curl
 // -d` without -H sends none, or a form type), and a path under /ticket.v1.
 // that names no procedure. Everything else goes to next unchanged.
 func withHints(next http.Handler) http.Handler {

@@ -9,9 +9,9 @@ import (
 )
 
 // This file merges concurrent KeepAlives of one session on the leader
-// (issue 17, security review: a client with 16 connections on one session
-// wrote every KeepAlive as its own entry, 700–1600 entries a second, and
-// slowed every other client). At most one KeepAliveSession entry of a
+// (unmerged, a client with 16 connections on one session writes every
+// KeepAlive as its own entry, 700–1600 entries a second, and slows every
+// other client). At most one KeepAliveSession entry of a
 // session is in flight at a time; every KeepAlive admitted while one is in
 // flight waits for it to finish and then shares the next one, which is
 // proposed once for all of them.
@@ -21,12 +21,13 @@ import (
 // started the session's new deadline from its own apply, before this
 // KeepAlive's client sent its request; answering it would let the client
 // count its lease from a moment after the one the cluster counts from, and
-// the lease would end before the client's own deadline (DESIGN.md, Leases: a
-// lease is a lower bound). Requests that arrive during a round wait for the
-// next round, as batched ReadIndex requests do (etcd's linearizable read
-// loop, dgraph's RunReadIndexLoop). So a session sees at most one entry per
-// commit round however many KeepAlives its clients send, and each KeepAlive
-// waits at most the rest of one round and one more.
+// the lease would end before the client's own deadline
+// (docs/semantics.md#leases-are-lower-bounds: a lease is a lower bound).
+// Requests that arrive during a round wait for the next round, as batched
+// ReadIndex requests do (etcd's linearizable read loop, dgraph's
+// RunReadIndexLoop). So a session sees at most one entry per commit round
+// however many KeepAlives its clients send, and each KeepAlive waits at most
+// the rest of one round and one more.
 
 // keepAliveBatches holds the KeepAlive rounds of the sessions that have one
 // in flight on this leader. The zero value is ready to use; it is safe for

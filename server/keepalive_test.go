@@ -32,8 +32,8 @@ func countKeepAlives(mem interface {
 // one entry in flight at a time; those that arrive while one is in flight
 // do not take its answer (it may have committed before they were sent) but
 // all share the next entry. 32 KeepAlives write 2 entries, and the client
-// of the first going away fails none of the others (issue 17, security
-// review: 16 connections on one session wrote 700–1600 entries a second).
+// of the first going away fails none of the others (unmerged, 16
+// connections on one session write 700–1600 entries a second).
 func TestKeepAlivesShareEntries(t *testing.T) {
 	in, mem := memNode(t)
 	ctx := ctxT(t)

@@ -16,9 +16,9 @@ import (
 
 // onLeaderChange is the backend's OnLeaderChange hook. On promotion (after the
 // barrier applied) the lessor becomes primary, keeping the deadlines this
-// node measured from its own applies (no reset, issue 15), and the wait
-// queues open; on any other change both stop, failing every waiter with
-// Unavailable (DESIGN.md, Leases; etcd lessor Promote/Demote).
+// node measured from its own applies (no reset, docs/design.md#leases), and
+// the wait queues open; on any other change both stop, failing every waiter
+// with Unavailable (docs/design.md#leases; etcd lessor Promote/Demote).
 func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 	n.roleMu.Lock()
 	closing := n.closing

@@ -94,7 +94,7 @@ func trickleH1(ctx context.Context, addr string) error {
 	return nil
 }
 
-// The reviewer's lockout: an attacker holds every slot of the cap with
+// The lockout attack: an attacker holds every slot of the cap with
 // requests whose bodies never finish. A legitimate client must still be
 // answered (once the body timeout cuts the stalled requests, their
 // connections turn idle and make room), and every stalled request is cut

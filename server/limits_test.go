@@ -123,8 +123,8 @@ func TestOversizedHeadersRefused(t *testing.T) {
 	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, res.StatusCode)
 }
 
-// TestSlowBodyStreamsAreCutPerStream (issue 12, item 10): one HTTP/2
-// connection (h2c, and h2 over TLS) opens as many streams as the node
+// TestSlowBodyStreamsAreCutPerStream (docs/security.md#threat-model): one
+// HTTP/2 connection (h2c, and h2 over TLS) opens as many streams as the node
 // allows by default, each announcing a request body it never sends. The
 // node keeps answering another client meanwhile, cuts every one of those
 // streams after limits.body_read_timeout_ms, and the connection's next

@@ -47,7 +47,7 @@ func BenchmarkAcquireReleaseMem(b *testing.B) {
 }
 
 // BenchmarkAcquireShared is BenchmarkAcquireRelease with every client on
-// ONE key in MODE_SHARED (issue 17): shared holders coexist, so the cycles
+// ONE key in MODE_SHARED: shared holders coexist, so the cycles
 // of 1, 16 and 64 clients never wait for each other, and the figures read
 // beside BenchmarkAcquireRelease's (each client on keys of its own) give
 // the cost of sharing one key. The "exclusive" sub-benchmarks run the same
@@ -199,7 +199,7 @@ func logAppends(b *testing.B, leader *nodetest.Instance) (entries, appends float
 
 // BenchmarkHandoff measures contended handoffs through the real Connect API
 // on an in-process three-node hashicorp cluster: N clients on one hot key,
-// each looping Acquire-with-wait then Release (issue 21, lever 4). One
+// each looping Acquire-with-wait then Release (docs/design.md#handoff). One
 // handoff is one granted Acquire. It reports handoffs/s, the leader's log
 // index growth per handoff (entries/handoff: 2.00 is one Release and one
 // Grant; more means rejected grants), and the handoff latency p50: from a

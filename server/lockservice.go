@@ -170,7 +170,7 @@ func (s *lockService) GetLock(ctx context.Context, req *ticketv1.GetLockRequest)
 // lockInfo describes key's holders in this node's table: every holder in
 // token order, the key's mode and limit, and, for an exclusive lock only
 // (mode exclusive, limit 0), its one holder in the singular fields, as
-// before issue 17.
+// clients written before shared locks read them.
 func (n *Node) lockInfo(key string) *ticketv1.GetLockResponse {
 	holders := n.sm.Holders(key)
 	if len(holders) == 0 {
@@ -208,8 +208,9 @@ func (n *Node) holdersToProto(holders []core.Lock) []*ticketv1.Holder {
 
 // remainingMS is the lease time left of lk in milliseconds by this node's
 // own measure (every node tracks every lease from its own apply of the
-// lock's last Grant or Renew; issue 15), or of its session's lease for a
-// holder under one (issue 17); -1 when this node does not track it.
+// lock's last Grant or Renew; docs/design.md#leases), or of its session's
+// lease for a holder under one (docs/design.md#sessions); -1 when this node
+// does not track it.
 func (n *Node) remainingMS(lk core.Lock) int64 {
 	var d time.Duration
 	var ok bool
@@ -322,7 +323,7 @@ func (s *lockService) CheckToken(ctx context.Context, req *ticketv1.CheckTokenRe
 // staleRead serves read from this node's table without asking the leader,
 // unless the node is still replaying its log after a restart: its table is
 // then older than the one it served before it stopped, and a stale read
-// would go backwards (issue 14, item 6). It then fails with ErrReplaying
+// would go backwards (docs/design.md#reads). It then fails with ErrReplaying
 // (Unavailable, retryable).
 func staleRead[Res any](n *Node, read func() (*Res, error)) (*Res, error) {
 	if st := n.raft.Status(); st.AppliedIndex < st.RecoveredCommitIndex {

@@ -175,7 +175,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 			Help: "Watch streams ended with ResourceExhausted because their buffer filled.",
 		}, func() float64 { return float64(n.hub.Dropped()) }),
 		gauge("locks_held", "Locks in this node's lock table.", func() float64 { return float64(n.sm.Len()) }),
-		gauge("sessions", "Open sessions in this node's lock table (issue 17).", func() float64 { return float64(n.sm.SessionLen()) }),
+		gauge("sessions", "Open sessions in this node's lock table.", func() float64 { return float64(n.sm.SessionLen()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "ticketd", Name: "session_keepalives_merged_total",
 			Help: "KeepAlives this leader answered with a KeepAliveSession entry that a concurrent KeepAlive of the same session had already asked for (no entry of their own).",

@@ -13,11 +13,12 @@ import (
 // cmd/ticketd sets it from its -ldflags version at start.
 var Version = "dev"
 
-// clusterMetrics are the Raft-level metrics an operator alerts on (issue
-// 19): term, commit and apply position, replay, leader changes, proposal
-// (propose → commit → apply) and apply latency, log append (fsync) latency,
-// snapshots, build info, follower lag and last contact, peer transport
-// errors. It is the backend's backends.Observer and backends.PeerObserver.
+// clusterMetrics are the Raft-level metrics an operator alerts on
+// (docs/operations.md#health-and-monitoring): term, commit and apply position,
+// replay, leader changes, proposal (propose → commit → apply) and apply
+// latency, log append (fsync) latency, snapshots, build info, follower lag and
+// last contact, peer transport errors. It is the backend's backends.Observer
+// and backends.PeerObserver.
 type clusterMetrics struct {
 	// leaderChanges counts leadership changes this node saw
 	// (OnLeaderChange events).

@@ -28,7 +28,7 @@ const maxPeerLabels = 64
 var transportErrorKinds = []string{"dial", "handshake", "read", "write", "oversize", "refused", "identity"}
 
 // peerMetrics is the leader's view of each follower and the peer
-// transports' failures (issue 19): the backends.PeerObserver half of
+// transports' failures: the backends.PeerObserver half of
 // clusterMetrics. Its methods are safe for concurrent use and never block
 // for long (one mutex, no I/O).
 type peerMetrics struct {

@@ -82,7 +82,8 @@ const maxRequestBytes = 1 << 20
 
 // maxWaitersTotal caps waiting Acquire requests over all keys (waitq
 // MaxWaitersTotal); 0 means no cap. It becomes the config key
-// limits.max_waiters once server/config has it (issue 12, item 10).
+// limits.max_waiters once server/config has it
+// (docs/design.md#limits-and-quotas).
 const maxWaitersTotal = 0
 
 // proposeTimeout bounds proposals made on behalf of a client that may have
@@ -207,7 +208,8 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		Clock:   o.clock,
 		Confirm: n.confirmTerm,
 		Expire:  n.proposeExpire,
-		// issue 17: a session's lease running out ends it in one entry
+		// a session's lease running out ends it in one entry
+		// (docs/design.md#sessions)
 		ExpireSession: n.proposeExpireSession,
 		OnDelayEnd:    n.onDelayEnd,
 		Logger:        n.log.Named("lessor"),

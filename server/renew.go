@@ -10,8 +10,9 @@ import (
 )
 
 // This file is the renewal path on the leader: a Renew is a replicated
-// command (issue 15), admitted by the lessor and group-committed with other
-// proposals; every node restarts the lock's deadline when it applies it.
+// command (docs/design.md#leases), admitted by the lessor and group-committed
+// with other proposals; every node restarts the lock's deadline when it
+// applies it.
 
 // renew serves Renew on the promoted leader and returns the lease in
 // milliseconds. The lessor first decides, under its lock, that the lease has
@@ -25,9 +26,10 @@ import (
 //
 // Errors: a PermissionDenied connect error (the lock was acquired by another
 // principal, authorization on), ErrHeldUnderSession (the lock is held under
-// a session, which its KeepAlive renews; issue 17), ErrNotFound (no lock with that token, or the Renew applied as
-// NotFound: it was removed first), lessor.ErrExpired (its lease ran out),
-// lessor.ErrNotPrimary, and the backend's Propose/ReadIndex errors.
+// a session, which its KeepAlive renews), ErrNotFound (no lock with that
+// token, or the Renew applied as NotFound: it was removed first),
+// lessor.ErrExpired (its lease ran out), lessor.ErrNotPrimary, and the
+// backend's Propose/ReadIndex errors.
 func (n *Node) renew(ctx context.Context, key string, token uint64) (int64, error) {
 	if err := n.heldUnderSession(ctx, key, token); err != nil {
 		return 0, err
@@ -46,7 +48,8 @@ func (n *Node) renew(ctx context.Context, key string, token uint64) (int64, erro
 	// lock and its principal are in the table now: check the caller here,
 	// after any ReadIndex, not only before it — a Renew of a token not yet
 	// applied when the request arrived must not slip past the check and renew
-	// another principal's lock once it appears (issue 13).
+	// another principal's lock once it appears
+	// (docs/security.md#locks-are-bound-to-their-principal).
 	if err := n.mayTouch(ctx, key, token); err != nil {
 		return 0, err
 	}
@@ -65,9 +68,9 @@ func (n *Node) renew(ctx context.Context, key string, token uint64) (int64, erro
 
 // heldUnderSession refuses, with ErrHeldUnderSession, a Renew of the holder
 // (key, token) when it is held under a session: its lease is its session's
-// (issue 17). The caller's permission is checked first, so another
-// principal learns nothing more than PermissionDenied. A holder's session
-// never changes, so no ReadIndex is needed before this refusal.
+// (docs/design.md#sessions). The caller's permission is checked first, so
+// another principal learns nothing more than PermissionDenied. A holder's
+// session never changes, so no ReadIndex is needed before this refusal.
 func (n *Node) heldUnderSession(ctx context.Context, key string, token uint64) error {
 	lk, ok := n.sm.Holder(key, token)
 	if !ok || lk.Session == 0 {

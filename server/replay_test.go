@@ -14,7 +14,7 @@ import (
 // TestStaleReadsRefusedWhileReplaying: a node that has not yet applied the
 // commit index it recorded before its restart refuses stale reads with
 // Unavailable and says so in Status, so a stale read never goes backwards
-// across a restart (issue 14, item 6); linearizable reads are unaffected.
+// across a restart (docs/design.md#reads); linearizable reads are unaffected.
 func TestStaleReadsRefusedWhileReplaying(t *testing.T) {
 	in, mem := memNode(t)
 	ctx := ctxT(t)
@@ -44,11 +44,11 @@ func TestStaleReadsRefusedWhileReplaying(t *testing.T) {
 	require.False(t, st.GetReplaying())
 }
 
-// TestRestartedNodeNeverReadsBackwards (issue 14, item 6), on both backends:
-// a node restarted alone (no quorum, so it cannot learn anything newer)
-// either serves a stale read from a state at least as new as before its stop
-// or refuses it with Unavailable while Status says it is replaying; it never
-// answers that a lock it had applied is free.
+// TestRestartedNodeNeverReadsBackwards (docs/design.md#reads), on both
+// backends: a node restarted alone (no quorum, so it cannot learn anything
+// newer) either serves a stale read from a state at least as new as before its
+// stop or refuses it with Unavailable while Status says it is replaying; it
+// never answers that a lock it had applied is free.
 func TestRestartedNodeNeverReadsBackwards(t *testing.T) {
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {

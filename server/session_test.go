@@ -73,7 +73,8 @@ func acquireUnder(t *testing.T, in *nodetest.Instance, key string, session uint6
 // TestSessionKeepAliveAndExpiry: two locks under one session; one KeepAlive
 // restarts both leases; Renew of either is FailedPrecondition; when the
 // session is no longer kept alive both are removed in one entry (EXPIRED
-// events at one index) and the waiters on both keys get them (issue 17).
+// events at one index) and the waiters on both keys get them
+// (docs/design.md#sessions).
 func TestSessionKeepAliveAndExpiry(t *testing.T) {
 	clock := fakeclock.New()
 	in, _ := memNodeWith(t, []server.Option{server.WithClock(clock)})

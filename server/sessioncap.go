@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// This file is limits.max_locks_per_session (issue 17, security review): the
+// This file is limits.max_locks_per_session (docs/security.md#quotas): the
 // locks one session may hold, counted on the leader before an Acquire under
 // it queues or proposes anything. It bounds the one entry that ends a
 // session: its apply (which stalls every other proposal behind it) and the

@@ -7,7 +7,7 @@ import (
 	"github.com/ticketd/ticketd/server/security"
 )
 
-// This file is the session caps on the leader (issue 17, security review):
+// This file is the session caps on the leader (docs/security.md#quotas):
 // limits.max_sessions for the whole cluster and
 // limits.max_sessions_per_principal for each principal, so that one
 // principal cannot open every session there is and lock the others out.

@@ -78,7 +78,7 @@ func openSession(ctx context.Context, c ticketv1connect.LockServiceClient) (uint
 // open more than limits.max_sessions_per_principal sessions (creates in
 // flight included), while the others still can up to limits.max_sessions;
 // closing a session frees its place; Status and /metrics count the open
-// sessions (issue 17, security review).
+// sessions (docs/security.md#quotas).
 func TestSessionCapPerPrincipal(t *testing.T) {
 	in, mem := memNode(t, withConfig(func(c *config.Config) {
 		withSessionAuth(t, c)

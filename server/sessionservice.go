@@ -15,11 +15,11 @@ import (
 	"github.com/ticketd/ticketd/server/security"
 )
 
-// This file is the session RPCs (issue 17; etcd leases, Consul sessions):
-// CreateSession, KeepAlive and CloseSession, each one Raft entry proposed by
-// the promoted leader (followers forward, as for every write). A session's
-// lease is timed by every node's lessor from its own apply, like a lock's;
-// the leader's lessor proposes core.ExpireSession when it runs out.
+// This file is the session RPCs (docs/design.md#sessions; etcd leases, Consul
+// sessions): CreateSession, KeepAlive and CloseSession, each one Raft entry
+// proposed by the promoted leader (followers forward, as for every write). A
+// session's lease is timed by every node's lessor from its own apply, like a
+// lock's; the leader's lessor proposes core.ExpireSession when it runs out.
 
 // CreateSession opens a session of ttl_ms milliseconds bound to the caller's
 // principal and returns its id (the log index of its entry). Not idempotent:

@@ -16,7 +16,7 @@ import (
 // (bytes), well under connect's default message limits.
 const snapshotChunkBytes = 1 << 20
 
-// Snapshot streams a consistent snapshot of the lock table (issue 19; etcd's
+// Snapshot streams a consistent snapshot of the lock table (etcd's
 // Maintenance.Snapshot): on the leader, after a ReadIndex (so it holds
 // every write acknowledged before the call), the state machine's
 // copy-on-write snapshot is written out, described by a
@@ -24,8 +24,8 @@ const snapshotChunkBytes = 1 << 20
 // sent in the first chunk, and streamed in chunks of at most 1 MiB. A
 // follower forwards the call one hop and relays the leader's stream.
 //
-// Authorization: admin-only when authorization is on (DESIGN.md,
-// Security): security's procedure table maps
+// Authorization: admin-only when authorization is on
+// (docs/security.md#authorization): security's procedure table maps
 // ticketv1connect.ClusterServiceSnapshotProcedure to the admin permission,
 // and the interceptor checks it on the node the client called before this
 // handler runs, so a follower relays only an admin's request. The relayed

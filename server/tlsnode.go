@@ -15,7 +15,8 @@ import (
 
 // nodeSecurity is a node's transport security and connection limits: the
 // client API's and peers' certificates (reloaded until the node closes), the
-// connection cap, CORS and the request-body timeout (DESIGN.md, Security).
+// connection cap, CORS and the request-body timeout
+// (docs/security.md#transport-security).
 type nodeSecurity struct {
 	api  *security.Reloader // nil: plaintext h2c API
 	peer *security.Reloader // nil: plaintext peer traffic

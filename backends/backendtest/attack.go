@@ -8,7 +8,8 @@ import (
 )
 
 // RequireUnchangedAfterAttack checks what a refused peer-level attack (forged
-// RequestVote/AppendEntries/undecodable entries from a stranger, issue 12)
+// RequestVote/AppendEntries/undecodable entries from a stranger,
+// docs/security.md#peer-identity-is-membership)
 // must leave behind on c: the cluster still commits through leader l, every
 // live peer is still in term and follows l, none holds the forged key, and
 // all peers agree (EnsureSame). Stopped nodes are the caller's to check, since

@@ -85,8 +85,8 @@ func benchCommit(b *testing.B, open Factory, proposers int) {
 }
 
 // AppendStall measures how appends fare while a compaction runs, the shape
-// of the stall issue 21 names (a snapshot's compaction deleting ~8k entries
-// in one badger write while appends queue behind it). For each of b.N
+// of the stall chunked compaction avoids (a snapshot's compaction deleting ~8k
+// entries in one badger write while appends queue behind it). For each of b.N
 // rounds it calls setup (unmeasured: refill the log), then calls appendOne
 // in a loop on another goroutine, recording each call's latency, while
 // during runs on the calling goroutine, and until at least minAppends calls

@@ -37,9 +37,9 @@ func settle(c *Cluster) {
 	c.WaitApplied(l.StateMachine().AppliedIndex())
 }
 
-// testRecoveredCommitIndex (issue 14, item 6): a node restarted cut off from
-// the others reports in Status().RecoveredCommitIndex at least the index it
-// had applied before it stopped, so the server can refuse stale reads while
+// testRecoveredCommitIndex (docs/design.md#reads): a node restarted cut off
+// from the others reports in Status().RecoveredCommitIndex at least the index
+// it had applied before it stopped, so the server can refuse stale reads while
 // AppliedIndex is below it; once the partition heals, the node replays past
 // it.
 func testRecoveredCommitIndex(t *testing.T, open Factory) {
@@ -165,11 +165,11 @@ func damageNewestLog(t *testing.T, dataDir string) (string, int) {
 	return path, off
 }
 
-// testDamagedLogRefused (issue 14, item 7): the file holding a follower's
-// newest appends is damaged near its end after a crash; badger (its
-// memtable log) and raft-wal (its tail segment: the damaged batch's CRC
-// fails, and it keeps only the batches before it) would replay the log
-// only up to the damage and drop the rest without an error, so the node
+// testDamagedLogRefused (docs/design.md#storage-and-recovery): the file
+// holding a follower's newest appends is damaged near its end after a crash;
+// badger (its memtable log) and raft-wal (its tail segment: the damaged
+// batch's CRC fails, and it keeps only the batches before it) would replay the
+// log only up to the damage and drop the rest without an error, so the node
 // must refuse to start, naming the gap (or, for the write-ahead log
 // stores, which read every entry at start, the damaged entry) and how to
 // recover, instead of rejoining with a shorter or damaged log. An
@@ -239,11 +239,11 @@ func (l *fatalLog) get(id string) []error {
 	return slices.Clone(l.errs[id])
 }
 
-// testDiskFullStops (issue 14, item 8): when the leader's disk is (nearly)
-// full, its next write fails, it calls OnFatal once with an error that says
-// the disk is full, refuses every later call with core.ErrStopped (no
-// zombie), and the others elect a new leader. The full disk is injected
-// below the storage layer (badgerlog.FreeBytes).
+// testDiskFullStops (docs/design.md#storage-and-recovery): when the leader's
+// disk is (nearly) full, its next write fails, it calls OnFatal once with an
+// error that says the disk is full, refuses every later call with
+// core.ErrStopped (no zombie), and the others elect a new leader. The full
+// disk is injected below the storage layer (badgerlog.FreeBytes).
 func testDiskFullStops(t *testing.T, open Factory) {
 	ctx := testContext(t)
 	fatal := &fatalLog{errs: map[string][]error{}}

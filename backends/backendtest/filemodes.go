@@ -16,8 +16,8 @@ import (
 )
 
 // RunFileModes checks the modes of everything a backend writes under its data
-// dir (issue 12, files at rest): with the process umask at 000, a node that
-// commits enough entries to snapshot (and, with snapshotFiles, writes
+// dir (docs/security.md#files-at-rest): with the process umask at 000, a node
+// that commits enough entries to snapshot (and, with snapshotFiles, writes
 // snapshot files under <data-dir>/snapshots) leaves every directory 0700 and
 // every file 0600; and a data dir of mode 0777 is refused with
 // backends.ErrInsecureDataDir. It changes the process umask while it runs:

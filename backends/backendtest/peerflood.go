@@ -14,9 +14,9 @@ import (
 )
 
 // PeerFlood is a stranger's flood of idle TCP connections to a node's peer
-// port (security review of issue 12, V1: 20,000 of them exhausted the
-// node's file descriptors): each connection sends nothing, and a goroutine
-// per connection waits for the server to close it.
+// port (docs/security.md#peer-transport-bounds; uncapped, 20,000 of them
+// exhausted the node's file descriptors): each connection sends nothing, and a
+// goroutine per connection waits for the server to close it.
 type PeerFlood struct {
 	conns  []net.Conn
 	failed int          // dials refused
@@ -111,7 +111,7 @@ const (
 // the server waits for a stream (the etcd backend's peer port).
 var HTTP2Hello = append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0)
 
-// RunPeerFlood is the security review's V1 (issue 12) against a backend:
+// RunPeerFlood runs the idle-connection flood against a backend:
 // a stranger opens floodConns idle connections to a follower's peer port,
 // plaintext (each sends hello first, e.g. HTTP2Hello, then nothing) or with
 // the peer port under mutual TLS (the stranger then never starts a

@@ -53,12 +53,12 @@ type PeerConn interface {
 }
 
 // RunPeerIdentity checks that, over mutual TLS, peer identity is membership
-// (DESIGN.md, Security): on a three-node cluster, a certificate the
-// cluster's CA signed for an id no member has (n9) is refused for every
-// PeerMessage on every node; a node added with AddVoter talks at once (it
-// joins and catches up); once it is removed, its certificate is refused for
-// every PeerMessage too, and a connection opened under it while it was a
-// member is closed by every node. Term, leader and lock table are then
+// (docs/security.md#peer-identity-is-membership): on a three-node cluster, a
+// certificate the cluster's CA signed for an id no member has (n9) is refused
+// for every PeerMessage on every node; a node added with AddVoter talks at
+// once (it joins and catches up); once it is removed, its certificate is
+// refused for every PeerMessage too, and a connection opened under it while it
+// was a member is closed by every node. Term, leader and lock table are then
 // unchanged (RequireUnchangedAfterAttack). Peer idle timeouts are raised so
 // that only the removal can close that connection.
 func RunPeerIdentity(t *testing.T, open Factory, forge PeerForger) {
@@ -162,13 +162,13 @@ func ForgedSnapshot(t testing.TB, forgedKey string, index uint64) []byte {
 }
 
 // RunDialIdentity checks that peer identity is membership in the other
-// direction too (DESIGN.md, Security): a node dialling a member's raft
-// address accepts the server's certificate only when it names that
-// member. On a three-node cluster with one follower down, its address is
-// answered by an impostor holding a certificate of the cluster's CA, first
-// for an id no member has (n9), then the other follower's own certificate;
-// every handshake the live nodes make to it must be refused by them (the
-// impostor never sees a completed handshake, so no vote, append or
+// direction too (docs/security.md#peer-identity-is-membership): a node
+// dialling a member's raft address accepts the server's certificate only when
+// it names that member. On a three-node cluster with one follower down, its
+// address is answered by an impostor holding a certificate of the cluster's
+// CA, first for an id no member has (n9), then the other follower's own
+// certificate; every handshake the live nodes make to it must be refused by
+// them (the impostor never sees a completed handshake, so no vote, append or
 // acknowledgement crosses it), and the cluster keeps committing.
 func RunDialIdentity(t *testing.T, open Factory) {
 	ctx := testContext(t)

@@ -50,11 +50,11 @@ func (o *progressObserver) snapshot() (int, map[string]followerReport) {
 }
 
 // RunFollowerProgress checks a backend's backends.PeerObserver reports
-// (issue 19): on a real three-node cluster the leader reports each
-// follower, caught up (lag 0) with a last contact; followers report
-// nothing; once a follower is killed, the leader keeps reporting it with a
-// growing lag and a last contact that stops while the other follower's
-// advances. Each backend's progress_test.go runs it.
+// (docs/operations.md#health-and-monitoring): on a real three-node cluster the
+// leader reports each follower, caught up (lag 0) with a last contact;
+// followers report nothing; once a follower is killed, the leader keeps
+// reporting it with a growing lag and a last contact that stops while the
+// other follower's advances. Each backend's progress_test.go runs it.
 func RunFollowerProgress(t *testing.T, open Factory) {
 	ctx := testContext(t)
 	c := NewCluster(t, open)

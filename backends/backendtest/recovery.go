@@ -14,7 +14,8 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// RunRecovery runs the disaster-recovery cases against a backend (issue 19):
+// RunRecovery runs the disaster-recovery cases against a backend
+// (docs/operations.md#quorum-loss---force-new-cluster):
 // quorum loss recovered with Config.ForceNewCluster from the one node left,
 // and a whole cluster rebuilt from a snapshot with restore (the backend's
 // Restore). In both, two of three nodes lose their data; every lock and the

@@ -46,7 +46,8 @@
 //
 // A new leader reports IsLeader=true (OnLeaderChange, from one goroutine, in
 // order) only after it has applied an entry of its own term (the empty entry
-// etcd raft appends on election): the barrier DESIGN.md asks for.
+// etcd raft appends on election): the barrier
+// docs/design.md#the-consensus-contract asks for.
 //
 // The loop's concerns live in files their names find, as etcd raft keeps
 // read_only.go apart: loop.go (the loop and each Ready), propose.go

@@ -12,8 +12,8 @@ import (
 // *core.NotLeaderError, core.ErrStopped, core.ErrInvalidArgument) and ctx
 // errors, and every sentinel that a Consensus or Membership method returns
 // also matches one of core's (errors.Is), so the server maps it without
-// knowing this package (issue 14, item 4): bad input matches
-// core.ErrInvalidArgument; a change raft would not make now matches
+// knowing this package (docs/design.md#the-consensus-contract): bad input
+// matches core.ErrInvalidArgument; a change raft would not make now matches
 // core.ErrNotLeader (no leader able to serve it: retry, Unavailable).
 var (
 	// ErrCorrupt: New found the raft state in the data dir damaged (a checksum

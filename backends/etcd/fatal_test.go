@@ -15,13 +15,13 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// TestLoopPanicStopsTheNode (issue 14, item 8): a panic inside the raft loop
-// (in the wild, raft's "tocommit(510) is out of range [lastIndex(485)]") must
-// not leave a zombie that keeps its listener and answers as if alive: the
-// loop recovers it, tells Config.OnFatal once, and every later call fails
-// with core.ErrStopped; the other nodes elect a new leader. The panic is
-// injected through the DropMessage hook, which the loop calls for every
-// message it sends.
+// TestLoopPanicStopsTheNode (fail-stop, docs/design.md#storage-and-recovery):
+// a panic inside the raft loop (in the wild, raft's "tocommit(510) is out of
+// range [lastIndex(485)]") must not leave a zombie that keeps its listener and
+// answers as if alive: the loop recovers it, tells Config.OnFatal once, and
+// every later call fails with core.ErrStopped; the other nodes elect a new
+// leader. The panic is injected through the DropMessage hook, which the loop
+// calls for every message it sends.
 func TestLoopPanicStopsTheNode(t *testing.T) {
 	var victim atomic.Value // id of the node whose loop panics
 	victim.Store("")

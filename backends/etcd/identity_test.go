@@ -12,7 +12,7 @@ import (
 // TestPeerCertificateBindsSender: over mutual TLS every message's From
 // must be the raft id of the member the peer certificate names. A valid
 // node certificate for the leader sending a heartbeat "from" another member
-// at a much higher term (the review's forced leader change) is refused
+// at a much higher term (forcing a leader change) is refused
 // (403) and the term does not move; the same certificate sending as its own
 // member is delivered. A certificate that names no member (one shared by
 // all nodes) is refused whatever it claims.

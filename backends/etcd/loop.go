@@ -161,11 +161,12 @@ func (n *Node) process() error {
 }
 
 // fail records a fatal error and tells Config.OnFatal, once: the node stops
-// serving (fail-stop: DESIGN.md, an undecodable entry stops the node rather
-// than fork the state; a storage write that failed, a full disk included,
-// leaves the store not knowing what is on disk; a panicked raft loop must not
-// leave a zombie that answers health checks). Every waiter fails with
-// core.ErrStopped, and so does every later call, once the loop has exited.
+// serving (fail-stop, docs/design.md#storage-and-recovery: an undecodable
+// entry stops the node rather than fork the state; a storage write that
+// failed, a full disk included, leaves the store not knowing what is on disk;
+// a panicked raft loop must not leave a zombie that answers health checks).
+// Every waiter fails with core.ErrStopped, and so does every later call, once
+// the loop has exited.
 func (n *Node) fail(err error) {
 	err = badgerlog.DiskFull(err)
 	n.log.Error("raft loop stopped", zap.Error(err))
@@ -390,7 +391,8 @@ func (n *Node) onSoftState(ss *raft.SoftState) {
 
 // emitLeader queues a LeaderEvent when the (leader, is-ready-leader) pair
 // changed. While this node leads but has not applied its barrier, nothing is
-// said: IsLeader=true waits for the barrier (DESIGN.md, Leases).
+// said: IsLeader=true waits for the barrier
+// (docs/design.md#the-consensus-contract; Raft thesis §6.4).
 func (n *Node) emitLeader(term uint64) {
 	if n.state == raft.StateLeader && !n.leaderReady {
 		return

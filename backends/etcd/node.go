@@ -63,7 +63,7 @@ type Node struct {
 
 	nextID atomic.Uint64 // proposal and conf change ids
 
-	wm        *watermark.File // durable record of the log's end (issue 14, item 7)
+	wm        *watermark.File // durable record of the log's end (docs/design.md#storage-and-recovery)
 	recovered uint64          // Status().RecoveredCommitIndex, set by open
 
 	mu    sync.RWMutex // guards view and fatal
@@ -201,11 +201,13 @@ func (n *Node) open() error {
 		BindAddr: n.cfg.BindAddr,
 		Deliver:  n.deliver,
 		Logger:   n.log,
-		// Mutual TLS and bounded reads (issue 12).
+		// Mutual TLS and bounded reads
+		// (docs/security.md#peer-transport-bounds).
 		TLS:             n.cfg.PeerTLS,
 		MaxMessageBytes: n.cfg.MaxMessageBytes,
 		CountError:      backends.PeerErrorCounter(n.cfg.Observer),
-		// Connection cap and idle timeout (security review of issue 12).
+		// Connection cap and idle timeout
+		// (docs/security.md#peer-transport-bounds).
 		MaxConns:      n.cfg.MaxPeerConns,
 		MaxConnsPerIP: n.cfg.MaxPeerConnsPerIP,
 		IdleTimeout:   n.cfg.PeerIdleTimeout,

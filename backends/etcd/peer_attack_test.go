@@ -106,7 +106,7 @@ func stoppedNode(p *backendtest.Peer) bool {
 	return errors.Is(p.Node().ReadIndex(ctx), core.ErrStopped)
 }
 
-// TestForgedPeerMessages replays issue 12's attacks on the etcd backend from
+// TestForgedPeerMessages replays forged-peer attacks on the etcd backend from
 // a process without the peer certificate: a forged MsgApp carrying a lock
 // and one carrying an undecodable entry to followers, and a forged
 // MsgHeartbeatResp 100 terms ahead to the leader (term jump, forced
@@ -191,8 +191,8 @@ func TestForgedPeerMessages(t *testing.T) {
 // a batch whose headers claim to come from a follower at the attacker's
 // address does not re-route the leader's stream to that follower: the
 // attacker receives nothing and the follower keeps applying. Addresses come
-// only from replicated membership (issue 12's hijack, fixed in the address
-// book, not by TLS).
+// only from replicated membership (a peer announcing another's address
+// would hijack its traffic; the address book refuses it, not TLS).
 func TestForgedSenderAddressIsIgnored(t *testing.T) {
 	var hits atomic.Int32
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

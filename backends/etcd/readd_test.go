@@ -12,9 +12,9 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// TestRemoveReaddThenLoseOne replays the membership part of fault seed 103
-// on real nodes: a follower is removed and added back (same id, address and
-// data, running throughout), entries are committed, then one other node
+// TestRemoveReaddThenLoseOne replays, on real nodes, a membership sequence
+// a fault run found: a follower is removed and added back (same id, address
+// and data, running throughout), entries are committed, then one other node
 // crashes. The two survivors, the re-added one among them, must elect a
 // leader and commit: the re-added member is a voter in everyone's
 // configuration and its address book entry is back.

@@ -50,19 +50,19 @@ func (l storedLog) Extent() (watermark.Extent, error) {
 }
 
 // openWatermark opens the node's watermark (package watermark) and refuses a
-// log that ends before the index it records (issue 14, item 7), or one with
-// no usable watermark beside it unless Config.AcceptMissingWatermark: badger
-// drops the tail of a damaged memtable write-ahead log without an error, and
-// raftstore's own checks (gaps, HardState past the log) cannot see a log
-// that is merely shorter. It runs before anything writes Raft state
-// (bootstrap, ForceNewCluster), so a new data dir is told apart from a
-// damaged one. It sets recovered to the applied index the mark records; open
-// raises it to the HardState's Commit (Status().RecoveredCommitIndex, issue
-// 14, item 6: the stored Commit is a lower bound that only reaches the disk
-// with a term or vote change, a snapshot or Close).
-// Errors: a *watermark.GapError (errors.Is watermark.ErrLogShortened) or a
-// *watermark.MissingError (errors.Is watermark.ErrMissing), both also
-// wrapping ErrCorrupt; or the file system's.
+// log that ends before the index it records
+// (docs/design.md#storage-and-recovery), or one with no usable watermark
+// beside it unless Config.AcceptMissingWatermark: badger drops the tail of a
+// damaged memtable write-ahead log without an error, and raftstore's own
+// checks (gaps, HardState past the log) cannot see a log that is merely
+// shorter. It runs before anything writes Raft state (bootstrap,
+// ForceNewCluster), so a new data dir is told apart from a damaged one. It
+// sets recovered to the applied index the mark records; open raises it to the
+// HardState's Commit (Status().RecoveredCommitIndex, docs/design.md#reads: the
+// stored Commit is a lower bound that only reaches the disk with a term or
+// vote change, a snapshot or Close). Errors: a *watermark.GapError (errors.Is
+// watermark.ErrLogShortened) or a *watermark.MissingError (errors.Is
+// watermark.ErrMissing), both also wrapping ErrCorrupt; or the file system's.
 func (n *Node) openWatermark() error {
 	wm, mark, err := watermark.Open(n.cfg.DataDir, storedLog{s: n.store},
 		watermark.Options{AcceptMissing: n.cfg.AcceptMissingWatermark, Logger: n.log})
@@ -106,7 +106,7 @@ func (n *Node) lowerWatermark(ents []*pb.Entry) error {
 // raiseWatermark records the end of the log after a Save made it durable,
 // and the applied index, in the background (watermark.File.Advance): the
 // synced 20-byte write overlaps the next Ready's Save instead of adding to
-// this one's latency (issue 21). It waits for no disk.
+// this one's latency. It waits for no disk.
 func (n *Node) raiseWatermark() error {
 	last, _ := n.store.LastIndex()
 	if err := n.wm.Advance(last, n.applied); err != nil {

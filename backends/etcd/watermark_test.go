@@ -37,7 +37,7 @@ func killNineConfig(dir, addr, store string) backends.Config {
 }
 
 // TestKillNineNeverRefusesStart kills a node with SIGKILL while it commits
-// (issue 21: the watermark is now written in the background, beside the
+// (the watermark is written in the background, beside the
 // next append, and compacted entries are deleted in the background): the
 // node must start again from what the kill left, without taking its log
 // for a damaged one, and with every acknowledged write applied. Three

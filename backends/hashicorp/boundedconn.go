@@ -44,7 +44,7 @@ const rpcMessageBytes = 2 * maxAppendEntries * maxEntryBytes
 const minPeerRate = 1 << 20
 
 // boundedConn is one peer connection of the hashicorp transport, accepted
-// or dialled, whose reads are bounded (security review of issue 12, V2:
+// or dialled, whose reads are bounded (docs/security.md#peer-transport-bounds:
 // go-msgpack grows a []byte field 256 KiB at a time and copies it each
 // time, so a 63 MiB request cost 6.3 s of CPU and 500 MB; it is now cut at
 // rpcMessageBytes).

@@ -14,10 +14,10 @@
 //
 // A new leader commits and applies a core.Noop barrier of its term before it
 // reports IsLeader=true through Config.OnLeaderChange, so everything committed
-// in earlier terms is applied by then (DESIGN.md, Leases; Raft thesis §6.4).
-// ReadIndex confirms leadership with hashicorp's VerifyLeader (a quorum of
-// heartbeats) and waits until the state machine has applied the commit index
-// read at the call.
+// in earlier terms is applied by then (docs/design.md#the-consensus-contract;
+// Raft thesis §6.4). ReadIndex confirms leadership with hashicorp's
+// VerifyLeader (a quorum of heartbeats) and waits until the state machine has
+// applied the commit index read at the call.
 //
 // # Usage
 //
@@ -71,7 +71,7 @@
 // notice a log that storage shortened. The node keeps its own record, the
 // watermark (internal/watermark, <DataDir>/watermark): the last index
 // durably appended, written after log appends (one synced 20-byte write in
-// the background, beside the next appends: watermark.File.Advance, issue 21)
+// the background, beside the next appends: watermark.File.Advance)
 // and lowered synchronously before every suffix deletion, and the applied index,
 // written with it and once per heartbeat interval. New refuses a log (and
 // snapshot) that ends before the recorded index, naming the gap and telling

@@ -14,7 +14,7 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// TestCancelledProposalsLeakNoGoroutines settles issue 14, item 5: Propose
+// TestCancelledProposalsLeakNoGoroutines: Propose
 // waits for a hashicorp future on a goroutine of its own (futures cannot be
 // selected on), and returns at once when its ctx ends, leaving that
 // goroutine behind until the future resolves. The test shows that the

@@ -62,7 +62,7 @@ func fields(args []any) []zap.Field {
 
 // field is one zap field; hclog's formatting wrappers are rendered the way
 // hclog renders them (hclog.Fmt's Format is a format string and its
-// arguments: logging it as is would print `["%+v", ...]`, issue 19).
+// arguments: logging it as is would print `["%+v", ...]`).
 func field(key string, v any) zap.Field {
 	if f, ok := v.(hclog.Format); ok && len(f) > 0 {
 		if format, ok := f[0].(string); ok {

@@ -16,7 +16,7 @@ import (
 // TestPeerCertificateBindsSender: over mutual TLS a request must claim, in
 // its RPCHeader.ID, the member its peer certificate names. A valid node
 // certificate for n1 claiming to be n3 in a RequestVote at a much higher
-// term (the review's forced election) is refused before raft reads it,
+// term (forcing an election) is refused before raft reads it,
 // counted as "identity", and the term does not move; the same certificate
 // claiming its own id is answered. A certificate naming no member (one
 // shared by all nodes) is refused whatever it claims.

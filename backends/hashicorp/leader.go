@@ -28,10 +28,11 @@ var barrierData = func() []byte {
 // for long.
 //
 // On becoming leader it first commits and applies a barrier of its new term
-// and only then reports IsLeader=true (DESIGN.md, Leases; Raft thesis §6.4).
-// The barrier is a core.Noop command rather than raft.Barrier: hashicorp's
-// LogBarrier never reaches the FSM, so only a command makes the state
-// machine's AppliedIndex prove that everything before it was applied.
+// and only then reports IsLeader=true (docs/design.md#the-consensus-contract;
+// Raft thesis §6.4). The barrier is a core.Noop command rather than
+// raft.Barrier: hashicorp's LogBarrier never reaches the FSM, so only a
+// command makes the state machine's AppliedIndex prove that everything before
+// it was applied.
 func (n *Node) runLeadership() {
 	defer n.wg.Done()
 	tick := time.NewTicker(n.cfg.HeartbeatInterval)

@@ -19,7 +19,8 @@ type logHooks struct {
 	wm      *watermark.File
 	applied func() uint64
 	// fatal, when set, is told of every failed write: the store no longer
-	// knows what is on disk, so the node must stop (issue 14, item 8).
+	// knows what is on disk, so the node must stop (fail-stop,
+	// docs/design.md#storage-and-recovery).
 	fatal func(error)
 	// observe, when set, is told of every durable append (entries, time).
 	observe func(entries int, d time.Duration)
@@ -46,7 +47,7 @@ func (h *logHooks) mark(last uint64) error {
 // advance records last, just made durable, as the log's end in the
 // watermark, when there is one, without waiting for the watermark's own
 // write (watermark.File.Advance: it overlaps the next append's sync, so an
-// append costs the store's sync alone, issue 21).
+// append costs the store's sync alone).
 func (h *logHooks) advance(last uint64) error {
 	if h.wm == nil {
 		return nil

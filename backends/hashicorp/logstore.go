@@ -133,7 +133,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 // snapshot, called from its snapshot goroutine) is deleted in writes of
 // badgerlog.CompactChunk entries, oldest first, releasing the writers' lock
 // between them: an append waits for one small write, never for a
-// snapshot's worth of deletions (issue 21). A crash in the middle leaves a
+// snapshot's worth of deletions. A crash in the middle leaves a
 // log that starts later but is still contiguous; FirstIndex moves with each
 // chunk.
 func (s *logStore) DeleteRange(from, to uint64) error {

@@ -72,7 +72,7 @@ func BenchmarkStoreLogs(b *testing.B) {
 }
 
 // compactEntries is what one snapshot compacts with the defaults
-// (SnapshotThreshold 8192, issue 21).
+// (SnapshotThreshold 8192).
 const compactEntries = 8192
 
 // BenchmarkCompactionStall measures appends of one entry while a

@@ -368,7 +368,7 @@ const crashStoreEnv = "TICKETD_HASHICORP_CRASH_STORE"
 // (compacts it, and truncates and rewrites its suffix), keeping the
 // watermark as a node does, then reopens its data dir: the watermark accepts
 // the log (a clean kill -9 never makes a node refuse to start, whatever the
-// moment: issue 21 moved the watermark's write off the append path), every
+// moment, though the watermark is written off the append path), every
 // write the child acknowledged is there, nothing it compacted came back, and
 // the log has no holes.
 func TestCrashRecovery(t *testing.T) {

@@ -91,7 +91,7 @@ type Node struct {
 	changeMu sync.Mutex
 	changeCh chan struct{} // closed and replaced on every apply and leadership change
 
-	wm        *watermark.File // durable record of the log's end (issue 14, item 7)
+	wm        *watermark.File // durable record of the log's end (docs/design.md#storage-and-recovery)
 	recovered uint64          // applied index recorded before this start (Status.RecoveredCommitIndex)
 
 	readyTerm atomic.Uint64 // term whose barrier this leader has applied (0: none)
@@ -565,11 +565,12 @@ func (n *Node) leaderDo(ctx context.Context, start func(timeout time.Duration) r
 }
 
 // mapErr turns hashicorp's errors into core's (no string matching: they are
-// sentinels), so that callers see only core errors (issue 14, item 4). Any
-// other library error (a leadership transfer that timed out, a restore in
-// progress, an unsupported protocol) means "this leader cannot do it now":
-// it is wrapped with a *core.NotLeaderError naming no leader (Unavailable,
-// retry; the outcome of a command is then unknown, as after a ctx error).
+// sentinels), so that callers see only core errors
+// (docs/design.md#the-consensus-contract). Any other library error (a
+// leadership transfer that timed out, a restore in progress, an unsupported
+// protocol) means "this leader cannot do it now": it is wrapped with a
+// *core.NotLeaderError naming no leader (Unavailable, retry; the outcome of a
+// command is then unknown, as after a ctx error).
 func (n *Node) mapErr(err error) error {
 	switch {
 	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
@@ -622,8 +623,8 @@ func (n *Node) fatalErr() error {
 // fail records a fatal error (the first wins): an apply error, a storage
 // write that failed (a full disk), or a damaged log. It logs it, tells
 // Config.OnFatal, and has the node closed: skipping an entry would fork the
-// state (DESIGN.md, Rules for Apply) and a store that failed a write no
-// longer knows what is on disk, so nothing more is applied or served
+// state (docs/design.md#replicated-commands) and a store that failed a write
+// no longer knows what is on disk, so nothing more is applied or served
 // (fail-stop). It returns the recorded error, which wraps core.ErrStopped
 // and cause.
 func (n *Node) fail(cause error) error {

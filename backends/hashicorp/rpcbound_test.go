@@ -29,7 +29,7 @@ func totalAlloc() uint64 {
 	return m.TotalAlloc
 }
 
-// TestRPCBoundCapsDecodeCost is the security review's V2 (issue 12): with
+// TestRPCBoundCapsDecodeCost (docs/security.md#peer-transport-bounds): with
 // the default MaxMessageBytes (64 MiB), a request that msgpack decodes is
 // bounded at 4 MiB, not 64 MiB. A complete request just under the bound
 // costs the follower a bounded amount of allocation (go-msgpack copies a

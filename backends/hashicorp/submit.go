@@ -125,7 +125,7 @@ func (n *Node) await(ctx context.Context, s *started) (raft.Future, error) {
 	if errors.Is(err, raft.ErrEnqueueTimeout) {
 		// The enqueue timeout is start's ctx's remaining time: the command
 		// was not enqueued and that ctx is about to end; report its own
-		// error, never an internal timeout (issue 14, item 4).
+		// error, never an internal timeout (docs/api.md#errors).
 		select {
 		case <-s.ctx.Done():
 			return nil, s.ctx.Err()

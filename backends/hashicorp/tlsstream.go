@@ -208,14 +208,14 @@ func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 // verifyServerIdentity refuses the server certificate of a connection
 // dialled to address unless its common name is the id of a member the
 // latest configuration places at address. Peer identity is membership in
-// both directions (DESIGN.md, Security): hashicorp's raft reads a vote
-// grant or an append acknowledgement from the very connection it dialled,
-// so a certificate the CA signed for another id (a removed member's, one
-// for an id no member has) that answered on a member's address (the member
-// down and its port taken, or the address intercepted) would count as that
-// member's vote and acknowledgement, and a leader could commit without a
-// real quorum (Raft thesis §3.6: a commit needs a majority of the
-// configuration's actual servers). Errors wrap ErrForgedSender.
+// both directions (docs/security.md#peer-identity-is-membership): hashicorp's
+// raft reads a vote grant or an append acknowledgement from the very
+// connection it dialled, so a certificate the CA signed for another id (a
+// removed member's, one for an id no member has) that answered on a member's
+// address (the member down and its port taken, or the address intercepted)
+// would count as that member's vote and acknowledgement, and a leader could
+// commit without a real quorum (Raft thesis §3.6: a commit needs a majority of
+// the configuration's actual servers). Errors wrap ErrForgedSender.
 func (s *tlsStreamLayer) verifyServerIdentity(address string, cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return fmt.Errorf("%w: %s presented no certificate", ErrForgedSender, address)

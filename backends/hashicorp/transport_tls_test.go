@@ -22,7 +22,7 @@ import (
 
 // attacker is a stranger on the network speaking hashicorp's own wire
 // protocol: raft.NetworkTransport over plain TCP, without any certificate, as
-// the attacks of issue 12 were made.
+// a stranger on the network would attack it.
 func attacker(t *testing.T) *raft.NetworkTransport {
 	t.Helper()
 	tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 2*time.Second, io.Discard)
@@ -43,7 +43,7 @@ func header(id, addr string) raft.RPCHeader {
 	return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(addr)}
 }
 
-// TestForgedRaftRPCs replays the attacks of issue 12 from a process without
+// TestForgedRaftRPCs replays forged-peer attacks from a process without
 // the peer certificate: a forged RequestVote (term jump, forced election), a
 // forged AppendEntries carrying a lock, and an undecodable entry. With
 // PeerTLS every one is refused at the handshake and changes nothing; without

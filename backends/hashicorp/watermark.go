@@ -63,16 +63,17 @@ func (s storedLog) Extent() (watermark.Extent, error) {
 }
 
 // openWatermark opens the node's watermark (package watermark), refuses a
-// log that ends before the index it records (issue 14, item 7) or that has
-// no usable watermark beside it (unless Config.AcceptMissingWatermark), and has
-// store keep it up to date: after every durable append (a synced 20-byte
-// write in the background, overlapping the next append: watermark.File.Advance,
-// issue 21) and, synchronously, before every suffix deletion. The mark also
-// carries the applied index, which hashicorp/raft does not persist; the one
-// read here is Status().RecoveredCommitIndex of this run (issue 14, item 6).
-// Errors: a *watermark.GapError (errors.Is watermark.ErrLogShortened) for a
-// shortened log, a *watermark.MissingError (errors.Is watermark.ErrMissing)
-// for a log without a usable watermark, or the file system's.
+// log that ends before the index it records
+// (docs/design.md#storage-and-recovery) or that has no usable watermark beside
+// it (unless Config.AcceptMissingWatermark), and has store keep it up to date:
+// after every durable append (a synced 20-byte write in the background,
+// overlapping the next append: watermark.File.Advance) and, synchronously,
+// before every suffix deletion. The mark also carries the applied index, which
+// hashicorp/raft does not persist; the one read here is
+// Status().RecoveredCommitIndex of this run (docs/design.md#reads). Errors: a
+// *watermark.GapError (errors.Is watermark.ErrLogShortened) for a shortened
+// log, a *watermark.MissingError (errors.Is watermark.ErrMissing) for a log
+// without a usable watermark, or the file system's.
 func (n *Node) openWatermark(store nodeStore, snaps raft.SnapshotStore) error {
 	wm, mark, err := watermark.Open(n.cfg.DataDir, storedLog{logs: store, stable: store, snaps: snaps},
 		watermark.Options{AcceptMissing: n.cfg.AcceptMissingWatermark, Logger: n.logger})

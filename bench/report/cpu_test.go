@@ -21,9 +21,9 @@ func withCPU(ms report.Measurement, server, client float64) report.Measurement {
 	return ms
 }
 
-// issue33 is a run with what the CPU aims measure: lock rows of both backends
+// cpuMeteredRun is a run with what the CPU aims measure: lock rows of both backends
 // and etcd Mutex with CPU metered, keepalive rows of one backend and etcd.
-func issue33() *report.Report {
+func cpuMeteredRun() *report.Report {
 	const (
 		L, K, C    = report.WorkloadLock, report.WorkloadKeepAlive, report.WorkloadCommit
 		Hc, Et     = report.SystemHashicorp, report.SystemEtcd
@@ -58,7 +58,7 @@ func issue33() *report.Report {
 }
 
 func TestRowsCarryCPUPer1k(t *testing.T) {
-	s := issue33().Summary
+	s := cpuMeteredRun().Summary
 	et, ok := s.Find(report.WorkloadLock, report.SystemEtcd, 64)
 	require.True(t, ok)
 	require.InDelta(t, 0.2, et.ServerCPUPer1k, 1e-9, "median over rounds of CPU ÷ ops × 1000")
@@ -82,7 +82,7 @@ func TestRowsCarryCPUPer1k(t *testing.T) {
 	}
 
 	var table, md bytes.Buffer
-	r := issue33()
+	r := cpuMeteredRun()
 	require.NoError(t, r.WriteTable(&table))
 	require.NoError(t, r.WriteMarkdown(&md))
 	require.Contains(t, table.String(), "srv CPU s/1k")
@@ -93,7 +93,7 @@ func TestRowsCarryCPUPer1k(t *testing.T) {
 
 func TestAimsIssue33(t *testing.T) {
 	got := map[string]report.Aim{}
-	for _, a := range issue33().Summary.Aims {
+	for _, a := range cpuMeteredRun().Summary.Aims {
 		got[a.Name] = a
 	}
 	tests := []struct {
@@ -120,7 +120,7 @@ func TestAimsIssue33(t *testing.T) {
 	require.False(t, got["lock cycles/s vs etcd Mutex at 16 clients, other backend"].Measured, "every target is listed")
 
 	// Without the etcd peer's CPU, the CPU aim is not measured.
-	r := issue33()
+	r := cpuMeteredRun()
 	for i := range r.Measurements {
 		if r.Measurements[i].System == report.SystemEtcdMutex {
 			r.Measurements[i].CPU = nil

@@ -5,7 +5,7 @@ import "github.com/dgraph-io/badger/v4"
 // CompactChunk is the most log entries one write deletes when a compacted
 // prefix of a Raft log is removed. A snapshot's compaction deletes about
 // SnapshotThreshold (8192) entries; in one badger write that took 10-30 ms
-// during which appends queued behind it and p99 doubled (issue 21). In
+// during which appends queued behind it and p99 doubled. In
 // chunks of this size an append waits for at most one small write. Deleting
 // in ascending index order keeps every prefix of the work a log that starts
 // at a contiguous index, so a crash in the middle leaves a consistent log.

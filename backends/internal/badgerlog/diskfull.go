@@ -14,9 +14,9 @@ import (
 // memtable), and as much again for compaction. badger writes its
 // write-ahead and value logs through mmap into sparse files, so running out
 // of space is not an error from write(2) but a SIGBUS that kills the
-// process with a trace from inside badger (issue 14, item 8): the node
-// therefore stops, with an error saying the disk is full, while space
-// remains.
+// process with a trace from inside badger (fail-stop,
+// docs/design.md#storage-and-recovery): the node therefore stops, with an
+// error saying the disk is full, while space remains.
 var ReserveBytes = 4 * uint64(backends.BadgerOptions("").MemTableSize)
 
 // FreeBytes returns the bytes available to this process on the file system

@@ -1,6 +1,5 @@
 // Package peergate binds a peer certificate to membership, for both
-// backends' Raft transports (DESIGN.md, Security: "Peer identity is
-// membership").
+// backends' Raft transports (docs/security.md#peer-identity-is-membership).
 //
 // Over mutual TLS, a peer certificate's common name is a member id (what
 // `ticketctl cert create-node --id` writes). A Gate lets a certificate

@@ -1,7 +1,7 @@
 // Package peerlimit caps the open connections of a node's Raft peer port,
-// for both backends' transports (security review of issue 12: idle
-// connections to the peer port exhausted the process's file descriptors and
-// the client API stopped answering).
+// for both backends' transports (docs/security.md#peer-transport-bounds:
+// uncapped, idle connections to the peer port exhausted the process's file
+// descriptors and the client API stopped answering).
 //
 // A Listener wraps the peer port's TCP listener, below TLS. It accepts a
 // connection first and then decides, like the client API's cap

@@ -37,7 +37,7 @@ func (w *File) startAsync() {
 // applied; a background goroutine writes the newest such mark AdvanceDelay
 // later (one synced 20-byte write, coalescing every Advance made
 // meanwhile). So the watermark's write overlaps the next appends' syncs
-// instead of adding to every append's latency (issue 21), and it still
+// instead of adding to every append's latency, and it still
 // never passes the durable
 // log: the caller calls Advance only after the append is durable, and a
 // synchronous Update or Store (a suffix lowering) absorbs a pending Advance
@@ -91,7 +91,7 @@ func (w *File) Flush() error {
 // before it writes the newest (2 ms). Every synced write is a device cache
 // flush, and flushes of two files do not merge: writing after every append
 // would keep the disk doing one watermark flush per append beside badger's
-// own, and appends pay for it in queueing (issue 21, measured on the
+// own, and appends pay for it in queueing (measured on the
 // project's virtio disk: the delayed writer cut a one-entry append to
 // 0.70-0.86× of the undelayed one in the same run). It bounds how far the
 // mark trails the log under load to the appends of about this long.

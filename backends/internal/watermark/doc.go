@@ -1,7 +1,7 @@
 // Package watermark keeps a node's durable record of how far its Raft log
 // reached, in a small file of its own beside the badger database, so that a
 // log that storage silently shortened is noticed at start instead of being
-// served (issue 14, item 7).
+// served (docs/design.md#storage-and-recovery).
 //
 // badger/v4 replays its memtable write-ahead log (the *.mem files) at open
 // and stops at the first record whose checksum does not match: it truncates
@@ -21,7 +21,7 @@
 //     entries), so a crash at any point leaves it at or below the log's end.
 //     The raise is written in the background (Advance): the watermark's own
 //     synced write overlaps the next append instead of adding to each
-//     append's latency (issue 21), at the price of trailing the log by the
+//     append's latency, at the price of trailing the log by the
 //     appends made during one watermark write; damage confined to those last
 //     entries goes unnoticed, anything deeper is still refused.
 //   - Applied, the highest index the node had applied (so committed) when the

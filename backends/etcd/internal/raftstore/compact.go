@@ -9,7 +9,7 @@ import (
 
 // compactor deletes entries at or below the compaction point in the
 // background, badgerlog.CompactChunk at a time, after CreateSnapshot has
-// durably moved the compaction point (issue 21: one write of ~8k deletions
+// durably moved the compaction point (in one write, ~8k deletions
 // stalled the raft loop and every append queued behind it). The keys it
 // deletes are never read nor written again by the Store (every reader and
 // writer stays above the compaction point), so it needs no Store lock. A

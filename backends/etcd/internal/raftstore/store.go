@@ -446,7 +446,7 @@ func (s *Store) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) erro
 // compaction point and the HardState; the compacted entries are deleted
 // after it in the background, badgerlog.CompactChunk per write, so that
 // neither this call nor the Saves after it wait behind thousands of
-// deletions (issue 21). Errors: raft.ErrSnapOutOfDate for a snapshot not
+// deletions. Errors: raft.ErrSnapOutOfDate for a snapshot not
 // newer than the stored one, raft.ErrUnavailable for one past the log, a
 // failure of an earlier background deletion, or badger's.
 func (s *Store) CreateSnapshot(snap *pb.Snapshot, compactTo uint64) error {

@@ -97,7 +97,7 @@ func BenchmarkSave(b *testing.B) {
 }
 
 // compactEntries is what one snapshot compacts with the defaults
-// (SnapshotThreshold 8192, issue 21).
+// (SnapshotThreshold 8192).
 const compactEntries = 8192
 
 // BenchmarkCompactionStall measures Saves of one entry while

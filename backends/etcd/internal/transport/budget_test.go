@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// TestPartialMessagesShareOneBudget is the security review's V3 (issue 12):
+// TestPartialMessagesShareOneBudget (docs/security.md#peer-transport-bounds):
 // many streams each holding a large partial message. With MaxMessageBytes
 // 4 MiB and MaxBufferedBytes 12 MiB, eight streams that each declare a
 // 4 MiB message and send 3.5 MiB of it cannot all be held: those that would

@@ -52,7 +52,7 @@ func startCounted(t *testing.T, id uint64, cfg *tls.Config, counts *errorCounts)
 
 // TestPeerErrorsAreCounted: a refused handshake is counted on both sides
 // (the dialling node and the refusing one), a failed dial and an oversized
-// declared message are counted too (issue 19's peer transport errors).
+// declared message are counted too (ticketd_peer_transport_errors_total).
 func TestPeerErrorsAreCounted(t *testing.T) {
 	pki := backendtest.NewPKI(t, "peer CA")
 	other := backendtest.NewPKI(t, "another CA")

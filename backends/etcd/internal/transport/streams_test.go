@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPeerServerLimitsConcurrentStreams is part of the security review's
-// V3 (issue 12): one HTTP/2 connection to the peer port may open at most
-// MaxConcurrentStreams streams (Go's default was 250, each able to hold a
-// partial message). The server's SETTINGS frame, read from a raw cleartext
-// HTTP/2 connection, must announce the limit; the HTTP/2 server refuses
-// streams past it (REFUSED_STREAM).
+// TestPeerServerLimitsConcurrentStreams
+// (docs/security.md#peer-transport-bounds): one HTTP/2 connection to the peer
+// port may open at most MaxConcurrentStreams streams (Go's default was 250,
+// each able to hold a partial message). The server's SETTINGS frame, read from
+// a raw cleartext HTTP/2 connection, must announce the limit; the HTTP/2
+// server refuses streams past it (REFUSED_STREAM).
 func TestPeerServerLimitsConcurrentStreams(t *testing.T) {
 	tr, err := New(Config{NodeID: 2, ID: "b", Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0", Deliver: newInbox().deliver})
 	require.NoError(t, err)

@@ -148,8 +148,8 @@ type Config struct {
 	// refused with ErrTooLarge before any allocation. Default
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int
-	// CountError, if set, counts one peer transport failure (issue 19's
-	// backends.PeerObserver.PeerTransportError): peer is the peer's raft
+	// CountError, if set, counts one peer transport failure
+	// (backends.PeerObserver.PeerTransportError): peer is the peer's raft
 	// address for a connection this transport dialled, the remote address
 	// for one it accepted (the sender is not identified yet); kind is
 	// "dial", "handshake" (TLS refused, either way), "read", "write" or
@@ -413,12 +413,12 @@ func (t *Transport) Reports() <-chan Report { return t.reports }
 // verifyServerIdentity refuses the server certificate of a connection
 // dialled to addr unless its common name is the member id of a peer set
 // at addr (SetPeer) and a current member (Config.Gate). Peer identity is
-// membership in both directions (DESIGN.md, Security): without it, a
-// certificate the CA signed for another id (a removed member's, one for an
-// id no member has) answering on a member's address (the member down and
-// its port taken, or the address intercepted) would receive every message
-// meant for that member, entries included. Errors wrap ErrForgedSender or
-// peergate.ErrNotMember.
+// membership in both directions
+// (docs/security.md#peer-identity-is-membership): without it, a certificate
+// the CA signed for another id (a removed member's, one for an id no member
+// has) answering on a member's address (the member down and its port taken, or
+// the address intercepted) would receive every message meant for that member,
+// entries included. Errors wrap ErrForgedSender or peergate.ErrNotMember.
 func (t *Transport) verifyServerIdentity(addr string, cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return fmt.Errorf("%w: %s presented no certificate", ErrForgedSender, addr)

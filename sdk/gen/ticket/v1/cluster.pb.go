@@ -79,11 +79,12 @@ type StatusResponse struct {
 	ReplayTargetIndex uint64 `protobuf:"varint,12,opt,name=replay_target_index,json=replayTargetIndex,proto3" json:"replay_target_index,omitempty"`
 	// leases_tracked is how many lease deadlines this node measures on its own
 	// clock (every node tracks every held lock from its own apply of the
-	// lock's last Grant or Renew; issue 15).
+	// lock's last Grant or Renew; docs/design.md#leases).
 	LeasesTracked int64 `protobuf:"varint,13,opt,name=leases_tracked,json=leasesTracked,proto3" json:"leases_tracked,omitempty"`
 	// sessions_open is the number of open sessions in this node's lock table
-	// (issue 17): replicated state, like locks_held. Every node also times
-	// each open session's lease on its own clock, apart from leases_tracked.
+	// (docs/design.md#sessions): replicated state, like locks_held. Every node
+	// also times each open session's lease on its own clock, apart from
+	// leases_tracked.
 	SessionsOpen  int64 `protobuf:"varint,14,opt,name=sessions_open,json=sessionsOpen,proto3" json:"sessions_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

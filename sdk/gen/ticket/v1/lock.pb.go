@@ -25,7 +25,8 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Mode is how a key is held (issue 17).
+// Mode is how a key is held
+// (docs/semantics.md#shared-locks-semaphores-and-sessions).
 type Mode int32
 
 const (

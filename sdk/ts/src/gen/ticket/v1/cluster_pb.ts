@@ -100,7 +100,7 @@ export type StatusResponse = Message<"ticket.v1.StatusResponse"> & {
   /**
    * leases_tracked is how many lease deadlines this node measures on its own
    * clock (every node tracks every held lock from its own apply of the
-   * lock's last Grant or Renew; issue 15).
+   * lock's last Grant or Renew; docs/design.md#leases).
    *
    * @generated from field: int64 leases_tracked = 13;
    */
@@ -108,8 +108,9 @@ export type StatusResponse = Message<"ticket.v1.StatusResponse"> & {
 
   /**
    * sessions_open is the number of open sessions in this node's lock table
-   * (issue 17): replicated state, like locks_held. Every node also times
-   * each open session's lease on its own clock, apart from leases_tracked.
+   * (docs/design.md#sessions): replicated state, like locks_held. Every node
+   * also times each open session's lease on its own clock, apart from
+   * leases_tracked.
    *
    * @generated from field: int64 sessions_open = 14;
    */

@@ -1090,7 +1090,8 @@ export const WatchOutOfRangeSchema: GenMessage<WatchOutOfRange> = /*@__PURE__*/
   messageDesc(file_ticket_v1_lock, 30);
 
 /**
- * Mode is how a key is held (issue 17).
+ * Mode is how a key is held
+ * (docs/semantics.md#shared-locks-semaphores-and-sessions).
  *
  * @generated from enum ticket.v1.Mode
  */
