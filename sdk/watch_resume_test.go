@@ -120,18 +120,7 @@ func TestWatchResumesInsideAnEntry(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			node := &scriptedWatch{script: c.script}
-			mux := http.NewServeMux()
-			mux.Handle(ticketv1connect.NewLockServiceHandler(node))
-			srv := httptest.NewUnstartedServer(mux)
-			srv.Config.Protocols = new(http.Protocols)
-			srv.Config.Protocols.SetHTTP1(true)
-			srv.Config.Protocols.SetUnencryptedHTTP2(true)
-			srv.Config.ErrorLog = nil
-			srv.Start()
-			defer srv.Close()
-			cl, err := sdk.New([]string{srv.Listener.Addr().String()}, sdk.WithBackoff(time.Millisecond, 5*time.Millisecond))
-			require.NoError(t, err)
-			defer cl.Close()
+			cl := lockServiceClient(t, node)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -149,4 +138,24 @@ func TestWatchResumesInsideAnEntry(t *testing.T) {
 			assert.Equal(t, c.starts, node.startIndexes())
 		})
 	}
+}
+
+// lockServiceClient serves h as the LockService of an h2c test server (closed
+// at the end of the test) and returns a client of it with a back-off of
+// 1–5 ms, so that a watch resumes at once.
+func lockServiceClient(t *testing.T, h ticketv1connect.LockServiceHandler) *sdk.Client {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(ticketv1connect.NewLockServiceHandler(h))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Config.ErrorLog = nil
+	srv.Start()
+	t.Cleanup(srv.Close)
+	cl, err := sdk.New([]string{srv.Listener.Addr().String()}, sdk.WithBackoff(time.Millisecond, 5*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
 }

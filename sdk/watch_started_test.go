@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -99,18 +98,7 @@ func TestWatchStartedAndResumedFromIt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			node := &announcingWatch{}
-			mux := http.NewServeMux()
-			mux.Handle(ticketv1connect.NewLockServiceHandler(node))
-			srv := httptest.NewUnstartedServer(mux)
-			srv.Config.Protocols = new(http.Protocols)
-			srv.Config.Protocols.SetHTTP1(true)
-			srv.Config.Protocols.SetUnencryptedHTTP2(true)
-			srv.Config.ErrorLog = nil
-			srv.Start()
-			defer srv.Close()
-			cl, err := sdk.New([]string{srv.Listener.Addr().String()}, sdk.WithBackoff(time.Millisecond, 5*time.Millisecond))
-			require.NoError(t, err)
-			defer cl.Close()
+			cl := lockServiceClient(t, node)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
