@@ -166,15 +166,7 @@ func writeLogStore(dataDir, store string) error {
 		if err := os.Rename(tmp, path); err != nil {
 			return err
 		}
-		d, err := os.Open(dataDir)
-		if err != nil {
-			return err
-		}
-		err = d.Sync()
-		if cerr := d.Close(); err == nil {
-			err = cerr
-		}
-		return err
+		return SyncDir(dataDir)
 	}()
 	if err != nil {
 		_ = os.Remove(tmp)

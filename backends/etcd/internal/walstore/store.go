@@ -39,6 +39,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 )
 
@@ -238,10 +239,17 @@ func (s *Store) CreateSnapshot(sn *pb.Snapshot, compactTo uint64) error {
 	return s.release(md.GetIndex())
 }
 
-// saveSnap writes sn's file, then its WAL record (etcd's order: a WAL
-// snapshot record always has its file).
+// saveSnap writes sn's file and syncs its directory, then its WAL record
+// (etcd's order: a WAL snapshot record always has its file).
 func (s *Store) saveSnap(sn *pb.Snapshot) error {
 	if err := s.ss.SaveSnap(sn); err != nil {
+		return fmt.Errorf("walstore: save snapshot file: %w", err)
+	}
+	// etcd's Snapshotter fsyncs the file but not snap/, so its name is not
+	// durable yet (fsync(2)); without this a power cut could take the
+	// snapshot that the WAL record names, after release purged the
+	// segments it stands for.
+	if err := backends.SyncDir(s.snapDr); err != nil {
 		return fmt.Errorf("walstore: save snapshot file: %w", err)
 	}
 	md := sn.GetMetadata()
@@ -339,15 +347,7 @@ func (s *Store) SavePeers(data []byte) error {
 		if err := os.Rename(tmp, path); err != nil {
 			return err
 		}
-		d, err := fileutil.OpenDir(s.dir)
-		if err != nil {
-			return err
-		}
-		err = fileutil.Fsync(d)
-		if cerr := d.Close(); err == nil {
-			err = cerr
-		}
-		return err
+		return backends.SyncDir(s.dir)
 	}()
 	if err != nil {
 		return fmt.Errorf("walstore: save peers: %w", err)
