@@ -93,6 +93,15 @@ func Open(dir string, lg *zap.Logger) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("walstore: create wal: %w", err)
 		}
+		// wal.Create fsyncs the first segment and the WAL directory's
+		// parent after renaming the directory into place, but never the
+		// directory itself, so the segment's name is not durable until
+		// the WAL cuts its next segment (fsync(2)): a power cut before
+		// that would take every entry in it.
+		if err := backends.SyncDir(s.walDir); err != nil {
+			_ = w.Close()
+			return nil, fmt.Errorf("walstore: create wal: %w", err)
+		}
 		s.w = w
 		return s, nil
 	}
