@@ -18,7 +18,9 @@ import (
 // onApply is the backend's OnApply hook: it keeps the lessor's leases and
 // lock-delays and the wait queues in step with the lock table, on every node
 // (docs/design.md#leases: every node measures every lease from its own apply).
-// It never blocks and never proposes.
+// It never blocks and never proposes. It first records that this node
+// applied index now (applytime), so that after a restart the lessor
+// measures this entry's lease from now rather than from the replay.
 //
 //   - a Grant that created a lock, an idempotent retry Grant (which restarts
 //     the lease in the replicated state) and a Renew restart the lock's
@@ -43,6 +45,7 @@ import (
 // core.StateMachine.Restores; docs/design.md#replicated-commands), so the
 // apply of an entry costs the same whatever the table's size.
 func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
+	n.times.Applied(index)
 	n.hub.Apply(index, cmd, res)
 	n.lessor.Resync(n.sm)
 	switch cmd.Op {

@@ -18,6 +18,7 @@ import (
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/applytime"
 	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/forward"
 	"github.com/ticketd/ticketd/server/lessor"
@@ -47,6 +48,11 @@ type options struct {
 	leaderWait time.Duration
 	// bootstrapWait bounds checkNotBootstrapped (WithBootstrapProbeWait).
 	bootstrapWait time.Duration
+	// host and hasLog replace the apply-time record's host clock and its
+	// test for Raft state in the data dir (applytimes.go), for tests whose
+	// backend keeps its log elsewhere and whose clock is fake.
+	host   applytime.Host
+	hasLog func(dir string) bool
 }
 
 // WithLogger sets the logger; the default is zap.NewNop().
@@ -109,6 +115,7 @@ type Node struct {
 	bg    sync.WaitGroup // background proposals (ghost releases, member updates)
 
 	lessor *lessor.Lessor
+	times  *applytime.Record // when this node applied each index, across restarts (nil: none)
 	queue  *waitq.Queue
 	fwd    *forward.Forwarder
 	hub    *watch.Hub // watch events, fed by onApply (watchservice.go)
@@ -204,6 +211,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		workers:        newWorkerPool(),
 	}
 	var err error
+	n.times = openApplyTimes(cfg, o, n.log)
 	n.lessor, err = lessor.New(lessor.Config{
 		Clock:   o.clock,
 		Confirm: n.confirmTerm,
@@ -213,9 +221,13 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ExpireSession: n.proposeExpireSession,
 		OnDelayEnd:    n.onDelayEnd,
 		Logger:        n.log.Named("lessor"),
+		// a restarted node measures the leases it replays from its earlier
+		// run's apply (docs/design.md#leases)
+		AppliedAt: n.times.At,
 	})
 	if err != nil {
 		stop()
+		_ = n.times.Close()
 		return nil, err
 	}
 	n.hub, err = watch.New(watch.Config{
@@ -225,18 +237,21 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err != nil {
 		stop()
 		_ = n.lessor.Close()
+		_ = n.times.Close()
 		return nil, err
 	}
 	n.queue, err = waitq.New(waitq.Config{State: n.keyState, MaxWaiters: cfg.Limits.MaxWaitersPerKey, MaxWaitersTotal: maxWaitersTotal})
 	if err != nil {
 		stop()
 		_ = n.lessor.Close()
+		_ = n.times.Close()
 		return nil, err
 	}
 	n.met, err = newMetrics(o.registry, n)
 	if err != nil {
 		stop()
 		_ = n.lessor.Close()
+		_ = n.times.Close()
 		return nil, err
 	}
 
@@ -266,6 +281,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err := n.secure(&bcfg); err != nil {
 		stop()
 		_ = n.lessor.Close()
+		_ = n.times.Close()
 		return nil, err
 	}
 	if o.editConfig != nil {
@@ -275,6 +291,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err != nil {
 		stop()
 		_ = n.lessor.Close()
+		_ = n.times.Close()
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
 	n.raft = b
@@ -392,6 +409,7 @@ func (n *Node) Close(ctx context.Context) error {
 		_ = n.lessor.Close()
 		n.bg.Wait()
 		n.closeErr = n.raft.Close()
+		_ = n.times.Close() // after the backend: no apply records any more
 		n.fwd.Close()
 	})
 	return n.closeErr

@@ -24,6 +24,12 @@
 // the leader grants the key again only once Delayed reports 0, and
 // Config.OnDelayEnd says when that happens.
 //
+// A restarted node replays its log: Config.AppliedAt (the data dir's
+// apply-time record, server/applytime) tells the lessor when an earlier run
+// of the node applied a replayed entry, and a lease is measured from then
+// rather than from the replay, so restarts do not stretch it either
+// (docs/design.md#leases).
+//
 // Sessions (docs/design.md#sessions; etcd leases, Consul sessions) are leases of their own,
 // timed the same way from every node's apply of their CreateSession or last
 // KeepAliveSession and ended on the leader by one core.ExpireSession

@@ -98,6 +98,15 @@ type Config struct {
 	MaxInFlight int
 	// Logger receives expiry logs; nil means zap.NewNop().
 	Logger *zap.Logger
+	// AppliedAt, if set, returns a time on Clock by which an earlier run of
+	// this node had already applied the log index index, and true
+	// (applytime.Record.At); false when no earlier run applied it. A lease
+	// whose last Grant or Renew (CreateSession or KeepAliveSession) is at
+	// such an index is measured from that time instead of from this run's
+	// replay of it: still after the client sent it (never early), and no
+	// later than one bucket after this node first applied it, so a restart
+	// does not stretch the lease (docs/design.md#leases).
+	AppliedAt func(index uint64) (time.Time, bool)
 }
 
 // DefaultConfig returns a Config with the optional fields at their defaults.
@@ -321,7 +330,20 @@ func (l *Lessor) Track(key string, token uint64, leaseMS int64, index uint64) {
 	if _, ok := l.under[lockID{key, token}]; ok {
 		return
 	}
-	l.track(lockLease(key, token), leaseMS, index, now.Add(ms(leaseMS)))
+	l.track(lockLease(key, token), leaseMS, index, l.start(index, now).Add(ms(leaseMS)))
+}
+
+// start returns when this node first applied index: now, or the earlier
+// time an earlier run recorded (Config.AppliedAt) when this apply is a
+// replay after a restart.
+func (l *Lessor) start(index uint64, now time.Time) time.Time {
+	if l.cfg.AppliedAt == nil {
+		return now
+	}
+	if t, ok := l.cfg.AppliedAt(index); ok && t.Before(now) {
+		return t
+	}
+	return now
 }
 
 // track sets the lease id to deadline with seen index; l.mu held.
@@ -361,7 +383,8 @@ func (l *Lessor) Removed(key string, token uint64) {
 // installed. A lock tracked with its token and a seen index at or above its
 // ModIndex keeps its deadline; any other held lock starts at now + lease_ms
 // (later than any client's deadline, so safe); tracked locks the table does
-// not hold are forgotten. Sessions are reconciled the same way (by their
+// not hold are forgotten. A lease an earlier run of this node applied
+// (Config.AppliedAt) starts when that run applied it instead. Sessions are reconciled the same way (by their
 // ModIndex and TTL), and holders under a session are attached to it. Delays
 // the table records but this node does not time start now. O(locks +
 // sessions); call it from the apply goroutine, after a restore only
@@ -414,7 +437,7 @@ func (l *Lessor) reconcile(table Table, now time.Time) {
 		if seen == 0 {
 			seen = applied // a version 1 snapshot: the lock is unchanged since applied
 		}
-		l.track(id, leaseMS, seen, now.Add(ms(leaseMS)))
+		l.track(id, leaseMS, seen, l.start(seen, now).Add(ms(leaseMS)))
 	}
 	table.Ascend(func(lk core.Lock) bool {
 		heldKeys[lk.Key] = true
