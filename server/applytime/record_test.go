@@ -35,6 +35,12 @@ func (h *testHost) now() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return ba
 
 func (h *testHost) advance(d time.Duration) { h.mu.Lock(); h.since += d; h.mu.Unlock() }
 
+// fresh returns the path of a record in a new dir and a host clock at an
+// hour into epoch boot-1.
+func fresh(t *testing.T) (string, *testHost) {
+	return filepath.Join(t.TempDir(), applytime.FileName), &testHost{epoch: "boot-1", since: time.Hour}
+}
+
 func open(t *testing.T, path string, h *testHost, keep bool) *applytime.Record {
 	t.Helper()
 	r, err := applytime.Open(applytime.Config{Path: path, Span: time.Second, Host: h, Now: h.now, Keep: keep})
@@ -55,8 +61,7 @@ func at(t *testing.T, r *applytime.Record, index uint64) (time.Duration, bool) {
 // in: never before the apply (a lease is never short), at most one bucket
 // after it; an index no earlier run applied gets no answer.
 func TestRecordSurvivesRestart(t *testing.T) {
-	path := filepath.Join(t.TempDir(), applytime.FileName)
-	h := &testHost{epoch: "boot-1", since: time.Hour}
+	path, h := fresh(t)
 	r := open(t, path, h, false)
 	_, ok := r.At(1)
 	assert.False(t, ok, "a fresh record answers nothing")
@@ -109,8 +114,7 @@ func TestRecordVoid(t *testing.T) {
 		keep  bool
 	}{{"another epoch", "boot-2", true}, {"no raft state", "boot-1", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), applytime.FileName)
-			h := &testHost{epoch: "boot-1", since: time.Hour}
+			path, h := fresh(t)
 			r := open(t, path, h, true)
 			r.Applied(5)
 			require.NoError(t, r.Close())
@@ -128,8 +132,7 @@ func TestRecordVoid(t *testing.T) {
 // ring still holds: after the apply (never short), and long enough ago that
 // any lease from it has run out.
 func TestRecordOlderThanRing(t *testing.T) {
-	path := filepath.Join(t.TempDir(), applytime.FileName)
-	h := &testHost{epoch: "boot-1", since: time.Hour}
+	path, h := fresh(t)
 	r := open(t, path, h, false)
 	r.Applied(1)
 	first := h.since
@@ -147,8 +150,7 @@ func TestRecordOlderThanRing(t *testing.T) {
 
 // TestRecordDamaged: a file of the wrong size or header is reset, not read.
 func TestRecordDamaged(t *testing.T) {
-	path := filepath.Join(t.TempDir(), applytime.FileName)
-	h := &testHost{epoch: "boot-1", since: time.Hour}
+	path, h := fresh(t)
 	r := open(t, path, h, true)
 	r.Applied(9)
 	require.NoError(t, r.Close())
@@ -161,8 +163,7 @@ func TestRecordDamaged(t *testing.T) {
 // TestRecordLocked: a second open of the same file while the first is open
 // (two processes on one data dir) fails; after Close it succeeds.
 func TestRecordLocked(t *testing.T) {
-	path := filepath.Join(t.TempDir(), applytime.FileName)
-	h := &testHost{epoch: "boot-1", since: time.Hour}
+	path, h := fresh(t)
 	r := open(t, path, h, true)
 	_, err := applytime.Open(applytime.Config{Path: path, Span: time.Second, Host: h, Now: h.now, Keep: true})
 	require.Error(t, err)

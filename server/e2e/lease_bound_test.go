@@ -141,13 +141,7 @@ func (w *lockWatch) waitGone(t *testing.T) []*boundLock {
 // a transfer to the restarted node) are in lease_restart_test.go.
 func TestLeaseBoundAcrossFailovers(t *testing.T) {
 	matrix(t, func(t *testing.T, backend string) {
-		c := ticketdtest.Start(t, ticketdtest.Options{
-			Backend: backend,
-			Nodes:   5,
-			Args: []string{"--lease-min-ms=10", "--lease-max-ms=120000",
-				fmt.Sprintf("--raft-election-timeout-ms=%d", boundElectionMS), "--raft-heartbeat-ms=50"},
-		})
-		settle(t, c)
+		c := startBoundCluster(t, backend, 5)
 		ctx := ctxT(t)
 		w := watchLocks(t, c)
 		acquire := func(i int) {
@@ -198,6 +192,21 @@ func TestLeaseBoundAcrossFailovers(t *testing.T) {
 		t.Logf("%s: %d locks, %d failovers every %v: worst lifetime / lease = %.3f (bound %.3f)",
 			backend, len(locks), boundFailovers, boundLease/3, worst, float64(boundLease+boundSlack)/float64(boundLease))
 	})
+}
+
+// startBoundCluster starts a cluster of nodes ticketd processes of backend
+// with the bound tests' failover timing (boundElectionMS, heartbeats every
+// 50 ms) and waits until it settles.
+func startBoundCluster(t *testing.T, backend string, nodes int) *ticketdtest.Cluster {
+	t.Helper()
+	c := ticketdtest.Start(t, ticketdtest.Options{
+		Backend: backend,
+		Nodes:   nodes,
+		Args: []string{"--lease-min-ms=10", "--lease-max-ms=120000",
+			fmt.Sprintf("--raft-election-timeout-ms=%d", boundElectionMS), "--raft-heartbeat-ms=50"},
+	})
+	settle(t, c)
+	return c
 }
 
 // anyRunning returns a running node, rotating so that reads and writes go

@@ -42,13 +42,7 @@ type restartRun struct {
 // timing of TestLeaseBoundAcrossFailovers, takes an unrenewed lock and a
 // session with one holder (both for restartLease), and watches them.
 func startRestartRun(t *testing.T, backend string) *restartRun {
-	c := ticketdtest.Start(t, ticketdtest.Options{
-		Backend: backend,
-		Nodes:   3,
-		Args: []string{"--lease-min-ms=10", "--lease-max-ms=120000",
-			fmt.Sprintf("--raft-election-timeout-ms=%d", boundElectionMS), "--raft-heartbeat-ms=50"},
-	})
-	settle(t, c)
+	c := startBoundCluster(t, backend, 3)
 	ctx := ctxT(t)
 	r := &restartRun{c: c, w: watchLocks(t, c), office: time.Now()}
 	leader := c.Leader(t)
