@@ -11,7 +11,8 @@ import (
 // (docs/design.md#leases): an unrenewed lock, and an abandoned session, ends
 // (its Expire is decided) no later than max(its lease measured from the last
 // acknowledged Grant/Renew/KeepAlive, the moment the node last took office)
-// + one expiry round. In the harness elections take no fake time and an
+// + one expiry round; a Renew (KeepAlive) that committed counts even if its
+// client heard an error. In the harness elections take no fake time and an
 // expiry round is decided as its timer fires, so the only slack is the
 // apply-time record's bucket (applytime.Bucket): a restarted node measures a
 // replayed lease from the end of the bucket in which it first applied it.
@@ -54,23 +55,22 @@ func (b *boundCheck) answered(now time.Time, op *clientOp) {
 	}
 }
 
-// replicated records a successor's Grant, Renew or KeepAliveSession
-// acknowledged now (harness.replicate). h.mu held.
-func (b *boundCheck) replicated(now time.Time, cmd core.Command, res core.Result) {
+// applied records the lease an applied Grant, Renew, CreateSession or
+// KeepAliveSession starts now (acknowledged or not: a Renew whose client
+// heard an error but that committed renews the lease), and forgets the
+// leases an applied entry ended. A restart's replay is not observed: the
+// bound stays measured from the first apply. h.mu held.
+func (b *boundCheck) applied(now time.Time, cmd core.Command, res core.Result) {
 	end := now.Add(ms(res.LeaseMS))
 	switch {
-	case cmd.Op == core.OpKeepAliveSession && res.Outcome == core.OutcomeRenewed:
-		laterEnd(b.sessions, cmd.Session, end)
-	case cmd.Op == core.OpRenew && res.Outcome == core.OutcomeRenewed:
-		laterEnd(b.locks, lockID{cmd.Key, cmd.Token}, end)
 	case cmd.Op == core.OpGrant && res.Outcome == core.OutcomeGranted && res.Session == 0:
 		laterEnd(b.locks, lockID{cmd.Key, res.Token}, end)
-	}
-}
-
-// applied forgets the leases an applied entry ended. h.mu held.
-func (b *boundCheck) applied(cmd core.Command, res core.Result) {
-	if cmd.Op == core.OpRelease || (cmd.Op == core.OpExpire && res.Existed) {
+	case cmd.Op == core.OpRenew && res.Outcome == core.OutcomeRenewed:
+		laterEnd(b.locks, lockID{cmd.Key, cmd.Token}, end)
+	case cmd.Op == core.OpCreateSession && res.Outcome == core.OutcomeSessionCreated,
+		cmd.Op == core.OpKeepAliveSession && res.Outcome == core.OutcomeRenewed:
+		laterEnd(b.sessions, res.Session, end)
+	case cmd.Op == core.OpRelease || (cmd.Op == core.OpExpire && res.Existed):
 		delete(b.locks, lockID{cmd.Key, cmd.Token})
 	}
 	if res.Ended != nil {

@@ -249,7 +249,7 @@ func (h *harness) onApply(index uint64, cmd core.Command, res core.Result) {
 	}
 	h.check.sessionApplied(h.clock.Now(), index, cmd, res, h.n.sm) // before applied forgets the holders it removed
 	h.check.applied(h.clock.Now(), cmd, res)
-	h.check.bound.applied(cmd, res)
+	h.check.bound.applied(h.clock.Now(), cmd, res)
 	h.recordChanges(index, cmd, res)
 	if res.Ended != nil {
 		h.sessionEndApplied(res.Ended)
@@ -488,7 +488,6 @@ func (h *harness) replicate(cmd core.Command) error {
 	h.settle()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.check.bound.replicated(h.clock.Now(), cmd, res)
 	if cmd.Op == core.OpKeepAliveSession {
 		if res.Outcome == core.OutcomeRenewed {
 			h.check.sess.ack(cmd.Session, h.clock.Now().Add(ms(res.LeaseMS)))

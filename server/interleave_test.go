@@ -82,8 +82,8 @@ import (
 // A failing case prints its steps; rapid shrinks it to a short one.
 func TestInterleavings(t *testing.T) {
 	dir := t.TempDir()
-	cases, total := 0, 0
-	defer func() { t.Logf("%d interleavings, %d steps", cases, total) }()
+	cases, total, restarts := 0, 0, 0
+	defer func() { t.Logf("%d interleavings, %d steps, %d restarts", cases, total, restarts) }()
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newHarness(rt, dir)
 		defer h.close()
@@ -245,6 +245,7 @@ func TestInterleavings(t *testing.T) {
 					rt.Skip("committed entries waiting, or watches open")
 				}
 				steps = append(steps, "restart")
+				restarts++
 				if err := h.restart(); err != nil {
 					rt.Fatalf("restart: %v", err)
 				}
