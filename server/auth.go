@@ -48,14 +48,9 @@ func (n *Node) newAuthenticator() (*security.Authenticator, error) {
 	return a, nil
 }
 
-// authn returns the node's Authenticator (nil before secure ran: every
-// check then allows, as with authorization off).
-func (n *Node) authn() *security.Authenticator {
-	if n.sec == nil {
-		return nil
-	}
-	return n.sec.auth
-}
+// authn returns the node's Authenticator, kept by its HTTP side (nil
+// before secure ran: every check then allows, as with authorization off).
+func (n *Node) authn() *security.Authenticator { return n.http.Auth() }
 
 // grantPrincipal is the principal an Acquire's Grant is bound to: the
 // caller's when authorization is on, "" otherwise (today's behaviour).

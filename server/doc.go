@@ -22,6 +22,16 @@
 // lockservice.go and clusterservice.go (the handlers). Step-by-step scripts of
 // the lock logic are in testdata/interaction (interaction_test.go).
 //
+// The HTTP side is package httpapi: the API's http.Server and its
+// handler chain, TLS serving and certificate reload, the connection cap,
+// the request-body timeout, CORS, the probes, the hints for malformed
+// calls, the audit text of the caller, the metrics listener, the RPC log
+// and the worker pool. In this package, secure.go wires the node's
+// transport security (the exposure check, the HTTP side, peer TLS for the
+// backend, TLS for forwarding), serve.go hands Serve and ServeMetrics to
+// the HTTP side, and readiness.go answers the readiness questions it asks
+// of the lock service (httpapi.Node).
+//
 // Followers forward writes and linearizable reads to the leader, one hop
 // (package forward), and name the leader in Unavailable errors. errmap.go is
 // the single place that maps errors to connect codes (docs/api.md#errors).

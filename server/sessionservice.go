@@ -11,6 +11,7 @@ import (
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/httpapi"
 	"github.com/ticketd/ticketd/server/lessor"
 	"github.com/ticketd/ticketd/server/security"
 )
@@ -145,7 +146,7 @@ func (n *Node) closeSession(ctx context.Context, id uint64) error {
 		return &SessionNotFoundError{Session: id}
 	}
 	if p, _ := security.PrincipalFrom(ctx); p.Name != sess.Principal {
-		n.audit().Info("session closed by another principal", principalField(ctx), callerField(ctx),
+		n.audit().Info("session closed by another principal", principalField(ctx), httpapi.AuditCaller(ctx),
 			zap.Uint64("session", id), zap.String("session_principal", sess.Principal), zap.Int("locks", len(res.Ended.Locks)))
 	}
 	return nil

@@ -1,4 +1,4 @@
-package server_test
+package httpapi_test
 
 import (
 	"bufio"
@@ -48,7 +48,7 @@ func capFileLimit(t *testing.T, extra uint64) {
 
 func TestIdleConnectionFloodLeavesAPIAnswering(t *testing.T) {
 	const maxConns, idle = 200, 3000
-	s := startStandalone(t, func(c *config.Config) {
+	s := nodetest.StartStandalone(t, func(c *config.Config) {
 		c.Limits.MaxConnections = maxConns
 		c.Limits.ReadHeaderTimeoutMS = 60_000 // only the cap may shed them here
 	})
@@ -62,18 +62,18 @@ func TestIdleConnectionFloodLeavesAPIAnswering(t *testing.T) {
 		}
 	})
 	for range idle {
-		c, err := net.Dial("tcp", s.addr) // the kernel completes the handshake even when not accepted
+		c, err := net.Dial("tcp", s.Addr) // the kernel completes the handshake even when not accepted
 		require.NoError(t, err)
 		conns = append(conns, c)
 	}
 	// Connections refused while every slot had just opened are retried, as
 	// a client does; the silent ones past stateNewGrace make room.
-	require.NoError(t, answeredEventually(ctxT(t), s.addr), "a real request is answered despite %d idle connections", idle)
+	require.NoError(t, answeredEventually(ctxT(t), s.Addr), "a real request is answered despite %d idle connections", idle)
 }
 
 func TestSlowBodyIsCut(t *testing.T) {
-	s := startStandalone(t, func(c *config.Config) { c.Limits.BodyReadTimeoutMS = 300 })
-	c, err := net.Dial("tcp", s.addr)
+	s := nodetest.StartStandalone(t, func(c *config.Config) { c.Limits.BodyReadTimeoutMS = 300 })
+	c, err := net.Dial("tcp", s.Addr)
 	require.NoError(t, err)
 	defer c.Close()
 	body := `{"key":"slow","leaseMs":"10000","owner":"o"}`
@@ -94,7 +94,7 @@ func TestSlowBodyIsCut(t *testing.T) {
 		}
 	}
 	require.True(t, cut, "a body sent at ten bytes a second was read to the end")
-	held := heldAt(t, s.addr, "slow")
+	held := heldAt(t, s.Addr, "slow")
 	assert.False(t, held, "the cut request changed nothing")
 }
 
@@ -112,8 +112,8 @@ func heldAt(t *testing.T, addr, key string) bool {
 }
 
 func TestOversizedHeadersRefused(t *testing.T) {
-	s := startStandalone(t, func(c *config.Config) { c.Limits.MaxHeaderBytes = 4096 })
-	req, err := http.NewRequest(http.MethodPost, "http://"+s.addr+"/ticket.v1.LockService/GetLock", strings.NewReader(`{}`))
+	s := nodetest.StartStandalone(t, func(c *config.Config) { c.Limits.MaxHeaderBytes = 4096 })
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.Addr+"/ticket.v1.LockService/GetLock", strings.NewReader(`{}`))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Big", strings.Repeat("a", 64<<10))
@@ -140,14 +140,14 @@ func TestSlowBodyStreamsAreCutPerStream(t *testing.T) {
 		{"h2_over_tls", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var pki testPKI
+			var pki nodetest.PKI
 			if tc.tls {
-				pki = newTestPKI(t)
+				pki = nodetest.NewPKI(t)
 			}
-			s := startStandalone(t, func(c *config.Config) {
+			s := nodetest.StartStandalone(t, func(c *config.Config) {
 				c.Limits.BodyReadTimeoutMS = 500
 				if tc.tls {
-					pki.secureConfig(c)
+					pki.SecureConfig(c)
 				}
 			})
 			scheme := "http://"
@@ -164,7 +164,7 @@ func TestSlowBodyStreamsAreCutPerStream(t *testing.T) {
 				}
 				if tc.tls {
 					tr.Protocols.SetHTTP2(true)
-					tr.TLSClientConfig = pki.clientTLS(true)
+					tr.TLSClientConfig = pki.ClientTLS(true)
 				} else {
 					tr.Protocols.SetUnencryptedHTTP2(true)
 				}
@@ -177,7 +177,7 @@ func TestSlowBodyStreamsAreCutPerStream(t *testing.T) {
 			getLock := func(c *http.Client) error {
 				ctx, cancel := context.WithTimeout(ctxT(t), safety)
 				defer cancel()
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+s.addr+"/ticket.v1.LockService/GetLock", strings.NewReader(`{"key":"k"}`))
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+s.Addr+"/ticket.v1.LockService/GetLock", strings.NewReader(`{"key":"k"}`))
 				if err != nil {
 					return err
 				}
@@ -212,7 +212,7 @@ func TestSlowBodyStreamsAreCutPerStream(t *testing.T) {
 				trace := &httptrace.ClientTrace{WroteHeaders: opened.Done}
 				// No deadline of the client's own: only the node may end it.
 				req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodPost,
-					scheme+s.addr+"/ticket.v1.LockService/Acquire", pr)
+					scheme+s.Addr+"/ticket.v1.LockService/Acquire", pr)
 				require.NoError(t, err)
 				req.Header.Set("Content-Type", "application/json")
 				req.ContentLength = 64 // announced, never sent

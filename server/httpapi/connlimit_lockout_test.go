@@ -1,4 +1,4 @@
-package server_test
+package httpapi_test
 
 import (
 	"context"
@@ -109,7 +109,7 @@ func TestBodyStallCannotLockOutConnections(t *testing.T) {
 		{name: "http1_trickle", stall: trickleH1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startStandalone(t, func(c *config.Config) {
+			s := nodetest.StartStandalone(t, func(c *config.Config) {
 				c.Limits.MaxConnections = maxConns
 				c.Limits.BodyReadTimeoutMS = 500
 			})
@@ -119,14 +119,14 @@ func TestBodyStallCannotLockOutConnections(t *testing.T) {
 			var cut atomic.Int32
 			for range maxConns {
 				wg.Go(func() {
-					if tc.stall(stallCtx, s.addr); stallCtx.Err() == nil {
+					if tc.stall(stallCtx, s.Addr); stallCtx.Err() == nil {
 						cut.Add(1) // ended by the server, not by this test
 					}
 				})
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			require.NoError(t, answeredEventually(ctx, s.addr), "a legitimate request is answered")
+			require.NoError(t, answeredEventually(ctx, s.Addr), "a legitimate request is answered")
 			stalled := make(chan struct{})
 			go func() { wg.Wait(); close(stalled) }()
 			select {
@@ -136,7 +136,7 @@ func TestBodyStallCannotLockOutConnections(t *testing.T) {
 			stopStalls()
 			<-stalled
 			assert.Equal(t, int32(maxConns), cut.Load(), "every stalled request is cut by the body timeout")
-			assert.False(t, heldAt(t, s.addr, "probe"))
+			assert.False(t, heldAt(t, s.Addr, "probe"))
 		})
 	}
 }
@@ -146,27 +146,27 @@ func TestBodyStallCannotLockOutConnections(t *testing.T) {
 // answered.
 func TestSilentConnectionsYieldToNewcomer(t *testing.T) {
 	const maxConns = 20
-	s := startStandalone(t, func(c *config.Config) {
+	s := nodetest.StartStandalone(t, func(c *config.Config) {
 		c.Limits.MaxConnections = maxConns
 		c.Limits.ReadHeaderTimeoutMS = 60_000 // only the cap may shed them
 	})
 	for range maxConns {
-		c, err := net.Dial("tcp", s.addr)
+		c, err := net.Dial("tcp", s.Addr)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, answeredEventually(ctx, s.addr))
+	require.NoError(t, answeredEventually(ctx, s.Addr))
 }
 
 // With the cap reached and nobody waiting, no connection is closed: an idle
 // keep-alive connection is reused for the next request.
 func TestIdleConnectionKeptWhenNobodyWaits(t *testing.T) {
-	s := startStandalone(t, func(c *config.Config) { c.Limits.MaxConnections = 1 })
+	s := nodetest.StartStandalone(t, func(c *config.Config) { c.Limits.MaxConnections = 1 })
 	cli := nodetest.H2CClient()
 	defer cli.CloseIdleConnections()
-	lc := ticketv1connect.NewLockServiceClient(cli, "http://"+s.addr)
+	lc := ticketv1connect.NewLockServiceClient(cli, "http://"+s.Addr)
 	get := func() bool {
 		var reused bool
 		ctx := httptrace.WithClientTrace(ctxT(t), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"net/http"
@@ -38,9 +38,9 @@ import (
 // cycle).
 const maxWorkers = 1024
 
-// workerPool is a node's pool of workers. The zero value is not ready; use
-// newWorkerPool. Safe for concurrent use.
-type workerPool struct {
+// WorkerPool is a node's pool of workers. The zero value is not ready; use
+// NewWorkerPool. Safe for concurrent use.
+type WorkerPool struct {
 	work    chan job        // unbuffered: a send succeeds only to an idle worker
 	stop    chan struct{}   // closed by close: idle workers exit
 	workers atomic.Int32    // started and not exited
@@ -65,9 +65,9 @@ type handlerJob struct {
 	done chan any
 }
 
-// newWorkerPool returns a pool with no worker started yet.
-func newWorkerPool() *workerPool {
-	return &workerPool{
+// NewWorkerPool returns a pool with no worker started yet.
+func NewWorkerPool() *WorkerPool {
+	return &WorkerPool{
 		work:  make(chan job),
 		stop:  make(chan struct{}),
 		jobs:  sync.Pool{New: func() any { return &handlerJob{done: make(chan any, 1)} }},
@@ -90,12 +90,12 @@ func unaryProcedures() map[string]bool {
 // Go runs fn on an idle worker, a new one, or, when maxWorkers are busy, a
 // goroutine of its own; it does not wait for fn. A panic in fn ends the
 // process, as it would on a goroutine of its own.
-func (p *workerPool) Go(fn func()) { p.submit(funcJob(fn)) }
+func (p *WorkerPool) Go(fn func()) { p.submit(funcJob(fn)) }
 
 // submit hands j to an idle worker, or starts one with it, or reports
 // false (maxWorkers are busy, nothing started) for wrap; Go then runs it
 // on a goroutine of its own.
-func (p *workerPool) submit(j job) bool {
+func (p *WorkerPool) submit(j job) bool {
 	select {
 	case p.work <- j:
 		return true
@@ -117,7 +117,7 @@ func (p *workerPool) submit(j job) bool {
 // worker of p (see above); the calling goroutine waits for it. A panic of
 // the handler is raised again on the calling goroutine, so net/http handles
 // it as before (http.ErrAbortHandler included).
-func (p *workerPool) wrap(h http.Handler) http.Handler {
+func (p *WorkerPool) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor < 2 || !p.unary[r.URL.Path] {
 			h.ServeHTTP(w, r)
@@ -141,7 +141,7 @@ func (p *workerPool) wrap(h http.Handler) http.Handler {
 }
 
 // worker runs jobs until the pool is closed.
-func (p *workerPool) worker(j job) {
+func (p *WorkerPool) worker(j job) {
 	defer p.workers.Add(-1)
 	for {
 		j.run()
@@ -172,4 +172,4 @@ func (j *handlerJob) run() {
 // close ends the idle workers; a busy one ends after its job. Call it once,
 // after the HTTP server has shut down; a job submitted later still runs (on
 // a worker that then ends).
-func (p *workerPool) close() { close(p.stop) }
+func (p *WorkerPool) close() { close(p.stop) }

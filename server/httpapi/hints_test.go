@@ -1,4 +1,4 @@
-package server_test
+package httpapi_test
 
 import (
 	"io"
@@ -48,5 +48,5 @@ func TestHints(t *testing.T) {
 			assert.Contains(t, string(body), tc.hint)
 		})
 	}
-	assert.Equal(t, 0.0, metric(t, c.Nodes[0], "ticketd_locks_held"), "no hinted request changed anything")
+	assert.Equal(t, 0.0, nodetest.Metric(t, c.Nodes[0].Addr, "ticketd_locks_held"), "no hinted request changed anything")
 }

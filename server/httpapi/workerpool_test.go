@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func goroutineID() string {
 // reused; a streaming call (Watch) and a path outside the API run on the
 // caller's goroutine, as does any call over HTTP/1.1.
 func TestWorkerPoolReusesWorker(t *testing.T) {
-	p := newWorkerPool()
+	p := NewWorkerPool()
 	defer p.close()
 	var ran []string
 	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = append(ran, goroutineID()) }))
@@ -56,7 +56,7 @@ func TestWorkerPoolReusesWorker(t *testing.T) {
 // the calling goroutine, as net/http expects (http.ErrAbortHandler aborts
 // the response), and the worker goes on serving.
 func TestWorkerPoolPanicReachesCaller(t *testing.T) {
-	p := newWorkerPool()
+	p := NewWorkerPool()
 	defer p.close()
 	fail := true
 	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
@@ -75,7 +75,7 @@ func TestWorkerPoolPanicReachesCaller(t *testing.T) {
 // TestWorkerPoolFullRunsInline: beyond maxWorkers busy workers, a
 // call runs on its own goroutine instead of waiting for a worker.
 func TestWorkerPoolFullRunsInline(t *testing.T) {
-	p := newWorkerPool()
+	p := NewWorkerPool()
 	defer p.close()
 	p.workers.Store(maxWorkers) // every worker busy
 	var ran string
@@ -88,7 +88,7 @@ func TestWorkerPoolFullRunsInline(t *testing.T) {
 // TestWorkerPoolGoexitAnswersCaller: a handler that ends its goroutine
 // (runtime.Goexit) ends the worker, not the caller's wait.
 func TestWorkerPoolGoexitAnswersCaller(t *testing.T) {
-	p := newWorkerPool()
+	p := NewWorkerPool()
 	defer p.close()
 	h := p.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { runtime.Goexit() }))
 	done := make(chan struct{})
@@ -108,7 +108,7 @@ func TestWorkerPoolGoexitAnswersCaller(t *testing.T) {
 // for jobs one after another, and on a goroutine of its own when every
 // worker is busy; it never runs it on the caller's goroutine.
 func TestWorkerPoolGo(t *testing.T) {
-	p := newWorkerPool()
+	p := NewWorkerPool()
 	defer p.close()
 	ran := make(chan string)
 	run := func() string {

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -10,6 +10,10 @@ import (
 	"github.com/ticketd/ticketd/server/security"
 )
 
+// This file describes the caller of a request in the audit log: who sent
+// it, as the connection shows it (not the authenticated principal, which
+// package security derives and the audit lines log beside it).
+
 // callerKey is the context key of a request's caller description.
 type callerKey struct{}
 
@@ -20,7 +24,7 @@ type callerKey struct{}
 // principal (security.WithConnState).
 //
 // It is on every request's path, so it stores the request itself (one
-// context value, no copy of anything) and callerField describes the caller
+// context value, no copy of anything) and AuditCaller describes the caller
 // only when an audit line is written (keeping allocations off the request
 // path); a plaintext connection records no TLS state (security.ConnStateFrom
 // is nil either way).
@@ -34,8 +38,8 @@ func withCaller(h http.Handler) http.Handler {
 	})
 }
 
-// describeCaller is the caller of r as the audit log names it.
-func describeCaller(r *http.Request) string {
+// auditText is the caller of r as the audit log names it.
+func auditText(r *http.Request) string {
 	who := r.RemoteAddr
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		who = "cn=" + r.TLS.VerifiedChains[0][0].Subject.CommonName + " " + r.RemoteAddr
@@ -52,11 +56,16 @@ func describeCaller(r *http.Request) string {
 	return who
 }
 
-// callerField is the zap field naming the caller of the request of ctx.
-func callerField(ctx context.Context) zap.Field {
+// AuditCaller is the zap field ("caller") naming who sent the request of
+// ctx, for the audit log: "cn=<client certificate CN> <remote address>" or
+// the remote address, with "forwarded-by=<node>" when a node certificate
+// vouches for the forwarding header and "claims-forwarded-by=<name>" when
+// nothing does; "unknown" for a context that did not come through the API
+// handler.
+func AuditCaller(ctx context.Context) zap.Field {
 	r, _ := ctx.Value(callerKey{}).(*http.Request)
 	if r == nil {
 		return zap.String("caller", "unknown")
 	}
-	return zap.String("caller", describeCaller(r))
+	return zap.String("caller", auditText(r))
 }

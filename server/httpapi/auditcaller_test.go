@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/ticketd/ticketd/server/security"
 )
 
-// TestWithCallerDescribesCaller checks the audit log's caller description
+// TestAuditCaller checks the audit log's caller description
 // that withCaller records for a plaintext request: its remote address, and a
 // forwarding header it cannot vouch for (no node certificate) as a claim.
-func TestWithCallerDescribesCaller(t *testing.T) {
+func TestAuditCaller(t *testing.T) {
 	tests := []struct {
 		name, forwardedBy, want string
 	}{
@@ -34,9 +34,9 @@ func TestWithCallerDescribesCaller(t *testing.T) {
 			}
 			h.ServeHTTP(httptest.NewRecorder(), r)
 			require.NotNil(t, ctx)
-			assert.Equal(t, tc.want, callerField(ctx).String)
+			assert.Equal(t, tc.want, AuditCaller(ctx).String)
 			assert.Nil(t, security.ConnStateFrom(ctx))
 		})
 	}
-	assert.Equal(t, "unknown", callerField(context.Background()).String)
+	assert.Equal(t, "unknown", AuditCaller(context.Background()).String)
 }

@@ -1,4 +1,4 @@
-package server_test
+package httpapi_test
 
 import (
 	"io"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ticketd/ticketd/server/config"
+	"github.com/ticketd/ticketd/server/internal/nodetest"
 )
 
 // TestProbesAndMetricsWithoutClientCert: with client-cert auth on the API
@@ -25,27 +26,27 @@ func TestProbesAndMetricsWithoutClientCert(t *testing.T) {
 			name = "own_tls"
 		}
 		t.Run(name, func(t *testing.T) {
-			p := newTestPKI(t)
-			s := startStandalone(t, func(c *config.Config) {
-				p.secureConfig(c)
+			p := nodetest.NewPKI(t)
+			s := nodetest.StartStandalone(t, func(c *config.Config) {
+				p.SecureConfig(c)
 				c.ListenMetricsAddr = "127.0.0.1:0"
 				if withTLS {
-					c.MetricsCertFile, c.MetricsKeyFile = p.path("node-n1.crt"), p.path("node-n1.key")
+					c.MetricsCertFile, c.MetricsKeyFile = p.Path("node-n1.crt"), p.Path("node-n1.key")
 				}
 			})
-			require.Equal(t, withTLS, s.node.MetricsTLS())
+			require.Equal(t, withTLS, s.Node.MetricsTLS())
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
 			served := make(chan error, 1)
-			go func() { served <- s.node.ServeMetrics(ln) }()
+			go func() { served <- s.Node.ServeMetrics(ln) }()
 			t.Cleanup(func() {
-				require.NoError(t, s.node.Close(ctxT(t))) // Close stops the metrics listener too
+				require.NoError(t, s.Node.Close(ctxT(t))) // Close stops the metrics listener too
 				require.ErrorIs(t, <-served, http.ErrServerClosed)
 			})
 
 			base, client := "http://"+ln.Addr().String(), &http.Client{Timeout: safety}
 			if withTLS {
-				base, client = "https://"+ln.Addr().String(), tlsHTTPClient(p.clientTLS(false), true)
+				base, client = "https://"+ln.Addr().String(), nodetest.TLSHTTPClient(p.ClientTLS(false), true)
 			}
 			get := func(path string) (int, string) {
 				res, err := client.Get(base + path)
@@ -64,12 +65,23 @@ func TestProbesAndMetricsWithoutClientCert(t *testing.T) {
 			assert.True(t, strings.Contains(body, "ticketd_"), "the node's metrics")
 
 			// The API port still wants a client certificate, probes included.
-			_, err = tlsHTTPClient(p.clientTLS(false), true).Get("https://" + s.addr + "/livez")
+			_, err = nodetest.TLSHTTPClient(p.ClientTLS(false), true).Get("https://" + s.Addr + "/livez")
 			require.Error(t, err, "API port without a client certificate")
-			res, err := tlsHTTPClient(p.clientTLS(true), true).Get("https://" + s.addr + "/metrics")
+			res, err := nodetest.TLSHTTPClient(p.ClientTLS(true), true).Get("https://" + s.Addr + "/metrics")
 			require.NoError(t, err)
 			res.Body.Close()
 			assert.Equal(t, http.StatusNotFound, res.StatusCode, "/metrics left the API port")
 		})
 	}
+}
+
+// TestMetricsOnTheirOwnListener: with listen_metrics_addr set, the API port
+// no longer serves /metrics.
+func TestMetricsOnTheirOwnListener(t *testing.T) {
+	s := nodetest.StartStandalone(t, func(c *config.Config) { c.ListenMetricsAddr = "127.0.0.1:0" })
+	res, err := http.Get("http://" + s.Addr + "/metrics")
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, http.StatusNotFound, res.StatusCode, "/metrics left the API port")
+	assert.NotNil(t, s.Node.MetricsHandler())
 }

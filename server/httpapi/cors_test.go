@@ -1,4 +1,4 @@
-package server_test
+package httpapi_test
 
 import (
 	"bytes"
@@ -13,17 +13,18 @@ import (
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/server/config"
+	"github.com/ticketd/ticketd/server/internal/nodetest"
 )
 
 const pageOrigin = "https://console.example.com"
 
 func TestCORS(t *testing.T) {
-	s := startStandalone(t, func(c *config.Config) { c.CORSAllowedOrigins = []string{pageOrigin} })
-	off := startStandalone(t, nil)
+	s := nodetest.StartStandalone(t, func(c *config.Config) { c.CORSAllowedOrigins = []string{pageOrigin} })
+	off := nodetest.StartStandalone(t, nil)
 	url := "/ticket.v1.LockService/GetLock"
 
 	t.Run("preflight_answered", func(t *testing.T) {
-		req, err := http.NewRequest(http.MethodOptions, "http://"+s.addr+url, nil)
+		req, err := http.NewRequest(http.MethodOptions, "http://"+s.Addr+url, nil)
 		require.NoError(t, err)
 		req.Header.Set("Origin", pageOrigin)
 		req.Header.Set("Access-Control-Request-Method", http.MethodPost)
@@ -38,7 +39,7 @@ func TestCORS(t *testing.T) {
 		assert.Contains(t, allowed, "authorization", "browser clients send bearer tokens")
 	})
 	t.Run("preflight_other_origin_not_allowed", func(t *testing.T) {
-		req, err := http.NewRequest(http.MethodOptions, "http://"+s.addr+url, nil)
+		req, err := http.NewRequest(http.MethodOptions, "http://"+s.Addr+url, nil)
 		require.NoError(t, err)
 		req.Header.Set("Origin", "https://evil.example.net")
 		req.Header.Set("Access-Control-Request-Method", http.MethodPost)
@@ -48,7 +49,7 @@ func TestCORS(t *testing.T) {
 		assert.Empty(t, res.Header.Get("Access-Control-Allow-Origin"))
 	})
 	t.Run("cross_origin_connect_call", func(t *testing.T) {
-		req, err := http.NewRequest(http.MethodPost, "http://"+s.addr+url, strings.NewReader(`{"key":"k"}`))
+		req, err := http.NewRequest(http.MethodPost, "http://"+s.Addr+url, strings.NewReader(`{"key":"k"}`))
 		require.NoError(t, err)
 		req.Header.Set("Origin", pageOrigin)
 		req.Header.Set("Content-Type", "application/json")
@@ -66,7 +67,7 @@ func TestCORS(t *testing.T) {
 		frame.WriteByte(0)
 		_ = binary.Write(&frame, binary.BigEndian, uint32(len(msg)))
 		frame.Write(msg)
-		req, err := http.NewRequest(http.MethodPost, "http://"+s.addr+url, &frame)
+		req, err := http.NewRequest(http.MethodPost, "http://"+s.Addr+url, &frame)
 		require.NoError(t, err)
 		req.Header.Set("Origin", pageOrigin)
 		req.Header.Set("Content-Type", "application/grpc-web+proto")
@@ -79,7 +80,7 @@ func TestCORS(t *testing.T) {
 		assert.Contains(t, res.Header.Get("Access-Control-Expose-Headers"), "Grpc-Status")
 	})
 	t.Run("default_off", func(t *testing.T) {
-		req, err := http.NewRequest(http.MethodOptions, "http://"+off.addr+url, nil)
+		req, err := http.NewRequest(http.MethodOptions, "http://"+off.Addr+url, nil)
 		require.NoError(t, err)
 		req.Header.Set("Origin", pageOrigin)
 		req.Header.Set("Access-Control-Request-Method", http.MethodPost)

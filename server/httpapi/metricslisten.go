@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/security"
 )
 
@@ -26,34 +27,33 @@ type metricsListener struct {
 }
 
 // newMetricsListener builds the metrics listener's server: the node's
-// /metrics, /livez and /readyz with the API's header timeout, TLS 1.2+
-// without client certificates when tls is not nil.
-func (n *Node) newMetricsListener(tls *security.Reloader) *metricsListener {
+// /metrics, /livez and /readyz with the API's header and idle timeouts and
+// header bound, TLS 1.2+ without client certificates when cert is not nil.
+func (s *Server) newMetricsListener(cert *security.Reloader, l config.Limits, log *zap.Logger) *metricsListener {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", n.sec.metrics)
-	mux.HandleFunc(LivezPath, n.livez)   // probes.go
-	mux.HandleFunc(ReadyzPath, n.readyz) // probes.go
+	mux.Handle("/metrics", s.metricsHandler)
+	mux.HandleFunc(LivezPath, s.livez)   // probes.go
+	mux.HandleFunc(ReadyzPath, s.readyz) // probes.go
 	srv := &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: n.sec.limits.readHeader,
-		IdleTimeout:       n.sec.limits.idle,
-		MaxHeaderBytes:    n.sec.limits.maxHeaderBytes,
-		ErrorLog:          zap.NewStdLog(n.log.Named("metrics")),
+		ReadHeaderTimeout: ms(l.ReadHeaderTimeoutMS),
+		IdleTimeout:       ms(l.IdleTimeoutMS),
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ErrorLog:          zap.NewStdLog(log),
 	}
-	if tls != nil {
-		srv.TLSConfig = security.ServerConfig(tls, false)
+	if cert != nil {
+		srv.TLSConfig = security.ServerConfig(cert, false)
 	}
 	return &metricsListener{srv: srv}
 }
 
 // ServeMetrics serves /metrics, /livez and /readyz on l, without client
 // certificates, until Close: plain HTTP, or TLS when metrics_cert_file is
-// set. `ticketd serve` runs it on listen_metrics_addr; with that address
-// set, /metrics is served here and no longer on the API port (the probes
-// stay on both). It returns http.ErrServerClosed after Close. Only one
-// ServeMetrics call is allowed.
-func (n *Node) ServeMetrics(l net.Listener) error {
-	m := n.metricsLn
+// set. With listen_metrics_addr set, /metrics is served here and no longer
+// on the API port (the probes stay on both). It returns
+// http.ErrServerClosed after Close. Only one ServeMetrics call is allowed.
+func (s *Server) ServeMetrics(l net.Listener) error {
+	m := s.metrics
 	if !m.served.CompareAndSwap(false, true) {
 		return errors.New("ticketd: ServeMetrics called twice")
 	}
@@ -64,4 +64,4 @@ func (n *Node) ServeMetrics(l net.Listener) error {
 }
 
 // MetricsTLS reports whether ServeMetrics serves TLS (metrics_cert_file).
-func (n *Node) MetricsTLS() bool { return n.metricsLn.srv.TLSConfig != nil }
+func (s *Server) MetricsTLS() bool { return s.metrics.srv.TLSConfig != nil }
