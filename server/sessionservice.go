@@ -195,17 +195,13 @@ func (n *Node) proposeClose(ctx context.Context, id uint64) (core.Result, error)
 
 // ownSession refuses a request on sess by a principal other than the one
 // that opened it, when authorization is on; with admin set an admin may
-// act on anyone's session. The refusal is the *SessionNotFoundError an
+// act on anyone's session (security.Authenticator.MayActFor, the one
+// ownership check of locks and sessions). The refusal is the *SessionNotFoundError an
 // unknown id gets, code and message alike (as mayUseSession answers an
 // Acquire): a distinct PermissionDenied would let anyone probe which
 // session ids are open.
 func (n *Node) ownSession(ctx context.Context, sess core.Session, admin bool) error {
-	a := n.authn()
-	if !a.Enabled() {
-		return nil
-	}
-	p, _ := security.PrincipalFrom(ctx)
-	if p.Name == sess.Principal || (admin && a.MayTouch(ctx, sess.Principal)) {
+	if n.authn().MayActFor(ctx, sess.Principal, admin) {
 		return nil
 	}
 	return &SessionNotFoundError{Session: sess.ID}
@@ -218,6 +214,12 @@ func (n *Node) ownSession(ctx context.Context, sess core.Session, admin bool) er
 // after a ReadIndex, so a deposed leader's stale table never refuses a
 // session its successor knows. The acquire path calls it before it queues;
 // nil when id is 0.
+//
+// It is not the ownership check (ownSession): it predicts core's rule that a
+// Grant under a session carries the session's principal, and a Grant is
+// bound to grantPrincipal, "" with authorization off, so an admin may not
+// lock under another principal's session, nor anyone, with authorization
+// off, under a session opened while it was on.
 func (n *Node) mayUseSession(ctx context.Context, id uint64) error {
 	if id == 0 {
 		return nil
