@@ -115,42 +115,16 @@ type Node struct {
 	health *grpchealth.StaticChecker
 	met    *metrics
 
-	leaderWait     time.Duration
 	proposeTimeout time.Duration // proposeTimeout; tests shorten it
-
-	roleMu   sync.Mutex
-	promoted bool        // IsLeader event seen and not superseded
-	leader   core.Member // last leader reported by an event
-	term     uint64
-	changed  chan struct{} // closed and replaced on every leader event
-	closing  bool
-	serving  atomic.Bool // promoted && !closing, stored under roleMu (setRoleLocked) for route's hot path
+	role           *role         // promoted, term, closing, the leader wait (role.go)
 
 	// joinMembers holds the ids of the members the --join member named
 	// (learnPeers): whom a node in no configuration yet takes for members
 	// (hasMember). Nil until a join answer arrives.
 	joinMembers atomic.Pointer[[]string]
-	// sessionCreates counts CreateSession proposals in flight, in total and
-	// per principal, so that concurrent creates cannot overshoot
-	// limits.max_sessions or limits.max_sessions_per_principal
-	// (sessionlimit.go).
-	sessionCreates createsInFlight
-	// keepAlives merges concurrent KeepAlives of one session into one
-	// entry in flight at a time (keepalive.go).
-	keepAlives keepAliveBatches
-	// sessSlots counts Acquire requests under each session in progress, so
-	// that concurrent ones cannot overshoot limits.max_locks_per_session
-	// (sessioncap.go).
-	sessSlots sessionSlots
-	// lockGrants counts Grant proposals in flight per principal, so that
-	// concurrent ones cannot overshoot a principal's lock quota (quota.go).
-	lockGrants grantsInFlight
-
-	ghostMu sync.Mutex
-	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
-	// closes marks the sessions whose CloseSession is in flight on this
-	// leader (sessionservice.go): their holders are being removed.
-	closes closingSessions
+	// lead is what the promoted leader has in flight to admit requests
+	// against limits and quotas, and its KeepAlive rounds (leaderstate.go).
+	lead leaderState
 
 	server    *http.Server
 	workers   *workerPool      // runs the unary API calls and detached proposals (workerpool.go)
@@ -197,10 +171,8 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 			connect.WithCompressMinBytes(compressMinBytes),
 		}}),
 		health:         grpchealth.NewStaticChecker(ticketv1connect.LockServiceName, ticketv1connect.ClusterServiceName),
-		leaderWait:     o.leaderWait,
 		proposeTimeout: proposeTimeout,
-		changed:        make(chan struct{}),
-		ghosts:         map[ghostID]struct{}{},
+		role:           newRole(o.leaderWait),
 		workers:        newWorkerPool(),
 	}
 	var err error
@@ -369,11 +341,7 @@ func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		n.health.SetStatus(ticketv1connect.LockServiceName, grpchealth.StatusNotServing)
 		n.health.SetStatus(ticketv1connect.ClusterServiceName, grpchealth.StatusNotServing)
-		n.roleMu.Lock()
-		n.closing = true
-		n.setRoleLocked()
-		wasLeader := n.promoted
-		n.roleMu.Unlock()
+		wasLeader := n.role.close()
 		n.queue.Close()
 		n.hub.Close() // Watch streams end (Unavailable) before Shutdown waits for them
 		if wasLeader && len(n.raft.Status().Members) > 1 {

@@ -53,10 +53,7 @@ func (n *Node) readyChecks(r *http.Request) []probeCheck {
 		health = res.Status
 	}
 	add("raft", health == grpchealth.StatusServing, "raft stopped or not started (health %v)", health)
-	n.roleMu.Lock()
-	closing := n.closing
-	n.roleMu.Unlock()
-	add("shutdown", !closing, "shutting down")
+	add("shutdown", !n.role.isClosing(), "shutting down")
 	select {
 	case <-n.ready:
 	default:
