@@ -157,7 +157,7 @@ func newHarness(t harnessT, dir string) *harness {
 	return h
 }
 
-// orderedMem is memraft with its core.Submitter (handoff.go) steered, so that
+// orderedMem is memraft with its core.Submitter (releasehandoff.go) steered, so that
 // a pipelined handoff's Grant is always proposed after its Release and the
 // scripts' log order is deterministic. With grantFirst set, the next
 // Submit instead lets the handed-off Grant go first (the race a backend
@@ -650,7 +650,7 @@ func (h *harness) locksString() string {
 		if h.n.lessor.Expiring(lk.Key, lk.Token) {
 			b.WriteString(" expiring")
 		}
-		if h.n.isGhost(lk.Key, lk.Token) {
+		if h.n.lessor.Ghost(lk.Key, lk.Token) {
 			b.WriteString(" ghost")
 		}
 		b.WriteString("\n")
@@ -865,7 +865,7 @@ func (c *checker) answered(h *harness, op *clientOp) {
 		switch {
 		case !ok && !c.clientRemoved[id]:
 			c.violate("I1", "%s got %s/%d, which is not held", op.name, id.key, id.token)
-		case ok && h.n.ending(lk) && (lk.Session == 0 || !h.n.closes.closing(lk.Session)):
+		case ok && h.n.ending(lk) && (lk.Session == 0 || !h.n.lessor.Closing(lk.Session)):
 			c.violate("I1", "%s got %s/%d, which is being removed (its Expire, or its session's, is decided or in flight)",
 				op.name, id.key, id.token)
 		}

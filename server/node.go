@@ -105,42 +105,16 @@ type Node struct {
 	hub    *watch.Hub // watch events, fed by onApply (watchservice.go)
 	met    *metrics
 
-	leaderWait     time.Duration
 	proposeTimeout time.Duration // proposeTimeout; tests shorten it
-
-	roleMu   sync.Mutex
-	promoted bool        // IsLeader event seen and not superseded
-	leader   core.Member // last leader reported by an event
-	term     uint64
-	changed  chan struct{} // closed and replaced on every leader event
-	closing  bool
-	serving  atomic.Bool // promoted && !closing, stored under roleMu (setRoleLocked) for route's hot path
+	role           *role         // promoted, term, closing, the leader wait (role.go)
 
 	// joinMembers holds the ids of the members the --join member named
 	// (learnPeers): whom a node in no configuration yet takes for members
 	// (hasMember). Nil until a join answer arrives.
 	joinMembers atomic.Pointer[[]string]
-	// sessionCreates counts CreateSession proposals in flight, in total and
-	// per principal, so that concurrent creates cannot overshoot
-	// limits.max_sessions or limits.max_sessions_per_principal
-	// (sessionlimit.go).
-	sessionCreates createsInFlight
-	// keepAlives merges concurrent KeepAlives of one session into one
-	// entry in flight at a time (keepalive.go).
-	keepAlives keepAliveBatches
-	// sessSlots counts Acquire requests under each session in progress, so
-	// that concurrent ones cannot overshoot limits.max_locks_per_session
-	// (sessioncap.go).
-	sessSlots sessionSlots
-	// lockGrants counts Grant proposals in flight per principal, so that
-	// concurrent ones cannot overshoot a principal's lock quota (quota.go).
-	lockGrants grantsInFlight
-
-	ghostMu sync.Mutex
-	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
-	// closes marks the sessions whose CloseSession is in flight on this
-	// leader (sessionservice.go): their holders are being removed.
-	closes closingSessions
+	// lead is what the promoted leader has in flight to admit requests
+	// against limits and quotas, and its KeepAlive rounds (leaderstate.go).
+	lead leaderState
 
 	// http is the HTTP side: the API's and the metrics listener's
 	// servers, TLS, limits, CORS, health and probes (package httpapi,
@@ -184,10 +158,8 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		fwd: forward.New(forward.Config{Self: cfg.ID, Options: []connect.ClientOption{
 			connect.WithCompressMinBytes(httpapi.CompressMinBytes),
 		}}),
-		leaderWait:     o.leaderWait,
 		proposeTimeout: proposeTimeout,
-		changed:        make(chan struct{}),
-		ghosts:         map[ghostID]struct{}{},
+		role:           newRole(o.leaderWait),
 		workers:        httpapi.NewWorkerPool(),
 	}
 	var err error
@@ -360,11 +332,7 @@ func (n *Node) IsMember() bool { return n.hasMember(n.cfg.ID) }
 // (httpapi.Server.Close) and every call returns the backend's Close error.
 func (n *Node) Close(ctx context.Context) error {
 	return n.http.Close(ctx, func() {
-		n.roleMu.Lock()
-		n.closing = true
-		n.setRoleLocked()
-		wasLeader := n.promoted
-		n.roleMu.Unlock()
+		wasLeader := n.role.close()
 		n.queue.Close()
 		n.hub.Close() // Watch streams end (Unavailable) before Shutdown waits for them
 		if wasLeader && len(n.raft.Status().Members) > 1 {

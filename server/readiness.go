@@ -16,10 +16,7 @@ const ReadyMaxApplyLag = 1024
 // replay in progress after a restart, and applied within ReadyMaxApplyLag
 // of the commit index this node knows. Safe to call from any goroutine.
 func (n *Node) ReadyChecks() []httpapi.Check {
-	n.roleMu.Lock()
-	closing := n.closing
-	n.roleMu.Unlock()
-	out := []httpapi.Check{httpapi.NewCheck("shutdown", !closing, "shutting down")}
+	out := []httpapi.Check{httpapi.NewCheck("shutdown", !n.role.isClosing(), "shutting down")}
 	select {
 	case <-n.ready:
 	default:

@@ -41,7 +41,7 @@ func (n *Node) admitSessionCreate(principal string) (done func(), err error) {
 	if !n.authn().Enabled() {
 		per = 0 // every client is the one anonymous principal: max_sessions is its cap
 	}
-	c := &n.sessionCreates
+	c := &n.lead.sessionCreates
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if total > 0 && n.sm.SessionLen()+c.total >= total {

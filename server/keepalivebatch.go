@@ -108,9 +108,9 @@ func (b *keepAliveBatches) Merged() uint64 {
 // applied), ErrOutcomeUnknown (the proposal timed out inside the server),
 // ctx's error, and the backend's Propose errors (not leader, stopped).
 func (n *Node) proposeKeepAlive(ctx context.Context, id uint64) (int64, error) {
-	r := n.keepAlives.join(id, func(first *keepAliveRound) {
+	r := n.lead.keepAlives.join(id, func(first *keepAliveRound) {
 		n.bg.Add(1)
-		n.workers.Go(func() { n.runKeepAlives(id, first) }) // never blocks (workerpool.go)
+		n.workers.Go(func() { n.runKeepAlives(id, first) }) // never blocks (httpapi/workerpool.go)
 	})
 	select {
 	case <-r.done:
@@ -124,7 +124,7 @@ func (n *Node) proposeKeepAlive(ctx context.Context, id uint64) (int64, error) {
 // the rounds that queue behind it until none is left.
 func (n *Node) runKeepAlives(id uint64, r *keepAliveRound) {
 	defer n.bg.Done()
-	for ; r != nil; r = n.keepAlives.advance(id) {
+	for ; r != nil; r = n.lead.keepAlives.advance(id) {
 		r.ttlMS, r.err = n.keepAliveEntry(id)
 		close(r.done)
 	}

@@ -15,7 +15,7 @@ import (
 // sessionSlots counts, per session, the Acquire requests under it that this
 // node admitted against the cap and that have not returned yet (waiting or
 // with a grant in flight), so that concurrent requests cannot overshoot it,
-// as Node.sessionCreates does for limits.max_sessions. The zero value is
+// as leaderState.sessionCreates does for limits.max_sessions. The zero value is
 // ready; safe for concurrent use.
 type sessionSlots struct {
 	mu sync.Mutex
@@ -36,7 +36,7 @@ func (n *Node) reserveSessionLock(r acquireRequest, holder string) (release func
 	if r.session == 0 || lim <= 0 || n.holdsUnderSession(r, holder) {
 		return func() {}, nil
 	}
-	s := &n.sessSlots
+	s := &n.lead.sessSlots
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if held := n.sm.SessionLockLen(r.session) + s.n[r.session]; held >= lim {
