@@ -331,8 +331,6 @@ func (n *Node) Close() error {
 }
 
 var (
-	_ core.Consensus     = (*Node)(nil)
-	_ core.Membership    = (*Node)(nil)
-	_ core.TermConfirmer = (*Node)(nil)
-	_ core.Submitter     = (*Node)(nil)
+	_ core.Consensus  = (*Node)(nil)
+	_ core.Membership = (*Node)(nil)
 )
