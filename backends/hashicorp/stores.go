@@ -11,6 +11,8 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 )
 
+// This file chooses and opens the node's Raft log store (Config.LogStore).
+
 // nodeStore is a node's Raft log store and stable store (term, vote), one
 // of backends.LogStores: logStore over badger or walStore over raft-wal.
 type nodeStore interface {

@@ -22,6 +22,9 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
+// This file is the Raft log and stable store on hashicorp/raft-wal
+// (Config.LogStore wal).
+
 // walSegmentSize is the size, in bytes, of each raft-wal segment file
 // (preallocated when created; the library's default is 64 MiB). Compaction
 // removes whole sealed segments only, so the log on disk is at most one
