@@ -23,10 +23,10 @@ import (
 // Raft started in order), what it reports (Leader, Status), and how it stops
 // (Close, halt, and the fail-stop path that fail starts).
 
-// Backend is this backend's name: Status().Backend, and the marker
+// BackendName is this backend's name: Status().Backend, and the marker
 // recorded in the data dir (badgerlog.Open), so the etcd backend refuses to
 // open it.
-const Backend = "hashicorp"
+const BackendName = "hashicorp"
 
 // Tuning of hashicorp/raft (see New for the mapping of backends.Config).
 const (
@@ -126,7 +126,7 @@ func New(cfg backends.Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	logger := cfg.Logger.With(zap.String("node", cfg.ID), zap.String("backend", Backend))
+	logger := cfg.Logger.With(zap.String("node", cfg.ID), zap.String("backend", BackendName))
 	n := &Node{
 		cfg:      cfg,
 		sm:       cfg.StateMachine,
@@ -292,7 +292,7 @@ func (n *Node) Leader() (core.Member, bool) {
 func (n *Node) Status() core.Status {
 	st := core.Status{
 		ID:           n.cfg.ID,
-		Backend:      Backend,
+		Backend:      BackendName,
 		Term:         n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.sm.AppliedIndex(),
