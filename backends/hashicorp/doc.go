@@ -28,12 +28,12 @@
 // leader events), fsm.go (the BatchingFSM), snapshot.go (when to take a
 // snapshot), progress.go (followers' lag and last contact), errors.go
 // (sentinels, and hashicorp's errors mapped to core's), watermark.go and
-// recover.go (Restore, ForceNewCluster). Storage: stores.go (which store),
-// loghooks.go (what both stores attach), logstore.go (badger), walstore.go,
-// walcodec.go and datasync*.go (raft-wal), snapshotstore.go. The peer
-// transport: transport.go, tcpstream.go and tlsstream.go (plain and mutual
-// TLS), boundedconn.go and msgframe.go (bounds and sender checks). hclog.go
-// routes the library's logging to zap.
+// recover.go (Restore, Config.ForceNewCluster). Storage: stores.go (which
+// store), loghooks.go (what both stores attach), logstore.go (badger),
+// walstore.go, walcodec.go and datasync*.go (raft-wal), snapshotstore.go.
+// The peer transport: transport.go, tcpstream.go and tlsstream.go (plain
+// and mutual TLS), boundedconn.go and msgframe.go (bounds and sender
+// checks). hclog.go routes the library's logging to zap.
 //
 // # Usage
 //
