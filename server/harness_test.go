@@ -160,9 +160,10 @@ func newHarness(t harnessT, dir string) *harness {
 // orderedMem is memraft with its core.Submitter (releasehandoff.go) steered, so that
 // a pipelined handoff's Grant is always proposed after its Release and the
 // scripts' log order is deterministic. With grantFirst set, the next
-// Submit instead lets the handed-off Grant go first (the race a backend
-// without the capability may lose): its Release is proposed once the Grant is
-// in the log or the handoff's turn has ended.
+// Submit instead lets the handed-off Grant go first (the order of a Release
+// dropped after its Submit returned and retried behind the Grant, which
+// core.Submitter allows): its Release is proposed once the Grant is in the
+// log or the handoff's turn has ended.
 type orderedMem struct {
 	*memraft.Node
 	h *harness

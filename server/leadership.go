@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -92,27 +91,13 @@ func (n *Node) ensureMembers(term uint64) {
 }
 
 // confirmTerm is the lessor's quorum confirmation: it returns the term in
-// which a quorum confirmed this node's leadership (Raft thesis §6.4, ReadIndex).
-// A backend that implements core.TermConfirmer says so itself; for any other,
-// the term is read before and after ReadIndex and must not have changed, so
-// the answer never names a term other than the one confirmed. Errors:
-// ReadIndex's, core.ErrStopped, and a *core.NotLeaderError when the term moved
-// during the call.
+// which a quorum confirmed this node's leadership (Raft thesis §6.4,
+// ReadIndex; core.TermConfirmer). Errors: ConfirmTerm's, and core.ErrStopped
+// once the node is closing.
 func (n *Node) confirmTerm(ctx context.Context) (uint64, error) {
 	b := n.backend()
 	if b == nil {
 		return 0, core.ErrStopped
 	}
-	if tc, ok := b.(core.TermConfirmer); ok {
-		return tc.ConfirmTerm(ctx)
-	}
-	before := b.Status().Term
-	if err := b.ReadIndex(ctx); err != nil {
-		return 0, err
-	}
-	if after := b.Status().Term; after != before {
-		leader, _ := b.Leader()
-		return 0, fmt.Errorf("term moved from %d to %d during the confirmation: %w", before, after, &core.NotLeaderError{Leader: leader})
-	}
-	return before, nil
+	return b.ConfirmTerm(ctx)
 }

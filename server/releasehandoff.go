@@ -16,13 +16,12 @@ import (
 // back to the head of the queue (waitq.Turn.Requeue); a Grant whose waiter
 // left meanwhile is a ghost and is released as any other (grant.go).
 //
-// Both backends and memraft implement core.Submitter, whose Submit returns
-// once the Release is queued for the log ahead of every later proposal: the
-// turn is handed out only then, so the Grant can enter the log only behind
-// the Release. A leadership change may drop the Release and still let the
-// Grant commit in a later term; the Grant is then rejected and its waiter
-// requeued. A backend without core.Submitter gets the handoff right after it
-// starts the Release, which usually, not always, enters the log first.
+// The Release is submitted (core.Submitter, part of every backend's
+// core.Consensus), whose Submit returns once the Release is queued for the
+// log ahead of every later proposal: the turn is handed out only then, so
+// the Grant can enter the log only behind the Release. A leadership change
+// may drop the Release and still let the Grant commit in a later term; the
+// Grant is then rejected and its waiter requeued.
 //
 // Shared keys and semaphores keep the two-step handoff: the
 // Release applies, then the apply hook's Kick serves every waiter whose
@@ -43,16 +42,12 @@ func (n *Node) proposeRelease(ctx context.Context, lk core.Lock) (core.Result, e
 	if lk.LockDelayMS != 0 || lk.Mode != core.ModeExclusive || lk.Limit != 0 {
 		return n.raft.Propose(ctx, cmd)
 	}
-	if sub, ok := n.raft.(core.Submitter); ok {
-		wait, err := sub.Submit(ctx, cmd)
-		if err != nil {
-			return core.Result{}, err
-		}
-		n.handoff(lk.Key)
-		return wait(ctx)
+	wait, err := n.raft.Submit(ctx, cmd)
+	if err != nil {
+		return core.Result{}, err
 	}
 	n.handoff(lk.Key)
-	return n.raft.Propose(ctx, cmd)
+	return wait(ctx)
 }
 
 // handoff hands key's turn to its head waiter (waitq.Queue.Handoff) and

@@ -58,8 +58,8 @@ type Config struct {
 	// Clock measures deadlines; nil means RealClock().
 	Clock Clock
 	// Confirm confirms this node's leadership with a quorum after the call
-	// began and returns the term it confirmed (core.TermConfirmer, or
-	// core.Consensus.ReadIndex with the term read around it). It is called
+	// began and returns the term it confirmed (core.TermConfirmer, part of
+	// every backend's core.Consensus). It is called
 	// before every batch of Expire proposals; the lessor acts on the answer
 	// only while the epoch it started in lasts and the confirmed term is the
 	// one Promote was given, so a deposed leader never ends a lease
