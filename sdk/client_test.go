@@ -20,7 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(closingM{m})
 }
 
 // newClient returns a client for endpoints, closed when the test ends.
