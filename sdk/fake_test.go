@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ticketd/ticketd/sdk"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 )
@@ -77,11 +78,7 @@ func startFakeCluster(n int) *fakeCluster {
 		mux := http.NewServeMux()
 		mux.Handle(ticketv1connect.NewLockServiceHandler(fn))
 		mux.Handle(ticketv1connect.NewClusterServiceHandler(fn))
-		fn.srv = httptest.NewUnstartedServer(mux)
-		fn.srv.Config.Protocols = new(http.Protocols)
-		fn.srv.Config.Protocols.SetHTTP1(true)
-		fn.srv.Config.Protocols.SetUnencryptedHTTP2(true)
-		fn.srv.Start()
+		fn.srv = sdk.NewH2CServer(mux)
 		c.nodes = append(c.nodes, fn)
 	}
 	return c

@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -127,9 +125,7 @@ func TestSpecDefaults(t *testing.T) {
 	assert.Equal(t, d.ListPageSize, listPageSize, "listPageSize")
 
 	// The constants are what a client gets when no option is given.
-	c, err := New([]string{"127.0.0.1:1"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	c := idleClient(t)
 	assert.Equal(t, DefaultRequestTimeout, c.cfg.requestTimeout)
 	assert.Equal(t, DefaultBackoffBase, c.cfg.backoffBase)
 	assert.Equal(t, DefaultBackoffMax, c.cfg.backoffMax)
@@ -142,12 +138,19 @@ func TestSpecDefaults(t *testing.T) {
 	assert.True(t, strings.HasPrefix(base, long[:d.OwnerPrefixMaxLength]+"/"), "owner prefix cut to %d bytes: %q", d.OwnerPrefixMaxLength, base)
 }
 
-func TestSpecBackoff(t *testing.T) {
-	t.Parallel()
-	s := loadSpec(t)
+// idleClient returns a client that makes no call: for reading its settings.
+func idleClient(t *testing.T) *Client {
+	t.Helper()
 	c, err := New([]string{"127.0.0.1:1"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestSpecBackoff(t *testing.T) {
+	t.Parallel()
+	s := loadSpec(t)
+	c := idleClient(t)
 	maxD := c.backoffCap(0)
 	for _, row := range s.Backoff.Rows {
 		d := msOf(row.MaxMs)
@@ -168,9 +171,7 @@ func TestSpecBackoff(t *testing.T) {
 func TestSpecLease(t *testing.T) {
 	t.Parallel()
 	s := loadSpec(t)
-	c, err := New([]string{"127.0.0.1:1"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	c := idleClient(t)
 	sent := time.Now()
 	for _, row := range s.Lease.Rows {
 		ttl := msOf(row.TTLMs)
@@ -233,16 +234,6 @@ func clientError(code connect.Code) error {
 	return connect.NewError(code, io.ErrUnexpectedEOF)
 }
 
-// closedURL returns the URL of a loopback port nothing listens on.
-func closedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr
-}
-
 // specServer answers GetLock with the server error of the row whose index
 // is the request's key: the errors reach the client as every server's do,
 // over HTTP.
@@ -270,11 +261,7 @@ func TestSpecClassify(t *testing.T) {
 	require.NotEmpty(t, rows)
 	mux := http.NewServeMux()
 	mux.Handle(ticketv1connect.NewLockServiceHandler(&specServer{rows: rows}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
+	srv := NewH2CServer(mux)
 	t.Cleanup(srv.Close)
 	hc := newHTTPClient(DefaultKeepAlive, nil)
 	t.Cleanup(hc.CloseIdleConnections)
@@ -284,7 +271,7 @@ func TestSpecClassify(t *testing.T) {
 		opts []connect.ClientOption
 	}{{"connect", nil}, {"grpc", []connect.ClientOption{connect.WithGRPC()}}} {
 		lc := ticketv1connect.NewLockServiceClient(hc, srv.URL, pr.opts...)
-		refused := ticketv1connect.NewLockServiceClient(hc, closedURL(t), pr.opts...)
+		refused := ticketv1connect.NewLockServiceClient(hc, "http://"+ClosedAddr(t), pr.opts...)
 		for i, r := range rows {
 			code := specCode(t, r)
 			assert.Equal(t, r.GRPC, int(code), "%v: the gRPC number of %s", r, r.Code)
