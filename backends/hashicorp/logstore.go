@@ -14,6 +14,9 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 )
 
+// This file is the Raft log and stable store on badger/v4 (Config.LogStore
+// badger, the default).
+
 // Key prefixes of the hashicorp backend in the node's badger database.
 var (
 	logPrefix    = []byte("hlog/")    // + 8-byte big-endian index → encoded raft.Log
