@@ -66,11 +66,10 @@ func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
 		if !removed {
 			return
 		}
-		n.lessor.Removed(cmd.Key, cmd.Token)
+		n.lessor.Removed(cmd.Key, cmd.Token) // and its ghost mark, if any
 		if cmd.Op == core.OpExpire {
 			n.lessor.Delay(cmd.Key, res.LockDelayMS)
 		}
-		n.clearGhost(cmd.Key, cmd.Token)
 		n.queue.Kick(cmd.Key)
 	case core.OpCreateSession, core.OpKeepAliveSession:
 		if res.Outcome == core.OutcomeSessionCreated || res.Outcome == core.OutcomeRenewed {
@@ -94,8 +93,7 @@ func (n *Node) sessionEnded(id uint64, end *core.SessionEnd) {
 		n.lessor.Delay(d.Key, d.LockDelayMS)
 	}
 	for i, lk := range end.Locks {
-		n.lessor.Removed(lk.Key, lk.Token)
-		n.clearGhost(lk.Key, lk.Token)
+		n.lessor.Removed(lk.Key, lk.Token) // and its ghost mark, if any
 		if i+1 == len(end.Locks) || end.Locks[i+1].Key != lk.Key {
 			n.queue.Kick(lk.Key)
 		}

@@ -241,7 +241,7 @@ func (h *harness) sessionsString() string {
 		if h.n.lessor.SessionExpiring(s.ID) {
 			b.WriteString(" expiring")
 		}
-		if h.n.closes.closing(s.ID) {
+		if h.n.lessor.Closing(s.ID) {
 			b.WriteString(" closing")
 		}
 		b.WriteString("\n")

@@ -143,12 +143,13 @@ func newHarness(t harnessT, dir string) *harness {
 	return h
 }
 
-// orderedMem is memraft with its core.Submitter (handoff.go) steered, so that
+// orderedMem is memraft with its core.Submitter (releasehandoff.go) steered, so that
 // a pipelined handoff's Grant is always proposed after its Release and the
 // scripts' log order is deterministic. With grantFirst set, the next
-// Submit instead lets the handed-off Grant go first (the race a backend
-// without the capability may lose): its Release is proposed once the Grant is
-// in the log or the handoff's turn has ended.
+// Submit instead lets the handed-off Grant go first (the order of a Release
+// dropped after its Submit returned and retried behind the Grant, which
+// core.Submitter allows): its Release is proposed once the Grant is in the
+// log or the handoff's turn has ended.
 type orderedMem struct {
 	*memraft.Node
 	h *harness
@@ -641,7 +642,7 @@ func (h *harness) locksString() string {
 		if h.n.lessor.Expiring(lk.Key, lk.Token) {
 			b.WriteString(" expiring")
 		}
-		if h.n.isGhost(lk.Key, lk.Token) {
+		if h.n.lessor.Ghost(lk.Key, lk.Token) {
 			b.WriteString(" ghost")
 		}
 		b.WriteString("\n")
@@ -859,7 +860,7 @@ func (c *checker) answered(h *harness, op *clientOp) {
 		switch {
 		case !ok && !c.clientRemoved[id]:
 			c.violate("I1", "%s got %s/%d, which is not held", op.name, id.key, id.token)
-		case ok && h.n.ending(lk) && (lk.Session == 0 || !h.n.closes.closing(lk.Session)):
+		case ok && h.n.ending(lk) && (lk.Session == 0 || !h.n.lessor.Closing(lk.Session)):
 			c.violate("I1", "%s got %s/%d, which is being removed (its Expire, or its session's, is decided or in flight)",
 				op.name, id.key, id.token)
 		}

@@ -9,6 +9,9 @@ import (
 	"github.com/hashicorp/raft-wal/types"
 )
 
+// This file gives raft-wal's segment files a data sync (fdatasync) in place
+// of a full fsync.
+
 // dataSyncFile is a raft-wal segment file whose Sync is a data sync
 // (dataSyncOS: fdatasync(2) on Linux). Segments are preallocated when
 // created, so an append changes nothing a data sync would skip except the

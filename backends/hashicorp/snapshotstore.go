@@ -9,6 +9,9 @@ import (
 	"github.com/ticketd/ticketd/backends"
 )
 
+// This file is the snapshot store: hashicorp's FileSnapshotStore, its files
+// kept at the data dir's modes.
+
 // newSnapshotStore returns hashicorp's FileSnapshotStore under
 // <dataDir>/snapshots, keeping retain snapshots, wrapped so that every
 // completed snapshot leaves the data dir at backends.DataDirMode and

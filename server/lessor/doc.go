@@ -61,6 +61,10 @@
 //     an idempotent retry's answer with Regrant, a session's KeepAlive with
 //     SessionRenewable; serve lock reads on any node with Remaining and
 //     Expiring (SessionRemaining, SessionExpiring), grants with Delayed.
+//     Mark a ghost lock's Release in flight with MarkGhost (ForgetGhosts on
+//     every leadership change; Removed clears one) and a CloseSession in
+//     flight with MarkClosing/UnmarkClosing; Ending then tells whether a
+//     holder is being removed, for whatever reason, in one call.
 //  5. Close on shutdown.
 //
 // Example:

@@ -58,8 +58,8 @@ type Config struct {
 	// Clock measures deadlines; nil means RealClock().
 	Clock Clock
 	// Confirm confirms this node's leadership with a quorum after the call
-	// began and returns the term it confirmed (core.TermConfirmer, or
-	// core.Consensus.ReadIndex with the term read around it). It is called
+	// began and returns the term it confirmed (core.TermConfirmer, part of
+	// every backend's core.Consensus). It is called
 	// before every batch of Expire proposals; the lessor acts on the answer
 	// only while the epoch it started in lasts and the confirmed term is the
 	// one Promote was given, so a deposed leader never ends a lease
@@ -150,7 +150,10 @@ type item struct {
 // Grant/Renew, whatever the number of failovers.
 //
 // Renewal admission and expiry are decided here, under one mutex: once a lock
-// is marked expiring, or its deadline has passed, Renewable refuses it.
+// is marked expiring, or its deadline has passed, Renewable refuses it. The
+// removals the leader decides elsewhere (ghost Releases, CloseSessions) are
+// marked under the same mutex, so that Ending answers whether a holder is
+// being removed in one call (ending.go).
 //
 // Sessions (docs/design.md#sessions; etcd leases, Consul sessions) are timed the same way
 // (TrackSession, ExpireSession proposals); a holder under a session
@@ -171,11 +174,13 @@ type Lessor struct {
 	sessions  int               // how many of items are sessions
 	under     map[lockID]uint64 // holders under a session: holder -> session
 	members   map[uint64]map[lockID]struct{}
-	due       deadlineHeap      // items waiting for an expiry round, by due time
-	marked    map[leaseID]*item // the items marked expiring: all that Promote re-arms
-	proposing map[leaseID]int   // Expire calls in flight, across epochs
-	delays    map[string]*delay // lock-delays by key, also in ends
-	ends      delayHeap         // the lock-delays by end time
+	due       deadlineHeap        // items waiting for an expiry round, by due time
+	marked    map[leaseID]*item   // the items marked expiring: all that Promote re-arms
+	proposing map[leaseID]int     // Expire calls in flight, across epochs
+	delays    map[string]*delay   // lock-delays by key, also in ends
+	ends      delayHeap           // the lock-delays by end time
+	ghosts    map[lockID]struct{} // ghost holders whose Release is in flight (ending.go)
+	closing   map[uint64]int      // CloseSession proposals in flight per session (ending.go)
 	closed    bool
 
 	restores   atomic.Uint64 // the table's Restores() at the last reconcile; written with mu held
@@ -220,6 +225,8 @@ func New(cfg Config) (*Lessor, error) {
 		marked:    map[leaseID]*item{},
 		proposing: map[leaseID]int{},
 		delays:    map[string]*delay{},
+		ghosts:    map[lockID]struct{}{},
+		closing:   map[uint64]int{},
 		slots:     make(chan struct{}, cfg.MaxInFlight),
 		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -365,9 +372,10 @@ func (l *Lessor) track(id leaseID, leaseMS int64, index uint64, deadline time.Ti
 }
 
 // Removed records that the holder (key, token) was deleted (a Release
-// applied, an Expire that removed it, or its session's end). Other holders
-// of key are left alone; an Expire that did not remove the lock (Existed
-// false: renewed since its decision) must not be reported.
+// applied, an Expire that removed it, or its session's end); its ghost mark,
+// if any, goes with it (MarkGhost). Other holders of key are left alone; an
+// Expire that did not remove the lock (Existed false: renewed since its
+// decision) must not be reported.
 func (l *Lessor) Removed(key string, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -375,6 +383,7 @@ func (l *Lessor) Removed(key string, token uint64) {
 		l.remove(it)
 	}
 	l.detach(lockID{key, token})
+	delete(l.ghosts, lockID{key, token})
 }
 
 // Reconcile makes the tracked leases and lock-delays match table after this

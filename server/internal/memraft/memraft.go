@@ -10,8 +10,8 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// Backend is the name reported in Status().Backend.
-const Backend = "memraft"
+// BackendName is the name reported in Status().Backend.
+const BackendName = "memraft"
 
 // Node is a single-node in-memory consensus group. It is safe for concurrent
 // use; proposals are applied one at a time in arrival order.
@@ -335,7 +335,7 @@ func (n *Node) Status() core.Status {
 	defer n.mu.Unlock()
 	st := core.Status{
 		ID:           n.cfg.ID,
-		Backend:      Backend,
+		Backend:      BackendName,
 		Leader:       n.leader,
 		Term:         n.term,
 		CommitIndex:  n.index + uint64(n.committedLocked()),
@@ -411,8 +411,6 @@ func (n *Node) Close() error {
 }
 
 var (
-	_ core.Consensus     = (*Node)(nil)
-	_ core.Membership    = (*Node)(nil)
-	_ core.TermConfirmer = (*Node)(nil)
-	_ core.Submitter     = (*Node)(nil)
+	_ core.Consensus  = (*Node)(nil)
+	_ core.Membership = (*Node)(nil)
 )
