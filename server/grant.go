@@ -272,7 +272,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 	var claim atomic.Int32
 	out := make(chan outcome, 1)
 	n.bg.Add(1)
-	n.workers.Go(func() { // a worker keeps its grown stack (httpapi/workerpool.go)
+	n.http.Workers().Go(func() { // a worker keeps its grown stack (httpapi/workerpool.go)
 		defer n.bg.Done()
 		pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
 		res, err := n.raft.Propose(pctx, cmd)

@@ -110,7 +110,7 @@ func (b *keepAliveBatches) Merged() uint64 {
 func (n *Node) proposeKeepAlive(ctx context.Context, id uint64) (int64, error) {
 	r := n.lead.keepAlives.join(id, func(first *keepAliveRound) {
 		n.bg.Add(1)
-		n.workers.Go(func() { n.runKeepAlives(id, first) }) // never blocks (httpapi/workerpool.go)
+		n.http.Workers().Go(func() { n.runKeepAlives(id, first) }) // never blocks (httpapi/workerpool.go)
 	})
 	select {
 	case <-r.done:

@@ -126,9 +126,8 @@ type Node struct {
 	// http is the HTTP side: the API's and the metrics listener's
 	// servers, TLS, limits, CORS, health and probes (package httpapi,
 	// built by secure.go).
-	http    *httpapi.Server
-	workers *httpapi.WorkerPool // runs the unary API calls and detached proposals (httpapi/workerpool.go)
-	fatal   failStop            // first fatal backend error (failstop.go)
+	http  *httpapi.Server
+	fatal failStop // first fatal backend error (failstop.go)
 }
 
 // New builds a Node from cfg: it validates cfg, opens the backend (which
@@ -167,7 +166,6 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		}}),
 		proposeTimeout: proposeTimeout,
 		role:           newRole(o.leaderWait),
-		workers:        httpapi.NewWorkerPool(),
 	}
 	var err error
 	n.times = openApplyTimes(cfg, o, n.log)
@@ -244,7 +242,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		Config:         cfg,
 		Metrics:        n.met.interceptor(),
 		Registry:       o.registry,
-		Workers:        n.workers,
+		Workers:        httpapi.NewWorkerPool(),
 		Log:            n.log,
 		Life:           n.life,
 	}

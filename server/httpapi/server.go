@@ -119,6 +119,10 @@ func (s *Server) Auth() *security.Authenticator {
 	return s.auth
 }
 
+// Workers is the pool that runs the unary calls over HTTP/2; the node also
+// runs its detached proposals on it (workerpool.go).
+func (s *Server) Workers() *WorkerPool { return s.workers }
+
 // APICert is the API's certificate (cert_file, reloaded), nil when the
 // API serves plaintext h2c. A follower presents it as its client
 // certificate when it forwards to the leader.
