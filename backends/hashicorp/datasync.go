@@ -7,6 +7,8 @@ import (
 
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/types"
+
+	"github.com/ticketd/ticketd/backends"
 )
 
 // This file gives raft-wal's segment files a data sync (fdatasync) in place
@@ -53,16 +55,8 @@ func (f *dataSyncFile) Sync() error {
 	if f.dir == "" || f.dirSynced.Load() {
 		return nil
 	}
-	d, err := os.Open(f.dir)
-	if err != nil {
+	if err := backends.SyncDir(f.dir); err != nil {
 		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", f.dir, err)
 	}
 	f.dirSynced.Store(true)
 	return nil
