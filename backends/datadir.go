@@ -87,21 +87,6 @@ func mkdirDurable(dir string) error {
 	return nil
 }
 
-// SyncDir fsyncs directory dir: the names created, renamed or removed in
-// it become durable (fsync(2): a file's own fsync does not make its
-// directory entry durable). Errors: the file system's.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // RestrictTree sets dir and every directory below it to DataDirMode and every
 // regular file below it to DataFileMode, where they differ. Libraries create
 // their files with 0666 or 0644 and directories with 0755 filtered by the

@@ -10,6 +10,7 @@ import (
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
 	"github.com/ticketd/ticketd/server"
 	"github.com/ticketd/ticketd/server/config"
 )
@@ -26,12 +27,11 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	raft, err := net.Listen("tcp", "127.0.0.1:0")
+	raftAddrs, err := ticketdtest.PickAddrs(1) // below the ephemeral range: see ticketdtest.FreeAddrs
 	if err != nil {
 		panic(err)
 	}
-	raftAddr := raft.Addr().String()
-	raft.Close()
+	raftAddr := raftAddrs[0]
 
 	cfg := config.DefaultConfig()
 	cfg.APIAddr = ln.Addr().String()

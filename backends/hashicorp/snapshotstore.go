@@ -11,6 +11,9 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 )
 
+// This file is the snapshot store: hashicorp's FileSnapshotStore, its files
+// kept at the data dir's modes.
+
 // newSnapshotStore returns hashicorp's FileSnapshotStore under
 // <dataDir>/snapshots, keeping retain snapshots, wrapped so that every
 // completed snapshot is durable, names included, and leaves the data dir at

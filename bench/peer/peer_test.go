@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -133,4 +134,16 @@ func TestBuildErrors(t *testing.T) {
 	_, err = peer.Build(context.Background(), peer.BuildConfig{SourceDir: src, CacheDir: t.TempDir()})
 	require.ErrorIs(t, err, peer.ErrBuild)
 	require.Contains(t, err.Error(), "undefined")
+}
+
+// TestEtcdPeerModuleResolves lists the real peer's packages the way Build
+// compiles them (bench/etcdpeer on its own, GOWORK=off) with go.mod read-only:
+// a go.mod left untidy by a change in a sibling module fails here, instead of
+// making ticketbench skip every etcd row ("updates to go.mod needed").
+func TestEtcdPeerModuleResolves(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./...")
+	cmd.Dir = filepath.Join("..", "etcdpeer")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "GOWORK=off go list in bench/etcdpeer:\n%s", out)
 }

@@ -19,6 +19,7 @@ import (
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
 	"github.com/ticketd/ticketd/server"
 	"github.com/ticketd/ticketd/server/config"
 )
@@ -62,15 +63,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 func startNode() (*node, error) {
 	dir, err := os.MkdirTemp("", "apifuzz-")
 	if err != nil {
@@ -80,12 +72,12 @@ func startNode() (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	raftAddr, err := freeAddr()
+	raftAddrs, err := ticketdtest.PickAddrs(1)
 	if err != nil {
 		return nil, err
 	}
 	cfg := config.DefaultConfig()
-	cfg.ID, cfg.APIAddr, cfg.RaftAddr, cfg.DataDir = "n1", ln.Addr().String(), raftAddr, dir
+	cfg.ID, cfg.APIAddr, cfg.RaftAddr, cfg.DataDir = "n1", ln.Addr().String(), raftAddrs[0], dir
 	cfg.Backend = config.BackendHashicorp
 	cfg.Lease = config.Lease{MinMS: minLeaseMS, MaxMS: maxLeaseMS}
 	cfg.Raft.ElectionTimeoutMS, cfg.Raft.HeartbeatMS = 300, 50

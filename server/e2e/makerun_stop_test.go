@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
 )
 
 // clusterScriptEnv is the environment of scripts/cluster.sh on the given
@@ -53,7 +55,7 @@ func TestMakeRunStopsEveryNodeWhenStdoutIsGone(t *testing.T) {
 	require.NoError(t, err)
 	ctl := ticketctlBin(t)
 	data := filepath.Join(t.TempDir(), "data")
-	api, peer, metrics := freeAddrs(t, 3), freeAddrs(t, 3), freeAddrs(t, 3)
+	api, peer, metrics := ticketdtest.FreeAddrs(t, 3), ticketdtest.FreeAddrs(t, 3), ticketdtest.FreeAddrs(t, 3)
 	env := clusterScriptEnv(data, ticketd, ctl, api, peer, metrics)
 	script := filepath.Join(root, "scripts", "cluster.sh")
 
@@ -138,7 +140,7 @@ func TestMakeRunRemembersSecure(t *testing.T) {
 	require.NoError(t, err)
 	ctl := ticketctlBin(t)
 	data := filepath.Join(t.TempDir(), "data")
-	api, peer, metrics := freeAddrs(t, 3), freeAddrs(t, 3), freeAddrs(t, 3)
+	api, peer, metrics := ticketdtest.FreeAddrs(t, 3), ticketdtest.FreeAddrs(t, 3), ticketdtest.FreeAddrs(t, 3)
 	script := filepath.Join(root, "scripts", "cluster.sh")
 
 	run := func(extra ...string) string {

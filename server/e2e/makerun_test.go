@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
 	"github.com/ticketd/ticketd/server/security"
 )
 
@@ -38,7 +39,7 @@ func TestMakeRunPeersSpeakMutualTLS(t *testing.T) {
 	for _, backend := range []string{"hashicorp", "etcd"} {
 		t.Run(backend, func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "data")
-			api, peer := freeAddrs(t, 3), freeAddrs(t, 3)
+			api, peer := ticketdtest.FreeAddrs(t, 3), ticketdtest.FreeAddrs(t, 3)
 			out := startClusterScript(t, root, data, backend, ticketd, ctl, api, peer)
 
 			// The README's curl line, on the plaintext client API.
@@ -152,23 +153,6 @@ func startClusterScript(t *testing.T, root, data, backend, ticketd, ctl string, 
 		}
 	})
 	return out
-}
-
-// freeAddrs returns n loopback addresses whose ports were free a moment ago.
-func freeAddrs(t *testing.T, n int) []string {
-	t.Helper()
-	var addrs []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
-	return addrs
 }
 
 // buildTicketd builds the ticketd binary once per test process.

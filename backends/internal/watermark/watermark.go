@@ -382,6 +382,22 @@ func decode(rec []byte, size int64) (Mark, error) {
 	return Mark{LastIndex: binary.BigEndian.Uint64(rec[:8]), Applied: binary.BigEndian.Uint64(rec[8:16])}, nil
 }
 
+// Read returns the mark durably stored in dataDir's watermark file without
+// opening it for writing (a running node may hold it): what a crash at this
+// moment would leave. Errors: the file is missing or unreadable, or holds no
+// valid record (ErrCorrupt).
+func Read(dataDir string) (Mark, error) {
+	path := filepath.Join(dataDir, FileName)
+	rec, err := os.ReadFile(path)
+	if err != nil {
+		return Mark{}, fmt.Errorf("watermark: %w", err)
+	}
+	if len(rec) < recordSize {
+		return Mark{}, fmt.Errorf("%w: %s holds %d bytes, want %d", ErrCorrupt, path, len(rec), recordSize)
+	}
+	return decode(rec[:recordSize], int64(len(rec)))
+}
+
 // Mark returns the last Mark stored (or read by Open).
 func (w *File) Mark() Mark {
 	w.mu.Lock()

@@ -105,3 +105,30 @@ func BenchmarkStore(b *testing.B) {
 		}
 	}
 }
+
+// TestRead reads what an open node stored, from beside it, and refuses a
+// missing or cut file.
+func TestRead(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := watermark.Read(dir); err == nil {
+		t.Fatal("Read of a dir without a watermark succeeded")
+	}
+	w, _, err := watermark.Open(dir, newDataDir, watermark.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	want := watermark.Mark{LastIndex: 77, Applied: 70}
+	if err := w.Store(want); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := watermark.Read(dir); err != nil || got != want {
+		t.Fatalf("Read: %+v, %v; want %+v", got, err, want)
+	}
+	if err := os.Truncate(filepath.Join(dir, watermark.FileName), 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watermark.Read(dir); !errors.Is(err, watermark.ErrCorrupt) {
+		t.Fatalf("Read of a cut file: %v, want ErrCorrupt", err)
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
 	"github.com/ticketd/ticketd/server"
 	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/internal/memraft"
@@ -39,11 +39,8 @@ func TestServeRefusesBadAuthFiles(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
 			cfg := config.DefaultConfig()
-			cfg.APIAddr = ln.Addr().String()
-			require.NoError(t, ln.Close())
+			cfg.APIAddr = ticketdtest.FreeAddr(t)
 			cfg.RaftAddr = "127.0.0.1:1"
 			cfg.DataDir = filepath.Join(dir, "data")
 			cfg.Log.Level = "error"
@@ -55,7 +52,7 @@ func TestServeRefusesBadAuthFiles(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			err = serve(ctx, cfg)
+			err := serve(ctx, cfg)
 			require.ErrorIs(t, err, tc.want)
 		})
 	}

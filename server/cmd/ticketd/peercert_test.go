@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
 	"github.com/ticketd/ticketd/server"
 	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/internal/memraft"
@@ -31,12 +31,9 @@ func TestServeRefusesAnotherNodesPeerCertificate(t *testing.T) {
 	_, err = security.CreateNode(certs, "n2", []string{"127.0.0.1"}, time.Hour, false)
 	require.NoError(t, err)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	cfg := config.DefaultConfig()
 	cfg.ID = "n1"
-	cfg.APIAddr = ln.Addr().String()
-	require.NoError(t, ln.Close())
+	cfg.APIAddr = ticketdtest.FreeAddr(t)
 	cfg.RaftAddr = "127.0.0.1:1"
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.Log.Level = "error"

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
 	"github.com/ticketd/ticketd/server"
 	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/internal/memraft"
@@ -19,11 +19,8 @@ import (
 // stopped for good (OnFatal), `ticketd serve` returns an error wrapping it,
 // so the process exits non-zero instead of staying half-alive.
 func TestServeExitsOnFatalRaftError(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	cfg := config.DefaultConfig()
-	cfg.APIAddr = ln.Addr().String()
-	require.NoError(t, ln.Close())
+	cfg.APIAddr = ticketdtest.FreeAddr(t)
 	cfg.RaftAddr = "127.0.0.1:1"
 	cfg.DataDir = t.TempDir()
 	cfg.Log.Level = "error"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,17 +10,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// freeAddr returns a loopback host:port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
+)
 
 // runServe runs `ticketd serve args...` until ready reports true (then it
 // stops it, as SIGTERM would) or the command returns; it returns the
@@ -61,7 +52,7 @@ func runServe(t *testing.T, args []string, ready func() bool) error {
 // the flag reaches the backend through the configuration.
 func TestAcceptMissingWatermarkFlag(t *testing.T) {
 	dir := t.TempDir()
-	api, raftAddr := freeAddr(t), freeAddr(t)
+	api, raftAddr := ticketdtest.FreeAddr(t), ticketdtest.FreeAddr(t)
 	args := []string{"--id", "n1", "--api-addr", api, "--raft-addr", raftAddr,
 		"--data-dir", dir, "--log-level", "error"}
 	readyz := func() bool {

@@ -17,6 +17,7 @@ import (
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
 	"github.com/ticketd/ticketd/server"
 	"github.com/ticketd/ticketd/server/config"
 )
@@ -120,28 +121,6 @@ func H2CClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{Protocols: &p}}
 }
 
-// FreePort returns a loopback host:port that was free a moment ago.
-func FreePort(t testing.TB) string {
-	t.Helper()
-	return FreePorts(t, 1)[0]
-}
-
-// FreePorts returns n distinct loopback host:ports that were free a moment
-// ago (all held open while chosen, so none is handed out twice).
-func FreePorts(t testing.TB, n int) []string {
-	t.Helper()
-	out := make([]string, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("nodetest: free port: %v", err)
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
-	}
-	return out
-}
-
 // Start starts n nodes bootstrapped as one cluster (n = 1: a lone node) and
 // waits until one of them leads. The cluster is closed by t.Cleanup.
 func Start(t testing.TB, n int, opts ...Option) *Cluster {
@@ -164,7 +143,10 @@ func Start(t testing.TB, n int, opts ...Option) *Cluster {
 		}
 		lns[i] = ln
 	}
-	raftAddrs := FreePorts(t, n) // chosen while the API listeners are open: all distinct
+	// The Raft ports are bound later by each backend: pick them below the
+	// ephemeral range (ticketdtest.FreeAddrs), where no outgoing connection can
+	// take one in between.
+	raftAddrs := ticketdtest.FreeAddrs(t, n)
 	for i := range n {
 		peers = append(peers, config.Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: raftAddrs[i], APIAddr: lns[i].Addr().String()})
 	}
@@ -247,7 +229,7 @@ func (c *Cluster) Join(t testing.TB, via int) int {
 	cfg := tmpl
 	cfg.ID = fmt.Sprintf("n%d", len(c.Nodes)+1)
 	cfg.APIAddr = ln.Addr().String()
-	cfg.RaftAddr = FreePort(t)
+	cfg.RaftAddr = ticketdtest.FreeAddr(t)
 	cfg.DataDir = filepath.Join(filepath.Dir(tmpl.DataDir), cfg.ID)
 	cfg.Bootstrap = nil
 	cfg.Join = c.Nodes[via].Addr
