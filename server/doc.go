@@ -45,6 +45,9 @@
 //     waiter as it is proposed (docs/design.md#handoff).
 //   - renew.go: a Renew on the leader, admitted by the lessor.
 //   - apply.go: the apply and restore hooks, the lessor's Expire proposals.
+//   - applytimes.go: opens the node's record of when it applied each index
+//     (package applytime), so a restarted node measures replayed leases from
+//     its earlier apply (docs/design.md#leases).
 //   - sessionservice.go: CreateSession, KeepAlive, CloseSession.
 //   - sessionread.go: GetSession, ListSessions.
 //   - keepalivebatch.go: concurrent KeepAlives of a session merged into one
