@@ -54,7 +54,8 @@
 // docs/design.md#the-consensus-contract asks for.
 //
 // The loop's concerns live in files their names find, as etcd raft keeps
-// read_only.go apart: loop.go (the loop and each Ready), propose.go
+// read_only.go apart: loop.go (the loop and each Ready), asyncwrites.go
+// (the append thread of Config.AsyncStorageWrites), propose.go
 // (proposals and group commit), read.go (ReadIndex batching and
 // ConfirmTerm), apply.go (committed entries, installed snapshots),
 // snapshot.go (taking snapshots), membership.go,

@@ -103,5 +103,7 @@
 // <DataDir>/log_store names the store (backends.ClaimLogStore);
 // <DataDir>/snapshots holds FileSnapshotStore's files (two kept).
 // A snapshot is taken as soon as SnapshotThreshold entries were applied since
-// the last one, and the log is then compacted down to TrailingLogs entries.
+// the last one, and the log is then compacted down to TrailingLogs entries
+// (on the wal store, in memory until the compacted prefix covers a whole
+// segment, the only thing raft-wal frees on disk: walStore.DeleteRange).
 package hashicorp
