@@ -32,15 +32,6 @@ type Config struct {
 	// (ErrWrongLogStore); moving between stores is a snapshot and a
 	// Restore with the new store.
 	LogStore string
-	// AsyncStorageWrites, on the etcd backend, writes the Raft log on a
-	// goroutine of its own (etcd raft's Config.AsyncStorageWrites, Raft
-	// thesis §10.2.1): the raft loop goes on stepping acknowledgements,
-	// proposals and MsgApps while an append is being synced, and an entry
-	// still commits only once it is durable on a majority and applies
-	// only once it is durable here. The hashicorp backend has no such mode
-	// and ignores it. Default off (see backends/etcd/doc.go for the
-	// measurements).
-	AsyncStorageWrites bool
 	// Bootstrap lists the initial voters (including this node) of a new cluster.
 	// It is used only when DataDir holds no Raft state; a node with empty
 	// Bootstrap and no state waits to be added by the leader (join).

@@ -94,15 +94,6 @@ func (n *Node) run() {
 				n.fail(err)
 				return
 			}
-		case <-n.appendedc():
-			if err := n.onAppended(); err != nil {
-				n.fail(err)
-				return
-			}
-			if err := n.process(); err != nil {
-				n.fail(err)
-				return
-			}
 		default:
 		}
 		if n.answered > 1 {
@@ -149,11 +140,6 @@ func (n *Node) run() {
 			n.confQueue = append(n.confQueue, c)
 		case t := <-n.transc:
 			n.startTransfer(t)
-		case <-n.appendedc():
-			if err := n.onAppended(); err != nil {
-				n.fail(err)
-				return
-			}
 		case r := <-n.snapc:
 			if err := n.onSnapshotDone(r); err != nil {
 				n.fail(err)
@@ -283,12 +269,8 @@ func (n *Node) onTick() {
 	n.checkTransfer()
 }
 
-// handleReady processes one Ready as etcd raft's doc.go prescribes
-// (handleReadyAsync under Config.AsyncStorageWrites).
+// handleReady processes one Ready as etcd raft's doc.go prescribes.
 func (n *Node) handleReady() error {
-	if n.writer != nil {
-		return n.handleReadyAsync()
-	}
 	rd := n.rn.Ready()
 	if rd.SoftState != nil {
 		n.onSoftState(rd.SoftState)
@@ -328,7 +310,7 @@ func (n *Node) handleReady() error {
 		return fmt.Errorf("etcd: save ready: %w", err)
 	}
 	if len(rd.Entries) > 0 || !raft.IsEmptySnap(rd.Snapshot) {
-		if err := n.raiseWatermark(n.applied); err != nil {
+		if err := n.raiseWatermark(); err != nil {
 			return err
 		}
 		if n.cfg.Observer != nil && len(rd.Entries) > 0 {
@@ -356,18 +338,6 @@ func (n *Node) handleReady() error {
 	}
 	// Step 4.
 	n.rn.Advance(rd)
-	n.reportFailedSends()
-	n.releaseReads()
-	if err := n.maybeSnapshot(); err != nil {
-		return err
-	}
-	n.publish()
-	return nil
-}
-
-// reportFailedSends tells raft of the sends that failed (after Advance in
-// the Ready/Advance interface: raft takes no report between the two).
-func (n *Node) reportFailedSends() {
 	for _, m := range n.failedSends {
 		if m.GetType() == pb.MsgSnap {
 			n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
@@ -377,6 +347,12 @@ func (n *Node) reportFailedSends() {
 	}
 	clear(n.failedSends)
 	n.failedSends = n.failedSends[:0]
+	n.releaseReads()
+	if err := n.maybeSnapshot(); err != nil {
+		return err
+	}
+	n.publish()
+	return nil
 }
 
 // needsDurableState reports whether a message of type t may only be sent once

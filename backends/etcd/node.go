@@ -63,12 +63,6 @@ type Node struct {
 	snapWG       sync.WaitGroup
 	snapshotHook atomic.Pointer[func(index uint64)]
 
-	// writer is the append thread under Config.AsyncStorageWrites (nil
-	// otherwise), and appliedMark the applied index the loop last
-	// published to it for the watermark (asyncwrites.go).
-	writer      *appendThread
-	appliedMark atomic.Uint64
-
 	stopc     chan struct{} // closed by Close
 	done      chan struct{} // closed when the loop has exited
 	closeOnce sync.Once
@@ -142,7 +136,6 @@ func New(cfg backends.Config) (*Node, error) {
 		return nil, err
 	}
 	n.note = newNotifier(cfg.OnLeaderChange)
-	n.startWriter()
 	go n.run()
 	return n, nil
 }
@@ -255,7 +248,6 @@ func (n *Node) open() error {
 		Logger:                    raftLogger{n.log.Named("raft").Sugar()},
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
-		AsyncStorageWrites:        n.cfg.AsyncStorageWrites,
 	}
 	if err := n.newRawNode(rc); err != nil {
 		return err
@@ -387,9 +379,6 @@ func (n *Node) Close() error {
 // closeResources closes what open opened, in reverse order.
 func (n *Node) closeResources() error {
 	n.snapWG.Wait() // a snapshot being written finishes with the store open
-	if n.writer != nil {
-		n.writer.wg.Wait() // so does the append thread's Save (asyncwrites.go)
-	}
 	var errs []error
 	if n.tr != nil {
 		errs = append(errs, n.tr.Close())

@@ -104,14 +104,12 @@ func (n *Node) lowerWatermark(ents []*pb.Entry) error {
 }
 
 // raiseWatermark records the end of the log after a Save made it durable,
-// and applied, the index applied so far, in the background
-// (watermark.File.Advance): the synced 20-byte write overlaps the next
-// Ready's Save instead of adding to this one's latency. It waits for no
-// disk. It runs on the log's one writer: the loop, or the append writer
-// (asyncwrites.go).
-func (n *Node) raiseWatermark(applied uint64) error {
+// and the applied index, in the background (watermark.File.Advance): the
+// synced 20-byte write overlaps the next Ready's Save instead of adding to
+// this one's latency. It waits for no disk.
+func (n *Node) raiseWatermark() error {
 	last, _ := n.store.LastIndex()
-	if err := n.wm.Advance(last, applied); err != nil {
+	if err := n.wm.Advance(last, n.applied); err != nil {
 		return fmt.Errorf("etcd: watermark: %w", badgerlog.DiskFull(err))
 	}
 	return nil

@@ -18,16 +18,14 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// killNineEnv names the data dir, Raft address, log store and
-// AsyncStorageWrites ("async" or "") of the child process of
-// TestKillNineNeverRefusesStart.
+// killNineEnv names the data dir, Raft address and log store of the child
+// process of TestKillNineNeverRefusesStart.
 const killNineEnv = "TICKETD_ETCD_KILL9"
 
 // killNineConfig is the one-member node both processes run.
-func killNineConfig(dir, addr, store, async string) backends.Config {
+func killNineConfig(dir, addr, store string) backends.Config {
 	cfg := backends.DefaultConfig()
 	cfg.ID, cfg.RaftAddr, cfg.DataDir, cfg.LogStore = "n1", addr, dir, store
-	cfg.AsyncStorageWrites = async == "async"
 	cfg.Bootstrap = []core.Member{{ID: "n1", RaftAddr: addr}}
 	cfg.StateMachine = core.NewStateMachine()
 	cfg.HeartbeatInterval = backendtest.HeartbeatInterval
@@ -43,26 +41,24 @@ func killNineConfig(dir, addr, store, async string) backends.Config {
 // next append, and compacted entries are deleted in the background): the
 // node must start again from what the kill left, without taking its log
 // for a damaged one, and with every acknowledged write applied. Three
-// kills, at different moments, on one data dir, on each log store, with
-// and without AsyncStorageWrites.
+// kills, at different moments, on one data dir, on each log store.
 func TestKillNineNeverRefusesStart(t *testing.T) {
 	if env := os.Getenv(killNineEnv); env != "" {
 		f := strings.Split(env, ",")
-		killNineChild(t, f[0], f[1], f[2], f[3])
+		killNineChild(t, f[0], f[1], f[2])
 		return
 	}
 	for _, store := range backends.LogStores() {
-		t.Run(store, func(t *testing.T) { testKillNine(t, store, "") })
-		t.Run(store+"_async", func(t *testing.T) { testKillNine(t, store, "async") })
+		t.Run(store, func(t *testing.T) { testKillNine(t, store) })
 	}
 }
 
-func testKillNine(t *testing.T, store, async string) {
+func testKillNine(t *testing.T, store string) {
 	dir, addr := t.TempDir(), backendtest.FreeAddr(t)
 	var acked uint64
 	for round, killAt := range []uint64{310, 170, 430} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKillNineNeverRefusesStart$", "-test.count=1")
-		cmd.Env = append(os.Environ(), killNineEnv+"="+dir+","+addr+","+store+","+async)
+		cmd.Env = append(os.Environ(), killNineEnv+"="+dir+","+addr+","+store)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -88,7 +84,7 @@ func testKillNine(t *testing.T, store, async string) {
 			t.Fatalf("round %d: child exited before it was killed (%d acknowledged)", round, n)
 		}
 
-		node, err := etcd.New(killNineConfig(dir, addr, store, async))
+		node, err := etcd.New(killNineConfig(dir, addr, store))
 		if err != nil {
 			t.Fatalf("round %d: node refused to start after kill -9: %v", round, err)
 		}
@@ -113,8 +109,8 @@ func testKillNine(t *testing.T, store, async string) {
 
 // killNineChild runs the node and commits grants one after another,
 // printing the applied index after each, until it is killed.
-func killNineChild(t *testing.T, dir, addr, store, async string) {
-	node, err := etcd.New(killNineConfig(dir, addr, store, async))
+func killNineChild(t *testing.T, dir, addr, store string) {
+	node, err := etcd.New(killNineConfig(dir, addr, store))
 	if err != nil {
 		t.Fatal(err)
 	}
