@@ -227,6 +227,9 @@ func (s *walStore) StoreLogs(logs []*raft.Log) error {
 // Before a suffix goes the watermark is lowered durably to what remains,
 // so a crash during the deletion never leaves it past the log's end.
 func (s *walStore) DeleteRange(from, to uint64) error {
+	// Read before the lock appends take: the directory read is only a
+	// hint (a segment sealed meanwhile is found by the next compaction).
+	below := s.segmentBelow(to + 1)
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	stored, err := s.w.FirstIndex()
@@ -247,7 +250,7 @@ func (s *walStore) DeleteRange(from, to uint64) error {
 	}
 	if from <= first && to < last {
 		s.head.Store(to + 1)
-		if !s.segmentBelow(to + 1) {
+		if !below {
 			return nil
 		}
 		if err := s.w.DeleteRange(stored, to); err != nil {
