@@ -95,15 +95,7 @@ func BenchmarkCompactionStall(b *testing.B) {
 // compactionStall is one case of BenchmarkCompactionStall.
 func compactionStall(b *testing.B, store string, on bool) {
 	s := openMarkedStore(b, store, b.TempDir())
-	fill := appender(s, 64)
-	setup := func() error {
-		for range compactEntries / 64 {
-			if err := fill(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	setup := backendtest.Repeat(compactEntries/64, appender(s, 64))
 	b.ResetTimer()
 	backendtest.AppendStall(b, 50, appender(s, 1), setup, func() error {
 		if !on {

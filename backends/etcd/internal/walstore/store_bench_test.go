@@ -54,14 +54,7 @@ func BenchmarkCompactionStall(b *testing.B) {
 				}
 				return s.Save(hardState(1, 1, last), es, nil)
 			}
-			setup := func() error {
-				for range compactEntries / 64 {
-					if err := save(64); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
+			setup := backendtest.Repeat(compactEntries/64, func() error { return save(64) })
 			state := make([]byte, 4<<10) // a snapshot of a small lock table
 			cs := &pb.ConfState{Voters: []uint64{1, 2, 3}}
 			b.ResetTimer()
