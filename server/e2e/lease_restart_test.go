@@ -42,10 +42,11 @@ type restartRun struct {
 }
 
 // startRestartRun starts a three-node cluster of backend with the failover
-// timing of TestLeaseBoundAcrossFailovers, takes an unrenewed lock and a
-// session with one holder (both for restartLease), and watches them.
-func startRestartRun(t *testing.T, backend string) *restartRun {
-	c := startBoundCluster(t, backend, 3)
+// timing of TestLeaseBoundAcrossFailovers (its options edited by edit, if
+// any), takes an unrenewed lock and a session with one holder (both for
+// restartLease), and watches them.
+func startRestartRun(t *testing.T, backend string, edit ...func(*ticketdtest.Options)) *restartRun {
+	c := startBoundCluster(t, backend, 3, edit...)
 	ctx := ctxT(t)
 	r := &restartRun{c: c, w: watchLocks(t, c), office: time.Now()}
 	leader := c.Leader(t)
@@ -132,18 +133,42 @@ func TestLeaseBoundRestartThenTransfer(t *testing.T) {
 // docs/design.md#leases).
 func TestLeaseBoundRebootThenTransfer(t *testing.T) {
 	matrix(t, func(t *testing.T, backend string) {
-		restartThenTransfer(t, backend, "reboot then transfer", func(c *ticketdtest.Cluster, f int) {
-			err := os.Remove(filepath.Join(c.Node(f).DataDir, applytime.FileName))
-			require.NoError(t, err, "the apply-time record of the killed follower")
-		})
+		restartThenTransfer(t, backend, "reboot then transfer", wipeApplyTimes(t))
 	})
+}
+
+// TestLeaseBoundRebootThenTransferSecure: TestLeaseBoundRebootThenTransfer
+// over client TLS, peer mutual TLS and authorization: the voters answer the
+// new leader's request for their measures only because it presents its
+// node certificate, and it believes each answer only because the voter
+// presents its own (docs/security.md#peer-identity-is-membership).
+func TestLeaseBoundRebootThenTransferSecure(t *testing.T) {
+	matrix(t, func(t *testing.T, backend string) {
+		dir := makeCerts(t, 3, "e2e")
+		_, authArgs := writeAuthFiles(t, dir, authPolicy)
+		secure := func(o *ticketdtest.Options) {
+			o.Args = append(o.Args, authArgs...)
+			o.TLS = &ticketdtest.TLS{CertsDir: dir, Peer: true, Client: "e2e"}
+		}
+		restartThenTransfer(t, backend, "reboot then transfer, secure", wipeApplyTimes(t), secure)
+	})
+}
+
+// wipeApplyTimes returns a whileDown of restartThenTransfer that deletes
+// the stopped node's apply-time record, as a host reboot voids it.
+func wipeApplyTimes(t *testing.T) func(c *ticketdtest.Cluster, f int) {
+	return func(c *ticketdtest.Cluster, f int) {
+		err := os.Remove(filepath.Join(c.Node(f).DataDir, applytime.FileName))
+		require.NoError(t, err, "the apply-time record of the killed follower")
+	}
 }
 
 // restartThenTransfer kills (kill -9) a follower at half the lease, calls
 // whileDown (if set) with it down, restarts it and, once it has caught up,
-// transfers leadership to it; then checks the bound on both leases.
-func restartThenTransfer(t *testing.T, backend, pattern string, whileDown func(c *ticketdtest.Cluster, f int)) {
-	r := startRestartRun(t, backend)
+// transfers leadership to it; then checks the bound on both leases. edit
+// (if any) changes the cluster's options.
+func restartThenTransfer(t *testing.T, backend, pattern string, whileDown func(c *ticketdtest.Cluster, f int), edit ...func(*ticketdtest.Options)) {
+	r := startRestartRun(t, backend, edit...)
 	c := r.c
 	ctx := ctxT(t)
 	time.Sleep(restartLease/2 - r.since())
