@@ -57,6 +57,8 @@
 //   - sessionread.go: GetSession, ListSessions.
 //   - keepalivebatch.go: concurrent KeepAlives of a session merged into one
 //     entry in flight.
+//   - renewbatch.go: renewals (KeepAlive rounds, Renews) that arrive while
+//     renewal entries are in flight written together as one RenewBatch.
 //   - sessioncount.go: limits.max_sessions and
 //     limits.max_sessions_per_principal.
 //   - sessionlocks.go: limits.max_locks_per_session.
@@ -102,10 +104,12 @@
 //     their request's goroutine.
 //   - Detached proposals, counted in Node.bg so that Close waits for them: a
 //     Grant, and a ghost lock's Release after it, on a worker (grant.go); a
-//     session's KeepAlive rounds on a worker (keepalivebatch.go); a
+//     session's KeepAlive rounds on a worker (keepalivebatch.go); shared
+//     renewal entries on a worker, one after another (renewbatch.go); a
 //     CloseSession (sessionservice.go, proposeClose); ensureMembers and
 //     the gathering of the voters' lease reports (one goroutine per voter,
-//     waited for) after each promotion (leadership.go, leasegather.go); join (node.go, New). A force-release
+//     waited for) after each promotion (leadership.go, leasegather.go);
+//     join (node.go, New). A force-release
 //     proposes each holder's Release on a goroutine its handler waits for
 //     (lockservice.go).
 //   - Parallel probes that their caller waits for: bootstrapcheck.go (the
@@ -139,9 +143,11 @@
 //     table read lock, the Authenticator's read lock (the policy's quotas).
 //   - table read lock (an Ascend* callback) → the Authenticator's read lock
 //     (ListSessions asks MayActFor of each session).
-//   - role's mutex, the keepAliveBatches mutex, the forwarder's and the
-//     peers' metrics mutexes take nothing else (keepAliveBatches.join's
-//     start only hands a round to a worker, which never blocks).
+//   - role's mutex, the keepAliveBatches and renewalRounds mutexes, the
+//     forwarder's and the peers' metrics mutexes take nothing else
+//     (keepAliveBatches.join's start only hands a round to a worker, which
+//     never blocks; a renewal is proposed after renewalRounds.join
+//     returns).
 //
 // Callbacks, and the locks held when they run:
 //   - keyState: the key's shard mutex. It must not block, propose, or call
