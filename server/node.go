@@ -239,6 +239,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		Node:           n,
 		LockService:    &lockService{n: n},
 		ClusterService: &clusterService{n: n},
+		PeerService:    &peerService{n: n},
 		Config:         cfg,
 		Metrics:        n.met.interceptor(),
 		Registry:       o.registry,

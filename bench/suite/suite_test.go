@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ticketd/ticketd/bench/load"
+	"github.com/ticketd/ticketd/bench/scale"
 )
 
 func valid() Config {
@@ -33,6 +34,7 @@ func TestValidate(t *testing.T) {
 			c.Commit, c.Lock, c.Peer, c.Backends, c.Failover = false, false, false, nil, true
 		}},
 		{"open_without_rate", func(c *Config) { c.Mode = load.ModeOpen }},
+		{"scale_steps_not_increasing", func(c *Config) { c.Scale = &scale.Settings{Steps: []int{500, 200}} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,6 +85,11 @@ func TestSteps(t *testing.T) {
 	require.Equal(t, 2*(1+2*4*3), c.steps())
 	c.SharedConcurrency = []int{2}
 	require.Equal(t, 2*(1+2*4*1), c.steps())
+
+	// Scale: one step per backend, not per round.
+	c = valid()
+	c.Commit, c.Lock, c.Peer, c.Scale = false, false, false, &scale.Settings{Steps: []int{200, 500}}
+	require.Equal(t, 2*1+2, c.steps())
 }
 
 func TestLoadAvg(t *testing.T) {
