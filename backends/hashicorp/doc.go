@@ -105,5 +105,7 @@
 // A snapshot is taken once backends.SnapshotDue says one is due (at least
 // SnapshotThreshold entries and as many bytes of entry data as the last
 // snapshot since it; hashicorp's own entry-count check is off), and the log
-// is then compacted down to TrailingLogs entries.
+// is then compacted down to TrailingLogs entries (on the wal store, in
+// memory until the compacted prefix covers a whole segment, the only thing
+// raft-wal frees on disk: walStore.DeleteRange).
 package hashicorp

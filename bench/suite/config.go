@@ -25,10 +25,10 @@ type Config struct {
 	// Backends lists the ticketd backends to measure, by name (Backends()).
 	Backends []string
 	// LogStores lists the Raft log stores (backends.LogStores) the commit
-	// workload runs on, each on every backend of Backends that offers it
-	// (rows "hashicorp", "hashicorp/wal", ...: report.StoreSystem); the
-	// other workloads use each backend's default store. Empty: the
-	// default store only.
+	// and snapshots workloads run on, each on every backend of Backends
+	// that offers it (rows "hashicorp", "hashicorp/wal", ...:
+	// report.StoreSystem); the other workloads use each backend's default
+	// store. Empty: the default store only.
 	LogStores []string
 	// Concurrency lists the client counts, each at least 1.
 	Concurrency []int
@@ -167,7 +167,7 @@ func (c Config) steps() int {
 		perRound += len(c.Backends) * len(holdings) * len(c.sharedLevels())
 	}
 	if c.Snapshots {
-		perRound += 2 * len(c.Backends)
+		perRound += 2 * len(c.commitTargets())
 	}
 	steps := c.Rounds * perRound
 	if c.Failover {

@@ -175,8 +175,8 @@ func (r *runner) rounds(ctx context.Context) error {
 			}
 		}
 		if r.cfg.Snapshots {
-			for _, b := range rotate(r.cfg.Backends, round-1) {
-				if err := r.snapshots(ctx, round, b); err != nil {
+			for _, t := range rotate(r.cfg.commitTargets(), round-1) {
+				if err := r.snapshots(ctx, round, t); err != nil {
 					return err
 				}
 			}

@@ -73,6 +73,12 @@ func TestSteps(t *testing.T) {
 	c.HandoffConcurrency = []int{4}
 	require.Equal(t, 2*(1+3*1+2*2)+2, c.steps())
 
+	// Snapshots: on and off per backend and log store.
+	c = valid()
+	c.Commit, c.Lock, c.Peer, c.Snapshots = false, false, false, true
+	c.LogStores = LogStores()
+	require.Equal(t, 2*(1+2*2*2), c.steps())
+
 	// Shared: four cases per backend at 3 default levels.
 	c = valid()
 	c.Commit, c.Lock, c.Peer, c.Shared = false, false, false, true
