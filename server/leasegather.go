@@ -188,12 +188,14 @@ func (n *Node) trustPeerAnswers() bool {
 // peerClient returns a PeerService client of voter id at addr, on a
 // connection of its own that done closes. Over TLS (the forwarder's
 // config: the cluster's CAs, this node's API certificate as its client
-// certificate) the voter must present its own node certificate
+// certificate) the voter must present its own node certificate, listed in
+// neither revocation list this node loads (client_crl_file, peer_crl_file:
+// docs/security.md#revocation), as the peer port requires of it
 // (security.DialMember).
 func (n *Node) peerClient(id, addr string) (peerpbconnect.PeerServiceClient, func()) {
 	fc := n.fwd.Config()
 	if fc.TLS != nil {
-		fc.TLS = security.DialMember(fc.TLS, id)
+		fc.TLS = security.DialMember(fc.TLS, id, n.http.APICert(), n.peerCert)
 	}
 	f := forward.New(fc)
 	return peerpbconnect.NewPeerServiceClient(f.HTTPClient(), f.URL(addr), connect.WithReadMaxBytes(reportReadMaxBytes)), f.Close

@@ -136,11 +136,21 @@ func (w *reportWriter) flush() error {
 // them) whose CN is a current member, as the peer port and a forwarded
 // principal require. Without a verified certificate the call is admitted
 // only on an open API (openAPI), where any caller may already read and
-// release every lock. Errors: connect PermissionDenied.
+// release every lock. A node certificate that the peer revocation list
+// (peer_crl_file) names is refused too, as the peer port refuses it, even
+// when the client list (client_crl_file, checked at the API's handshake)
+// does not: a member's stolen and revoked key reads nothing here.
+// Errors: connect PermissionDenied.
 func (n *Node) authorizePeer(ctx context.Context) error {
-	leaf := security.VerifiedLeaf(security.ConnStateFrom(ctx))
+	cs := security.ConnStateFrom(ctx)
+	leaf := security.VerifiedLeaf(cs)
 	switch {
 	case leaf != nil && security.IsNodeCertificate(leaf) && n.hasMember(leaf.Subject.CommonName):
+		if n.peerCert != nil {
+			if err := n.peerCert.CheckRevoked(*cs); err != nil {
+				return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("peer-only call: %w", err))
+			}
+		}
 		return nil
 	case leaf != nil:
 		return connect.NewError(connect.CodePermissionDenied,

@@ -89,8 +89,11 @@ func PeerConfig(r *Reloader, log *zap.Logger) *tls.Config {
 // reach, as a node dialling a member's raft address requires
 // (docs/security.md#peer-identity-is-membership). Another member's
 // certificate that is valid for the address is refused, so one member
-// cannot answer for another. Errors wrap ErrPeerRefused.
-func DialMember(c *tls.Config, id string) *tls.Config {
+// cannot answer for another; so is a certificate that the current
+// revocation list of any of lists names (nil ones are skipped), as the
+// peer port refuses it both ways: a stolen key of the member, revoked,
+// cannot answer as that member. Errors wrap ErrPeerRefused or ErrRevoked.
+func DialMember(c *tls.Config, id string, lists ...*Reloader) *tls.Config {
 	out := c.Clone()
 	prev := out.VerifyConnection
 	out.VerifyConnection = func(cs tls.ConnectionState) error {
@@ -104,6 +107,14 @@ func DialMember(c *tls.Config, id string) *tls.Config {
 		}
 		if cn := cs.PeerCertificates[0].Subject.CommonName; cn != id {
 			return fmt.Errorf("%w: presented a certificate for %q, not %q", ErrPeerRefused, cn, id)
+		}
+		for _, l := range lists {
+			if l == nil {
+				continue
+			}
+			if err := l.CheckRevoked(cs); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
