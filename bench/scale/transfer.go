@@ -31,8 +31,8 @@ type transferResult struct {
 	// it returned (committed by the new leader: the old one knew it had
 	// stepped down when the call returned).
 	Took time.Duration
-	// Writes are the writers' acknowledged calls from their start to the
-	// first write; Refused the calls that returned an error to the writer
+	// Writes are the writers' acknowledged calls from their start until
+	// 2 × transferWriters more after the first write; Refused the calls that returned an error to the writer
 	// (after the SDK's own retries); Retried the attempts that failed and
 	// (of every call, refused or not: most are hidden from the writer by
 	// the SDK's retries).
@@ -57,6 +57,12 @@ func (s *scaler) transfer(ctx context.Context, key string) (transferResult, erro
 		return transferResult{}, err
 	}
 	res, err := s.transferOnce(ctx, key, leader, w)
+	if err == nil {
+		// Writes in flight at the transfer end after the first write: the
+		// writers complete 2 × transferWriters more before the counts are
+		// read.
+		err = w.waitWrites(ctx, w.writes.Load()+2*transferWriters, s.cfg.WriteTimeout)
+	}
 	res.Writes, res.Refused, res.Retried, res.FirstRefusal = w.stop()
 	if err == nil {
 		s.cfg.logf("%s: transfer-leader → first write %v; %d writes through it, %d refused, %d attempts retried by the SDK",
@@ -182,6 +188,23 @@ func (w *writers) waitFirst(ctx context.Context, timeout time.Duration) error {
 	case <-time.After(timeout):
 		return errors.New("the writers had no write acknowledged before the transfer")
 	}
+}
+
+// waitWrites waits until the writers have n acknowledged writes in all.
+// Errors: not within timeout, ctx's error.
+func (w *writers) waitWrites(ctx context.Context, n int64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for w.writes.Load() < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the writers had %d of %d writes acknowledged within %v of the transfer", w.writes.Load(), n, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // stop ends the writers, closes their client and returns their counts
