@@ -37,6 +37,8 @@ type logStore struct {
 	// first and last are the smallest and largest stored index (0, 0 when the
 	// log is empty), cached so FirstIndex/LastIndex cost no I/O.
 	first, last atomic.Uint64
+	// ra serves sequential reads from one iterator (readahead.go).
+	ra readAhead
 }
 
 var (
@@ -77,8 +79,25 @@ func (s *logStore) LastIndex() (uint64, error) { return s.last.Load(), nil }
 
 // GetLog reads the entry at index into l. It returns raft.ErrLogNotFound only
 // when no entry is stored at index; any other failure is another error.
+//
+// A read of the entry after the one read last (raft's scans of the log at
+// start, and a follower's apply) reads a window of the entries after it
+// with one iterator and serves the next reads from it (readahead.go).
 func (s *logStore) GetLog(index uint64, l *raft.Log) error {
+	ok, sequential, gen := s.ra.get(index, l)
+	if ok {
+		return nil
+	}
 	err := s.db.View(func(txn *badger.Txn) error {
+		if sequential {
+			logs, err := readWindow(txn, index)
+			if err != nil {
+				return err
+			}
+			*l = logs[0]
+			s.ra.install(gen, index, logs)
+			return nil
+		}
 		item, err := txn.Get(badgerlog.IndexKey(logPrefix, index))
 		if err != nil {
 			return err
@@ -108,6 +127,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	defer s.wmu.Unlock()
 	defer s.timed(len(logs), time.Now())
 	var buf []byte
+	defer s.ra.invalidate() // after the write: a window read before it is dropped
 	err := badgerlog.Batch(s.db, len(logs), func(txn *badger.Txn, i int) error {
 		start := len(buf)
 		buf = encodeLog(buf, logs[i])
@@ -183,6 +203,7 @@ func (s *logStore) deleteLocked(from, to uint64) error {
 			return err
 		}
 	}
+	defer s.ra.invalidate() // after the deletion: a window read before it is dropped
 	if err := badgerlog.DeleteIndexes(s.db, logPrefix, lo, hi); err != nil {
 		return s.failed(fmt.Errorf("badger: delete logs [%d,%d]: %w", lo, hi, err))
 	}

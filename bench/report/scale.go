@@ -21,6 +21,9 @@ const (
 	// AimScalePromotionMS: median time from Raft leadership to ticketd's
 	// promotion of the new leader, in milliseconds.
 	AimScalePromotionMS = 50.0
+	// AimScaleTransferMS: median graceful TransferLeader → first
+	// acknowledged write, in milliseconds, with no write refused.
+	AimScaleTransferMS = 500.0
 	// AimScaleRestartMS: a follower's kill -9 → /readyz 200, in milliseconds.
 	AimScaleRestartMS = 5000.0
 	// AimScaleDataDirFactor: the largest node data dir at most this many
@@ -85,6 +88,18 @@ type ScaleStep struct {
 	// leader" line, then ticketd's "leadership changed" with leader true).
 	FailoverMS  []float64 `json:"failover_ms"`
 	PromotionMS []float64 `json:"promotion_ms"`
+	// TransferMS holds one figure per graceful transfer of leadership
+	// (TransferLeader to any up-to-date voter, as `ticketctl
+	// transfer-leader`): the call → the first write acknowledged after it
+	// returned. TransferWrites counts the writes (Acquire, Release) that
+	// writers running through the transfers had acknowledged,
+	// TransferRefused those that returned an error to the writer after the
+	// SDK's retries (the aim: none), TransferRetried the failed attempts
+	// the SDK retried, hidden from the writer.
+	TransferMS      []float64 `json:"transfer_ms,omitempty"`
+	TransferWrites  int       `json:"transfer_writes,omitempty"`
+	TransferRefused int       `json:"transfer_refused,omitempty"`
+	TransferRetried int       `json:"transfer_retried,omitempty"`
 	// Renewals is how many renewals of held locks ran after the step's
 	// other figures, and RenewedDataDirBytes each node's data dir after
 	// them (empty when none ran).
@@ -96,6 +111,9 @@ type ScaleStep struct {
 
 // FailoverMedianMS is the median of FailoverMS (0 when empty).
 func (s ScaleStep) FailoverMedianMS() float64 { return Median(s.FailoverMS) }
+
+// TransferMedianMS is the median of TransferMS (0 when empty).
+func (s ScaleStep) TransferMedianMS() float64 { return Median(s.TransferMS) }
 
 // PromotionMedianMS is the median of PromotionMS (0 when empty).
 func (s ScaleStep) PromotionMedianMS() float64 { return Median(s.PromotionMS) }
@@ -140,12 +158,13 @@ func scaleSystems(steps []ScaleStep) [][]ScaleStep {
 }
 
 // scaleAims judges each backend's largest step (docs/benchmarks.md, the
-// scale aims): failover, promotion, follower restart, data dir, RSS, fill
+// scale aims): failover, graceful transfer (time, refused writes),
+// promotion, follower restart, data dir, RSS, fill
 // rate, snapshot save and restore. One "not measured" aim stands for all
 // when the workload did not run.
 func scaleAims(s Summary) []Aim {
 	if len(s.Scale) == 0 {
-		return []Aim{notMeasured("scale: failover, promotion, restart, disk, RSS, fill rate and snapshots at the largest table", "see docs/benchmarks.md", UnitMS, "scale workload not run")}
+		return []Aim{notMeasured("scale: failover, transfer, promotion, restart, disk, RSS, fill rate and snapshots at the largest table", "see docs/benchmarks.md", UnitMS, "scale workload not run")}
 	}
 	var out []Aim
 	for _, steps := range scaleSystems(s.Scale) {
@@ -175,6 +194,16 @@ func scaleAims(s Summary) []Aim {
 				Held: fo/f0 <= AimScaleFailoverFactor, Value: fo / f0, Detail: fmt.Sprintf("median %.0f ms ÷ %.0f ms", fo, f0)})
 		} else {
 			out = append(out, notMeasured(ratioName, ratioTarget, UnitRatio, "needs failover figures at two steps"))
+		}
+		out = append(out, msAim("scale: graceful transfer-leader → first write", last.TransferMedianMS(), AimScaleTransferMS, false,
+			fmt.Sprintf("median of %d transfers", len(last.TransferMS))))
+		refusedName := "scale: writes refused through transfer-leader " + at
+		if len(last.TransferMS) > 0 {
+			out = append(out, Aim{Name: refusedName, Target: "0", Unit: UnitCount, Measured: true,
+				Held: last.TransferRefused == 0, Value: float64(last.TransferRefused),
+				Detail: fmt.Sprintf("errors returned to writers, of %d writes acknowledged; %d attempts retried by the SDK", last.TransferWrites, last.TransferRetried)})
+		} else {
+			out = append(out, notMeasured(refusedName, "0", UnitCount, "no transfer measured"))
 		}
 		out = append(out, msAim("scale: Raft leadership → promotion", last.PromotionMedianMS(), AimScalePromotionMS, false,
 			fmt.Sprintf("median of %d, from the new leader's log", len(last.PromotionMS))))
@@ -258,7 +287,8 @@ func formatCount(n int) string {
 // flags; 0 means the workload's default).
 type ScaleSettings struct {
 	// Steps are the table sizes in exclusive locks; Clients the SDK
-	// clients that fill it; Kills the kill -9s of the leader per step;
+	// clients that fill it; Kills the kill -9s of the leader (and the
+	// graceful transfers) per step;
 	// ProbeOps the Acquires timed per step.
 	Steps    []int `json:"steps"`
 	Clients  int   `json:"clients,omitempty"`

@@ -13,10 +13,10 @@ func (r *Report) writeScale(ew *errWriter) {
 		return
 	}
 	ew.printf("## Scale (a table filled step by step, three ticketd processes per backend)\n\n")
-	ew.printf("Per backend, one cluster filled with exclusive locks of long leases by many concurrent SDK clients; at each step: the fill rate of the step, Acquire latency of fresh keys (one client), `ticketctl snapshot save` (time, size) and `ticketd restore` of it, each node's data dir and RSS, a follower's kill -9 → /readyz 200, and kill -9s of the leader → first acknowledged write with the new leader's Raft leadership → promotion from its log. Figures per node are n1 / n2 / n3.\n\n")
+	ew.printf("Per backend, one cluster filled with exclusive locks of long leases by many concurrent SDK clients; at each step: the fill rate of the step, Acquire latency of fresh keys (one client), `ticketctl snapshot save` (time, size) and `ticketd restore` of it, each node's data dir and RSS, a follower's kill -9 → /readyz 200, graceful transfers of leadership (TransferLeader → first write acknowledged after it, with writers running through it: writes refused are errors the writers saw after the SDK's retries, retried attempts are hidden by them), and kill -9s of the leader → first acknowledged write with the new leader's Raft leadership → promotion from its log. Figures per node are n1 / n2 / n3.\n\n")
 	if set := r.Settings.Scale; set != nil {
-		ew.printf("Settings: steps %s locks; %d SDK clients filling; %d kill -9s of the leader and %d timed Acquires per step",
-			joinInts(set.Steps), set.Clients, set.Kills, set.ProbeOps)
+		ew.printf("Settings: steps %s locks; %d SDK clients filling; %d graceful transfers and %d kill -9s of the leader and %d timed Acquires per step",
+			joinInts(set.Steps), set.Clients, set.Kills, set.Kills, set.ProbeOps)
 		if set.Sessions > 0 {
 			ew.printf("; %d sessions × %d locks added at the last step", set.Sessions, set.SessionLocks)
 		}
@@ -25,16 +25,16 @@ func (r *Report) writeScale(ew *errWriter) {
 		}
 		ew.printf(".\n\n")
 	}
-	ew.printf("| backend | locks | fill locks/s | acquire p50 | acquire p99 | failover (median) | promotion (median) | follower restart → ready | snapshot save | snapshot size | restore | data dir | RSS |\n")
-	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	ew.printf("| backend | locks | fill locks/s | acquire p50 | acquire p99 | transfer-leader (median) | writes refused / acknowledged | failover (median) | promotion (median) | follower restart → ready | snapshot save | snapshot size | restore | data dir | RSS |\n")
+	ew.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, st := range steps {
 		locks := formatCount(st.Locks)
 		if st.SessionLocks > 0 {
 			locks += fmt.Sprintf(" + %s sessions × %s", formatCount(st.Sessions), formatCount(st.SessionLocks/max(st.Sessions, 1)))
 		}
-		ew.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		ew.printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			st.System, locks, FormatRate(st.FillPerSec), FormatUS(st.AcquireP50US), FormatUS(st.AcquireP99US),
-			formatMS(st.FailoverMedianMS()), formatMS(st.PromotionMedianMS()), formatMS(st.RestartReadyMS),
+			formatMS(st.TransferMedianMS()), formatRefused(st), formatMS(st.FailoverMedianMS()), formatMS(st.PromotionMedianMS()), formatMS(st.RestartReadyMS),
 			formatMS(st.SnapshotSaveMS), FormatBytes(st.SnapshotBytes), formatMS(st.RestoreMS),
 			joinBytes(st.DataDirBytes), joinBytes(st.RSSBytes))
 	}
@@ -51,6 +51,10 @@ func (r *Report) writeScale(ew *errWriter) {
 		if len(st.FailoverMS) > 1 || len(st.PromotionMS) > 1 {
 			ew.printf("- %s at %s locks: failovers %s; promotions %s.\n", st.System, formatCount(st.Locks), joinMS(st.FailoverMS), joinMS(st.PromotionMS))
 		}
+		if len(st.TransferMS) > 0 {
+			ew.printf("- %s at %s locks: transfers %s; %d writes refused, %d acknowledged, %d attempts retried by the SDK.\n", st.System, formatCount(st.Locks),
+				joinMS(st.TransferMS), st.TransferRefused, st.TransferWrites, st.TransferRetried)
+		}
 		for _, e := range st.Errors {
 			ew.printf("- %s at %s locks: %s\n", st.System, formatCount(st.Locks), e)
 		}
@@ -65,9 +69,9 @@ func (r *Report) writeScaleTable(ew *errWriter) {
 	}
 	ew.printf("\nscale (per node n1 / n2 / n3):\n")
 	for _, st := range r.Summary.Scale {
-		ew.printf("  %-10s %6s locks: fill %s/s, acquire p50 %s p99 %s, failover %s, promotion %s, restart→ready %s, snapshot save %s (%s), restore %s, data dir %s, RSS %s\n",
+		ew.printf("  %-10s %6s locks: fill %s/s, acquire p50 %s p99 %s, transfer %s (refused %s), failover %s, promotion %s, restart→ready %s, snapshot save %s (%s), restore %s, data dir %s, RSS %s\n",
 			st.System, formatCount(st.Locks), FormatRate(st.FillPerSec), FormatUS(st.AcquireP50US), FormatUS(st.AcquireP99US),
-			formatMS(st.FailoverMedianMS()), formatMS(st.PromotionMedianMS()), formatMS(st.RestartReadyMS),
+			formatMS(st.TransferMedianMS()), formatRefused(st), formatMS(st.FailoverMedianMS()), formatMS(st.PromotionMedianMS()), formatMS(st.RestartReadyMS),
 			formatMS(st.SnapshotSaveMS), FormatBytes(st.SnapshotBytes), formatMS(st.RestoreMS),
 			joinBytes(st.DataDirBytes), joinBytes(st.RSSBytes))
 		if st.Renewals > 0 {
@@ -77,6 +81,15 @@ func (r *Report) writeScaleTable(ew *errWriter) {
 			ew.printf("  %-10s %6s locks: %s\n", st.System, formatCount(st.Locks), e)
 		}
 	}
+}
+
+// formatRefused renders a step's writes refused through its transfers
+// of leadership over those acknowledged ("0 / 812"; "-" when none ran).
+func formatRefused(st ScaleStep) string {
+	if len(st.TransferMS) == 0 && st.TransferWrites == 0 && st.TransferRefused == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d / %d", st.TransferRefused, st.TransferWrites)
 }
 
 // formatMS renders milliseconds as FormatUS does microseconds ("-" for 0).

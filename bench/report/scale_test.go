@@ -16,12 +16,14 @@ func scaleRun() *report.Report {
 	const Hc, Et = report.SystemHashicorp, report.SystemEtcd
 	r := &report.Report{Scale: []report.ScaleStep{
 		{System: Et, Locks: 100_000, FillPerSec: 1000, FailoverMS: []float64{2500, 3000, 2000}, PromotionMS: []float64{900},
+			TransferMS: []float64{700, 600, 900}, TransferWrites: 40, TransferRefused: 2, TransferRetried: 9,
 			RestartReadyMS: 8000, SnapshotSaveMS: 5000, RestoreMS: 6000, SnapshotBytes: 4_000_000,
 			DataDirBytes: []int64{10e6, 30e6, 20e6}, RSSBytes: []int64{1e9, 2e9, 1e9}, Renewals: 500,
 			RenewedDataDirBytes: []int64{12e6, 40e6, 20e6}},
 		{System: Et, Locks: 10_000, FillPerSec: 2000, FailoverMS: []float64{800}},
 		{System: Hc, Locks: 10_000, FillPerSec: 2000, FailoverMS: []float64{700, 600, 800}},
 		{System: Hc, Locks: 100_000, FillPerSec: 1800, FailoverMS: []float64{900, 1000, 800}, PromotionMS: []float64{3, 5, 4},
+			TransferMS: []float64{120, 90, 400}, TransferWrites: 50, TransferRetried: 3,
 			RestartReadyMS: 2000, SnapshotSaveMS: 400, RestoreMS: 300, SnapshotBytes: 4_000_000,
 			DataDirBytes: []int64{9e6, 11e6, 10e6}, RSSBytes: []int64{3e8, 3e8, 4e8}},
 	}}
@@ -39,6 +41,8 @@ func TestScaleAims(t *testing.T) {
 	requireAims(t, s.Aims, []aimCase{
 		{"scale: failover, kill -9 of the leader at 100k locks (hashicorp)", true, 900},
 		{"scale: failover at 100k locks (hashicorp) vs at 10k locks", true, 900.0 / 700},
+		{"scale: graceful transfer-leader → first write at 100k locks (hashicorp)", true, 120},
+		{"scale: writes refused through transfer-leader at 100k locks (hashicorp)", true, 0},
 		{"scale: Raft leadership → promotion at 100k locks (hashicorp)", true, 4},
 		{"scale: follower kill -9 → ready at 100k locks (hashicorp)", true, 2000},
 		{"scale: snapshot save at 100k locks (hashicorp)", true, 400},
@@ -49,6 +53,8 @@ func TestScaleAims(t *testing.T) {
 
 		{"scale: failover, kill -9 of the leader at 100k locks (etcd)", false, 2500},
 		{"scale: failover at 100k locks (etcd) vs at 10k locks", false, 2500.0 / 800},
+		{"scale: graceful transfer-leader → first write at 100k locks (etcd)", false, 700},
+		{"scale: writes refused through transfer-leader at 100k locks (etcd)", false, 2},
 		{"scale: Raft leadership → promotion at 100k locks (etcd)", false, 900},
 		{"scale: follower kill -9 → ready at 100k locks (etcd)", false, 8000},
 		{"scale: snapshot save at 100k locks (etcd)", false, 5000}, // < 5 s, strictly
@@ -62,6 +68,7 @@ func TestScaleAims(t *testing.T) {
 	require.NoError(t, r.WriteMarkdown(&md))
 	require.Contains(t, md.String(), "## Scale")
 	require.Contains(t, md.String(), "| hashicorp | 100k | 1800 | ")
+	require.Contains(t, md.String(), "transfers 700ms, 600ms, 900ms; 2 writes refused, 40 acknowledged, 9 attempts retried by the SDK")
 	require.Contains(t, md.String(), "data dir after 500 renewals 12.0 MB / 40.0 MB / 20.0 MB")
 	require.NoError(t, r.WriteTable(&table))
 	require.Contains(t, table.String(), "scale (per node n1 / n2 / n3):")

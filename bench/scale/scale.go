@@ -38,8 +38,8 @@ type Settings struct {
 	// Clients is how many SDK clients fill the table (and renew) at
 	// once; 0 means DefaultClients.
 	Clients int
-	// Kills is how many kill -9s of the leader each step measures; 0 means
-	// DefaultKills.
+	// Kills is how many kill -9s of the leader, and how many graceful
+	// transfers of leadership, each step measures; 0 means DefaultKills.
 	Kills int
 	// ProbeOps is how many Acquires of fresh keys the step's latency comes
 	// from; 0 means DefaultProbeOps.
@@ -222,6 +222,20 @@ func (s *scaler) step(ctx context.Context, locks int, last bool) (report.ScaleSt
 		failed("follower restart", err)
 	} else {
 		st.RestartReadyMS = ms(d)
+	}
+	for k := 1; k <= s.cfg.Kills; k++ {
+		r, err := s.transfer(ctx, fmt.Sprintf("scale/transfer/%d/%d", locks, k))
+		st.TransferWrites += r.Writes
+		st.TransferRefused += r.Refused
+		st.TransferRetried += r.Retried
+		if err != nil {
+			if ctx.Err() != nil {
+				return st, ctx.Err()
+			}
+			failed(fmt.Sprintf("transfer-leader %d", k), err)
+			continue
+		}
+		st.TransferMS = append(st.TransferMS, ms(r.Took))
 	}
 	for k := 1; k <= s.cfg.Kills; k++ {
 		took, promo, promoted, err := s.failover(ctx, fmt.Sprintf("scale/failover/%d/%d", locks, k))

@@ -232,7 +232,8 @@ func TestParseFlags(t *testing.T) {
 // TestSmokeScale runs the scale workload at a tiny size on both backends —
 // steps of 200 and 500 locks, 2 sessions × 5 locks added and 300 renewals
 // after the last — and checks that every figure of every step is measured,
-// the promotion read from the new leader's log included, and reported.
+// the promotion read from the new leader's log and the graceful transfer
+// with its writers' counts included, and reported.
 func TestSmokeScale(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "results")
 	args := []string{
@@ -264,6 +265,10 @@ func TestSmokeScale(t *testing.T) {
 		require.Len(t, st.FailoverMS, 1, name)
 		require.Positive(t, st.FailoverMS[0], name)
 		require.Len(t, st.PromotionMS, 1, "%s: promotion read from the new leader's log", name)
+		require.Len(t, st.TransferMS, 1, name)
+		require.Positive(t, st.TransferMS[0], name)
+		require.Positive(t, st.TransferWrites, "%s: writers ran through the transfer", name)
+		require.GreaterOrEqual(t, st.TransferRefused, 0, name)
 		require.GreaterOrEqual(t, st.PromotionMS[0], 0.0, name)
 		require.Len(t, st.DataDirBytes, 3, name)
 		require.Len(t, st.RSSBytes, 3, name)
@@ -288,5 +293,5 @@ func TestSmokeScale(t *testing.T) {
 			measured++
 		}
 	}
-	require.Equal(t, 9*len(suite.Backends()), measured, "every scale aim measured on every backend")
+	require.Equal(t, 11*len(suite.Backends()), measured, "every scale aim measured on every backend")
 }
