@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 	"go.uber.org/zap"
@@ -30,6 +31,19 @@ const (
 	// reportOverhead is the encoded size of a report beside its key (field
 	// tags, varints, the repeated field's length), rounded up.
 	reportOverhead = 40
+	// reportSendLimit bounds how long this node takes to write its whole
+	// answer (the API's write limit on PeerService, httpapi.Config.PeerCallLimit;
+	// WithPeerCallLimit). The leader stops gathering at gatherTimeout (10 s,
+	// leasegather.go) and uses no answer after it, so a stream still open
+	// 15 s after it started has no gathering leader left to read it: its
+	// reader stalled, or never reads, and would otherwise keep a page of up
+	// to reportPageBytes and a goroutine here for as long as it keeps the
+	// connection. It starts after the leader's own (the dial, handshake
+	// and request come first) and is 5 s longer, so an answer a leader
+	// still reads is never cut. A limit on the whole answer, not an idle timeout renewed at each page:
+	// a reader taking a few bytes at a time would keep the latter from
+	// firing.
+	reportSendLimit = 15 * time.Second
 )
 
 // peerService implements ticketd.peer.v1.PeerService: calls that only other
