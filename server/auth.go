@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -19,12 +20,13 @@ import (
 
 // newAuthenticator loads the node's policy and tokens files and reloads them
 // on SIGHUP until the node closes. A forwarded principal is believed only
-// from a node certificate whose CN is a current member (hasMember).
+// from a current member's node certificate that the peer revocation list
+// does not name (verifyMember).
 func (n *Node) newAuthenticator() (*security.Authenticator, error) {
 	a, err := security.NewAuthenticator(security.AuthConfig{
 		PolicyFile: n.cfg.AuthPolicyFile,
 		TokensFile: n.cfg.AuthTokensFile,
-		IsMember:   n.hasMember,
+		Member:     n.verifyMember,
 		Audit:      n.audit(),
 		// A revoked principal must not keep a watch open: end every watch,
 		// each client resumes and is authorized under the new policy.
@@ -46,6 +48,21 @@ func (n *Node) newAuthenticator() (*security.Authenticator, error) {
 		go a.Watch(n.life)
 	}
 	return a, nil
+}
+
+// verifyMember is the one check that a connection to the API comes from a
+// member, for everything only a member may do there: a peer-only call
+// (authorizePeer) and a forwarded principal (the Authenticator's Member).
+// Its verified client certificate must be a node certificate (valid for
+// server and client use, as `ticketctl cert create-node` makes them) whose
+// CN is a current member (hasMember) and that the peer revocation list
+// (peer_crl_file) does not name, as the peer port requires, even when the
+// client list (client_crl_file, checked at the API's handshake) does not
+// name it: a member's stolen and revoked key neither reads leases here nor
+// asserts a principal. Errors wrap security.ErrNotMember or
+// security.ErrRevoked (security.VerifyMember).
+func (n *Node) verifyMember(cs *tls.ConnectionState) error {
+	return security.VerifyMember(cs, n.hasMember, n.peerCert)
 }
 
 // authn returns the node's Authenticator, kept by its HTTP side (nil

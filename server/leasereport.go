@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 	"go.uber.org/zap"
@@ -31,6 +31,19 @@ const (
 	// reportOverhead is the encoded size of a report beside its key (field
 	// tags, varints, the repeated field's length), rounded up.
 	reportOverhead = 40
+	// reportSendLimit bounds how long this node takes to write its whole
+	// answer (the API's write limit on PeerService, httpapi.Config.PeerCallLimit;
+	// WithPeerCallLimit). The leader stops gathering at gatherTimeout (10 s,
+	// leasegather.go) and uses no answer after it, so a stream still open
+	// 15 s after it started has no gathering leader left to read it: its
+	// reader stalled, or never reads, and would otherwise keep a page of up
+	// to reportPageBytes and a goroutine here for as long as it keeps the
+	// connection. It starts after the leader's own (the dial, handshake
+	// and request come first) and is 5 s longer, so an answer a leader
+	// still reads is never cut. A limit on the whole answer, not an idle timeout renewed at each page:
+	// a reader taking a few bytes at a time would keep the latter from
+	// firing.
+	reportSendLimit = 15 * time.Second
 )
 
 // peerService implements ticketd.peer.v1.PeerService: calls that only other
@@ -131,36 +144,19 @@ func (w *reportWriter) flush() error {
 }
 
 // authorizePeer admits a peer-only call (docs/security.md#peer-identity-is-membership):
-// the connection's verified client certificate must be a node certificate
-// (valid for server and client use, as `ticketctl cert create-node` makes
-// them) whose CN is a current member, as the peer port and a forwarded
-// principal require. Without a verified certificate the call is admitted
-// only on an open API (openAPI), where any caller may already read and
-// release every lock. A node certificate that the peer revocation list
-// (peer_crl_file) names is refused too, as the peer port refuses it, even
-// when the client list (client_crl_file, checked at the API's handshake)
-// does not: a member's stolen and revoked key reads nothing here.
-// Errors: connect PermissionDenied.
+// the connection must be a current member's (verifyMember), as the peer
+// port and a forwarded principal require. Without a verified certificate
+// the call is admitted only on an open API (openAPI), where any caller may
+// already read and release every lock. Errors: connect PermissionDenied.
 func (n *Node) authorizePeer(ctx context.Context) error {
 	cs := security.ConnStateFrom(ctx)
-	leaf := security.VerifiedLeaf(cs)
-	switch {
-	case leaf != nil && security.IsNodeCertificate(leaf) && n.hasMember(leaf.Subject.CommonName):
-		if n.peerCert != nil {
-			if err := n.peerCert.CheckRevoked(*cs); err != nil {
-				return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("peer-only call: %w", err))
-			}
-		}
+	if security.VerifiedLeaf(cs) == nil && n.openAPI() {
 		return nil
-	case leaf != nil:
-		return connect.NewError(connect.CodePermissionDenied,
-			fmt.Errorf("peer-only call: certificate %q is not the node certificate of a current member", leaf.Subject.CommonName))
-	case n.openAPI():
-		return nil
-	default:
-		return connect.NewError(connect.CodePermissionDenied,
-			errors.New("peer-only call: present the node certificate of a current member"))
 	}
+	if err := n.verifyMember(cs); err != nil {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("peer-only call: %w", err))
+	}
+	return nil
 }
 
 // openAPI reports whether this node's client API is plaintext with

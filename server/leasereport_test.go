@@ -1,9 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -11,10 +16,13 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server"
 	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/internal/nodetest"
 	"github.com/ticketd/ticketd/server/internal/peerpb"
@@ -26,17 +34,7 @@ import (
 // returns every page of the answer.
 func askLeases(ctx context.Context, p nodetest.PKI, addr string, cert tls.Certificate) ([]*peerpb.LeaseRemainingPage, error) {
 	cfg := &tls.Config{RootCAs: p.Pool(), Certificates: []tls.Certificate{cert}}
-	pc := peerpbconnect.NewPeerServiceClient(nodetest.TLSHTTPClient(cfg, false), "https://"+addr)
-	stream, err := pc.LeaseRemaining(ctx, &peerpb.LeaseRemainingRequest{Term: 1})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = stream.Close() }()
-	var pages []*peerpb.LeaseRemainingPage
-	for stream.Receive() {
-		pages = append(pages, stream.Msg())
-	}
-	return pages, stream.Err()
+	return readLeases(ctx, peerpbconnect.NewPeerServiceClient(nodetest.TLSHTTPClient(cfg, false), "https://"+addr))
 }
 
 // TestLeaseRemainingIsPeerOnly: on a node with client TLS and client-cert
@@ -124,4 +122,107 @@ func TestLeaseRemainingRefusesPeerRevokedCertificate(t *testing.T) {
 	pages, err := askLeases(ctx, p, s.Addr, member)
 	require.NoError(t, err)
 	require.Len(t, pages, 1)
+}
+
+// TestLeaseRemainingCutsStalledReader: a PeerService.LeaseRemaining stream
+// whose reader never reads is ended by the node once its write limit
+// (server.WithPeerCallLimit; reportSendLimit by default) has passed, so it
+// holds no goroutine and no page of reports for as long as the caller
+// keeps the connection. The reader is a raw HTTP/2 client that grants the
+// node no flow-control window and never opens one: the node's stream is
+// reset (RST_STREAM). On an open API (plaintext, authorization off) anyone
+// may make that call. A caller that reads gets its whole answer, over
+// HTTP/2 and over HTTP/1.1.
+func TestLeaseRemainingCutsStalledReader(t *testing.T) {
+	const limit = 2 * time.Second
+	in, _ := memNodeWith(t, []server.Option{server.WithPeerCallLimit(limit)})
+	ctx := ctxT(t)
+	_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "stall/a", LeaseMs: 60_000, Owner: "o"})
+	require.NoError(t, err)
+
+	rst := stalledLeaseReader(t, in.Addr)
+	require.Equal(t, uint32(1), rst.StreamID)
+
+	// A reader that reads is answered in full, over HTTP/2 ...
+	pc := peerpbconnect.NewPeerServiceClient(nodetest.H2CClient(), "http://"+in.Addr)
+	pages, err := readLeases(ctx, pc)
+	require.NoError(t, err)
+	require.Len(t, pages, 1)
+	// ... and over HTTP/1.1.
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetHTTP1(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	pages, err = readLeases(ctx, peerpbconnect.NewPeerServiceClient(&http.Client{Transport: tr}, "http://"+in.Addr))
+	require.NoError(t, err)
+	require.Len(t, pages, 1)
+}
+
+// readLeases reads every page of a LeaseRemaining answer from pc.
+func readLeases(ctx context.Context, pc peerpbconnect.PeerServiceClient) ([]*peerpb.LeaseRemainingPage, error) {
+	stream, err := pc.LeaseRemaining(ctx, &peerpb.LeaseRemainingRequest{Term: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = stream.Close() }()
+	var pages []*peerpb.LeaseRemainingPage
+	for stream.Receive() {
+		pages = append(pages, stream.Msg())
+	}
+	return pages, stream.Err()
+}
+
+// stalledLeaseReader calls PeerService.LeaseRemaining at addr (h2c, the
+// Connect protocol) on a raw HTTP/2 connection whose SETTINGS give every
+// stream an initial flow-control window of 0 and that never sends a
+// WINDOW_UPDATE: the node may send the response headers but no byte of
+// the answer. It returns the RST_STREAM that ends the call's stream; the
+// test fails if the stream ends otherwise, or nothing ends it within
+// safety.
+func stalledLeaseReader(t *testing.T, addr string) *http2.RSTStreamFrame {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	_, err = io.WriteString(conn, http2.ClientPreface)
+	require.NoError(t, err)
+	fr := http2.NewFramer(conn, conn)
+	require.NoError(t, fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}))
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range []hpack.HeaderField{
+		{Name: ":method", Value: http.MethodPost}, {Name: ":scheme", Value: "http"},
+		{Name: ":authority", Value: addr}, {Name: ":path", Value: peerpbconnect.PeerServiceLeaseRemainingProcedure},
+		{Name: "content-type", Value: "application/connect+proto"}, {Name: "connect-protocol-version", Value: "1"},
+	} {
+		require.NoError(t, enc.WriteField(f))
+	}
+	require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}))
+	msg, err := proto.Marshal(&peerpb.LeaseRemainingRequest{Term: 1})
+	require.NoError(t, err)
+	envelope := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))) // Connect envelope: flags, length
+	require.NoError(t, fr.WriteData(1, true, append(envelope, msg...)))
+
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(safety)))
+	for {
+		f, err := fr.ReadFrame()
+		require.NoError(t, err, "the node ends the stalled stream")
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				require.NoError(t, fr.WriteSettingsAck())
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				require.NoError(t, fr.WritePing(true, f.Data))
+			}
+		case *http2.RSTStreamFrame:
+			return f
+		case *http2.GoAwayFrame:
+			require.Failf(t, "connection ended", "GOAWAY %v", f.ErrCode)
+		case *http2.DataFrame:
+			require.Failf(t, "data without a window", "%d bytes on stream %d", len(f.Data()), f.StreamID)
+		case *http2.HeadersFrame:
+			require.False(t, f.StreamEnded(), "the stream ended without an answer")
+		}
+	}
 }

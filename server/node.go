@@ -45,6 +45,9 @@ type options struct {
 	factory    BackendFactory
 	editConfig func(*backends.Config)
 	leaderWait time.Duration
+	// peerCallLimit bounds the writing of a PeerService answer
+	// (WithPeerCallLimit).
+	peerCallLimit time.Duration
 	// bootstrapWait bounds checkNotBootstrapped (WithBootstrapProbeWait).
 	bootstrapWait time.Duration
 	// host and hasLog replace the apply-time record's host clock and its
@@ -77,6 +80,12 @@ func WithBackendConfig(fn func(*backends.Config)) Option {
 // (or this node's own promotion) before failing with Unavailable; default 3s,
 // always bounded by the request's deadline.
 func WithLeaderWait(d time.Duration) Option { return func(o *options) { o.leaderWait = d } }
+
+// WithPeerCallLimit sets how long a PeerService answer (a voter's lease
+// reports, leasereport.go) may take to write before its stream is reset;
+// default 15 s (reportSendLimit). Tests shorten it to see a stalled reader
+// cut without waiting that long.
+func WithPeerCallLimit(d time.Duration) Option { return func(o *options) { o.peerCallLimit = d } }
 
 // maxWaitersTotal caps waiting Acquire requests over all keys (waitq
 // MaxWaitersTotal); 0 means no cap. It becomes the config key
@@ -141,7 +150,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{leaderWait: 3 * time.Second, bootstrapWait: DefaultBootstrapProbeWait}
+	o := options{leaderWait: 3 * time.Second, peerCallLimit: reportSendLimit, bootstrapWait: DefaultBootstrapProbeWait}
 	if cfg.BootstrapProbeWaitMS > 0 {
 		o.bootstrapWait = time.Duration(cfg.BootstrapProbeWaitMS) * time.Millisecond
 	}
@@ -244,6 +253,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		LockService:    &lockService{n: n},
 		ClusterService: &clusterService{n: n},
 		PeerService:    &peerService{n: n},
+		PeerCallLimit:  o.peerCallLimit,
 		Config:         cfg,
 		Metrics:        n.met.interceptor(),
 		Registry:       o.registry,

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
@@ -210,4 +211,56 @@ func handshakeErrors(t *testing.T, in *nodetest.Instance) float64 {
 	}
 	require.NoError(t, sc.Err())
 	return sum
+}
+
+// TestForwardedPrincipalRefusedFromPeerRevokedCertificate: with one CA and
+// only peer_crl_file set (no client_crl_file, so the API's handshake lets
+// every certificate of the CA through), a node refuses a request asserting
+// a principal (security.PrincipalHeader, what a forwarding follower sends)
+// from an earlier certificate of member n1 that the peer list names (a
+// stolen key, revoked and re-issued) with Unauthenticated naming the
+// revocation, and nothing changes; the member's current certificate
+// forwards the same principal and is served as it
+// (docs/security.md#forwarding-keeps-the-callers-principal).
+func TestForwardedPrincipalRefusedFromPeerRevokedCertificate(t *testing.T) {
+	p := nodetest.NewPKI(t)
+	stolen, err := p.CA.Issue(security.CertOptions{CommonName: "n1", Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
+	require.NoError(t, err)
+	_, err = security.Revoke(p.Dir, stolen.Cert.SerialNumber, time.Hour)
+	require.NoError(t, err)
+	member, err := tls.LoadX509KeyPair(p.Path("node-n1.crt"), p.Path("node-n1.key"))
+	require.NoError(t, err)
+	s := nodetest.StartStandalone(t, func(c *config.Config) {
+		p.SecureConfig(c)
+		c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile = p.Path("node-n1.crt"), p.Path("node-n1.key"), p.Path("ca.crt")
+		c.PeerCRLFile = p.Path(security.CRLFile)
+		withSessionAuth(t, c) // alice may lock under s/
+	})
+	ctx := ctxT(t)
+	// forwarding returns a client presenting cert and asserting alice.
+	forwarding := func(cert tls.Certificate) ticketv1connect.LockServiceClient {
+		cfg := &tls.Config{RootCAs: p.Pool(), Certificates: []tls.Certificate{cert}}
+		return ticketv1connect.NewLockServiceClient(nodetest.TLSHTTPClient(cfg, false), "https://"+s.Addr,
+			connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+				return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+					req.Header().Set(security.PrincipalHeader, "alice")
+					return next(ctx, req)
+				}
+			})))
+	}
+	thief, node := forwarding(stolen.TLS()), forwarding(member)
+
+	_, err = thief.Acquire(ctx, &ticketv1.AcquireRequest{Key: "s/fwd", LeaseMs: 60_000, Owner: "thief"})
+	requireCode(t, connect.CodeUnauthenticated, err)
+	require.ErrorContains(t, err, "certificate revoked")
+	require.ErrorContains(t, err, "peer revocation list")
+
+	// The lock was not taken: the member's forwarded Acquire gets it, and
+	// the revoked certificate cannot release it as alice either.
+	got, err := node.Acquire(ctx, &ticketv1.AcquireRequest{Key: "s/fwd", LeaseMs: 60_000, Owner: "alice-fwd"})
+	require.NoError(t, err, "a member's current certificate forwards alice")
+	_, err = thief.Release(ctx, &ticketv1.ReleaseRequest{Key: "s/fwd", Token: got.GetToken()})
+	requireCode(t, connect.CodeUnauthenticated, err)
+	_, err = node.Renew(ctx, &ticketv1.RenewRequest{Key: "s/fwd", Token: got.GetToken()})
+	require.NoError(t, err, "alice's lock is still held")
 }

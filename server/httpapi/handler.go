@@ -28,7 +28,7 @@ const CompressMinBytes = 4096
 const maxRequestBytes = 1 << 20
 
 // handler builds the HTTP handler: both services and, when set, the peer
-// service, health, reflection, the web console, the probes and, unless it
+// service (its answers written within PeerCallLimit, writelimit.go), health, reflection, the web console, the probes and, unless it
 // has its own listener (listen_metrics_addr), /metrics. Around it, from the outside in: the
 // unary calls served on the workers (workerpool.go), CORS when origins are
 // allowed (cors.go), the caller recorded for the audit log
@@ -45,7 +45,8 @@ func (s *Server) handler(c Config) http.Handler {
 	mux.Handle(ticketv1connect.NewLockServiceHandler(c.LockService, opts...))
 	mux.Handle(ticketv1connect.NewClusterServiceHandler(c.ClusterService, opts...))
 	if c.PeerService != nil {
-		mux.Handle(peerpbconnect.NewPeerServiceHandler(c.PeerService, opts...))
+		path, h := peerpbconnect.NewPeerServiceHandler(c.PeerService, opts...)
+		mux.Handle(path, withWriteLimit(c.PeerCallLimit, h))
 	}
 	mux.Handle(grpchealth.NewHandler(s.health, opts...))
 	reflector := grpcreflect.NewStaticReflector(

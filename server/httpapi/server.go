@@ -39,6 +39,10 @@ type Config struct {
 	// make (the node checks their certificates itself). It is not listed
 	// for reflection nor health: it is no part of the public API.
 	PeerService peerpbconnect.PeerServiceHandler
+	// PeerCallLimit bounds how long the answer to a PeerService call may
+	// take to write, whole (writelimit.go): past it the stream is reset,
+	// so a caller that stops reading holds nothing. 0: no limit.
+	PeerCallLimit time.Duration
 	// Config is the node's configuration: the API's and the metrics
 	// listener's TLS files, limits.*, cors_allowed_origins and
 	// listen_metrics_addr are read from it.

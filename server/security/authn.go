@@ -2,6 +2,7 @@ package security
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,11 +22,13 @@ type AuthConfig struct {
 	// TokensFile is the YAML bearer-token file (--auth-tokens-file), SHA-256
 	// digests only. Empty: principals come from client certificates only.
 	TokensFile string
-	// IsMember reports whether id is a current member of the cluster. A
-	// principal asserted in PrincipalHeader is believed only from a
-	// connection whose node certificate's CN is a member. Nil: never
-	// believed. Called concurrently.
-	IsMember func(id string) bool
+	// Member returns nil when the connection (its TLS state; nil for
+	// plaintext) may assert a principal in PrincipalHeader: its verified
+	// client certificate is the node certificate of a current member that
+	// no revocation list names (VerifyMember, with the node's membership
+	// and peer revocation list), and otherwise an error saying why. Nil:
+	// never believed. Called concurrently.
+	Member func(cs *tls.ConnectionState) error
 	// Audit receives policy reloads (logger name "audit" by convention).
 	// Nil: no log.
 	Audit *zap.Logger
@@ -154,10 +157,12 @@ func (a *Authenticator) Watch(ctx context.Context) {
 // Authenticate establishes the principal of a request from its headers and
 // its connection's TLS state (WithConnState on ctx), in this order:
 //
-//  1. PrincipalHeader: believed only when the connection's verified client
-//     certificate is a node certificate whose CN is a current member (a
+//  1. PrincipalHeader: believed only when AuthConfig.Member admits the
+//     connection: its verified client certificate is the node certificate
+//     of a current member that the peer revocation list does not name (a
 //     follower forwarding its caller's principal); otherwise the request is
-//     refused with ErrForwardedPrincipal, never served as someone else.
+//     refused with ErrForwardedPrincipal and Member's reason, never served
+//     as someone else.
 //  2. `Authorization: Bearer <token>`: the token's principal in the tokens
 //     file; an unknown token is ErrUnauthenticated, even with a certificate.
 //  3. The CN of the verified client certificate.
@@ -178,10 +183,13 @@ func (a *Authenticator) Authenticate(ctx context.Context, h http.Header) (Princi
 
 // authenticate is Authenticate before the principal's name is checked.
 func (a *Authenticator) authenticate(ctx context.Context, h http.Header) (Principal, error) {
-	leaf := VerifiedLeaf(ConnStateFrom(ctx))
+	cs := ConnStateFrom(ctx)
 	if asserted := h.Get(PrincipalHeader); asserted != "" {
-		if leaf == nil || !IsNodeCertificate(leaf) || a.cfg.IsMember == nil || !a.cfg.IsMember(leaf.Subject.CommonName) {
+		if a.cfg.Member == nil {
 			return Principal{}, fmt.Errorf("%w: %w", ErrUnauthenticated, ErrForwardedPrincipal)
+		}
+		if err := a.cfg.Member(cs); err != nil {
+			return Principal{}, fmt.Errorf("%w: %w: %w", ErrUnauthenticated, ErrForwardedPrincipal, err)
 		}
 		return Principal{Name: asserted, Source: SourceForwarded}, nil
 	}
@@ -199,7 +207,7 @@ func (a *Authenticator) authenticate(ctx context.Context, h http.Header) (Princi
 		}
 		return Principal{Name: name, Source: SourceToken}, nil
 	}
-	if leaf != nil && leaf.Subject.CommonName != "" {
+	if leaf := VerifiedLeaf(cs); leaf != nil && leaf.Subject.CommonName != "" {
 		return Principal{Name: leaf.Subject.CommonName, Source: SourceCertificate}, nil
 	}
 	return Principal{}, fmt.Errorf("%w: no client certificate and no bearer token", ErrUnauthenticated)

@@ -27,6 +27,8 @@ func authServer(t *testing.T, p pki, a *security.Authenticator) string {
 		ctx := security.WithConnState(req.Context(), req.TLS)
 		pr, err := a.Authenticate(ctx, req.Header)
 		switch {
+		case errors.Is(err, security.ErrForwardedPrincipal) && errors.Is(err, security.ErrRevoked):
+			_, _ = io.WriteString(w, "refused: forwarded, revoked")
 		case errors.Is(err, security.ErrForwardedPrincipal):
 			_, _ = io.WriteString(w, "refused: forwarded")
 		case errors.Is(err, security.ErrUnauthenticated):
@@ -50,9 +52,16 @@ func TestAuthenticate(t *testing.T) {
 	require.NoError(t, os.WriteFile(tokensFile, []byte(tokensYAML("orders-svc", "tok-orders")), 0o600))
 	policyFile := filepath.Join(dir, "policy.yaml")
 	require.NoError(t, os.WriteFile(policyFile, []byte(examplePolicy), 0o600))
+	// An earlier certificate of member n1, revoked in the peer list only
+	// (the API's handshake, below, checks no list).
+	stolen := p.issueNode(t, "n1")
+	revoke(t, p, stolen)
+	peer, err := security.NewReloader(p.crlFiles(false), nil)
+	require.NoError(t, err)
+	isMember := func(id string) bool { return id == "n1" }
 	a, err := security.NewAuthenticator(security.AuthConfig{
 		PolicyFile: policyFile, TokensFile: tokensFile,
-		IsMember: func(id string) bool { return id == "n1" },
+		Member: func(cs *tls.ConnectionState) error { return security.VerifyMember(cs, isMember, peer) },
 	})
 	require.NoError(t, err)
 	require.True(t, a.Enabled())
@@ -82,6 +91,7 @@ func TestAuthenticate(t *testing.T) {
 		{"client_cert_asserts_principal", client, map[string]string{security.PrincipalHeader: "ops"}, "refused: forwarded"},
 		{"token_client_asserts_principal", nil, map[string]string{"Authorization": "Bearer tok-orders", security.PrincipalHeader: "ops"}, "refused: forwarded"},
 		{"non_member_node_asserts_principal", stranger, map[string]string{security.PrincipalHeader: "ops"}, "refused: forwarded"},
+		{"peer_revoked_member_node_asserts_principal", stolen, map[string]string{security.PrincipalHeader: "ops"}, "refused: forwarded, revoked"},
 		{"node_cert_without_header", p.node, nil, "certificate:n1"},
 		{"oversized_cn_refused", huge, nil, "refused: unauthenticated"},
 		{"forwarded_principal_with_control_character", p.node, map[string]string{security.PrincipalHeader: "a\tb"}, "refused: unauthenticated"},

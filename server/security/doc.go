@@ -44,9 +44,11 @@
 // and admin on key prefixes, etcd roles on key ranges), authn.go
 // (Authenticator: establishes the principal, reloads both files on SIGHUP),
 // authz.go (the connect interceptor that refuses with Unauthenticated or
-// PermissionDenied and puts the principal in the handler's context) and
-// ownership.go (MayActFor: who may act on a lock or session another
-// principal holds).
+// PermissionDenied and puts the principal in the handler's context),
+// member.go (VerifyMember: whether a connection is a current, unrevoked
+// member node's, the check behind a forwarded principal and the API port's
+// peer-only calls) and ownership.go (MayActFor: who may act on a lock or
+// session another principal holds).
 //
 //  1. Build one Authenticator per node with NewAuthenticator (a bad file
 //     stops the start) and run its Watch loop.
@@ -57,7 +59,8 @@
 //
 // For a node:
 //
-//	a, err := security.NewAuthenticator(security.AuthConfig{PolicyFile: p, TokensFile: t, IsMember: isMember})
+//	member := func(cs *tls.ConnectionState) error { return security.VerifyMember(cs, isMember, peer) }
+//	a, err := security.NewAuthenticator(security.AuthConfig{PolicyFile: p, TokensFile: t, Member: member})
 //	if err != nil { return err }
 //	go a.Watch(ctx)
 //	opts := connect.WithInterceptors(a.Interceptor())

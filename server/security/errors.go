@@ -31,6 +31,10 @@ var (
 	// ErrRevoked: the other side of a TLS handshake presented a certificate
 	// that the revocation list names; the handshake is refused.
 	ErrRevoked = errors.New("security: certificate revoked")
+	// ErrNotMember: a connection's client certificate is not the node
+	// certificate of a current member (or there is none), where only a
+	// member may act: asserting a forwarded principal, a peer-only call.
+	ErrNotMember = errors.New("security: not the node certificate of a current member")
 	// ErrExists: a certificate or key file to be created already exists.
 	ErrExists = errors.New("security: file exists")
 	// ErrBadPolicy: a policy file (--auth-policy-file) does not parse:
@@ -48,7 +52,9 @@ var (
 	// PermissionDenied). Nothing changed.
 	ErrPermissionDenied = errors.New("security: permission denied")
 	// ErrForwardedPrincipal: a request asserted a principal in
-	// PrincipalHeader over a connection that is not a member node's
-	// (a client trying to impersonate); refused as Unauthenticated.
+	// PrincipalHeader over a connection that is not a current member
+	// node's, or with a node certificate the peer revocation list names (a
+	// client trying to impersonate, a revoked node key); refused as
+	// Unauthenticated, with the reason (ErrNotMember, ErrRevoked) wrapped.
 	ErrForwardedPrincipal = errors.New("security: principal header from a non-member connection")
 )
