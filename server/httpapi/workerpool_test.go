@@ -29,9 +29,14 @@ func goroutineID() string {
 }
 
 // TestWorkerPoolReusesWorker: unary API calls, one after another, are
-// served on one worker goroutine, not the caller's, so its grown stack is
-// reused; a streaming call (Watch) and a path outside the API run on the
-// caller's goroutine, as does any call over HTTP/1.1.
+// served on worker goroutines, not the caller's, and the workers are reused,
+// so their grown stacks are; a streaming call (Watch) and a path outside the
+// API run on the caller's goroutine, as does any call over HTTP/1.1.
+//
+// A worker answers its caller before it is back at the pool's receive, so
+// a call that follows at once may find no idle worker and start another:
+// the test counts distinct workers over many calls instead of asking the
+// second call to land on the first worker.
 func TestWorkerPoolReusesWorker(t *testing.T) {
 	p := NewWorkerPool()
 	defer p.close()
@@ -42,10 +47,15 @@ func TestWorkerPoolReusesWorker(t *testing.T) {
 		return ran[len(ran)-1]
 	}
 	me := goroutineID()
-	first := call(ticketv1connect.LockServiceAcquireProcedure)
-	require.NotEqual(t, me, first, "a unary call runs on a worker")
-	require.Equal(t, first, call(ticketv1connect.LockServiceReleaseProcedure), "the idle worker serves the next call")
-	require.Equal(t, first, call(ticketv1connect.ClusterServiceStatusProcedure))
+	const calls = 60
+	workers := map[string]bool{}
+	for i := range calls {
+		path := []string{ticketv1connect.LockServiceAcquireProcedure, ticketv1connect.LockServiceReleaseProcedure, ticketv1connect.ClusterServiceStatusProcedure}[i%3]
+		g := call(path)
+		require.NotEqual(t, me, g, "a unary call runs on a worker")
+		workers[g] = true
+	}
+	require.Less(t, len(workers), calls/4, "idle workers serve the next calls: %d workers for %d calls", len(workers), calls)
 	require.Equal(t, me, call(ticketv1connect.LockServiceWatchProcedure), "a stream never takes a worker")
 	require.Equal(t, me, call("/livez"))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, ticketv1connect.LockServiceAcquireProcedure, nil))
