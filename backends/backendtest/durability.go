@@ -113,40 +113,16 @@ func crashImage(t *testing.T, src, dst string) {
 	}
 }
 
-// newestLogFiles maps each log store to the files under a data dir that
-// hold its newest appends: badger's memtable write-ahead logs (*.mem), the
-// write-ahead log stores' segments (*.wal, both backends). The names are
-// zero-padded numbers, so the last in order is the newest.
-var newestLogFiles = map[string][]string{
-	backends.LogStoreBadger: {filepath.Join("raft", "*.mem")},
-	// hashicorp's raft-wal keeps its segments in wal-hashicorp, etcd's WAL
-	// in wal-etcd/wal.
-	backends.LogStoreWAL: {filepath.Join("wal-*", "*.wal"), filepath.Join("wal-*", "wal", "*.wal")},
-}
-
 // damageNewestLog flips 4 bytes about 1.5 KiB before the end of the data
-// in the file of dataDir's log store (as its LogStoreFile records it) that
-// holds the newest appends (newestLogFiles), as the reproduction
-// did for badger; it returns the file and offset.
+// in the file of dataDir's log store that holds the newest appends
+// (backends.NewestLogFile), as a failing disk would; it returns the file
+// and offset.
 func damageNewestLog(t *testing.T, dataDir string) (string, int) {
 	t.Helper()
-	store, err := backends.ReadLogStore(dataDir)
+	path, _, err := backends.NewestLogFile(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var files []string
-	for _, pattern := range newestLogFiles[store] {
-		m, err := filepath.Glob(filepath.Join(dataDir, pattern))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, m...)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no %s log file under %s", store, dataDir)
-	}
-	slices.Sort(files)
-	path := files[len(files)-1]
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

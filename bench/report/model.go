@@ -3,6 +3,7 @@ package report
 import (
 	"time"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/bench/latency"
 	"github.com/ticketd/ticketd/bench/load"
 )
@@ -80,10 +81,12 @@ const KeepAliveKeys = 10
 
 // StoreSystem is the system name of ticketd's backend with Raft log store
 // store (backends.LogStores): the backend's name for the default store
-// ("badger"), so figures keep their names across runs, and
-// backend + "/" + store for another ("hashicorp/wal").
+// (backends.DefaultLogStore, the store the other workloads run on), and
+// backend + "/" + store for another ("hashicorp/badger"). Runs made while
+// badger was the default name badger's rows "hashicorp" and the WAL's
+// "hashicorp/wal" (docs/benchmarks.md#default-log-store).
 func StoreSystem(backend, store string) string {
-	if store == "" || store == "badger" {
+	if store == "" || store == backends.DefaultLogStore {
 		return backend
 	}
 	return backend + "/" + store

@@ -32,8 +32,8 @@ func Backends() []string {
 // (backends.Config.LogStore), the default first: the commit workload runs
 // on each (Config.LogStores).
 var backendStores = map[string][]string{
-	report.SystemHashicorp: {backends.LogStoreBadger, backends.LogStoreWAL},
-	report.SystemEtcd:      {backends.LogStoreBadger, backends.LogStoreWAL},
+	report.SystemHashicorp: {backends.LogStoreWAL, backends.LogStoreBadger},
+	report.SystemEtcd:      {backends.LogStoreWAL, backends.LogStoreBadger},
 }
 
 // commitTarget is one backend with one of its log stores.

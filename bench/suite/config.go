@@ -25,7 +25,7 @@ type Config struct {
 	Backends []string
 	// LogStores lists the Raft log stores (backends.LogStores) the commit
 	// workload runs on, each on every backend of Backends that offers it
-	// (rows "hashicorp", "hashicorp/wal", ...: report.StoreSystem); the
+	// (rows "hashicorp", "hashicorp/badger", ...: report.StoreSystem); the
 	// other workloads use each backend's default store. Empty: the
 	// default store only.
 	LogStores []string

@@ -176,12 +176,14 @@ func TestMaxSessionsPerPrincipal(t *testing.T) {
 	require.NoError(t, c.Validate())
 }
 
-// TestLogStore: raft.log_store defaults to badger and is set by the file,
+// TestLogStore: raft.log_store defaults to empty (the data dir's store,
+// else wal: backends.ResolveLogStore) and is set by the file,
 // its environment variable and, over them, --raft-log-store.
 func TestLogStore(t *testing.T) {
 	c, err := config.Load("", []string{}, nil)
 	require.NoError(t, err)
-	assert.Equal(t, config.LogStoreBadger, c.Raft.LogStore)
+	assert.Empty(t, c.Raft.LogStore)
+	require.NoError(t, c.Validate())
 	assert.Equal(t, "raft-log-store", config.FlagName("raft.log_store"))
 
 	c, err = config.Load("", []string{"TICKETD_RAFT_LOG_STORE=wal"}, nil)
