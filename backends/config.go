@@ -244,7 +244,9 @@ func DefaultConfig() Config {
 	}
 }
 
-// WithDefaults returns c with zero optional fields replaced by DefaultConfig's.
+// WithDefaults returns c with zero optional fields replaced by DefaultConfig's,
+// and an empty LogStore by the store DataDir was written with, else
+// DefaultLogStore (ResolveLogStore: it reads the data dir).
 func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	if c.BindAddr == "" {
