@@ -112,7 +112,6 @@ func TestValidate(t *testing.T) {
 		{name: "empty_data_dir", edit: func(c *config.Config) { c.DataDir = "" }},
 		{name: "unknown_backend", edit: func(c *config.Config) { c.Backend = "zookeeper" }},
 		{name: "unknown_log_store", edit: func(c *config.Config) { c.Raft.LogStore = "bolt" }},
-		{name: "empty_log_store", edit: func(c *config.Config) { c.Raft.LogStore = "" }},
 		{name: "bootstrap_and_join", edit: func(c *config.Config) { c.Bootstrap = peers; c.Join = "127.0.0.1:7002" }},
 		{name: "bad_join", edit: func(c *config.Config) { c.Join = "x" }},
 		{name: "bootstrap_without_self", edit: func(c *config.Config) { c.ID = "n3" }},
