@@ -53,6 +53,15 @@ func TestWipedVoterRefusesToBootstrap(t *testing.T) {
 			n1, n2 := c.Nodes[0], c.Nodes[1]
 			eventually(t, func() bool { return recorded(ctx, n1, "n1", "n2", "n3") },
 				"the leader records every founding member it heard from")
+			// n3 is the member n2 asks below: its directory must hold the
+			// record before it stops. The leader commits the record on a
+			// majority (n1, n2) and n3 may hear of it only later; a
+			// restarted n3 without it that has replayed its whole log
+			// (applied = the commit index it recovered) shows no evidence,
+			// and n2 rightly bootstraps.
+			n3 := c.Nodes[2]
+			eventually(t, func() bool { return recorded(ctx, n3, "n1", "n2", "n3") },
+				"n3 applied the record of every founding member")
 			c.Stop(2)
 			leader := c.Leader(t)
 			for i, key := range []string{"lost/1", "lost/2"} {
