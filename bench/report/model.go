@@ -3,7 +3,6 @@ package report
 import (
 	"time"
 
-	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/bench/latency"
 	"github.com/ticketd/ticketd/bench/load"
 )
@@ -80,13 +79,16 @@ const (
 const KeepAliveKeys = 10
 
 // StoreSystem is the system name of ticketd's backend with Raft log store
-// store (backends.LogStores): the backend's name for the default store
-// (backends.DefaultLogStore, the store the other workloads run on), and
-// backend + "/" + store for another ("hashicorp/badger"). Runs made while
-// badger was the default name badger's rows "hashicorp" and the WAL's
-// "hashicorp/wal" (docs/benchmarks.md#default-log-store).
-func StoreSystem(backend, store string) string {
-	if store == "" || store == backends.DefaultLogStore {
+// store (backends.LogStores): the backend's name for defaultStore (the
+// default store, backends.DefaultLogStore, which the other workloads run
+// on) or an empty store, and backend + "/" + store for another
+// ("hashicorp/badger"). Runs made while badger was the default named
+// badger's rows "hashicorp" and the WAL's "hashicorp/wal"
+// (docs/benchmarks.md#default-log-store). The caller passes the default:
+// this package does not import the backends (the etcd peer's module
+// builds it too).
+func StoreSystem(backend, store, defaultStore string) string {
+	if store == "" || store == defaultStore {
 		return backend
 	}
 	return backend + "/" + store

@@ -40,7 +40,9 @@ var backendStores = map[string][]string{
 type commitTarget struct{ backend, store string }
 
 // system is the target's system name in the report (report.StoreSystem).
-func (t commitTarget) system() string { return report.StoreSystem(t.backend, t.store) }
+func (t commitTarget) system() string {
+	return report.StoreSystem(t.backend, t.store, backends.DefaultLogStore)
+}
 
 // commitTargets returns every backend of c.Backends with each log store of
 // c.LogStores (the default store when empty) it offers, in c.Backends order.
