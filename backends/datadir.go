@@ -50,7 +50,7 @@ func PrepareDataDir(dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(dir, DataDirMode); err != nil {
+		if err := mkdirDurable(dir); err != nil {
 			return fmt.Errorf("backends: create data dir %s: %w", dir, err)
 		}
 	case err != nil:
@@ -61,6 +61,30 @@ func PrepareDataDir(dir string) error {
 		return &DataDirModeError{Dir: dir, Mode: fi.Mode().Perm()}
 	}
 	return RestrictTree(dir)
+}
+
+// mkdirDurable creates dir and its missing parents with DataDirMode and
+// syncs the directory holding each new one: a new directory's name is
+// durable only once its parent is synced (fsync(2)), and without that a
+// power cut soon after a node's first start could take the whole data dir,
+// with entries the node had acknowledged, and let it start empty.
+func mkdirDurable(dir string) error {
+	var made []string // the directories MkdirAll is about to create, deepest first
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || filepath.Dir(d) == d {
+			break
+		}
+		made = append(made, d)
+	}
+	if err := os.MkdirAll(dir, DataDirMode); err != nil {
+		return err
+	}
+	for _, d := range made {
+		if err := SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RestrictTree sets dir and every directory below it to DataDirMode and every

@@ -219,37 +219,7 @@ func foundStores(dataDir string) ([]string, error) {
 // writeLogStore durably replaces dataDir/LogStoreFile with store.
 func writeLogStore(dataDir, store string) error {
 	path := filepath.Join(dataDir, LogStoreFile)
-	tmp := path + ".tmp"
-	err := func() error {
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, DataFileMode)
-		if err != nil {
-			return err
-		}
-		_, err = f.WriteString(store + "\n")
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return err
-		}
-		d, err := os.Open(dataDir)
-		if err != nil {
-			return err
-		}
-		err = d.Sync()
-		if cerr := d.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	}()
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := WriteFileDurably(path, []byte(store+"\n")); err != nil {
 		return fmt.Errorf("backends: record log store in %s: %w", path, err)
 	}
 	return nil

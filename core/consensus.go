@@ -53,6 +53,11 @@ type LeaderEvent struct {
 // Consensus is what every consensus backend provides: a replicated, linearizable
 // log of Commands applied to a core.StateMachine. Implementations must be safe
 // for concurrent use by many goroutines.
+//
+// Submitter and TermConfirmer are parts of it, each a small interface with
+// its own contract, not optional capabilities: every backend implements
+// them, so their callers need no fallback
+// (docs/design.md#the-consensus-contract).
 type Consensus interface {
 	// Propose replicates cmd, waits until it is committed by a quorum and applied
 	// to the local state machine, and returns the state machine's Result.
@@ -61,11 +66,17 @@ type Consensus interface {
 	// ErrNotLeader), ErrStopped, ErrInvalidArgument for an unencodable command,
 	// or ctx.Err(). After a ctx error the command may still commit.
 	Propose(ctx context.Context, cmd Command) (Result, error)
+	// Submitter is Propose split in two: Submit returns once cmd is queued
+	// for the log, and its wait returns what Propose would.
+	Submitter
 	// ReadIndex returns once this node's state machine has applied every entry
 	// committed before the call, with leadership confirmed by a quorum after the
 	// call began (Raft thesis §6.4; etcd ReadIndex, hashicorp VerifyLeader).
 	// Only the leader serves it. Errors: *NotLeaderError, ErrStopped, ctx.Err().
 	ReadIndex(ctx context.Context) error
+	// TermConfirmer is ReadIndex that also says which term the quorum
+	// confirmed.
+	TermConfirmer
 	// Leader returns the leader this node knows of (ID and RaftAddr) and whether one is known.
 	Leader() (Member, bool)
 	// Status returns this node's view of the group.
@@ -87,19 +98,18 @@ type Membership interface {
 	TransferLeadership(ctx context.Context, id string) error
 }
 
-// TermConfirmer is an optional capability of a Consensus, found by type
-// assertion (the hashicorp/raft WithPreVote style): a ReadIndex that also says
-// which term the quorum confirmed. The lessor uses it so that an expiry round
-// decided under one leadership epoch proposes nothing once that epoch has
-// ended (a stale round after demote and re-promote).
+// TermConfirmer is the part of a Consensus that says which term a quorum
+// confirmed: a ReadIndex that returns it. The lessor uses it so that an
+// expiry round decided under one leadership epoch proposes nothing once that
+// epoch has ended (a stale round after demote and re-promote;
+// docs/design.md#leases).
 type TermConfirmer interface {
 	// ConfirmTerm is ReadIndex that returns the term in which leadership was
 	// confirmed by a quorum. Errors are ReadIndex's.
 	ConfirmTerm(ctx context.Context) (term uint64, err error)
 }
 
-// Submitter is an optional capability of a Consensus, found by type assertion
-// (the hashicorp/raft WithPreVote style): Propose split in two, so that a
+// Submitter is the part of a Consensus that splits Propose in two, so that a
 // caller can order a command before others without waiting for its commit.
 // The server uses it for the pipelined handoff (docs/design.md#handoff): the holder's
 // Release is submitted, then the head waiter's Grant is proposed, and the

@@ -5,6 +5,7 @@ go 1.26.7
 require (
 	connectrpc.com/connect v1.19.1
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/stretchr/testify v1.12.1
 	github.com/ticketd/ticketd/sdk v0.0.0
 	github.com/ticketd/ticketd/server v0.0.0

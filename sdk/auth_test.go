@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -60,11 +59,7 @@ func (refusingCluster) Status(context.Context, *ticketv1.StatusRequest) (*ticket
 func TestAuthRefusalIsFinal(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle(ticketv1connect.NewClusterServiceHandler(refusingCluster{}))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
+	srv := sdk.NewH2CServer(mux)
 	t.Cleanup(srv.Close)
 	cl := newClient(t, []string{srv.Listener.Addr().String()})
 	_, err := cl.Status(testCtx(t))

@@ -167,6 +167,13 @@ func (c *Client) newOwner() string {
 	return fmt.Sprintf("%s-%d", c.ownerBase, c.ownerSeq.Add(1))
 }
 
+// ownerPrefixMax is the longest owner-id prefix kept (WithOwnerPrefix), in
+// bytes: owner ids stay well within the servers' 128 bytes.
+const ownerPrefixMax = 64
+
+// ownerBase returns the part of the owner ids shared by one client's
+// requests: prefix (default "hostname/pid"), cut to ownerPrefixMax bytes,
+// then "/" and 16 random hex digits.
 func ownerBase(prefix string) string {
 	if prefix == "" {
 		host, _ := os.Hostname()
@@ -175,8 +182,8 @@ func ownerBase(prefix string) string {
 		}
 		prefix = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
-	if len(prefix) > 64 {
-		prefix = prefix[:64]
+	if len(prefix) > ownerPrefixMax {
+		prefix = prefix[:ownerPrefixMax]
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
@@ -388,6 +395,11 @@ type outcome struct {
 	maybeEarlier bool
 }
 
+// leaderHintQuickRetries bounds, per call, the retries made at once (with
+// no backoff) because an error named a new leader: enough to follow a
+// leader change or two, not a loop between nodes that name each other.
+const leaderHintQuickRetries = 3
+
 // invoke runs fn against the cluster until it succeeds, fails definitively,
 // or ctx (or the client) ends. Unavailable, timeouts and transport failures
 // are retried on the leader named by a LeaderHint, or on the next endpoint,
@@ -401,7 +413,7 @@ func invoke[R any](ctx context.Context, c *Client, spec callSpec, fn func(contex
 		last    error
 		maybe   bool // an attempt that may have taken effect failed
 		attempt int
-		quick   int // retries made at once after a fresh leader hint (≤ 3 per call)
+		quick   int // retries made at once after a fresh leader hint (≤ leaderHintQuickRetries per call)
 		refused = refusals{}
 	)
 	ctx, stop := context.WithCancelCause(ctx)
@@ -474,7 +486,7 @@ func invoke[R any](ctx context.Context, c *Client, spec callSpec, fn func(contex
 			}
 		}
 		if hint := leaderHint(err); hint != "" {
-			if c.setLeader(hint) && quick < 3 {
+			if c.setLeader(hint) && quick < leaderHintQuickRetries {
 				quick++
 				continue // a new leader named: try it at once
 			}
@@ -526,9 +538,7 @@ func ambiguousIf(spec callSpec, maybe bool, err error) error {
 // that is below the client's cap, or until ctx ends; it returns false if ctx
 // ended.
 func (c *Client) sleep(ctx context.Context, maxD time.Duration, n int) bool {
-	if maxD <= 0 || maxD > c.cfg.backoffMax {
-		maxD = c.cfg.backoffMax
-	}
+	maxD = c.backoffCap(maxD)
 	d := backoff(min(c.cfg.backoffBase, maxD), maxD, n)
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -538,6 +548,15 @@ func (c *Client) sleep(ctx context.Context, maxD time.Duration, n int) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// backoffCap returns the cap of a call's retry backoff: maxD when it is
+// positive and below the client's cap, else the client's cap.
+func (c *Client) backoffCap(maxD time.Duration) time.Duration {
+	if maxD <= 0 || maxD > c.cfg.backoffMax {
+		return c.cfg.backoffMax
+	}
+	return maxD
 }
 
 // backoff returns the n-th retry delay: d = min(base·2ⁿ, max), drawn

@@ -3,7 +3,6 @@ package sdk_test
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,7 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(closingM{m})
 }
 
 // newClient returns a client for endpoints, closed when the test ends.
@@ -37,16 +36,6 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// closedAddr returns a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
 }
 
 func TestNew(t *testing.T) {
@@ -216,7 +205,7 @@ func TestFindsAndFollowsLeader(t *testing.T) {
 
 func TestFailsOverDeadEndpoint(t *testing.T) {
 	fc := newFakeCluster(t, 1)
-	c := newClient(t, []string{closedAddr(t), fc.addr(0)})
+	c := newClient(t, []string{sdk.ClosedAddr(t), fc.addr(0)})
 	ctx := testCtx(t)
 	l, err := c.TryLock(ctx, "k", 10*time.Second)
 	require.NoError(t, err)
@@ -298,7 +287,7 @@ func TestAmbiguousAcquireIsSurfaced(t *testing.T) {
 }
 
 func TestUnreachableIsNotAmbiguous(t *testing.T) {
-	c := newClient(t, []string{closedAddr(t), closedAddr(t)})
+	c := newClient(t, []string{sdk.ClosedAddr(t), sdk.ClosedAddr(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := c.TryLock(ctx, "k", time.Second)

@@ -82,7 +82,7 @@ func TestMissingClientCertFailsAtOnce(t *testing.T) {
 // connection and no server ever answered, the call fails once each was
 // tried, with ErrConnectionRefused (and ErrUnavailable).
 func TestRefusedEverywhereFailsAtOnce(t *testing.T) {
-	c := newClient(t, []string{closedAddr(t), closedAddr(t), closedAddr(t)})
+	c := newClient(t, []string{sdk.ClosedAddr(t), sdk.ClosedAddr(t), sdk.ClosedAddr(t)})
 	_, err := c.Status(longCtx(t))
 	require.ErrorIs(t, err, sdk.ErrConnectionRefused)
 	assert.ErrorIs(t, err, sdk.ErrUnavailable)

@@ -10,11 +10,13 @@ import (
 	"github.com/ticketd/ticketd/sdk"
 )
 
-// These examples need a running cluster (`make run`), so they are compiled
-// but not run by go test.
+// These examples run under go test, each against a fresh fake cluster
+// (exampleCluster, example_cluster_test.go); with a real one, pass its API
+// addresses to sdk.New instead.
 
 func ExampleNew() {
-	c, err := sdk.New([]string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"},
+	endpoints := exampleCluster(3) // e.g. []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"}
+	c, err := sdk.New(endpoints,
 		sdk.WithRequestTimeout(2*time.Second), // rare knobs are options
 	)
 	if err != nil {
@@ -26,11 +28,15 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("leader:", st.GetLeaderId(), "term:", st.GetTerm())
+	fmt.Println("leader:", st.GetLeaderId(), "members:", len(st.GetMembers()))
+	fmt.Println("the client talks to the leader:", c.Leader() == endpoints[0])
+	// Output:
+	// leader: a members: 3
+	// the client talks to the leader: true
 }
 
 func ExampleClient_Lock() {
-	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	c, err := sdk.New(exampleCluster(1))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +56,7 @@ func ExampleClient_Lock() {
 	}
 	defer lease.Unlock(context.Background())
 
-	for step := 0; step < 10; step++ {
+	for step := 0; step < 3; step++ {
 		select {
 		case <-lease.Done():
 			log.Fatalf("lock lost, stopping: %v", lease.Err())
@@ -59,29 +65,39 @@ func ExampleClient_Lock() {
 		// Do one step of the work, passing lease.Token() to every write.
 		fmt.Println("step", step, "token", lease.Token())
 	}
+	// Output:
+	// step 0 token 1
+	// step 1 token 1
+	// step 2 token 1
 }
 
 func ExampleClient_TryLock() {
-	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	c, err := sdk.New(exampleCluster(1))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
+	ctx := context.Background()
 
-	lease, err := c.TryLock(context.Background(), "singleton/cron", 5*time.Second)
-	switch {
-	case errors.Is(err, sdk.ErrLocked):
-		fmt.Println("another instance is running")
-		return
-	case err != nil:
-		log.Fatal(err)
+	for instance := 1; instance <= 2; instance++ {
+		lease, err := c.TryLock(ctx, "singleton/cron", 5*time.Second)
+		switch {
+		case errors.Is(err, sdk.ErrLocked):
+			fmt.Println("instance", instance, "stands by: another instance is running")
+			continue
+		case err != nil:
+			log.Fatal(err)
+		}
+		defer lease.Unlock(ctx)
+		fmt.Println("instance", instance, "running with token", lease.Token())
 	}
-	defer lease.Unlock(context.Background())
-	fmt.Println("running with token", lease.Token())
+	// Output:
+	// instance 1 running with token 1
+	// instance 2 stands by: another instance is running
 }
 
 func ExampleLease_Done() {
-	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	c, err := sdk.New(exampleCluster(1))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -93,34 +109,52 @@ func ExampleLease_Done() {
 
 	// Tie the work's context to the lease: it is cancelled no later than
 	// the lease's local deadline, before anyone else can be granted the key.
-	ctx, cancel := context.WithCancel(context.Background())
+	work, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-lease.Done()
 		cancel()
 	}()
-	<-ctx.Done()
+	// Here the work ends the lease itself; a lost lease ends it the same way.
+	if err := lease.Unlock(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	<-work.Done()
 	fmt.Println("lease ended:", lease.Err(), "released:", errors.Is(lease.Err(), sdk.ErrReleased))
+	// Output: lease ended: ticketd: lease released released: true
 }
 
 func ExampleClient_Check() {
-	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	c, err := sdk.New(exampleCluster(1))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
+	ctx := context.Background()
+
+	old, err := c.TryLock(ctx, "orders/42", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = old.Unlock(ctx) // or its lease ran out: the key went to someone else
+	cur, err := c.TryLock(ctx, "orders/42", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cur.Unlock(ctx)
 
 	// A resource guarded by the lock checks the token a writer presents.
-	valid, current, err := c.Check(context.Background(), "orders/42", 17)
+	valid, current, err := c.Check(ctx, "orders/42", old.Token())
 	if err != nil {
 		log.Fatal(err)
 	}
 	if !valid {
-		fmt.Println("refusing write: token 17 is stale, current holder has", current)
+		fmt.Println("refusing write: token", old.Token(), "is stale, the current holder has", current)
 	}
+	// Output: refusing write: token 1 is stale, the current holder has 2
 }
 
 func ExampleAmbiguousError() {
-	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	c, err := sdk.New(exampleCluster(1))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -139,10 +173,20 @@ func ExampleAmbiguousError() {
 		log.Fatal(err)
 	}
 	fmt.Println("token", g.Token)
+
+	// Any request with that owner gets the same grant back, from any process.
+	again, err := c.Acquire(context.Background(), "batch/nightly", 30*time.Second, sdk.WithOwner("nightly-2025-01-01"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("the same grant:", again.Token == g.Token)
+	// Output:
+	// token 1
+	// the same grant: true
 }
 
 func ExampleClient_RLock() {
-	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	c, err := sdk.New(exampleCluster(1))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -166,10 +210,13 @@ func ExampleClient_RLock() {
 	}
 	defer write.Unlock(ctx)
 	fmt.Println("writing with token", write.Token())
+	// Output:
+	// reading with token 1 shared: true
+	// writing with token 2
 }
 
 func ExampleClient_Semaphore() {
-	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	c, err := sdk.New(exampleCluster(1))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -192,10 +239,11 @@ func ExampleClient_Semaphore() {
 	default:
 		fmt.Println("working in a slot with token", slot.Token())
 	}
+	// Output: working in a slot with token 1
 }
 
 func ExampleClient_CreateSession() {
-	c, err := sdk.New([]string{"127.0.0.1:7001"})
+	c, err := sdk.New(exampleCluster(1))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -208,12 +256,23 @@ func ExampleClient_CreateSession() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close(ctx)
+	var leases []*sdk.Lease
 	for _, shard := range []string{"shards/1", "shards/2", "shards/3"} {
-		if _, err := c.Lock(ctx, shard, 0, sdk.WithSession(s)); err != nil {
+		l, err := c.Lock(ctx, shard, 0, sdk.WithSession(s))
+		if err != nil {
 			log.Fatal(err)
 		}
+		leases = append(leases, l)
 	}
-	<-s.Done() // lost (or closed): every lock above is gone with it
-	fmt.Println("session ended:", s.Err())
+	if err := s.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range leases {
+		<-l.Done() // closed with the session (lost or closed): the lock is gone
+		fmt.Println(l.Key(), "token", l.Token(), "released:", errors.Is(l.Err(), sdk.ErrReleased))
+	}
+	// Output:
+	// shards/1 token 1 released: true
+	// shards/2 token 2 released: true
+	// shards/3 token 3 released: true
 }

@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ticketd/ticketd/sdk"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 )
@@ -25,9 +26,9 @@ import (
 // themselves; tests call expire and expireSession. Hooks inject failures.
 // A key holds a set of holders (shared locks, semaphores); the
 // fake grants whatever fits and wakes every waiter on each change, without
-// the server's FIFO order or writer preference.
+// the server's FIFO order or writer preference. Every change is one entry
+// of a log with its own index, which Watch streams (watch_fake_test.go).
 type fakeCluster struct {
-	t     *testing.T
 	nodes []*fakeNode
 
 	mu        sync.Mutex
@@ -36,7 +37,9 @@ type fakeCluster struct {
 	lastToken uint64
 	sessions  map[uint64]int64 // live session id → ttl_ms
 	lastSess  uint64
-	changed   chan struct{} // closed and replaced whenever a lock goes away
+	changed   chan struct{}          // closed and replaced whenever the lock table changes
+	index     uint64                 // the last entry's index
+	events    []*ticketv1.WatchEvent // every change, in index order
 	calls     []fakeCall
 	// hook, when set, runs on the leader after a request was handled and
 	// before its reply: a non-nil error replaces the reply. It is called
@@ -59,22 +62,25 @@ type fakeNode struct {
 	srv *httptest.Server
 }
 
+// newFakeCluster starts a fake cluster of n nodes, closed when the test ends.
 func newFakeCluster(t *testing.T, n int) *fakeCluster {
 	t.Helper()
-	c := &fakeCluster{t: t, locks: map[string]*ticketv1.Lock{}, sessions: map[uint64]int64{}, lastSess: 1000, changed: make(chan struct{})}
+	c := startFakeCluster(n)
+	t.Cleanup(c.close)
+	return c
+}
+
+// startFakeCluster starts a fake cluster of n nodes; close stops it.
+func startFakeCluster(n int) *fakeCluster {
+	c := &fakeCluster{locks: map[string]*ticketv1.Lock{}, sessions: map[uint64]int64{}, lastSess: 1000, changed: make(chan struct{})}
 	for i := range n {
 		fn := &fakeNode{c: c, idx: i}
 		mux := http.NewServeMux()
 		mux.Handle(ticketv1connect.NewLockServiceHandler(fn))
 		mux.Handle(ticketv1connect.NewClusterServiceHandler(fn))
-		fn.srv = httptest.NewUnstartedServer(mux)
-		fn.srv.Config.Protocols = new(http.Protocols)
-		fn.srv.Config.Protocols.SetHTTP1(true)
-		fn.srv.Config.Protocols.SetUnencryptedHTTP2(true)
-		fn.srv.Start()
+		fn.srv = sdk.NewH2CServer(mux)
 		c.nodes = append(c.nodes, fn)
 	}
-	t.Cleanup(c.close)
 	return c
 }
 
@@ -111,16 +117,38 @@ func (c *fakeCluster) setHook(h func(ctx context.Context, method string, req any
 	c.hook = h
 }
 
-// expire removes key's lock as the leader's lessor would.
+// expire removes key's lock, every holder, as the leader's lessor would.
 func (c *fakeCluster) expire(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.removeLocked(key)
+	l := c.locks[key]
+	var evs []*ticketv1.WatchEvent
+	for _, h := range l.GetHolders() {
+		evs = append(evs, fakeEvent(ticketv1.WatchEvent_TYPE_EXPIRED, l, h))
+	}
+	delete(c.locks, key)
+	c.appendLocked(evs...)
 }
 
-func (c *fakeCluster) removeLocked(key string) {
-	delete(c.locks, key)
+// appendLocked records one entry: its events (none for an entry that
+// changes nothing a watch sees) get the next index, and every waiter and
+// watcher wakes up.
+func (c *fakeCluster) appendLocked(evs ...*ticketv1.WatchEvent) {
+	c.index++
+	for _, ev := range evs {
+		ev.Index = c.index
+		c.events = append(c.events, ev)
+	}
 	c.changedLocked()
+}
+
+// fakeEvent is the watch event of a change of type typ to holder h of l.
+func fakeEvent(typ ticketv1.WatchEvent_Type, l *ticketv1.Lock, h *ticketv1.Holder) *ticketv1.WatchEvent {
+	ev := &ticketv1.WatchEvent{Type: typ, Key: l.GetKey(), Token: h.GetToken(), Mode: l.GetMode(), Limit: l.GetLimit(), Session: h.GetSession()}
+	if typ == ticketv1.WatchEvent_TYPE_GRANTED {
+		ev.Owner, ev.LeaseMs = h.GetOwner(), h.GetLeaseMs()
+	}
+	return ev
 }
 
 // changedLocked wakes every waiter.
@@ -129,12 +157,13 @@ func (c *fakeCluster) changedLocked() {
 	c.changed = make(chan struct{})
 }
 
-// removeHolderLocked removes the holder of key with token; it reports
-// whether there was one.
-func (c *fakeCluster) removeHolderLocked(key string, token uint64) bool {
+// removeHolderLocked removes the holder of key with token and returns the
+// watch event of its end (typ: released or expired), or nil when there
+// was no such holder. The caller records the event's entry.
+func (c *fakeCluster) removeHolderLocked(key string, token uint64, typ ticketv1.WatchEvent_Type) *ticketv1.WatchEvent {
 	l := c.locks[key]
 	if l == nil {
-		return false
+		return nil
 	}
 	for i, h := range l.Holders {
 		if h.GetToken() == token {
@@ -142,11 +171,10 @@ func (c *fakeCluster) removeHolderLocked(key string, token uint64) bool {
 			if len(l.Holders) == 0 {
 				delete(c.locks, key)
 			}
-			c.changedLocked()
-			return true
+			return fakeEvent(typ, l, h)
 		}
 	}
-	return false
+	return nil
 }
 
 // expireSession ends session id as the leader's lessor would when its
@@ -154,19 +182,27 @@ func (c *fakeCluster) removeHolderLocked(key string, token uint64) bool {
 func (c *fakeCluster) expireSession(id uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.endSessionLocked(id)
+	c.endSessionLocked(id, ticketv1.WatchEvent_TYPE_EXPIRED)
 }
 
-func (c *fakeCluster) endSessionLocked(id uint64) {
+// endSessionLocked ends session id and every holder under it in one entry;
+// typ says how they end (released: closed; expired: the lease ran out).
+func (c *fakeCluster) endSessionLocked(id uint64, typ ticketv1.WatchEvent_Type) {
 	delete(c.sessions, id)
-	for key, l := range c.locks {
-		for _, h := range append([]*ticketv1.Holder(nil), l.Holders...) {
+	keys := make([]string, 0, len(c.locks))
+	for key := range c.locks {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys) // one order of events, as every ticketd node sends them
+	var evs []*ticketv1.WatchEvent
+	for _, key := range keys {
+		for _, h := range append([]*ticketv1.Holder(nil), c.locks[key].Holders...) {
 			if h.GetSession() == id {
-				c.removeHolderLocked(key, h.GetToken())
+				evs = append(evs, c.removeHolderLocked(key, h.GetToken(), typ))
 			}
 		}
 	}
-	c.changedLocked()
+	c.appendLocked(evs...)
 }
 
 // liveSessions returns the number of live sessions.
@@ -230,7 +266,7 @@ func (n *fakeNode) enter(method string, k fakeCall) error {
 	err := connect.NewError(connect.CodeUnavailable, errors.New("not leader"))
 	d, derr := connect.NewErrorDetail(&ticketv1.LeaderHint{LeaderId: "n", LeaderAddr: c.nodes[c.leader].srv.Listener.Addr().String()})
 	if derr != nil {
-		c.t.Errorf("error detail: %v", derr)
+		return connect.NewError(connect.CodeInternal, derr)
 	}
 	err.AddDetail(d)
 	return err
@@ -304,6 +340,7 @@ func (n *fakeNode) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*
 			if l.GetMode() == ticketv1.Mode_MODE_EXCLUSIVE && l.GetLimit() == 0 {
 				l.Token, l.LeaseMs, l.RemainingMs, l.Owner = h.GetToken(), h.GetLeaseMs(), h.GetRemainingMs(), h.GetOwner()
 			}
+			c.appendLocked(fakeEvent(ticketv1.WatchEvent_TYPE_GRANTED, l, h))
 			res := &ticketv1.AcquireResponse{Token: h.GetToken(), LeaseMs: leaseMS, Session: req.GetSession()}
 			c.mu.Unlock()
 			if err := n.leave(ctx, "Acquire", req); err != nil {
@@ -352,10 +389,12 @@ func (n *fakeNode) Release(ctx context.Context, req *ticketv1.ReleaseRequest) (*
 	}
 	c := n.c
 	c.mu.Lock()
-	if !c.removeHolderLocked(req.GetKey(), req.GetToken()) {
+	ev := c.removeHolderLocked(req.GetKey(), req.GetToken(), ticketv1.WatchEvent_TYPE_RELEASED)
+	if ev == nil {
 		c.mu.Unlock()
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("no such lock"))
 	}
+	c.appendLocked(ev)
 	c.mu.Unlock()
 	if err := n.leave(ctx, "Release", req); err != nil {
 		return nil, err
@@ -497,7 +536,7 @@ func (n *fakeNode) CloseSession(ctx context.Context, req *ticketv1.CloseSessionR
 		c.mu.Unlock()
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("session %d not found", req.GetSession()))
 	}
-	c.endSessionLocked(req.GetSession())
+	c.endSessionLocked(req.GetSession(), ticketv1.WatchEvent_TYPE_RELEASED)
 	c.mu.Unlock()
 	if err := n.leave(ctx, "CloseSession", req); err != nil {
 		return nil, err
@@ -516,8 +555,9 @@ func (n *fakeNode) Status(ctx context.Context, req *ticketv1.StatusRequest) (*ti
 	}
 	return &ticketv1.StatusResponse{
 		NodeId: string(rune('a' + n.idx)), LeaderId: string(rune('a' + c.leader)),
-		LeaderAddr: c.nodes[c.leader].srv.Listener.Addr().String(),
-		LastToken:  c.lastToken, LocksHeld: int64(len(c.locks)), Members: members,
+		LeaderAddr: c.nodes[c.leader].srv.Listener.Addr().String(), Members: members,
+		// One term: the fake never elects.
+		Term: 1, CommitIndex: c.index, AppliedIndex: c.index, LastToken: c.lastToken, LocksHeld: int64(len(c.locks)),
 	}, nil
 }
 

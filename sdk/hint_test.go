@@ -66,11 +66,7 @@ func TestLeaderHintToUnknownAddressNotFollowed(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle(ticketv1connect.NewLockServiceHandler(node))
 	mux.Handle(ticketv1connect.NewClusterServiceHandler(node))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
+	srv := sdk.NewH2CServer(mux)
 	t.Cleanup(srv.Close)
 	node.self = srv.Listener.Addr().String()
 

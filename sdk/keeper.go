@@ -11,6 +11,46 @@ import (
 // errUnlocking stops a renewer because Unlock (or Session.Close) takes over.
 var errUnlocking = errors.New("ticketd: unlocking")
 
+// Renewal timing of a lease of its own and of a session, as fractions of
+// the TTL. The TypeScript SDK uses the same (sdk/testdata/client-spec.json,
+// checked by both SDKs' tests).
+const (
+	// renewPeriodDivisor: a lease is renewed every TTL/3 from the send time
+	// of its last acknowledged grant or renewal (etcd clientv3's lease
+	// KeepAlive period), so a renewal can fail twice before the lease is lost.
+	renewPeriodDivisor = 3
+	// renewAttemptTimeoutDivisor: one attempt of a renewal is bounded by
+	// TTL/3 (or the request timeout, when smaller), so a renewal gets
+	// several tries on several nodes before the lease runs out.
+	renewAttemptTimeoutDivisor = 3
+	// renewBackoffCapDivisor: the retries of a renewal back off at most
+	// TTL/8 (or the client's cap, when smaller).
+	renewBackoffCapDivisor = 8
+)
+
+// renewAt is when a lease of ttl acknowledged for a request sent at sent
+// is next renewed.
+func renewAt(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl / renewPeriodDivisor)
+}
+
+// localDeadline is the local deadline of a lease of ttl acknowledged for a
+// request sent at sent: sent + ttl − margin (see Lease).
+func (c *Client) localDeadline(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - c.margin(ttl))
+}
+
+// boundRenewal bounds the attempts and the retry backoff of spec, a
+// renewal (Renew, KeepAlive) of a lease of ttl; ttl 0 (unknown) leaves
+// spec as it is.
+func (spec *callSpec) boundRenewal(ttl time.Duration) {
+	if ttl <= 0 {
+		return
+	}
+	spec.timeout = min(spec.timeout, max(ttl/renewAttemptTimeoutDivisor, time.Millisecond))
+	spec.backoff = max(ttl/renewBackoffCapDivisor, time.Millisecond)
+}
+
 // keeper is the local lease clock and renewal loop that a Lease and a
 // Session share: the local deadline sent + TTL − margin, a timer that
 // closes done at it, and a loop that renews every TTL/3 from the send time
@@ -42,7 +82,7 @@ type keeper struct {
 // ErrClosed, with done closed, when the client is closed.
 func (k *keeper) start(c *Client, sent time.Time, ttl time.Duration, loop func(ctx context.Context)) error {
 	k.c, k.done, k.stopped = c, make(chan struct{}), make(chan struct{})
-	k.ttl, k.sent, k.deadline = ttl, sent, sent.Add(ttl-c.margin(ttl))
+	k.ttl, k.sent, k.deadline = ttl, sent, c.localDeadline(sent, ttl)
 	ctx, stop := context.WithCancelCause(c.ctx)
 	k.stop = stop
 	if k.renew != nil {
@@ -106,7 +146,7 @@ func (k *keeper) extend(sent time.Time, ttl time.Duration) {
 		return
 	}
 	k.ttl, k.sent = ttl, sent
-	if d := sent.Add(ttl - k.c.margin(ttl)); d.After(k.deadline) {
+	if d := k.c.localDeadline(sent, ttl); d.After(k.deadline) {
 		k.deadline = d
 		k.timer.Reset(time.Until(d))
 	}
@@ -117,7 +157,7 @@ func (k *keeper) renewLoop(ctx context.Context) {
 	defer close(k.stopped)
 	for {
 		k.mu.Lock()
-		next, deadline, ttl := k.sent.Add(k.ttl/3), k.deadline, k.ttl
+		next, deadline, ttl := renewAt(k.sent, k.ttl), k.deadline, k.ttl
 		k.mu.Unlock()
 		t := time.NewTimer(time.Until(next))
 		select {

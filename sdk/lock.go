@@ -269,10 +269,7 @@ func (c *Client) Renew(ctx context.Context, key string, token uint64) (time.Dura
 func (c *Client) renew(ctx context.Context, key string, token uint64, ttl time.Duration) (time.Duration, time.Time, error) {
 	req := &ticketv1.RenewRequest{Key: key, Token: token}
 	spec := callSpec{op: "renew", key: key, toLeader: true, timeout: c.cfg.requestTimeout}
-	if ttl > 0 {
-		spec.timeout = min(spec.timeout, max(ttl/3, time.Millisecond))
-		spec.backoff = max(ttl/8, time.Millisecond)
-	}
+	spec.boundRenewal(ttl)
 	res, out, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.RenewResponse, error) {
 		return n.lock.Renew(ctx, req)
 	})
@@ -322,6 +319,10 @@ func (c *Client) GetLock(ctx context.Context, key string, opts ...ReadOption) (L
 	return lockInfoOf(key, res), nil
 }
 
+// listPageSize is the page size ListLocks and ListSessions ask for (the
+// servers cap it at their own limit).
+const listPageSize = 500
+
 // ListLocks returns every held lock whose key starts with prefix, in key
 // order, fetching as many pages as needed. It is linearizable per page
 // unless WithStale is given; locks may change between pages.
@@ -334,7 +335,7 @@ func (c *Client) ListLocks(ctx context.Context, prefix string, opts ...ReadOptio
 		page  string
 	)
 	for {
-		req := &ticketv1.ListLocksRequest{Prefix: prefix, PageSize: 500, PageToken: page, Stale: rc.stale}
+		req := &ticketv1.ListLocksRequest{Prefix: prefix, PageSize: listPageSize, PageToken: page, Stale: rc.stale}
 		spec := callSpec{op: "list", key: prefix, toLeader: !rc.stale, timeout: c.cfg.requestTimeout}
 		res, _, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.ListLocksResponse, error) {
 			return n.lock.ListLocks(ctx, req)
@@ -496,7 +497,7 @@ func (c *Client) lock(ctx context.Context, key string, ttl time.Duration, wait b
 		if err != nil {
 			return nil, err
 		}
-		if time.Since(g.Sent) <= g.TTL/3 {
+		if !time.Now().After(renewAt(g.Sent, g.TTL)) {
 			return c.newLease(g, ac, nil)
 		}
 		// The grant came long after the request was sent (a wait in the
@@ -509,7 +510,7 @@ func (c *Client) lock(ctx context.Context, key string, ttl time.Duration, wait b
 			return c.newLease(g, ac, nil)
 		case errors.Is(err, ErrNotHeld):
 			continue // the grant lapsed before it could be used: ask again
-		case time.Now().Before(g.Sent.Add(g.TTL - c.margin(g.TTL))):
+		case time.Now().Before(c.localDeadline(g.Sent, g.TTL)):
 			return c.newLease(g, ac, nil) // still valid; its renewer keeps trying
 		default:
 			c.goBackground(func(ctx context.Context) {

@@ -142,10 +142,7 @@ func (c *Client) KeepAlive(ctx context.Context, id uint64) (time.Duration, error
 func (c *Client) keepAlive(ctx context.Context, id uint64, ttl time.Duration) (time.Duration, time.Time, error) {
 	req := &ticketv1.KeepAliveRequest{Session: id}
 	spec := callSpec{op: "keepalive", key: fmt.Sprint(id), toLeader: true, timeout: c.cfg.requestTimeout}
-	if ttl > 0 {
-		spec.timeout = min(spec.timeout, max(ttl/3, time.Millisecond))
-		spec.backoff = max(ttl/8, time.Millisecond)
-	}
+	spec.boundRenewal(ttl)
 	res, out, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.KeepAliveResponse, error) {
 		return n.lock.KeepAlive(ctx, req)
 	})

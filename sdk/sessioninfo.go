@@ -79,7 +79,7 @@ func (c *Client) ListSessions(ctx context.Context, f SessionFilter) ([]SessionIn
 		page string
 	)
 	for {
-		req := &ticketv1.ListSessionsRequest{Principal: f.Principal, KeyPrefix: f.KeyPrefix, PageSize: 500, PageToken: page}
+		req := &ticketv1.ListSessionsRequest{Principal: f.Principal, KeyPrefix: f.KeyPrefix, PageSize: listPageSize, PageToken: page}
 		spec := callSpec{op: "list sessions", key: f.KeyPrefix, toLeader: true, timeout: c.cfg.requestTimeout}
 		res, _, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.ListSessionsResponse, error) {
 			return n.lock.ListSessions(ctx, req)

@@ -61,7 +61,7 @@ func TestWatchMissingClientCertFailsAtOnce(t *testing.T) {
 }
 
 func TestWatchRefusedEverywhereFailsAtOnce(t *testing.T) {
-	c := newClient(t, []string{closedAddr(t), closedAddr(t)})
+	c := newClient(t, []string{sdk.ClosedAddr(t), sdk.ClosedAddr(t)})
 	err := firstWatchErr(t, c)
 	require.ErrorIs(t, err, sdk.ErrConnectionRefused)
 	assert.ErrorIs(t, err, sdk.ErrUnavailable)
@@ -71,7 +71,7 @@ func TestWatchRefusedEverywhereFailsAtOnce(t *testing.T) {
 // TestObserveRefusedEverywhereFailsAtOnce: Election.Observe, a watch
 // underneath, yields the same final error.
 func TestObserveRefusedEverywhereFailsAtOnce(t *testing.T) {
-	c := newClient(t, []string{closedAddr(t)})
+	c := newClient(t, []string{sdk.ClosedAddr(t)})
 	e := sdk.NewElection(c, 5*time.Second)
 	for l, err := range e.Observe(longCtx(t), "leader") {
 		require.ErrorIs(t, err, sdk.ErrConnectionRefused, "yielded %+v", l)

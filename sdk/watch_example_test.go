@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"log"
@@ -10,17 +11,22 @@ import (
 	"github.com/ticketd/ticketd/sdk"
 )
 
-// Like example_test.go's, these need a running cluster: compiled, not run.
+// Like example_test.go's, these run against a fresh fake cluster each.
 
 func ExampleClient_Watch() {
-	c, err := sdk.New([]string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"})
+	c, err := sdk.New(exampleCluster(3))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
+	ctx := context.Background()
+	a, err := c.TryLock(ctx, "jobs/a", time.Minute) // held before the watch: WithExisting lists it
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	held := map[string]uint64{} // key -> token: a local view of jobs/
-	for ev, err := range c.Watch(context.Background(), "jobs/", sdk.WithExisting()) {
+	for ev, err := range c.Watch(ctx, "jobs/", sdk.WithExisting(), sdk.WithStartedEvents()) {
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -33,15 +39,31 @@ func ExampleClient_Watch() {
 			if held[ev.Key] == ev.Token {
 				delete(held, ev.Key)
 			}
+		case sdk.EventStarted:
+			// In place: every change from here on follows. Make two.
+			if _, err := c.TryLock(ctx, "jobs/b", time.Minute); err != nil {
+				log.Fatal(err)
+			}
+			if err := a.Unlock(ctx); err != nil {
+				log.Fatal(err)
+			}
 		}
-		fmt.Println(ev.Index, ev.Type, ev.Key, len(held), "held") // resume later with WithStartIndex(ev.Index+1)
+		fmt.Printf("%-8s %-6s %d held\n", ev.Type, ev.Key, len(held)) // resume later with WithStartIndex(ev.Index+1)
+		if ev.Type == sdk.EventReleased {
+			break
+		}
 	}
+	// Output:
+	// GRANTED  jobs/a 1 held
+	// STARTED         1 held
+	// GRANTED  jobs/b 2 held
+	// RELEASED jobs/a 1 held
 }
 
 // A watch that must see the changes its own code is about to make waits for
 // the announced start first (etcd clients wait for the created response).
 func ExampleWithStartedEvents() {
-	c, err := sdk.New([]string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"})
+	c, err := sdk.New(exampleCluster(3))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -54,7 +76,7 @@ func ExampleWithStartedEvents() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("watching changes after index", ev.Index) // ev.Type == sdk.EventStarted
+	fmt.Println(ev.Type) // every change after ev.Index follows
 	lease, err := c.TryLock(ctx, "jobs/a", time.Minute)
 	if err != nil {
 		log.Fatal(err)
@@ -63,26 +85,41 @@ func ExampleWithStartedEvents() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(ev.Type, ev.Key, ev.Token == lease.Token()) // GRANTED jobs/a true
+	fmt.Println(ev.Type, ev.Key, ev.Token == lease.Token())
+	// Output:
+	// STARTED
+	// GRANTED jobs/a true
 }
 
 func ExampleElection() {
-	c, err := sdk.New([]string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"})
+	c, err := sdk.New(exampleCluster(3))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
+	ctx := context.Background()
 
 	el := sdk.NewElection(c, 10*time.Second)
-	ld, err := el.Campaign(context.Background(), "scheduler", "host-a:8080")
+	ld, err := el.Campaign(ctx, "scheduler", "host-a:8080")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("leading with term", ld.Term()) // pass the term to what the leader writes to
-	select {
-	case <-ld.Done(): // lost: stop acting as leader at once
-		log.Print(ld.Err())
-	case <-time.After(time.Minute):
-		_ = ld.Resign(context.Background())
+	who, err := el.Leader(ctx, "scheduler")     // what every other candidate sees
+	if err != nil {
+		log.Fatal(err)
 	}
+	fmt.Println("leader:", who.Value, "term:", who.Term)
+
+	// Lead until ld.Done() closes (the lease was lost: stop acting as
+	// leader at once), or give the leadership up:
+	if err := ld.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-ld.Done()
+	fmt.Println("resigned:", errors.Is(ld.Err(), sdk.ErrReleased))
+	// Output:
+	// leading with term 1
+	// leader: host-a:8080 term: 1
+	// resigned: true
 }

@@ -18,7 +18,9 @@ import (
 // onApply is the backend's OnApply hook: it keeps the lessor's leases and
 // lock-delays and the wait queues in step with the lock table, on every node
 // (docs/design.md#leases: every node measures every lease from its own apply).
-// It never blocks and never proposes.
+// It never blocks and never proposes. It first records that this node
+// applied index now (applytime), so that after a restart the lessor
+// measures this entry's lease from now rather than from the replay.
 //
 //   - a Grant that created a lock, an idempotent retry Grant (which restarts
 //     the lease in the replicated state) and a Renew restart the lock's
@@ -43,6 +45,7 @@ import (
 // core.StateMachine.Restores; docs/design.md#replicated-commands), so the
 // apply of an entry costs the same whatever the table's size.
 func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
+	n.times.Applied(index)
 	n.hub.Apply(index, cmd, res)
 	n.lessor.Resync(n.sm)
 	switch cmd.Op {
@@ -63,11 +66,10 @@ func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
 		if !removed {
 			return
 		}
-		n.lessor.Removed(cmd.Key, cmd.Token)
+		n.lessor.Removed(cmd.Key, cmd.Token) // and its ghost mark, if any
 		if cmd.Op == core.OpExpire {
 			n.lessor.Delay(cmd.Key, res.LockDelayMS)
 		}
-		n.clearGhost(cmd.Key, cmd.Token)
 		n.queue.Kick(cmd.Key)
 	case core.OpCreateSession, core.OpKeepAliveSession:
 		if res.Outcome == core.OutcomeSessionCreated || res.Outcome == core.OutcomeRenewed {
@@ -91,8 +93,7 @@ func (n *Node) sessionEnded(id uint64, end *core.SessionEnd) {
 		n.lessor.Delay(d.Key, d.LockDelayMS)
 	}
 	for i, lk := range end.Locks {
-		n.lessor.Removed(lk.Key, lk.Token)
-		n.clearGhost(lk.Key, lk.Token)
+		n.lessor.Removed(lk.Key, lk.Token) // and its ghost mark, if any
 		if i+1 == len(end.Locks) || end.Locks[i+1].Key != lk.Key {
 			n.queue.Kick(lk.Key)
 		}

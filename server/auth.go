@@ -48,14 +48,9 @@ func (n *Node) newAuthenticator() (*security.Authenticator, error) {
 	return a, nil
 }
 
-// authn returns the node's Authenticator (nil before secure ran: every
-// check then allows, as with authorization off).
-func (n *Node) authn() *security.Authenticator {
-	if n.sec == nil {
-		return nil
-	}
-	return n.sec.auth
-}
+// authn returns the node's Authenticator, kept by its HTTP side (nil
+// before secure ran: every check then allows, as with authorization off).
+func (n *Node) authn() *security.Authenticator { return n.http.Auth() }
 
 // grantPrincipal is the principal an Acquire's Grant is bound to: the
 // caller's when authorization is on, "" otherwise (today's behaviour).
@@ -81,7 +76,7 @@ func (n *Node) mayTouch(ctx context.Context, key string, token uint64) error {
 // mayTouchLock is mayTouch for a lock the caller has just read from the
 // table (Release: no second lookup on the hot path).
 func (n *Node) mayTouchLock(ctx context.Context, lk core.Lock) error {
-	if n.authn().MayTouch(ctx, lk.Principal) {
+	if n.authn().MayActFor(ctx, lk.Principal, true) {
 		return nil
 	}
 	p, _ := security.PrincipalFrom(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/httpapi"
 )
 
 // clusterService implements ticket.v1.ClusterService on a Node. Status is
@@ -94,13 +95,13 @@ func (n *Node) hasMember(id string) bool {
 func (s *clusterService) AddMember(ctx context.Context, req *ticketv1.AddMemberRequest) (*ticketv1.AddMemberResponse, error) {
 	n := s.n
 	m := req.GetMember()
-	n.audit().Info("AddMember requested", principalField(ctx), callerField(ctx), zap.String("member", m.GetId()),
+	n.audit().Info("AddMember requested", principalField(ctx), httpapi.AuditCaller(ctx), zap.String("member", m.GetId()),
 		zap.String("raft_addr", m.GetRaftAddr()), zap.String("api_addr", m.GetApiAddr()))
 	return onLeader(ctx, n, req, validateMember(m), n.fwd.Cluster, ticketv1connect.ClusterServiceClient.AddMember,
 		func(ctx context.Context) (*ticketv1.AddMemberResponse, error) {
 			cm := core.Member{ID: m.GetId(), RaftAddr: m.GetRaftAddr(), Voter: true}
 			if err := n.checkAdd(ctx, cm, m.GetApiAddr()); err != nil {
-				n.audit().Warn("AddMember refused", principalField(ctx), callerField(ctx), zap.String("member", cm.ID), zap.Error(err))
+				n.audit().Warn("AddMember refused", principalField(ctx), httpapi.AuditCaller(ctx), zap.String("member", cm.ID), zap.Error(err))
 				return nil, err
 			}
 			if err := n.raft.AddVoter(ctx, cm); err != nil {
@@ -109,7 +110,7 @@ func (s *clusterService) AddMember(ctx context.Context, req *ticketv1.AddMemberR
 			if _, err := n.raft.Propose(ctx, core.SetMember(m.GetId(), m.GetApiAddr())); err != nil {
 				return nil, err
 			}
-			n.audit().Info("member added", principalField(ctx), callerField(ctx), zap.String("member", cm.ID),
+			n.audit().Info("member added", principalField(ctx), httpapi.AuditCaller(ctx), zap.String("member", cm.ID),
 				zap.String("raft_addr", cm.RaftAddr), zap.String("api_addr", m.GetApiAddr()))
 			return &ticketv1.AddMemberResponse{Members: n.members(n.raft.Status().Members)}, nil
 		})
@@ -136,7 +137,7 @@ func validateMember(m *ticketv1.Member) error {
 func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveMemberRequest) (*ticketv1.RemoveMemberResponse, error) {
 	n := s.n
 	id := req.GetId()
-	n.audit().Info("RemoveMember requested", principalField(ctx), callerField(ctx), zap.String("member", id))
+	n.audit().Info("RemoveMember requested", principalField(ctx), httpapi.AuditCaller(ctx), zap.String("member", id))
 	var invalid error
 	if id == "" {
 		invalid = fmt.Errorf("%w: member id is empty", core.ErrInvalidArgument)
@@ -147,13 +148,13 @@ func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveM
 				return nil, fmt.Errorf("%w: %q", ErrNoMember, id)
 			}
 			if err := n.checkRemove(ctx, id); err != nil {
-				n.audit().Warn("RemoveMember refused", principalField(ctx), callerField(ctx), zap.String("member", id), zap.Error(err))
+				n.audit().Warn("RemoveMember refused", principalField(ctx), httpapi.AuditCaller(ctx), zap.String("member", id), zap.Error(err))
 				return nil, err
 			}
 			if err := n.raft.RemoveServer(ctx, id); err != nil {
 				return nil, err
 			}
-			n.audit().Info("member removed", principalField(ctx), callerField(ctx), zap.String("member", id))
+			n.audit().Info("member removed", principalField(ctx), httpapi.AuditCaller(ctx), zap.String("member", id))
 			if id != n.cfg.ID {
 				// Best effort: a stale directory entry of a removed member is harmless.
 				_, _ = n.raft.Propose(ctx, core.SetMember(id, ""))
@@ -167,15 +168,15 @@ func (s *clusterService) RemoveMember(ctx context.Context, req *ticketv1.RemoveM
 // Every request is logged with its caller on the audit log.
 func (s *clusterService) TransferLeader(ctx context.Context, req *ticketv1.TransferLeaderRequest) (*ticketv1.TransferLeaderResponse, error) {
 	n := s.n
-	n.audit().Info("TransferLeader requested", principalField(ctx), callerField(ctx), zap.String("to", req.GetId()))
+	n.audit().Info("TransferLeader requested", principalField(ctx), httpapi.AuditCaller(ctx), zap.String("to", req.GetId()))
 	return onLeader(ctx, n, req, nil, n.fwd.Cluster, ticketv1connect.ClusterServiceClient.TransferLeader,
 		func(ctx context.Context) (*ticketv1.TransferLeaderResponse, error) {
 			res, err := n.transferLeader(ctx, req.GetId())
 			if err != nil {
-				n.audit().Warn("leadership transfer failed", principalField(ctx), callerField(ctx), zap.String("to", req.GetId()), zap.Error(err))
+				n.audit().Warn("leadership transfer failed", principalField(ctx), httpapi.AuditCaller(ctx), zap.String("to", req.GetId()), zap.Error(err))
 				return nil, err
 			}
-			n.audit().Info("leadership transferred", principalField(ctx), callerField(ctx), zap.String("from", n.cfg.ID), zap.String("to", res.GetLeaderId()))
+			n.audit().Info("leadership transferred", principalField(ctx), httpapi.AuditCaller(ctx), zap.String("from", n.cfg.ID), zap.String("to", res.GetLeaderId()))
 			return res, nil
 		})
 }

@@ -3,10 +3,7 @@ package server
 import (
 	"sync"
 
-	"connectrpc.com/grpchealth"
 	"go.uber.org/zap"
-
-	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 )
 
 // failStop records the first fatal error of the node's Raft and hands it to
@@ -35,9 +32,7 @@ func (f *failStop) trip(err error) {
 // to the process, which must exit non-zero (fail-stop: never half-alive).
 // Called from a backend goroutine; it does not block.
 func (n *Node) onFatal(err error) {
-	n.health.SetStatus(ticketv1connect.LockServiceName, grpchealth.StatusNotServing)
-	n.health.SetStatus(ticketv1connect.ClusterServiceName, grpchealth.StatusNotServing)
-	n.health.SetStatus("", grpchealth.StatusNotServing)
+	n.http.Fail()
 	n.log.Error("raft stopped on a fatal error; this node must exit", zap.Error(err))
 	n.fatal.trip(err)
 }

@@ -99,7 +99,7 @@ func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, erro
 		return core.Result{}, err
 	}
 	// limits.max_locks_per_session, also before anything queues or is
-	// proposed (sessioncap.go); this request counts until it returns.
+	// proposed (sessionlocks.go); this request counts until it returns.
 	release, err := n.reserveSessionLock(r, id)
 	if err != nil {
 		return core.Result{}, err
@@ -130,7 +130,7 @@ func (n *Node) acquire(ctx context.Context, r acquireRequest) (core.Result, erro
 			return core.Result{}, err
 		}
 		res, err := n.grantWithin(ctx, turn, cmd, principal, r, id)
-		// A pipelined turn's grant (handoff.go) rejected: the Release it
+		// A pipelined turn's grant (releasehandoff.go) rejected: the Release it
 		// followed did not free the key first. The turn was requeued at the
 		// head of the key's queue (FIFO kept); wait for the next one.
 		for err == nil && res.Outcome == core.OutcomeGrantRejected && turn.Pipelined() {
@@ -250,7 +250,7 @@ const (
 //     answer is ErrLockEnding and the caller goes round for a fresh grant
 //     (retry_waits_for_expire_in_flight.txt);
 //   - a grant of a Pipelined turn (handed off as the previous holder's
-//     Release was proposed; handoff.go) that was rejected because the key was
+//     Release was proposed; releasehandoff.go) that was rejected because the key was
 //     still held when it applied requeues the turn at the head of the key's
 //     queue (waitq.Turn.Requeue), unless the client left; acquire then waits
 //     for the next turn;
@@ -272,7 +272,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 	var claim atomic.Int32
 	out := make(chan outcome, 1)
 	n.bg.Add(1)
-	n.workers.Go(func() { // a worker keeps its grown stack (workerpool.go)
+	n.http.Workers().Go(func() { // a worker keeps its grown stack (httpapi/workerpool.go)
 		defer n.bg.Done()
 		pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
 		res, err := n.raft.Propose(pctx, cmd)
@@ -300,7 +300,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 			turn.Done()
 			res, err = core.Result{}, &SessionNotFoundError{Session: res.Session}
 		case granted && res.Created && !claim.CompareAndSwap(claimPending, claimDelivered):
-			n.addGhost(cmd.Key, res.Token)
+			n.lessor.MarkGhost(cmd.Key, res.Token)
 			turn.Done()
 			n.met.ghosts.Inc()
 			n.log.Debug("ghost lock: client gone before its grant applied", zap.String("key", cmd.Key), zap.Uint64("token", res.Token))
@@ -334,7 +334,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 // releaseGhost proposes Release{key, token} until it applies, this node stops
 // leading, or the node closes.
 func (n *Node) releaseGhost(key string, token uint64) {
-	for n.isGhost(key, token) {
+	for n.lessor.Ghost(key, token) {
 		_, err := n.proposeDetached(n.raft, core.Release(key, token))
 		if err == nil || errors.Is(err, core.ErrNotLeader) || errors.Is(err, core.ErrStopped) || n.life.Err() != nil {
 			return
@@ -346,9 +346,12 @@ func (n *Node) releaseGhost(key string, token uint64) {
 	}
 }
 
-// keyState is the wait queue's view of key: its mode, limit and holders in
-// the lock table, each with whether it is being removed (n.ending: an
-// Expire or ghost Release in flight).
+// keyState is the wait queue's view of key (waitq.Config.State), an adapter
+// of two owners: its mode, limit and holders from the lock table, each with
+// whether it is being removed from the lessor (n.ending: an Expire, a ghost
+// Release or its session's end decided or in flight). The queue calls it
+// with the key's shard mutex held; it takes the table's read lock and then
+// the lessor's mutex, one after the other (doc.go, Concurrency).
 //
 // A free key under a lock-delay (docs/design.md#lock-delay) is reported
 // Delayed: no Acquire may have it (without wait: AlreadyExists), and waiters
@@ -379,39 +382,6 @@ func (n *Node) sessionOver(id uint64) bool {
 // (docs/design.md#sessions), its session's lease ran out, its ExpireSession
 // is decided or in flight, or its CloseSession is in flight (proposeClose).
 // Such a holder is no longer valid (CheckToken) and never handed out again,
-// not even to its owner.
-func (n *Node) ending(lk core.Lock) bool {
-	if lk.Session != 0 && (n.lessor.SessionExpiring(lk.Session) || n.closes.closing(lk.Session)) {
-		return true
-	}
-	return n.lessor.Expiring(lk.Key, lk.Token) || n.isGhost(lk.Key, lk.Token)
-}
-
-// ghostID names one ghost holder.
-type ghostID struct {
-	key   string
-	token uint64
-}
-
-// addGhost records that the holder (key, token) is a ghost whose Release is
-// being proposed (leader-local).
-func (n *Node) addGhost(key string, token uint64) {
-	n.ghostMu.Lock()
-	n.ghosts[ghostID{key, token}] = struct{}{}
-	n.ghostMu.Unlock()
-}
-
-// clearGhost forgets the ghost (key, token), if any: its holder was removed.
-func (n *Node) clearGhost(key string, token uint64) {
-	n.ghostMu.Lock()
-	delete(n.ghosts, ghostID{key, token})
-	n.ghostMu.Unlock()
-}
-
-// isGhost reports whether (key, token) is a ghost whose Release is in flight.
-func (n *Node) isGhost(key string, token uint64) bool {
-	n.ghostMu.Lock()
-	defer n.ghostMu.Unlock()
-	_, ok := n.ghosts[ghostID{key, token}]
-	return ok
-}
+// not even to its owner. The lessor answers it (lessor.Lessor.Ending) with
+// the session the table records for lk.
+func (n *Node) ending(lk core.Lock) bool { return n.lessor.Ending(lk.Key, lk.Token, lk.Session) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/server/applytime"
 )
 
 // This file is the harness's sessions (the interaction scripts' verbs
@@ -61,9 +62,7 @@ func (s *sessionCheck) init() {
 
 // ack records that session id's lease was acknowledged to last until end.
 func (s *sessionCheck) ack(id uint64, end time.Time) {
-	if end.After(s.ackEnd[id]) {
-		s.ackEnd[id] = end
-	}
+	laterEnd(s.ackEnd, id, end)
 }
 
 // createSession starts CreateSession(ttlMS) as client name, through the
@@ -193,6 +192,11 @@ func (h *harness) checkSessionDeadlines() {
 	h.n.sm.AscendSessions(func(s core.Session) bool {
 		end, ok := c.sess.deadline[s.ID]
 		seen := c.sess.seen[s.ID]
+		if h.restarted {
+			// A restarted node measures from the end of the apply-time
+			// record's bucket of its first apply (docs/design.md#leases).
+			end = end.Add(applytime.Bucket)
+		}
 		if !ok || now.Before(end) || c.sess.late[s.ID] == seen {
 			return true
 		}
@@ -237,7 +241,7 @@ func (h *harness) sessionsString() string {
 		if h.n.lessor.SessionExpiring(s.ID) {
 			b.WriteString(" expiring")
 		}
-		if h.n.closes.closing(s.ID) {
+		if h.n.lessor.Closing(s.ID) {
 			b.WriteString(" closing")
 		}
 		b.WriteString("\n")

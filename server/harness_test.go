@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/core"
-	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/internal/fakeclock"
 	"github.com/ticketd/ticketd/server/internal/memraft"
 	"github.com/ticketd/ticketd/server/watch"
@@ -49,6 +47,13 @@ type harness struct {
 	gate       grantGate
 
 	observe atomic.Bool // record applies (set once the node leads)
+
+	dir      string    // the parent of the node's data dir, kept across restarts
+	officeAt time.Time // when the node last became leader (I11)
+	// holdProposals and holdReads are memraft's step-by-step mode (hold),
+	// set again on the node a restart starts; restarted says one did.
+	holdProposals, holdReads bool
+	restarted                bool
 
 	watches []*harnessWatch // Watch streams opened (harness_watch_test.go)
 	changes []watch.Event   // every change applied since observe, in log order
@@ -107,34 +112,15 @@ type opResult struct {
 // newHarness starts a node over memraft with a fake clock, waits until it
 // leads with its member address recorded, and returns it settled. Proposals
 // apply at once until hold.
-// dir is a directory for the node's (unused) data dir.
+// dir is the parent of the node's data dir, which holds its apply-time
+// record across restarts (harness_restart_test.go).
 func newHarness(t harnessT, dir string) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: fakeclock.New(), ops: map[string]*clientOp{}, released: map[lockID]int{}}
+	h := &harness{t: t, clock: fakeclock.New(), ops: map[string]*clientOp{}, released: map[lockID]int{}, dir: dir}
 	h.start = h.clock.Now()
+	h.officeAt = h.start
 	h.check.init()
-	cfg := config.DefaultConfig()
-	cfg.ID = "n1"
-	cfg.APIAddr = "127.0.0.1:1"
-	cfg.RaftAddr = "127.0.0.1:2"
-	cfg.DataDir = filepath.Join(dir, "n1")
-	cfg.Lease.MinMS = 10
-	n, err := New(cfg, WithClock(h.clock), WithBackend(func(bc backends.Config) (Backend, error) {
-		// The apply event is recorded before the node's own hook runs: that
-		// hook kicks waiters, whose proposals must print after the apply
-		// that caused them (memraft's apply hook would run after it, racing
-		// with them).
-		nodeApply := bc.OnApply
-		bc.OnApply = func(index uint64, cmd core.Command, res core.Result) {
-			if h.observe.Load() {
-				h.onApply(index, cmd, res)
-			}
-			nodeApply(index, cmd, res)
-		}
-		m, err := memraft.New(bc)
-		h.mem = m
-		return orderedMem{m, h}, err
-	}))
+	n, err := h.newNode(false, func(bc backends.Config) (*memraft.Node, error) { return memraft.NewDurable(bc) })
 	if err != nil {
 		t.Fatalf("harness: new node: %v", err)
 	}
@@ -157,12 +143,13 @@ func newHarness(t harnessT, dir string) *harness {
 	return h
 }
 
-// orderedMem is memraft with its core.Submitter (handoff.go) steered, so that
+// orderedMem is memraft with its core.Submitter (releasehandoff.go) steered, so that
 // a pipelined handoff's Grant is always proposed after its Release and the
 // scripts' log order is deterministic. With grantFirst set, the next
-// Submit instead lets the handed-off Grant go first (the race a backend
-// without the capability may lose): its Release is proposed once the Grant is
-// in the log or the handoff's turn has ended.
+// Submit instead lets the handed-off Grant go first (the order of a Release
+// dropped after its Submit returned and retried behind the Grant, which
+// core.Submitter allows): its Release is proposed once the Grant is in the
+// log or the handoff's turn has ended.
 type orderedMem struct {
 	*memraft.Node
 	h *harness
@@ -263,6 +250,7 @@ func (h *harness) onApply(index uint64, cmd core.Command, res core.Result) {
 	}
 	h.check.sessionApplied(h.clock.Now(), index, cmd, res, h.n.sm) // before applied forgets the holders it removed
 	h.check.applied(h.clock.Now(), cmd, res)
+	h.check.bound.applied(h.clock.Now(), cmd, res)
 	h.recordChanges(index, cmd, res)
 	if res.Ended != nil {
 		h.sessionEndApplied(res.Ended)
@@ -564,6 +552,7 @@ func (h *harness) tick(d time.Duration) {
 	h.settle()
 	h.mu.Lock()
 	h.check.tick(h.clock.Now())
+	h.checkBound()
 	h.mu.Unlock()
 }
 
@@ -601,6 +590,9 @@ func (h *harness) demote() {
 func (h *harness) promote() {
 	h.mem.Promote()
 	h.settle()
+	h.mu.Lock()
+	h.officeAt = h.clock.Now()
+	h.mu.Unlock()
 	h.event("promoted: term %d", h.mem.Status().Term)
 }
 
@@ -650,7 +642,7 @@ func (h *harness) locksString() string {
 		if h.n.lessor.Expiring(lk.Key, lk.Token) {
 			b.WriteString(" expiring")
 		}
-		if h.n.isGhost(lk.Key, lk.Token) {
+		if h.n.lessor.Ghost(lk.Key, lk.Token) {
 			b.WriteString(" ghost")
 		}
 		b.WriteString("\n")
@@ -798,6 +790,7 @@ type checker struct {
 	// flight, and the Acquire, applied first, is answered after it (I1).
 	clientRemoved map[lockID]bool
 	sess          sessionCheck // sessions (I10, harness_session_test.go)
+	bound         boundCheck   // the lease bound (I11, harness_bound_test.go)
 	violations    []string
 }
 
@@ -808,6 +801,7 @@ func (c *checker) init() {
 	c.delayEnd = map[string]time.Time{}
 	c.clientRemoved = map[lockID]bool{}
 	c.sess.init()
+	c.bound.init()
 }
 
 func (c *checker) violate(inv, format string, args ...any) {
@@ -858,6 +852,7 @@ func (c *checker) answered(h *harness, op *clientOp) {
 		}
 		return
 	}
+	c.bound.answered(h.clock.Now(), op)
 	switch op.kind {
 	case "acquire":
 		id := lockID{op.id.key, op.res.res.Token}
@@ -865,7 +860,7 @@ func (c *checker) answered(h *harness, op *clientOp) {
 		switch {
 		case !ok && !c.clientRemoved[id]:
 			c.violate("I1", "%s got %s/%d, which is not held", op.name, id.key, id.token)
-		case ok && h.n.ending(lk) && (lk.Session == 0 || !h.n.closes.closing(lk.Session)):
+		case ok && h.n.ending(lk) && (lk.Session == 0 || !h.n.lessor.Closing(lk.Session)):
 			c.violate("I1", "%s got %s/%d, which is being removed (its Expire, or its session's, is decided or in flight)",
 				op.name, id.key, id.token)
 		}
@@ -988,11 +983,7 @@ func (c *checker) fifo(h *harness, op *clientOp) {
 	}
 }
 
-func (c *checker) ack(id lockID, end time.Time) {
-	if end.After(c.ackEnd[id]) {
-		c.ackEnd[id] = end
-	}
-}
+func (c *checker) ack(id lockID, end time.Time) { laterEnd(c.ackEnd, id, end) }
 
 // tick forgets leases that have ended by now.
 func (c *checker) tick(now time.Time) {

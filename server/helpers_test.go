@@ -1,11 +1,7 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -100,22 +96,10 @@ func asConnect(err error, target **connect.Error) bool {
 	return ok
 }
 
-// metric reads one unlabelled sample from a node's /metrics.
+// metric reads one sample from a node's /metrics (nodetest.Metric).
 func metric(t *testing.T, in *nodetest.Instance, name string) float64 {
 	t.Helper()
-	res, err := http.Get("http://" + in.Addr + "/metrics")
-	require.NoError(t, err)
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(t, err)
-			return f
-		}
-	}
-	t.Fatalf("metric %s not found", name)
-	return 0
+	return nodetest.Metric(t, in.Addr, name)
 }
 
 // waitCanceled waits until the node has seen n Acquire calls end with

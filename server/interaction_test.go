@@ -43,6 +43,7 @@ import (
 //	tick 250ms         move the fake clock; the lessor's timers fire
 //	expiry-round       move the clock to the earliest lease deadline
 //	demote | promote   leadership changes (promote applies the log, then a barrier)
+//	restart            kill -9 and restart: a new node replays the log now and follows
 //	replicate renew|release key=a token=1 | replicate grant key=a owner=o2 [lease=1000]
 //	replicate keepalive session=4
 //	                   while demoted: another leader's entry applies here
@@ -188,8 +189,7 @@ func step(h *harness, d *datadriven.TestData) error {
 	case "client-gone":
 		return h.clientGone(arg("name"))
 	case "hold":
-		h.mem.HoldProposals(true)
-		h.mem.HoldReads(d.HasArg("reads"))
+		h.hold(true, d.HasArg("reads"))
 		h.settle()
 	case "commit", "apply":
 		count, err := num("n", -1)
@@ -216,6 +216,8 @@ func step(h *harness, d *datadriven.TestData) error {
 		h.expiryRound()
 	case "demote":
 		h.demote()
+	case "restart":
+		return h.restart()
 	case "promote":
 		h.promote()
 	case "leader?", "locks":

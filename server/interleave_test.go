@@ -51,7 +51,10 @@ import (
 //	   not removed by expiry before the end acknowledged for its session, the
 //	   leader proposes the session's ExpireSession once its own deadline for
 //	   it has passed, and the session's end leaves none of its holders
-//	   (harness_session_test.go states it precisely).
+//	   (harness_session_test.go states it precisely);
+//	I11 an unrenewed lock or session ends (its expiry decided) no later
+//	   than max(its acknowledged end, the last promotion) + one bucket of
+//	   the apply-time record (harness_bound_test.go).
 //
 // Key "a" takes exclusive and shared requests, "b" exclusive ones, and "s"
 // is a semaphore of limit 2 (now and then asked with limit 3: a limit
@@ -65,7 +68,9 @@ import (
 // leaving while that Grant is in flight.
 //
 // Leadership changes reset no deadline (docs/design.md#leases), so I2 and
-// I10 are checked across any number of demotions and promotions, and while
+// I10 are checked across any number of demotions, promotions and restarts
+// (kill -9 and a restart that replays the log), I11 (harness_bound_test.go:
+// an acknowledged lease ends within its bound) after every tick, and while
 // demoted the node may apply a successor's Renew or KeepAlive
 // (replicate_renew, replicate_keepalive), which the next promotion must
 // honour.
@@ -77,13 +82,12 @@ import (
 // A failing case prints its steps; rapid shrinks it to a short one.
 func TestInterleavings(t *testing.T) {
 	dir := t.TempDir()
-	cases, total := 0, 0
-	defer func() { t.Logf("%d interleavings, %d steps", cases, total) }()
+	cases, total, restarts := 0, 0, 0
+	defer func() { t.Logf("%d interleavings, %d steps, %d restarts", cases, total, restarts) }()
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newHarness(rt, dir)
 		defer h.close()
-		h.mem.HoldProposals(true)
-		h.mem.HoldReads(rapid.Bool().Draw(rt, "hold_reads"))
+		h.hold(true, rapid.Bool().Draw(rt, "hold_reads"))
 		h.settle()
 		var steps []string
 		cases++
@@ -227,6 +231,23 @@ func TestInterleavings(t *testing.T) {
 				steps = append(steps, fmt.Sprintf("replicate keepalive session=%d", id))
 				if err := h.replicate(core.KeepAliveSession(id)); err != nil {
 					rt.Fatalf("replicate: %v", err)
+				}
+			},
+			// kill -9 and restart (harness_restart_test.go): the node
+			// replays what it applied and follows until a promote; its
+			// uncommitted entries are lost (another leader's log
+			// overwrote them) and no client in flight hears an answer.
+			// Not with committed entries waiting to apply (a restart
+			// would lose them, which Raft never does) nor with watches
+			// open.
+			"restart": func(rt *rapid.T) {
+				if h.committedWaiting() || len(h.watches) > 0 {
+					rt.Skip("committed entries waiting, or watches open")
+				}
+				steps = append(steps, "restart")
+				restarts++
+				if err := h.restart(); err != nil {
+					rt.Fatalf("restart: %v", err)
 				}
 			},
 			"promote": func(rt *rapid.T) {

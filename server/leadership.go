@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,7 +11,8 @@ import (
 
 // This file is the node's leadership: what it does when the backend reports a
 // change (promote: the lessor and the wait queues start after the barrier;
-// demote: both stop), and the quorum confirmation the lessor relies on.
+// demote: both stop; the role the request path reads is in role.go), and the
+// quorum confirmation the lessor relies on.
 
 // onLeaderChange is the backend's OnLeaderChange hook. On promotion (after the
 // barrier applied) the lessor becomes primary, keeping the deadlines this
@@ -20,56 +20,30 @@ import (
 // the wait queues open; on any other change both stop, failing every waiter
 // with Unavailable (docs/design.md#leases; etcd lessor Promote/Demote).
 func (n *Node) onLeaderChange(ev core.LeaderEvent) {
-	n.roleMu.Lock()
-	closing := n.closing
-	if !ev.IsLeader || closing {
-		n.promoted = false
-	}
-	n.leader = ev.Leader
-	n.term = ev.Term
-	n.setRoleLocked()
-	n.roleMu.Unlock()
-
-	n.ghostMu.Lock()
-	n.ghosts = map[ghostID]struct{}{}
-	n.ghostMu.Unlock()
+	closing := n.role.observe(ev)
+	// A ghost's Release is proposed by the leader that marked it
+	// (docs/design.md#ghost-locks): every mark goes with this change.
+	n.lessor.ForgetGhosts()
 	start := time.Now()
 	if ev.IsLeader && !closing {
 		n.lessor.Promote(n.sm, ev.Term)
 		n.queue.Open()
-		n.roleMu.Lock()
-		n.promoted = n.term == ev.Term // a later event may have superseded this one
-		n.setRoleLocked()
-		n.roleMu.Unlock()
+		n.role.promote(ev.Term) // a later event may have superseded this one
 		n.bg.Add(1)
 		go n.ensureMembers(ev.Term)
 	} else {
 		n.lessor.Demote()
 		n.queue.Close()
 	}
-	n.roleMu.Lock()
-	close(n.changed)
-	n.changed = make(chan struct{})
-	n.roleMu.Unlock()
+	n.role.announce()
 	// took: the promotion's own work (lessor, queues), which does not grow
 	// with the lock table (docs/design.md#leases).
 	n.log.Info("leadership changed", zap.Bool("leader", ev.IsLeader), zap.String("leader_id", ev.Leader.ID), zap.Uint64("term", ev.Term),
 		zap.Duration("took", time.Since(start)))
 }
 
-// setRoleLocked publishes promoted && !closing to n.serving, which route
-// reads without roleMu on every request. Call it with roleMu held after
-// changing promoted or closing, so that the stores happen in the order of
-// the changes and serving always equals the state under roleMu once it is
-// released.
-func (n *Node) setRoleLocked() { n.serving.Store(n.promoted && !n.closing) }
-
 // stillLeader reports whether this node is the promoted leader of term.
-func (n *Node) stillLeader(term uint64) bool {
-	n.roleMu.Lock()
-	defer n.roleMu.Unlock()
-	return n.promoted && n.term == term && !n.closing
-}
+func (n *Node) stillLeader(term uint64) bool { return n.role.leads(term) }
 
 // ensureMembers makes the replicated member directory hold this node's API
 // address at once, and each founding peer's (from the bootstrap list) once
@@ -117,27 +91,13 @@ func (n *Node) ensureMembers(term uint64) {
 }
 
 // confirmTerm is the lessor's quorum confirmation: it returns the term in
-// which a quorum confirmed this node's leadership (Raft thesis §6.4, ReadIndex).
-// A backend that implements core.TermConfirmer says so itself; for any other,
-// the term is read before and after ReadIndex and must not have changed, so
-// the answer never names a term other than the one confirmed. Errors:
-// ReadIndex's, core.ErrStopped, and a *core.NotLeaderError when the term moved
-// during the call.
+// which a quorum confirmed this node's leadership (Raft thesis §6.4,
+// ReadIndex; core.TermConfirmer). Errors: ConfirmTerm's, and core.ErrStopped
+// once the node is closing.
 func (n *Node) confirmTerm(ctx context.Context) (uint64, error) {
 	b := n.backend()
 	if b == nil {
 		return 0, core.ErrStopped
 	}
-	if tc, ok := b.(core.TermConfirmer); ok {
-		return tc.ConfirmTerm(ctx)
-	}
-	before := b.Status().Term
-	if err := b.ReadIndex(ctx); err != nil {
-		return 0, err
-	}
-	if after := b.Status().Term; after != before {
-		leader, _ := b.Leader()
-		return 0, fmt.Errorf("term moved from %d to %d during the confirmation: %w", before, after, &core.NotLeaderError{Leader: leader})
-	}
-	return before, nil
+	return b.ConfirmTerm(ctx)
 }

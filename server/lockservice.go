@@ -13,6 +13,7 @@ import (
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/httpapi"
 )
 
 // List page sizes: the default when page_size is 0, and the most returned.
@@ -100,7 +101,7 @@ func (n *Node) forceRelease(ctx context.Context, key string) error {
 		return fmt.Errorf("no lock on %q: %w", key, ErrNotFound)
 	}
 	for _, lk := range holders {
-		n.audit().Info("force-release requested", principalField(ctx), callerField(ctx),
+		n.audit().Info("force-release requested", principalField(ctx), httpapi.AuditCaller(ctx),
 			zap.String("key", key), zap.Uint64("token", lk.Token), zap.String("owner", lk.Owner), zap.String("lock_principal", lk.Principal))
 	}
 	type outcome struct {

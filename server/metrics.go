@@ -53,7 +53,7 @@ type metrics struct {
 	expired prometheus.Counter
 	ghosts  prometheus.Counter
 	// handoffsPipelined counts turns handed to a head waiter as the
-	// holder's Release was proposed (handoff.go); handoffGrantsRejected
+	// holder's Release was proposed (releasehandoff.go); handoffGrantsRejected
 	// counts the Grants of such turns that applied while the key was still
 	// held (rejected; the waiter was requeued at the head of its queue).
 	handoffsPipelined     prometheus.Counter
@@ -179,7 +179,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "ticketd", Name: "session_keepalives_merged_total",
 			Help: "KeepAlives this leader answered with a KeepAliveSession entry that a concurrent KeepAlive of the same session had already asked for (no entry of their own).",
-		}, func() float64 { return float64(n.keepAlives.Merged()) }),
+		}, func() float64 { return float64(n.lead.keepAlives.Merged()) }),
 		gauge("last_token", "Last fencing token applied on this node.", func() float64 { return float64(n.sm.LastToken()) }),
 		gauge("applied_index", "Last Raft log index applied on this node.", func() float64 { return float64(n.sm.AppliedIndex()) }),
 		gauge("waiters", "Acquire requests waiting in this leader's queues.", func() float64 { return float64(n.queue.Waiting()) }),
@@ -254,8 +254,4 @@ func (m *metrics) interceptor() connect.UnaryInterceptorFunc {
 
 // isPromoted reports whether this node is the promoted leader (its barrier
 // applied, serving writes), for metrics read on scrape.
-func (n *Node) isPromoted() bool {
-	n.roleMu.Lock()
-	defer n.roleMu.Unlock()
-	return n.promoted
-}
+func (n *Node) isPromoted() bool { return n.role.isPromoted() }

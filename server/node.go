@@ -2,15 +2,12 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
-	"connectrpc.com/grpchealth"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -18,8 +15,10 @@ import (
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/applytime"
 	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/forward"
+	"github.com/ticketd/ticketd/server/httpapi"
 	"github.com/ticketd/ticketd/server/lessor"
 	"github.com/ticketd/ticketd/server/waitq"
 	"github.com/ticketd/ticketd/server/watch"
@@ -47,6 +46,11 @@ type options struct {
 	leaderWait time.Duration
 	// bootstrapWait bounds checkNotBootstrapped (WithBootstrapProbeWait).
 	bootstrapWait time.Duration
+	// host and hasLog replace the apply-time record's host clock and its
+	// test for Raft state in the data dir (applytimes.go), for tests whose
+	// backend keeps its log elsewhere and whose clock is fake.
+	host   applytime.Host
+	hasLog func(dir string) bool
 }
 
 // WithLogger sets the logger; the default is zap.NewNop().
@@ -72,13 +76,6 @@ func WithBackendConfig(fn func(*backends.Config)) Option {
 // (or this node's own promotion) before failing with Unavailable; default 3s,
 // always bounded by the request's deadline.
 func WithLeaderWait(d time.Duration) Option { return func(o *options) { o.leaderWait = d } }
-
-// compressMinBytes is the smallest message connect compresses (bytes).
-const compressMinBytes = 4096
-
-// maxRequestBytes bounds a request message (bytes); larger ones are refused
-// with ResourceExhausted before they are decoded.
-const maxRequestBytes = 1 << 20
 
 // maxWaitersTotal caps waiting Acquire requests over all keys (waitq
 // MaxWaitersTotal); 0 means no cap. It becomes the config key
@@ -109,57 +106,28 @@ type Node struct {
 	bg    sync.WaitGroup // background proposals (ghost releases, member updates)
 
 	lessor *lessor.Lessor
+	times  *applytime.Record // when this node applied each index, across restarts (nil: none)
 	queue  *waitq.Queue
 	fwd    *forward.Forwarder
 	hub    *watch.Hub // watch events, fed by onApply (watchservice.go)
-	health *grpchealth.StaticChecker
 	met    *metrics
 
-	leaderWait     time.Duration
 	proposeTimeout time.Duration // proposeTimeout; tests shorten it
-
-	roleMu   sync.Mutex
-	promoted bool        // IsLeader event seen and not superseded
-	leader   core.Member // last leader reported by an event
-	term     uint64
-	changed  chan struct{} // closed and replaced on every leader event
-	closing  bool
-	serving  atomic.Bool // promoted && !closing, stored under roleMu (setRoleLocked) for route's hot path
+	role           *role         // promoted, term, closing, the leader wait (role.go)
 
 	// joinMembers holds the ids of the members the --join member named
 	// (learnPeers): whom a node in no configuration yet takes for members
 	// (hasMember). Nil until a join answer arrives.
 	joinMembers atomic.Pointer[[]string]
-	// sessionCreates counts CreateSession proposals in flight, in total and
-	// per principal, so that concurrent creates cannot overshoot
-	// limits.max_sessions or limits.max_sessions_per_principal
-	// (sessionlimit.go).
-	sessionCreates createsInFlight
-	// keepAlives merges concurrent KeepAlives of one session into one
-	// entry in flight at a time (keepalive.go).
-	keepAlives keepAliveBatches
-	// sessSlots counts Acquire requests under each session in progress, so
-	// that concurrent ones cannot overshoot limits.max_locks_per_session
-	// (sessioncap.go).
-	sessSlots sessionSlots
-	// lockGrants counts Grant proposals in flight per principal, so that
-	// concurrent ones cannot overshoot a principal's lock quota (quota.go).
-	lockGrants grantsInFlight
+	// lead is what the promoted leader has in flight to admit requests
+	// against limits and quotas, and its KeepAlive rounds (leaderstate.go).
+	lead leaderState
 
-	ghostMu sync.Mutex
-	ghosts  map[ghostID]struct{} // holders whose ghost Release is in flight (leader-local)
-	// closes marks the sessions whose CloseSession is in flight on this
-	// leader (sessionservice.go): their holders are being removed.
-	closes closingSessions
-
-	server    *http.Server
-	workers   *workerPool      // runs the unary API calls and detached proposals (workerpool.go)
-	metricsLn *metricsListener // listen_metrics_addr (metricslisten.go)
-	closeOnce sync.Once
-	closeErr  error
-	served    atomic.Bool
-	sec       *nodeSecurity // TLS, limits, CORS (tlsnode.go)
-	fatal     failStop      // first fatal backend error (failstop.go)
+	// http is the HTTP side: the API's and the metrics listener's
+	// servers, TLS, limits, CORS, health and probes (package httpapi,
+	// built by secure.go).
+	http  *httpapi.Server
+	fatal failStop // first fatal backend error (failstop.go)
 }
 
 // New builds a Node from cfg: it validates cfg, opens the backend (which
@@ -194,16 +162,13 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		life:  life,
 		stop:  stop,
 		fwd: forward.New(forward.Config{Self: cfg.ID, Options: []connect.ClientOption{
-			connect.WithCompressMinBytes(compressMinBytes),
+			connect.WithCompressMinBytes(httpapi.CompressMinBytes),
 		}}),
-		health:         grpchealth.NewStaticChecker(ticketv1connect.LockServiceName, ticketv1connect.ClusterServiceName),
-		leaderWait:     o.leaderWait,
 		proposeTimeout: proposeTimeout,
-		changed:        make(chan struct{}),
-		ghosts:         map[ghostID]struct{}{},
-		workers:        newWorkerPool(),
+		role:           newRole(o.leaderWait),
 	}
 	var err error
+	n.times = openApplyTimes(cfg, o, n.log)
 	n.lessor, err = lessor.New(lessor.Config{
 		Clock:   o.clock,
 		Confirm: n.confirmTerm,
@@ -213,9 +178,13 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		ExpireSession: n.proposeExpireSession,
 		OnDelayEnd:    n.onDelayEnd,
 		Logger:        n.log.Named("lessor"),
+		// a restarted node measures the leases it replays from its earlier
+		// run's apply (docs/design.md#leases)
+		AppliedAt: n.times.At,
 	})
 	if err != nil {
 		stop()
+		_ = n.times.Close()
 		return nil, err
 	}
 	n.hub, err = watch.New(watch.Config{
@@ -225,18 +194,21 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err != nil {
 		stop()
 		_ = n.lessor.Close()
+		_ = n.times.Close()
 		return nil, err
 	}
 	n.queue, err = waitq.New(waitq.Config{State: n.keyState, MaxWaiters: cfg.Limits.MaxWaitersPerKey, MaxWaitersTotal: maxWaitersTotal})
 	if err != nil {
 		stop()
 		_ = n.lessor.Close()
+		_ = n.times.Close()
 		return nil, err
 	}
 	n.met, err = newMetrics(o.registry, n)
 	if err != nil {
 		stop()
 		_ = n.lessor.Close()
+		_ = n.times.Close()
 		return nil, err
 	}
 
@@ -263,9 +235,21 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	// An empty data dir is bootstrapped only if no other bootstrap member
 	// knows this one (bootstrapcheck.go).
 	bcfg.BeforeBootstrap = func() error { return n.checkNotBootstrapped(o.bootstrapWait) }
-	if err := n.secure(&bcfg); err != nil {
+	api := httpapi.Config{
+		Node:           n,
+		LockService:    &lockService{n: n},
+		ClusterService: &clusterService{n: n},
+		Config:         cfg,
+		Metrics:        n.met.interceptor(),
+		Registry:       o.registry,
+		Workers:        httpapi.NewWorkerPool(),
+		Log:            n.log,
+		Life:           n.life,
+	}
+	if err := n.secure(&bcfg, api); err != nil {
 		stop()
 		_ = n.lessor.Close()
+		_ = n.times.Close()
 		return nil, err
 	}
 	if o.editConfig != nil {
@@ -275,6 +259,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err != nil {
 		stop()
 		_ = n.lessor.Close()
+		_ = n.times.Close()
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
 	n.raft = b
@@ -288,14 +273,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		n.bg.Add(1)
 		go n.join()
 	}
-	n.server = n.newHTTPServer(o.registry)
-	n.metricsLn = n.newMetricsListener(n.sec.metricsTLS)
 	return n, nil
-}
-
-func (n *Node) recoverPanic(_ context.Context, spec connect.Spec, _ http.Header, p any) error {
-	n.log.Error("handler panic", zap.String("procedure", spec.Procedure), zap.Any("panic", p), zap.StackSkip("stack", 3))
-	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
 }
 
 // ID returns the node id.
@@ -364,16 +342,12 @@ func (n *Node) IsMember() bool { return n.hasMember(n.cfg.ID) }
 // Close shuts the node down gracefully: health turns NOT_SERVING, waiting
 // Acquire requests fail with Unavailable, a leader hands leadership to another
 // voter (best effort, so clients fail over at once), in-flight requests finish
-// (up to ctx's deadline), and the backend closes. Safe to call more than once.
+// (up to ctx's deadline), and the backend closes. Safe to call more than once:
+// the HTTP side runs these steps once around its own shutdown
+// (httpapi.Server.Close) and every call returns the backend's Close error.
 func (n *Node) Close(ctx context.Context) error {
-	n.closeOnce.Do(func() {
-		n.health.SetStatus(ticketv1connect.LockServiceName, grpchealth.StatusNotServing)
-		n.health.SetStatus(ticketv1connect.ClusterServiceName, grpchealth.StatusNotServing)
-		n.roleMu.Lock()
-		n.closing = true
-		n.setRoleLocked()
-		wasLeader := n.promoted
-		n.roleMu.Unlock()
+	return n.http.Close(ctx, func() {
+		wasLeader := n.role.close()
 		n.queue.Close()
 		n.hub.Close() // Watch streams end (Unavailable) before Shutdown waits for them
 		if wasLeader && len(n.raft.Status().Members) > 1 {
@@ -383,18 +357,15 @@ func (n *Node) Close(ctx context.Context) error {
 			}
 			cancel()
 		}
-		if err := n.server.Shutdown(ctx); err != nil {
-			_ = n.server.Close()
-		}
-		n.workers.close()
-		_ = n.metricsLn.srv.Close()
+	}, func() error {
 		n.stop()
 		_ = n.lessor.Close()
 		n.bg.Wait()
-		n.closeErr = n.raft.Close()
+		err := n.raft.Close()
+		_ = n.times.Close() // after the backend: no apply records any more
 		n.fwd.Close()
+		return err
 	})
-	return n.closeErr
 }
 
 // backend returns the consensus backend, waiting until New has set it; nil

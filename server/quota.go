@@ -11,7 +11,7 @@ import (
 // the replicated table (core.StateMachine PrincipalLocks and
 // PrincipalSessions) plus what this leader has in flight, so that
 // concurrent requests cannot overshoot a quota (as limits.max_sessions is
-// kept in sessionlimit.go); watchers and waiters counted on this node by the
+// kept in sessioncount.go); watchers and waiters counted on this node by the
 // watch hub and the wait queue, which ask quotaAdmit. Past its quota a
 // principal gets a *security.QuotaError (ResourceExhausted); every other
 // principal is served as before. The policy is read at every check, so a
@@ -98,7 +98,7 @@ func (n *Node) lockQuotaSlot(principal string, r acquireRequest, id string, rese
 	if limit <= 0 {
 		return nil, nil
 	}
-	g := &n.lockGrants
+	g := &n.lead.lockGrants
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if n.sm.PrincipalLocks(principal)+g.by[principal] >= limit {

@@ -2,7 +2,11 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"go.uber.org/zap"
 
@@ -10,6 +14,7 @@ import (
 	"github.com/ticketd/ticketd/backends/etcd"
 	"github.com/ticketd/ticketd/backends/hashicorp"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/server/applytime"
 	"github.com/ticketd/ticketd/server/config"
 )
 
@@ -48,6 +53,11 @@ func Restore(cfg config.Config, h *ticketv1.SnapshotHeader, data []byte, logger 
 	}
 	if err := restore(bcfg, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("restore %s from snapshot at index %d: %w", cfg.DataDir, h.GetIndex(), err)
+	}
+	// An apply-time record left in the dir names another log's indexes: the
+	// restored node must not measure its leases from it (docs/design.md#leases).
+	if err := os.Remove(filepath.Join(cfg.DataDir, applytime.FileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("restore %s: remove the old apply-time record: %w", cfg.DataDir, err)
 	}
 	return nil
 }

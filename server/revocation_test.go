@@ -28,22 +28,22 @@ import (
 // adds the second one, the node reloads the list by itself and refuses it
 // too, without a restart.
 func TestRevokedClientRefusedOnAPIPort(t *testing.T) {
-	p := newTestPKI(t)
-	bob, err := security.CreateClient(p.dir, "bob", time.Hour, false)
+	p := nodetest.NewPKI(t)
+	bob, err := security.CreateClient(p.Dir, "bob", time.Hour, false)
 	require.NoError(t, err)
-	_, err = security.Revoke(p.dir, p.client.Cert.SerialNumber, time.Hour)
+	_, err = security.Revoke(p.Dir, p.Client.Cert.SerialNumber, time.Hour)
 	require.NoError(t, err)
-	s := startStandalone(t, func(c *config.Config) {
-		p.secureConfig(c)
-		c.ClientCRLFile = p.path(security.CRLFile)
+	s := nodetest.StartStandalone(t, func(c *config.Config) {
+		p.SecureConfig(c)
+		c.ClientCRLFile = p.Path(security.CRLFile)
 	})
 	// acquire calls on a new connection; the error of a refused handshake
 	// is the server's TLS alert.
 	acquire := func(kp *security.KeyPair, key string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), safety)
 		defer cancel()
-		cfg := &tls.Config{RootCAs: p.pool(), Certificates: []tls.Certificate{kp.TLS()}}
-		lc := ticketv1connect.NewLockServiceClient(tlsHTTPClient(cfg, false), "https://"+s.addr)
+		cfg := &tls.Config{RootCAs: p.Pool(), Certificates: []tls.Certificate{kp.TLS()}}
+		lc := ticketv1connect.NewLockServiceClient(nodetest.TLSHTTPClient(cfg, false), "https://"+s.Addr)
 		_, err := lc.Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: 10_000, Owner: "o"})
 		return err
 	}
@@ -56,11 +56,11 @@ func TestRevokedClientRefusedOnAPIPort(t *testing.T) {
 		return err != nil && (strings.Contains(err.Error(), "tls: bad certificate") ||
 			strings.Contains(err.Error(), "connection reset by peer") || strings.Contains(err.Error(), "broken pipe"))
 	}
-	err = acquire(p.client, "crl/revoked")
+	err = acquire(p.Client, "crl/revoked")
 	require.True(t, refusedAtHandshake(err), "a revoked client certificate is refused: %v", err)
 	require.NoError(t, acquire(bob, "crl/bob"), "a certificate the list does not name is served")
 
-	_, err = security.Revoke(p.dir, bob.Cert.SerialNumber, time.Hour)
+	_, err = security.Revoke(p.Dir, bob.Cert.SerialNumber, time.Hour)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return refusedAtHandshake(acquire(bob, "crl/bob-again")) },
 		30*time.Second, 100*time.Millisecond, "the extended list is reloaded and applies to new connections")
@@ -73,16 +73,16 @@ func TestRevokedClientRefusedOnAPIPort(t *testing.T) {
 func TestRevokedPeerRefusedOnPeerPort(t *testing.T) {
 	for backend, alpn := range map[string][]string{config.BackendHashicorp: nil, config.BackendEtcd: {"h2"}} {
 		t.Run(backend, func(t *testing.T) {
-			p := newTestPKI(t)
-			old, err := p.ca.Issue(security.CertOptions{CommonName: "n1", Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
+			p := nodetest.NewPKI(t)
+			old, err := p.CA.Issue(security.CertOptions{CommonName: "n1", Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
 			require.NoError(t, err)
-			_, err = security.Revoke(p.dir, old.Cert.SerialNumber, time.Hour)
+			_, err = security.Revoke(p.Dir, old.Cert.SerialNumber, time.Hour)
 			require.NoError(t, err)
-			current, err := security.LoadKeyPair(p.path("node-n1.crt"), p.path("node-n1.key"))
+			current, err := security.LoadKeyPair(p.Path("node-n1.crt"), p.Path("node-n1.key"))
 			require.NoError(t, err)
 			c := nodetest.Start(t, 1, nodetest.WithBackend(backend), nodetest.WithConfig(func(_ int, c *config.Config) {
-				c.PeerCertFile, c.PeerKeyFile = p.path("node-n1.crt"), p.path("node-n1.key")
-				c.PeerTrustedCAFile, c.PeerCRLFile = p.path("ca.crt"), p.path(security.CRLFile)
+				c.PeerCertFile, c.PeerKeyFile = p.Path("node-n1.crt"), p.Path("node-n1.key")
+				c.PeerTrustedCAFile, c.PeerCRLFile = p.Path("ca.crt"), p.Path(security.CRLFile)
 			}))
 			raft := c.Nodes[0].Config.RaftAddr
 
@@ -100,9 +100,9 @@ func TestRevokedPeerRefusedOnPeerPort(t *testing.T) {
 // answer is read: a refusal arrives as an alert (an error that is not a
 // timeout); an accepted connection stays silent, waiting for a peer
 // message, until the read deadline (nil).
-func peerHandshake(t *testing.T, addr string, alpn []string, p testPKI, kp *security.KeyPair) error {
+func peerHandshake(t *testing.T, addr string, alpn []string, p nodetest.PKI, kp *security.KeyPair) error {
 	t.Helper()
-	cfg := &tls.Config{RootCAs: p.pool(), ServerName: "127.0.0.1", Certificates: []tls.Certificate{kp.TLS()},
+	cfg := &tls.Config{RootCAs: p.Pool(), ServerName: "127.0.0.1", Certificates: []tls.Certificate{kp.TLS()},
 		MinVersion: tls.VersionTLS13, NextProtos: alpn}
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: safety}, "tcp", addr, cfg)
 	if err != nil {
@@ -134,16 +134,16 @@ func peerHandshake(t *testing.T, addr string, alpn []string, p testPKI, kp *secu
 func TestRevokedPeerCutOff(t *testing.T) {
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
-			p := newTestPKI(t)
+			p := nodetest.NewPKI(t)
 			for _, id := range []string{"n2", "n3"} {
-				_, err := security.CreateNode(p.dir, id, []string{"127.0.0.1"}, time.Hour, false)
+				_, err := security.CreateNode(p.Dir, id, []string{"127.0.0.1"}, time.Hour, false)
 				require.NoError(t, err)
 			}
-			_, err := security.Revoke(p.dir, big.NewInt(1), time.Hour) // a list naming no node yet
+			_, err := security.Revoke(p.Dir, big.NewInt(1), time.Hour) // a list naming no node yet
 			require.NoError(t, err)
 			c := nodetest.Start(t, 3, nodetest.WithBackend(backend), nodetest.WithConfig(func(_ int, c *config.Config) {
-				c.PeerCertFile, c.PeerKeyFile = p.path("node-"+c.ID+".crt"), p.path("node-"+c.ID+".key")
-				c.PeerTrustedCAFile, c.PeerCRLFile = p.path("ca.crt"), p.path(security.CRLFile)
+				c.PeerCertFile, c.PeerKeyFile = p.Path("node-"+c.ID+".crt"), p.Path("node-"+c.ID+".key")
+				c.PeerTrustedCAFile, c.PeerCRLFile = p.Path("ca.crt"), p.Path(security.CRLFile)
 			}))
 			ctx := ctxT(t)
 			li := c.WaitLeader(t)
@@ -154,10 +154,10 @@ func TestRevokedPeerCutOff(t *testing.T) {
 			require.Eventually(t, func() bool { return state(t, c.Nodes[f]) == state(t, leader) },
 				safety, 50*time.Millisecond, "the follower caught up before its revocation")
 
-			revoked, err := security.LoadKeyPair(p.path("node-"+c.Nodes[f].ID+".crt"), p.path("node-"+c.Nodes[f].ID+".key"))
+			revoked, err := security.LoadKeyPair(p.Path("node-"+c.Nodes[f].ID+".crt"), p.Path("node-"+c.Nodes[f].ID+".key"))
 			require.NoError(t, err)
 			c.Stop(f)
-			_, err = security.Revoke(p.dir, revoked.Cert.SerialNumber, time.Hour)
+			_, err = security.Revoke(p.Dir, revoked.Cert.SerialNumber, time.Hour)
 			require.NoError(t, err)
 			for _, i := range []int{li, other} {
 				raft := c.Nodes[i].Config.RaftAddr

@@ -80,16 +80,14 @@ func (n *Node) leaderMember() (core.Member, bool) {
 // known. A request forwarded by another node is never forwarded again: it
 // gets a *core.NotLeaderError at once when another node leads.
 func (n *Node) route(ctx context.Context) (core.Member, bool, error) {
-	if n.serving.Load() {
+	if n.role.isServing() {
 		return core.Member{}, true, nil // the hot path: no lock, no timer, no lookups
 	}
-	timer := time.NewTimer(n.leaderWait)
+	timer := time.NewTimer(n.role.wait)
 	defer timer.Stop()
 	forwarded := forward.Forwarded(ctx)
 	for {
-		n.roleMu.Lock()
-		promoted, changed, closing := n.promoted, n.changed, n.closing
-		n.roleMu.Unlock()
+		promoted, closing, changed := n.role.now()
 		if closing {
 			return core.Member{}, false, core.ErrStopped
 		}

@@ -27,7 +27,7 @@ func (s *lockService) GetSession(ctx context.Context, req *ticketv1.GetSessionRe
 	return onLeader(ctx, n, req, core.ValidateSession(req.GetSession()), n.fwd.Lock, ticketv1connect.LockServiceClient.GetSession,
 		afterReadIndex(n, func() (*ticketv1.GetSessionResponse, error) {
 			sess, ok := n.sm.Session(req.GetSession())
-			if !ok || !n.authn().MayTouch(ctx, sess.Principal) {
+			if !ok || !n.authn().MayActFor(ctx, sess.Principal, true) {
 				return nil, &SessionNotFoundError{Session: req.GetSession()}
 			}
 			return &ticketv1.GetSessionResponse{Session: n.sessionInfo(sess, n.sm.SessionLocks(sess.ID))}, nil
@@ -82,7 +82,7 @@ func (n *Node) listSessions(ctx context.Context, req *ticketv1.ListSessionsReque
 	a, prefix := n.authn(), req.GetKeyPrefix()
 	var candidates []core.Session
 	n.sm.AscendSessions(func(sess core.Session) bool {
-		if sess.ID <= after || (req.GetPrincipal() != "" && sess.Principal != req.GetPrincipal()) || !a.MayTouch(ctx, sess.Principal) {
+		if sess.ID <= after || (req.GetPrincipal() != "" && sess.Principal != req.GetPrincipal()) || !a.MayActFor(ctx, sess.Principal, true) {
 			return true
 		}
 		candidates = append(candidates, sess)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/httpapi"
 	"github.com/ticketd/ticketd/server/lessor"
 	"github.com/ticketd/ticketd/server/security"
 )
@@ -26,7 +26,7 @@ import (
 // a retried call opens another session, whose lease simply runs out.
 // Errors: InvalidArgument (ttl_ms outside the lease bounds),
 // ResourceExhausted (limits.max_sessions open, or, with authorization on,
-// limits.max_sessions_per_principal of the caller's; sessionlimit.go),
+// limits.max_sessions_per_principal of the caller's; sessioncount.go),
 // Unavailable.
 func (s *lockService) CreateSession(ctx context.Context, req *ticketv1.CreateSessionRequest) (*ticketv1.CreateSessionResponse, error) {
 	n := s.n
@@ -82,7 +82,7 @@ func (s *lockService) KeepAlive(ctx context.Context, req *ticketv1.KeepAliveRequ
 // are given only after a ReadIndex, since a deposed leader's table is stale.
 // Only the session's principal may keep it alive (not even an admin: a
 // session is its client's liveness, which nobody else can vouch for).
-// Concurrent KeepAlives of one session share entries (keepalive.go).
+// Concurrent KeepAlives of one session share entries (keepalivebatch.go).
 func (n *Node) keepAlive(ctx context.Context, id uint64) (int64, error) {
 	sess, ok := n.sm.Session(id)
 	err := n.lessor.SessionRenewable(id)
@@ -145,7 +145,7 @@ func (n *Node) closeSession(ctx context.Context, id uint64) error {
 		return &SessionNotFoundError{Session: id}
 	}
 	if p, _ := security.PrincipalFrom(ctx); p.Name != sess.Principal {
-		n.audit().Info("session closed by another principal", principalField(ctx), callerField(ctx),
+		n.audit().Info("session closed by another principal", principalField(ctx), httpapi.AuditCaller(ctx),
 			zap.Uint64("session", id), zap.String("session_principal", sess.Principal), zap.Int("locks", len(res.Ended.Locks)))
 	}
 	return nil
@@ -153,8 +153,9 @@ func (n *Node) closeSession(ctx context.Context, id uint64) error {
 
 // proposeClose proposes core.CloseSession(id) on the promoted leader,
 // detached from ctx (bounded by proposeTimeout and the node's life), with
-// session id marked closing until the proposal returns: its holders count
-// as being removed (Node.ending), so that no grant is proposed beside a
+// session id marked closing until the proposal returns
+// (lessor.Lessor.MarkClosing): its holders count as being removed
+// (Node.ending), so that no grant is proposed beside a
 // holder with a lock-delay while the close that would start the delay is in
 // flight, and none is handed to its owner (docs/design.md#lock-delay, as for
 // an Expire in flight). The mark outlives a client that goes away, since its
@@ -167,7 +168,7 @@ func (n *Node) proposeClose(ctx context.Context, id uint64) (core.Result, error)
 		err error
 	}
 	out := make(chan outcome, 1)
-	n.closes.mark(id)
+	n.lessor.MarkClosing(id)
 	n.bg.Add(1)
 	go func() {
 		defer n.bg.Done()
@@ -177,7 +178,7 @@ func (n *Node) proposeClose(ctx context.Context, id uint64) (core.Result, error)
 			err = fmt.Errorf("%w: close of session %d: %v", ErrOutcomeUnknown, id, err)
 		}
 		cancel()
-		n.closes.unmark(id)
+		n.lessor.UnmarkClosing(id)
 		if err != nil {
 			for _, lk := range n.sm.SessionLocks(id) {
 				n.queue.Kick(lk.Key)
@@ -193,51 +194,15 @@ func (n *Node) proposeClose(ctx context.Context, id uint64) (core.Result, error)
 	}
 }
 
-// closingSessions counts the CloseSession proposals in flight per session
-// on this leader. The zero value is ready to use; it is safe for concurrent
-// use.
-type closingSessions struct {
-	mu     sync.Mutex
-	counts map[uint64]int
-}
-
-func (c *closingSessions) mark(id uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.counts == nil {
-		c.counts = map[uint64]int{}
-	}
-	c.counts[id]++
-}
-
-func (c *closingSessions) unmark(id uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.counts[id]--; c.counts[id] <= 0 {
-		delete(c.counts, id)
-	}
-}
-
-// closing reports whether a CloseSession of session id is in flight.
-func (c *closingSessions) closing(id uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.counts[id] > 0
-}
-
 // ownSession refuses a request on sess by a principal other than the one
 // that opened it, when authorization is on; with admin set an admin may
-// act on anyone's session. The refusal is the *SessionNotFoundError an
+// act on anyone's session (security.Authenticator.MayActFor, the one
+// ownership check of locks and sessions). The refusal is the *SessionNotFoundError an
 // unknown id gets, code and message alike (as mayUseSession answers an
 // Acquire): a distinct PermissionDenied would let anyone probe which
 // session ids are open.
 func (n *Node) ownSession(ctx context.Context, sess core.Session, admin bool) error {
-	a := n.authn()
-	if !a.Enabled() {
-		return nil
-	}
-	p, _ := security.PrincipalFrom(ctx)
-	if p.Name == sess.Principal || (admin && a.MayTouch(ctx, sess.Principal)) {
+	if n.authn().MayActFor(ctx, sess.Principal, admin) {
 		return nil
 	}
 	return &SessionNotFoundError{Session: sess.ID}
@@ -250,6 +215,12 @@ func (n *Node) ownSession(ctx context.Context, sess core.Session, admin bool) er
 // after a ReadIndex, so a deposed leader's stale table never refuses a
 // session its successor knows. The acquire path calls it before it queues;
 // nil when id is 0.
+//
+// It is not the ownership check (ownSession): it predicts core's rule that a
+// Grant under a session carries the session's principal, and a Grant is
+// bound to grantPrincipal, "" with authorization off, so an admin may not
+// lock under another principal's session, nor anyone, with authorization
+// off, under a session opened while it was on.
 func (n *Node) mayUseSession(ctx context.Context, id uint64) error {
 	if id == 0 {
 		return nil

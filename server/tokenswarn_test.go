@@ -14,6 +14,7 @@ import (
 	"github.com/ticketd/ticketd/server"
 	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/internal/memraft"
+	"github.com/ticketd/ticketd/server/internal/nodetest"
 	"github.com/ticketd/ticketd/server/security"
 )
 
@@ -21,15 +22,15 @@ import (
 // logs a warning naming the file at start; with client TLS it does not.
 func TestTokensWithoutTLSWarn(t *testing.T) {
 	for _, withTLS := range []bool{false, true} {
-		p := newTestPKI(t)
-		tokens := filepath.Join(p.dir, "tokens.yaml")
+		p := nodetest.NewPKI(t)
+		tokens := filepath.Join(p.Dir, "tokens.yaml")
 		require.NoError(t, os.WriteFile(tokens, []byte("tokens:\n  - principal: bob\n    sha256: "+security.TokenDigest("s")+"\n"), 0o600))
 		core, logs := observer.New(zapcore.WarnLevel)
 		cfg := config.DefaultConfig()
 		cfg.APIAddr, cfg.RaftAddr, cfg.DataDir = "127.0.0.1:1", "127.0.0.1:2", t.TempDir()
 		cfg.AuthTokensFile = tokens
 		if withTLS {
-			cfg.CertFile, cfg.KeyFile = p.path("node-n1.crt"), p.path("node-n1.key")
+			cfg.CertFile, cfg.KeyFile = p.Path("node-n1.crt"), p.Path("node-n1.key")
 		}
 		n, err := server.New(cfg, server.WithLogger(zap.New(core)), server.WithBackend(func(bc backends.Config) (server.Backend, error) {
 			return memraft.New(bc)

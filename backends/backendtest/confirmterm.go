@@ -3,20 +3,7 @@ package backendtest
 import (
 	"context"
 	"testing"
-
-	"github.com/ticketd/ticketd/core"
 )
-
-// confirmTerm calls ConfirmTerm on p's node, failing the test when the
-// backend does not offer core.TermConfirmer.
-func confirmTerm(t *testing.T, p *Peer) core.TermConfirmer {
-	t.Helper()
-	tc, ok := p.Node().(core.TermConfirmer)
-	if !ok {
-		t.Fatalf("%s: node does not implement core.TermConfirmer", p.ID)
-	}
-	return tc
-}
 
 // testConfirmTerm: ConfirmTerm on the leader returns the term it leads in
 // (Status().Term) after its writes are applied; on a follower it fails with a
@@ -30,12 +17,12 @@ func testConfirmTerm(t *testing.T, open Factory) {
 	l := c.WaitLeader()
 	term := confirmOnLeader(ctx, t, l)
 	f := follower(c, l)
-	_, err := confirmTerm(t, f).ConfirmTerm(ctx)
+	_, err := f.Node().ConfirmTerm(ctx)
 	requireNotLeader(t, err, l)
 
 	c.Partition(l)
 	nl := c.WaitNewLeader(l)
-	term2, err := confirmTerm(t, nl).ConfirmTerm(ctx)
+	term2, err := nl.Node().ConfirmTerm(ctx)
 	if err != nil {
 		t.Fatalf("new leader ConfirmTerm: %v", err)
 	}
@@ -44,7 +31,7 @@ func testConfirmTerm(t *testing.T, open Factory) {
 	}
 	shortCtx, cancel := context.WithTimeout(ctx, 3*ElectionTimeout)
 	defer cancel()
-	if got, err := confirmTerm(t, l).ConfirmTerm(shortCtx); err == nil {
+	if got, err := l.Node().ConfirmTerm(shortCtx); err == nil {
 		t.Fatalf("partitioned old leader confirmed term %d", got)
 	}
 	c.Heal()
@@ -56,7 +43,7 @@ func testConfirmTerm(t *testing.T, open Factory) {
 func confirmOnLeader(ctx context.Context, t *testing.T, l *Peer) uint64 {
 	t.Helper()
 	tok := mustGrant(ctx, t, l.Node(), "confirm-me")
-	term, err := confirmTerm(t, l).ConfirmTerm(ctx)
+	term, err := l.Node().ConfirmTerm(ctx)
 	if err != nil {
 		t.Fatalf("leader ConfirmTerm: %v", err)
 	}

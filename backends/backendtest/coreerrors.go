@@ -54,7 +54,7 @@ func (c *errorCheck) violations() []string {
 }
 
 // checkedNode is a Node whose Consensus and Membership errors are checked
-// by an errorCheck. It forwards core.TermConfirmer when the node has it.
+// by an errorCheck.
 type checkedNode struct {
 	Node
 	id    string
@@ -82,14 +82,8 @@ func (n *checkedNode) TransferLeadership(ctx context.Context, id string) error {
 	return n.check.check(ctx, n.id, "TransferLeadership", n.Node.TransferLeadership(ctx, id))
 }
 
-// ConfirmTerm forwards to the node's core.TermConfirmer; a node without one
-// fails with an error IsCoreError refuses.
 func (n *checkedNode) ConfirmTerm(ctx context.Context) (uint64, error) {
-	tc, ok := n.Node.(core.TermConfirmer)
-	if !ok {
-		return 0, n.check.check(ctx, n.id, "ConfirmTerm", errors.New("backendtest: node has no ConfirmTerm"))
-	}
-	term, err := tc.ConfirmTerm(ctx)
+	term, err := n.Node.ConfirmTerm(ctx)
 	return term, n.check.check(ctx, n.id, "ConfirmTerm", err)
 }
 

@@ -69,11 +69,11 @@ func testRecoveredCommitIndex(t *testing.T, open Factory) {
 	}
 }
 
-// crashImage copies the data dir of a running node to dst as a crash would
+// CrashImage copies the data dir of a running node to dst as a crash would
 // leave it: the watermark first, then every other file (badger's mmap'd
 // files are read through the page cache, as after kill -9). Writes must be
 // quiet meanwhile.
-func crashImage(t *testing.T, src, dst string) {
+func CrashImage(t *testing.T, src, dst string) {
 	t.Helper()
 	copyFile := func(path string) {
 		rel, err := filepath.Rel(src, path)
@@ -169,8 +169,8 @@ func testDamagedLogRefused(t *testing.T, open Factory) {
 		return err == nil && m.LastIndex >= last
 	})
 	img := t.TempDir()
-	crashImage(t, f.DataDir, filepath.Join(img, "clean"))
-	crashImage(t, f.DataDir, filepath.Join(img, "damaged"))
+	CrashImage(t, f.DataDir, filepath.Join(img, "clean"))
+	CrashImage(t, f.DataDir, filepath.Join(img, "damaged"))
 	c.Kill(f)
 
 	swap := func(dir string) {

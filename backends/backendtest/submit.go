@@ -10,26 +10,10 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// submitter returns p's node as a core.Submitter, failing the test when the
-// backend does not offer it.
-func submitter(t *testing.T, p *Peer) core.Submitter {
-	t.Helper()
-	s, ok := p.Node().(core.Submitter)
-	if !ok {
-		t.Fatalf("%s: node does not implement core.Submitter", p.ID)
-	}
-	return s
-}
-
-// Submit forwards to the node's core.Submitter, checking the errors of
-// Submit and of its wait; a node without one fails with an error IsCoreError
-// refuses.
+// Submit forwards to the node's Submit, checking the errors of Submit and
+// of its wait.
 func (n *checkedNode) Submit(ctx context.Context, cmd core.Command) (func(context.Context) (core.Result, error), error) {
-	s, ok := n.Node.(core.Submitter)
-	if !ok {
-		return nil, n.check.check(ctx, n.id, "Submit", errors.New("backendtest: node has no Submit"))
-	}
-	wait, err := s.Submit(ctx, cmd)
+	wait, err := n.Node.Submit(ctx, cmd)
 	if err != nil {
 		return nil, n.check.check(ctx, n.id, "Submit", err)
 	}
@@ -59,7 +43,7 @@ func testSubmitOrder(t *testing.T, open Factory) {
 	l := c.WaitLeader()
 	submitInOrder(ctx, t, l)
 	f := follower(c, l)
-	_, err := submitter(t, f).Submit(ctx, grant("on-follower"))
+	_, err := f.Node().Submit(ctx, grant("on-follower"))
 	requireNotLeader(t, err, l)
 	c.EnsureSame()
 }
@@ -70,7 +54,6 @@ func testSubmitOrder(t *testing.T, open Factory) {
 func submitInOrder(ctx context.Context, t *testing.T, l *Peer) {
 	t.Helper()
 	n := l.Node()
-	sub := submitter(t, l)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -96,14 +79,14 @@ func submitInOrder(ctx context.Context, t *testing.T, l *Peer) {
 	const key = "handoff"
 	tok := mustGrant(ctx, t, n, key)
 	for i := 0; i < submitRounds; i++ {
-		waitRelease, err := sub.Submit(ctx, core.Release(key, tok))
+		waitRelease, err := n.Submit(ctx, core.Release(key, tok))
 		if err != nil {
 			t.Fatalf("round %d: submit release: %v", i, err)
 		}
 		next := core.Grant(key, leaseMS, fmt.Sprintf("holder-%d", i))
 		var res core.Result
 		if i%2 == 0 {
-			waitGrant, err := sub.Submit(ctx, next)
+			waitGrant, err := n.Submit(ctx, next)
 			if err != nil {
 				t.Fatalf("round %d: submit grant: %v", i, err)
 			}
@@ -155,7 +138,7 @@ func submitInOrder(ctx context.Context, t *testing.T, l *Peer) {
 
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := sub.Submit(done, grant("cancelled")); !errors.Is(err, context.Canceled) {
+	if _, err := n.Submit(done, grant("cancelled")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("submit with an ended ctx: %v, want context.Canceled", err)
 	}
 }

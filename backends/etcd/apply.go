@@ -27,6 +27,7 @@ func (n *Node) applyEntries(ents []*pb.Entry) error {
 		if idx <= n.applied {
 			continue
 		}
+		n.logBytes += uint64(len(e.GetData()))
 		switch e.GetType() {
 		case pb.EntryNormal:
 			if len(e.GetData()) == 0 {
@@ -94,6 +95,7 @@ func (n *Node) applySnapshot(snap *pb.Snapshot) error {
 	n.confState = proto.Clone(pb.EnsureConfState(snap.GetMetadata().GetConfState())).(*pb.ConfState)
 	n.refreshMembers()
 	n.applied, n.snapIndex = idx, idx
+	n.snapBytes, n.logBytes = uint64(len(snap.GetData())), 0
 	n.log.Info("restored snapshot", zap.Uint64("index", idx))
 	if fn := n.cfg.OnRestore; fn != nil {
 		fn(n.sm.AppliedIndex())
@@ -121,41 +123,4 @@ func (n *Node) saveBook() {
 	if err := n.store.SavePeers(n.book.encode()); err != nil {
 		n.log.Warn("save address book", zap.Error(err))
 	}
-}
-
-// maybeSnapshot takes a snapshot of the state machine at the applied index
-// once SnapshotThreshold entries were applied since the last one (or a node
-// was just added, so the snapshot a joining node receives names it), and
-// compacts the log, keeping TrailingLogs entries.
-func (n *Node) maybeSnapshot() error {
-	if n.applied <= n.snapIndex || (!n.forceSnap && n.applied-n.snapIndex < n.cfg.SnapshotThreshold) {
-		return nil
-	}
-	n.forceSnap = false
-	start := time.Now()
-	term, err := n.store.Term(n.applied)
-	if err != nil {
-		return fmt.Errorf("etcd: snapshot at %d: %w", n.applied, err)
-	}
-	data, err := encodeSnapshotData(n.book, n.sm.Snapshot())
-	if err != nil {
-		return err
-	}
-	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
-		Index: new(n.applied), Term: new(term),
-		ConfState: proto.Clone(n.confState).(*pb.ConfState),
-	}}
-	var compactTo uint64
-	if n.applied > n.cfg.TrailingLogs {
-		compactTo = n.applied - n.cfg.TrailingLogs
-	}
-	if err := n.store.CreateSnapshot(snap, compactTo); err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	n.snapIndex = n.applied
-	if n.cfg.Observer != nil {
-		n.cfg.Observer.SnapshotTaken(int64(len(data)), time.Since(start))
-	}
-	n.log.Debug("snapshot", zap.Uint64("index", n.applied), zap.Uint64("compacted_to", compactTo), zap.Int("bytes", len(data)))
-	return nil
 }

@@ -23,8 +23,12 @@
 //     log store (a badger batch, or a WAL append);
 //  4. sends the rest (append and vote responses, or everything when the term
 //     or vote changed);
-//  5. serves the ReadIndex batches raft answered, calls Advance, and takes a
-//     snapshot and compacts the log every SnapshotThreshold entries.
+//  5. serves the ReadIndex batches raft answered, calls Advance, and, when
+//     backends.SnapshotDue says so (at least SnapshotThreshold entries and
+//     as many bytes of log as the last snapshot since it), hands a
+//     copy-on-write copy of the state machine to a goroutine that writes
+//     the snapshot and then compacts the log while the loop goes on
+//     (snapshot.go).
 //
 // Received messages are stepped before new proposals, so acknowledgements
 // that arrived during an fsync commit entries without waiting behind the
@@ -52,7 +56,8 @@
 // The loop's concerns live in files their names find, as etcd raft keeps
 // read_only.go apart: loop.go (the loop and each Ready), propose.go
 // (proposals and group commit), read.go (ReadIndex batching and
-// ConfirmTerm), apply.go (committed entries, snapshots), membership.go,
+// ConfirmTerm), apply.go (committed entries, installed snapshots),
+// snapshot.go (taking snapshots), membership.go,
 // watermark.go (the durable end-of-log record), and request.go (the one
 // generic caller/loop exchange all of them use).
 //

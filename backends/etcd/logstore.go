@@ -26,7 +26,10 @@ type raftStorage interface {
 	// Save makes a Ready's HardState, entries and snapshot durable.
 	Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) error
 	// CreateSnapshot records a snapshot of the state machine and compacts
-	// the log up to compactTo.
+	// the log up to compactTo once the snapshot is durable. It runs on the
+	// snapshot goroutine while the loop calls Save: writing the snapshot
+	// holds no lock Save needs. raft.ErrSnapOutOfDate: a snapshot from the
+	// leader was saved meanwhile.
 	CreateSnapshot(snap *pb.Snapshot, compactTo uint64) error
 	// Peers and SavePeers read and durably replace the address book.
 	Peers() []byte
@@ -65,7 +68,7 @@ func openStorage(cfg backends.Config, logger *zap.Logger) (raftStorage, *badger.
 	if err != nil {
 		return nil, nil, fmt.Errorf("etcd: %w", err)
 	}
-	s, err := raftstore.Open(db)
+	s, err := raftstore.Open(db, badgerlog.SnapshotDir(cfg.DataDir))
 	if err != nil {
 		_ = db.Close()
 		if errors.Is(err, ErrCorrupt) {

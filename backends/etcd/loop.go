@@ -22,6 +22,9 @@ type loopState struct {
 	applied      uint64        // last index applied to the state machine
 	snapIndex    uint64        // index of the latest snapshot in storage
 	forceSnap    bool          // take a snapshot after this Ready (a node was added)
+	snapping     bool          // a snapshot is being written (snapshot.go)
+	snapBytes    uint64        // bytes of the latest snapshot's Data
+	logBytes     uint64        // bytes of entry data applied since the latest snapshot started
 	electionTick int
 	ticks        uint64
 
@@ -137,6 +140,11 @@ func (n *Node) run() {
 			n.confQueue = append(n.confQueue, c)
 		case t := <-n.transc:
 			n.startTransfer(t)
+		case r := <-n.snapc:
+			if err := n.onSnapshotDone(r); err != nil {
+				n.fail(err)
+				return
+			}
 		}
 		if err := n.process(); err != nil {
 			n.fail(err)

@@ -55,6 +55,13 @@ type Node struct {
 	readc  chan *readRequest
 	confc  chan *confRequest
 	transc chan *transferRequest
+	snapc  chan snapshotResult // the snapshot goroutine's result (snapshot.go)
+
+	// snapWG counts the snapshot goroutine, which closeResources waits for
+	// before it closes the store. snapshotHook, when set (by tests only),
+	// is called by that goroutine before it encodes and writes.
+	snapWG       sync.WaitGroup
+	snapshotHook atomic.Pointer[func(index uint64)]
 
 	stopc     chan struct{} // closed by Close
 	done      chan struct{} // closed when the loop has exited
@@ -113,6 +120,7 @@ func New(cfg backends.Config) (*Node, error) {
 		readc:  make(chan *readRequest, chanSize),
 		confc:  make(chan *confRequest, 16),
 		transc: make(chan *transferRequest, 16),
+		snapc:  make(chan snapshotResult, 1),
 		stopc:  make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -184,6 +192,7 @@ func (n *Node) open() error {
 	}
 	n.applied = snap.GetMetadata().GetIndex()
 	n.snapIndex = n.applied
+	n.snapBytes = uint64(len(snap.GetData())) // the log replayed after it counts in logBytes
 	hs, cs, _ := n.store.InitialState()
 	n.confState = cs
 	n.hs = hs
@@ -369,6 +378,7 @@ func (n *Node) Close() error {
 
 // closeResources closes what open opened, in reverse order.
 func (n *Node) closeResources() error {
+	n.snapWG.Wait() // a snapshot being written finishes with the store open
 	var errs []error
 	if n.tr != nil {
 		errs = append(errs, n.tr.Close())

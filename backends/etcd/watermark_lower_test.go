@@ -25,7 +25,7 @@ func TestLowerWatermarkOnlyForOverwrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = db.Close() }()
-	store, err := raftstore.Open(db)
+	store, err := raftstore.Open(db, badgerlog.SnapshotDir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

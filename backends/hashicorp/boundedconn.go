@@ -17,6 +17,10 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/peerlimit"
 )
 
+// This file bounds the peer connections of hashicorp's transport
+// (docs/security.md#peer-transport-bounds): the bytes one request or answer
+// may take, read deadlines, and a check of each request's sender.
+
 // readSlack is what a dialled boundedConn allows on top of its message
 // bound between two writes: raft.NetworkTransport reads each connection
 // through a 256 KiB bufio.Reader (connReceiveBufferSize in

@@ -7,7 +7,12 @@ import (
 
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/types"
+
+	"github.com/ticketd/ticketd/backends"
 )
+
+// This file gives raft-wal's segment files a data sync (fdatasync) in place
+// of a full fsync.
 
 // dataSyncFile is a raft-wal segment file whose Sync is a data sync
 // (dataSyncOS: fdatasync(2) on Linux). Segments are preallocated when
@@ -50,16 +55,8 @@ func (f *dataSyncFile) Sync() error {
 	if f.dir == "" || f.dirSynced.Load() {
 		return nil
 	}
-	d, err := os.Open(f.dir)
-	if err != nil {
+	if err := backends.SyncDir(f.dir); err != nil {
 		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", f.dir, err)
 	}
 	f.dirSynced.Store(true)
 	return nil

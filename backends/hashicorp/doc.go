@@ -19,6 +19,22 @@
 // VerifyLeader (a quorum of heartbeats) and waits until the state machine has
 // applied the commit index read at the call.
 //
+// Each concern lives in a file its name finds, as in the etcd backend:
+// node.go (the Node, New, Leader, Status, Close and the fail-stop),
+// propose.go (Propose), submit.go (Submit, ordered ahead of later
+// proposals), read.go (ReadIndex and ConfirmTerm), membership.go,
+// request.go (the start and await of every Raft operation, the one
+// exchange with the library they all use), leader.go (the barrier and the
+// leader events), fsm.go (the BatchingFSM), snapshot.go (when to take a
+// snapshot), progress.go (followers' lag and last contact), errors.go
+// (sentinels, and hashicorp's errors mapped to core's), watermark.go and
+// recover.go (Restore, Config.ForceNewCluster). Storage: stores.go (which
+// store), loghooks.go (what both stores attach), logstore.go (badger),
+// walstore.go, walcodec.go and datasync*.go (raft-wal), snapshotstore.go.
+// The peer transport: transport.go, tcpstream.go and tlsstream.go (plain
+// and mutual TLS), boundedconn.go and msgframe.go (bounds and sender
+// checks). hclog.go routes the library's logging to zap.
+//
 // # Usage
 //
 //  1. Fill a backends.Config: ID, RaftAddr (and BindAddr if it differs),

@@ -9,6 +9,9 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
+// This file is the raft.BatchingFSM: committed entries applied to the
+// core.StateMachine in log order, and its snapshots written and restored.
+
 // fsm is the raft.BatchingFSM over a core.StateMachine. hashicorp/raft calls
 // ApplyBatch, Apply, Snapshot and Restore from its one FSM goroutine;
 // Persist runs concurrently with them (core snapshots are copy-on-write).

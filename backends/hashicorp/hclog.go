@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
+// This file routes hashicorp/raft's logging (hclog) to zap.
+
 // zapHCLog adapts a zap logger to hclog.Logger, the logger interface of
 // hashicorp/raft, so the library logs where the rest of ticketd does.
 // hclog's key/value pairs become typed zap fields; a trailing key without a

@@ -11,6 +11,9 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
+// This file follows leadership: a new leader's barrier, and the
+// OnLeaderChange events delivered in order from one goroutine.
+
 // barrierData is the encoded core.Noop a new leader commits before it reports
 // itself ready.
 var barrierData = func() []byte {

@@ -8,6 +8,10 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
+// This file is what both Raft log stores attach to their writes: the
+// watermark at the log's end, the fail-stop on a failed write, and the
+// append timings.
+
 // logHooks is what a node attaches to its Raft log store, whichever store
 // it is (badger's logStore, raft-wal's walStore): the watermark kept at the
 // log's end, the fail-stop on a failed write, and the append timings.

@@ -14,6 +14,9 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 )
 
+// This file is the Raft log and stable store on badger/v4 (Config.LogStore
+// badger, the default).
+
 // Key prefixes of the hashicorp backend in the node's badger database.
 var (
 	logPrefix    = []byte("hlog/")    // + 8-byte big-endian index → encoded raft.Log
@@ -135,7 +138,8 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 // between them: an append waits for one small write, never for a
 // snapshot's worth of deletions. A crash in the middle leaves a
 // log that starts later but is still contiguous; FirstIndex moves with each
-// chunk.
+// chunk. Then badger's value log is garbage-collected
+// (badgerlog.ReclaimValueLog).
 func (s *logStore) DeleteRange(from, to uint64) error {
 	for {
 		s.wmu.Lock()
@@ -146,8 +150,17 @@ func (s *logStore) DeleteRange(from, to uint64) error {
 		hi := min(to, first+badgerlog.CompactChunk-1)
 		err := s.deleteLocked(first, hi)
 		s.wmu.Unlock()
-		if err != nil || hi == to {
+		if err != nil {
 			return err
+		}
+		if hi == to {
+			// The compaction is done: reclaim what badger's value log
+			// holds of deleted values (bounded; nothing to do when every
+			// entry lived in the LSM tree).
+			if err := badgerlog.ReclaimValueLog(s.db); err != nil {
+				return fmt.Errorf("badger: value log garbage collection: %w", err)
+			}
+			return nil
 		}
 	}
 	defer s.wmu.Unlock()

@@ -5,6 +5,10 @@ import (
 	"fmt"
 )
 
+// This file follows the msgpack requests on an accepted peer connection
+// without decoding them, so that boundedConn can bound each one and check
+// its sender.
+
 // rpcInstallSnapshot is hashicorp's type byte of an InstallSnapshot request
 // (net_transport.go: rpcAppendEntries, rpcRequestVote, rpcInstallSnapshot,
 // ...); the request's msgpack header is followed by Size bytes of data.

@@ -1,7 +1,6 @@
 package hashicorp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,25 +19,14 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// Backend is this backend's name: Status().Backend, and the marker recorded in
-// the data dir (badgerlog.Open), so the etcd backend refuses to open it.
-const Backend = "hashicorp"
+// This file is the Node itself: its fields, New (storage, transport and
+// Raft started in order), what it reports (Leader, Status), and how it stops
+// (Close, halt, and the fail-stop path that fail starts).
 
-// Sentinel errors of package hashicorp. Compare with errors.Is.
-var (
-	// ErrDropped: an outbound Raft RPC was dropped by Config.DropMessage (fault
-	// injection in tests); hashicorp/raft sees it as a failed network call.
-	ErrDropped = errors.New("hashicorp: message dropped")
-	// ErrMessageTooLarge: a peer sent more than Config.MaxMessageBytes
-	// (plus the transport's read buffer) on one connection without waiting
-	// for an answer; the connection is closed (see boundedConn).
-	ErrMessageTooLarge = errors.New("hashicorp: peer message too large")
-	// ErrForgedSender: a peer with a certificate claimed, in a request's
-	// RPCHeader.ID, to be a member other than the one its certificate
-	// names (CN = member id, as ticketctl cert create-node writes it); the
-	// connection is closed (see msgFramer).
-	ErrForgedSender = errors.New("hashicorp: peer claims another member's identity")
-)
+// BackendName is this backend's name: Status().Backend, and the marker
+// recorded in the data dir (badgerlog.Open), so the etcd backend refuses to
+// open it.
+const BackendName = "hashicorp"
 
 // Tuning of hashicorp/raft (see New for the mapping of backends.Config).
 const (
@@ -109,7 +97,6 @@ var (
 	_ backends.PeerLearner = (*Node)(nil)
 	_ core.Consensus       = (*Node)(nil)
 	_ core.Membership      = (*Node)(nil)
-	_ core.TermConfirmer   = (*Node)(nil)
 )
 
 // New opens (or creates) the node's storage under cfg.DataDir, starts the TCP
@@ -139,7 +126,7 @@ func New(cfg backends.Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	logger := cfg.Logger.With(zap.String("node", cfg.ID), zap.String("backend", Backend))
+	logger := cfg.Logger.With(zap.String("node", cfg.ID), zap.String("backend", BackendName))
 	n := &Node{
 		cfg:      cfg,
 		sm:       cfg.StateMachine,
@@ -291,83 +278,6 @@ func bootstrap(cfg backends.Config, rc *raft.Config, logs raft.LogStore, stable 
 	return nil
 }
 
-// Propose replicates cmd, waits until it is committed and applied locally, and
-// returns the state machine's Result: Submit followed by its wait (submit.go). Concurrent proposals are group-committed
-// by hashicorp's leader loop (BatchApplyCh; up to maxAppendEntries per log
-// append and fsync). Errors: core.ErrInvalidArgument (unencodable cmd),
-// *core.NotLeaderError, core.ErrStopped (wrapping the fatal apply error if
-// one stopped the node), ctx.Err(). After a NotLeaderError returned for a
-// proposal that was already appended (hashicorp's ErrLeadershipLost), or after
-// a ctx error, the command may still commit.
-func (n *Node) Propose(ctx context.Context, cmd core.Command) (core.Result, error) {
-	data, err := core.Encode(cmd)
-	if err != nil {
-		return core.Result{}, err
-	}
-	return n.apply(ctx, data)
-}
-
-func (n *Node) apply(ctx context.Context, data []byte) (core.Result, error) {
-	wait, err := n.submit(ctx, data)
-	if err != nil {
-		return core.Result{}, err
-	}
-	return wait(ctx)
-}
-
-// ReadIndex returns once this node's state machine has applied every entry
-// committed before the call, with leadership confirmed by a quorum after the
-// call began (Raft thesis §6.4); see ConfirmTerm. Errors:
-// *core.NotLeaderError, core.ErrStopped, ctx.Err().
-func (n *Node) ReadIndex(ctx context.Context) error {
-	_, err := n.ConfirmTerm(ctx)
-	return err
-}
-
-// ConfirmTerm implements core.TermConfirmer: ReadIndex that returns the term
-// in which a quorum confirmed this node's leadership. It reads the term and
-// the commit index, calls VerifyLeader, reads the term again, then waits
-// until this leader's barrier of that term is applied and AppliedIndex ≥ the
-// commit index read first. hashicorp's VerifyLeader does not say which term
-// it confirmed; but terms only grow and the leader loop that answers it runs
-// in the term current at that moment, so when the term read before and the
-// term read after are equal, that term is the confirmed one. When they
-// differ, leadership changed during the call and it fails with
-// *core.NotLeaderError. Errors: *core.NotLeaderError, core.ErrStopped,
-// ctx.Err().
-func (n *Node) ConfirmTerm(ctx context.Context) (uint64, error) {
-	if err := n.checkOpen(); err != nil {
-		return 0, err
-	}
-	term := n.raft.CurrentTerm()
-	if n.raft.State() != raft.Leader {
-		return 0, n.notLeader()
-	}
-	commit := n.raft.CommitIndex()
-	if _, err := n.do(ctx, func(time.Duration) raft.Future { return n.raft.VerifyLeader() }); err != nil {
-		return 0, err
-	}
-	if n.raft.CurrentTerm() != term {
-		return 0, n.notLeader()
-	}
-	for {
-		changed := n.changes()
-		if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
-			return 0, n.notLeader()
-		}
-		if n.readyTerm.Load() == term && n.sm.AppliedIndex() >= commit {
-			return term, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-n.stopCh:
-			return 0, n.stoppedErr()
-		}
-	}
-}
-
 // Leader returns the leader this node knows of (ID and RaftAddr) and whether one is known.
 func (n *Node) Leader() (core.Member, bool) {
 	addr, id := n.raft.LeaderWithID()
@@ -382,7 +292,7 @@ func (n *Node) Leader() (core.Member, bool) {
 func (n *Node) Status() core.Status {
 	st := core.Status{
 		ID:           n.cfg.ID,
-		Backend:      Backend,
+		Backend:      BackendName,
 		Term:         n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.sm.AppliedIndex(),
@@ -401,74 +311,6 @@ func (n *Node) Status() core.Status {
 	}
 	slices.SortFunc(st.Members, func(a, b core.Member) int { return strings.Compare(a.ID, b.ID) })
 	return st
-}
-
-// AddVoter adds m as a voter (or updates its address) and returns once the
-// configuration entry is committed. Must be called on the leader. Errors as
-// for Propose.
-func (n *Node) AddVoter(ctx context.Context, m core.Member) error {
-	if m.ID == "" || m.RaftAddr == "" {
-		return fmt.Errorf("%w: add voter: empty id or raft address", core.ErrInvalidArgument)
-	}
-	_, err := n.leaderDo(ctx, func(timeout time.Duration) raft.Future {
-		return n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, timeout)
-	})
-	return err
-}
-
-// LearnPeers implements backends.PeerLearner: a node in no configuration
-// yet (a joiner before the leader's first append reaches it) accepts peer
-// traffic from the members given, and from no one else (peergate); a node
-// in a configuration goes by it alone. hashicorp takes the leader's address
-// from its requests, so only the ids are used. It never fails.
-func (n *Node) LearnPeers(_ context.Context, members []core.Member) error {
-	n.gate.Learn(members)
-	return nil
-}
-
-// RemoveServer removes the server id from the configuration and returns once
-// the change is committed. Must be called on the leader; removing the leader
-// itself makes it step down after the commit. Errors as for Propose.
-func (n *Node) RemoveServer(ctx context.Context, id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: remove server: empty id", core.ErrInvalidArgument)
-	}
-	_, err := n.leaderDo(ctx, func(timeout time.Duration) raft.Future {
-		return n.raft.RemoveServer(raft.ServerID(id), 0, timeout)
-	})
-	return err
-}
-
-// TransferLeadership hands leadership to voter id, or to the most up-to-date
-// voter when id is empty (Raft thesis §3.10; hashicorp LeadershipTransfer),
-// and returns once this node has stepped down. Proposals during the transfer
-// fail with a *core.NotLeaderError naming no leader. Transferring to this
-// node, already the leader, does nothing. Errors: core.ErrInvalidArgument for
-// an id that is not a voter, otherwise as for Propose, or a wrapped
-// "leadership transfer timeout" from the library.
-func (n *Node) TransferLeadership(ctx context.Context, id string) error {
-	if id == "" {
-		_, err := n.leaderDo(ctx, func(time.Duration) raft.Future { return n.raft.LeadershipTransfer() })
-		return err
-	}
-	if id == n.cfg.ID && n.raft.State() == raft.Leader {
-		return nil
-	}
-	var addr raft.ServerAddress
-	if f := n.raft.GetConfiguration(); f.Error() == nil {
-		for _, s := range f.Configuration().Servers {
-			if string(s.ID) == id && s.Suffrage == raft.Voter {
-				addr = s.Address
-			}
-		}
-	}
-	if addr == "" {
-		return fmt.Errorf("%w: transfer leadership: %q is not a voter", core.ErrInvalidArgument, id)
-	}
-	_, err := n.leaderDo(ctx, func(time.Duration) raft.Future {
-		return n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
-	})
-	return err
 }
 
 // Close stops the node: new calls fail with core.ErrStopped at once, waiting
@@ -542,57 +384,6 @@ func (n *Node) doHalt() error {
 	return nil
 }
 
-// do starts a Raft operation and waits for its future, honouring ctx and
-// Close (start and await, submit.go). start receives the enqueue timeout to
-// pass to hashicorp (ctx's remaining time, 0 without a deadline).
-func (n *Node) do(ctx context.Context, start func(timeout time.Duration) raft.Future) (raft.Future, error) {
-	s, err := n.start(ctx, start)
-	if err != nil {
-		return nil, err
-	}
-	return n.await(ctx, s)
-}
-
-// leaderDo is do for operations only the leader serves.
-func (n *Node) leaderDo(ctx context.Context, start func(timeout time.Duration) raft.Future) (raft.Future, error) {
-	if err := n.checkOpen(); err != nil {
-		return nil, err
-	}
-	if n.raft.State() != raft.Leader {
-		return nil, n.notLeader()
-	}
-	return n.do(ctx, start)
-}
-
-// mapErr turns hashicorp's errors into core's (no string matching: they are
-// sentinels), so that callers see only core errors
-// (docs/design.md#the-consensus-contract). Any other library error (a
-// leadership transfer that timed out, a restore in progress, an unsupported
-// protocol) means "this leader cannot do it now": it is wrapped with a
-// *core.NotLeaderError naming no leader (Unavailable, retry; the outcome of a
-// command is then unknown, as after a ctx error).
-func (n *Node) mapErr(err error) error {
-	switch {
-	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return &core.NotLeaderError{}
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrNotVoter):
-		return n.notLeader()
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return n.stoppedErr()
-	}
-	return fmt.Errorf("%w: hashicorp: %w", &core.NotLeaderError{}, err)
-}
-
-// notLeader returns a *core.NotLeaderError naming the leader this node knows,
-// or none when that is itself (it is losing leadership) or unknown.
-func (n *Node) notLeader() error {
-	m, ok := n.Leader()
-	if !ok || m.ID == n.cfg.ID {
-		return &core.NotLeaderError{}
-	}
-	return &core.NotLeaderError{Leader: m}
-}
-
 func (n *Node) checkOpen() error {
 	select {
 	case <-n.stopCh:
@@ -640,66 +431,4 @@ func (n *Node) fail(cause error) error {
 		}
 	}
 	return n.fatalErr()
-}
-
-// changes returns a channel closed at the next apply or leadership change.
-func (n *Node) changes() <-chan struct{} {
-	n.changeMu.Lock()
-	defer n.changeMu.Unlock()
-	return n.changeCh
-}
-
-// changed wakes everything waiting on changes().
-func (n *Node) changed() {
-	n.changeMu.Lock()
-	close(n.changeCh)
-	n.changeCh = make(chan struct{})
-	n.changeMu.Unlock()
-}
-
-// applied is called by the FSM after each batch: it wakes waiters and
-// triggers a snapshot once SnapshotThreshold entries were applied since the
-// last one.
-func (n *Node) applied() {
-	n.changed()
-	if a := n.sm.AppliedIndex(); a >= n.lastSnap.Load()+n.cfg.SnapshotThreshold {
-		select {
-		case n.snapCh <- struct{}{}:
-			n.lastSnap.Store(a)
-		default:
-		}
-	}
-}
-
-// runSnapshots takes a snapshot (and so compacts the log down to
-// TrailingLogs) whenever applied() asks for one.
-func (n *Node) runSnapshots() {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.stopCh:
-			return
-		case <-n.snapCh:
-		}
-		start := time.Now()
-		f := n.raft.Snapshot()
-		err := f.Error()
-		if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
-			n.logger.Warn("snapshot failed", zap.Error(err))
-		}
-		if err == nil && n.cfg.Observer != nil {
-			n.observeSnapshot(f, time.Since(start))
-		}
-	}
-}
-
-// observeSnapshot reports a snapshot this node took to Config.Observer,
-// with its size from the snapshot store's metadata.
-func (n *Node) observeSnapshot(f raft.SnapshotFuture, d time.Duration) {
-	meta, rc, err := f.Open()
-	if err != nil {
-		return
-	}
-	_ = rc.Close()
-	n.cfg.Observer.SnapshotTaken(meta.Size, d)
 }

@@ -93,7 +93,7 @@ func TestSingleNodeLifecycle(t *testing.T) {
 		t.Fatalf("transfer to a non-member: %v, want ErrInvalidArgument", err)
 	}
 	st := n.Status()
-	if st.Backend != Backend || st.ID != "solo" || st.Leader.ID != "solo" || len(st.Members) != 1 || !st.Members[0].Voter {
+	if st.Backend != BackendName || st.ID != "solo" || st.Leader.ID != "solo" || len(st.Members) != 1 || !st.Members[0].Voter {
 		t.Fatalf("status %+v", st)
 	}
 	if err := n.Close(); err != nil {

@@ -10,6 +10,9 @@ import (
 	"github.com/ticketd/ticketd/backends"
 )
 
+// This file is the leader's record of each follower's lag and last contact,
+// reported to a backends.PeerObserver.
+
 // progressInterval is how often a leader reports each follower's lag and
 // last contact to a backends.PeerObserver: 200 ms, half the default election
 // timeout, so the last-contact age a scrape computes is never more than

@@ -13,6 +13,10 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
+// This file is disaster recovery (docs/design.md#storage-and-recovery):
+// Restore, a new cluster's data from a core snapshot, and forceNewCluster,
+// a survivor of quorum loss rewritten as a one-member cluster.
+
 // restoreTerm is the term of a restored cluster's initial snapshot: a new
 // cluster starts its terms again; the token counter, not the term, is what
 // must keep growing.

@@ -2,18 +2,23 @@ package hashicorp
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 )
+
+// This file is the snapshot store: hashicorp's FileSnapshotStore, its files
+// kept at the data dir's modes.
 
 // newSnapshotStore returns hashicorp's FileSnapshotStore under
 // <dataDir>/snapshots, keeping retain snapshots, wrapped so that every
-// completed snapshot leaves the data dir at backends.DataDirMode and
-// backends.DataFileMode: FileSnapshotStore creates its directories 0755 and
-// its files with os.Create (0666 less the umask).
+// completed snapshot is durable, names included, and leaves the data dir at
+// backends.DataDirMode and backends.DataFileMode: FileSnapshotStore creates
+// its directories 0755 and its files with os.Create (0666 less the umask).
 func newSnapshotStore(dataDir string, retain int, logger hclog.Logger) (raft.SnapshotStore, error) {
 	fs, err := raft.NewFileSnapshotStoreWithLogger(dataDir, retain, logger)
 	if err != nil {
@@ -42,8 +47,8 @@ func (s *restrictedSnapshots) Create(version raft.SnapshotVersion, index, term u
 	return &restrictedSink{SnapshotSink: sink, dataDir: s.dataDir}, nil
 }
 
-// restrictedSink restricts modes under the data dir once the snapshot is
-// complete.
+// restrictedSink makes a completed snapshot durable (its directory synced)
+// and restricts modes under the data dir.
 type restrictedSink struct {
 	raft.SnapshotSink
 	dataDir string
@@ -52,6 +57,15 @@ type restrictedSink struct {
 func (s *restrictedSink) Close() error {
 	if err := s.SnapshotSink.Close(); err != nil {
 		return err
+	}
+	// FileSnapshotStore fsyncs state.bin and meta.json, renames the
+	// snapshot's directory into place and fsyncs snapshots/, but never
+	// fsyncs the snapshot's own directory, so the names of its two files
+	// are not yet durable (fsync(2)): a power cut could leave an empty
+	// directory, which raft skips, after raft compacted the log entries
+	// the snapshot stands for. Raft compacts only after Close returns.
+	if err := backends.SyncDir(filepath.Join(badgerlog.SnapshotDir(s.dataDir), s.ID())); err != nil {
+		return fmt.Errorf("hashicorp: snapshot %s: %w", s.ID(), err)
 	}
 	if err := backends.RestrictTree(s.dataDir); err != nil {
 		return fmt.Errorf("hashicorp: snapshot %s: %w", s.ID(), err)

@@ -11,6 +11,8 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 )
 
+// This file chooses and opens the node's Raft log store (Config.LogStore).
+
 // nodeStore is a node's Raft log store and stable store (term, vote), one
 // of backends.LogStores: logStore over badger or walStore over raft-wal.
 type nodeStore interface {
@@ -28,13 +30,13 @@ type nodeStore interface {
 // that store. Errors: backends.ErrWrongLogStore, backends.ErrWrongBackend,
 // or the store's.
 func openStore(cfg backends.Config, logger *zap.Logger, hl hclog.Logger) (nodeStore, error) {
-	if err := backends.ClaimLogStore(cfg.DataDir, Backend, cfg.LogStore); err != nil {
+	if err := backends.ClaimLogStore(cfg.DataDir, BackendName, cfg.LogStore); err != nil {
 		return nil, fmt.Errorf("hashicorp: %w", err)
 	}
 	if cfg.LogStore == backends.LogStoreWAL {
 		return openWALStore(cfg.DataDir, hl.Named("wal"))
 	}
-	db, err := badgerlog.Open(cfg.DataDir, Backend, logger)
+	db, err := badgerlog.Open(cfg.DataDir, BackendName, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/peerlimit"
 )
 
+// This file is the plaintext peer stream layer.
+
 // tcpStreamLayer is the plaintext raft.StreamLayer (a node without
 // backends.Config.PeerTLS): hashicorp's TCPStreamLayer, which cannot be
 // built outside its package, plus a count of failed dials, so that a

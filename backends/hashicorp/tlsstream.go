@@ -17,6 +17,8 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/peerlimit"
 )
 
+// This file is the mutual-TLS peer stream layer.
+
 // handshakeTimeout bounds one TLS handshake of a peer connection this node
 // dials; an accepted one is bounded by backends.Config.PeerIdleTimeout (at
 // most this), so a peer that connects and says nothing holds no goroutine

@@ -14,6 +14,10 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/peerlimit"
 )
 
+// This file builds the peer transport (hashicorp's NetworkTransport over a
+// bounded TCP or TLS stream layer), the view of membership its certificate
+// checks use, and the message drops tests inject.
+
 // transportTimeout bounds each network I/O of the TCP transport (InstallSnapshot
 // scales it with the snapshot size), as Consul configures it.
 const transportTimeout = 10 * time.Second

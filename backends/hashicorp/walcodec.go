@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// This file is the CRC-32C every entry carries in the raft-wal store.
+
 // errEntryChecksum: a raft-wal entry does not match the CRC stored with it
 // (sealEntries): its segment file was damaged after the write.
 var errEntryChecksum = errors.New("raft-wal: entry checksum mismatch")

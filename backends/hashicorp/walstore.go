@@ -22,6 +22,9 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
+// This file is the Raft log and stable store on hashicorp/raft-wal
+// (Config.LogStore wal).
+
 // walSegmentSize is the size, in bytes, of each raft-wal segment file
 // (preallocated when created; the library's default is 64 MiB). Compaction
 // removes whole sealed segments only, so the log on disk is at most one
@@ -34,7 +37,7 @@ const walSegmentSize = 16 << 20
 // walStore is the Raft log and stable store of a node whose Config.LogStore
 // is backends.LogStoreWAL: github.com/hashicorp/raft-wal, HashiCorp's
 // segment write-ahead log and Consul's log store, under
-// backends.LogStoreDir(dataDir, Backend, LogStoreWAL). Each StoreLogs is one
+// backends.LogStoreDir(dataDir, BackendName, LogStoreWAL). Each StoreLogs is one
 // append to the tail segment ended by a commit frame holding a CRC-32C of
 // the batch, then one data sync (see dataSyncFile); every entry carries a
 // CRC-32C of its own too (sealEntries); the term and vote live
@@ -70,7 +73,7 @@ var (
 // log and delete the segments as leftovers. Errors: the refusal, or
 // raft-wal's, saying how to recover.
 func openWALStore(dataDir string, logger hclog.Logger) (*walStore, error) {
-	dir := backends.LogStoreDir(dataDir, Backend, backends.LogStoreWAL)
+	dir := backends.LogStoreDir(dataDir, BackendName, backends.LogStoreWAL)
 	if err := os.MkdirAll(dir, backends.DataDirMode); err != nil {
 		return nil, fmt.Errorf("hashicorp: open raft-wal %s: %w", dir, err)
 	}

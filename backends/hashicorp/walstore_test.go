@@ -26,7 +26,7 @@ func walWithEntries(t *testing.T) (dataDir, walDir string) {
 		must(t, s.StoreLogs(entries(i, i+9)))
 	}
 	closeStore(t, s)
-	return dataDir, backends.LogStoreDir(dataDir, Backend, backends.LogStoreWAL)
+	return dataDir, backends.LogStoreDir(dataDir, BackendName, backends.LogStoreWAL)
 }
 
 func openWAL(dataDir string) (nodeStore, error) {

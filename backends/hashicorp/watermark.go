@@ -11,6 +11,10 @@ import (
 	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
+// This file is the node's watermark (docs/design.md#storage-and-recovery):
+// the durable record of the log's end and the applied index, checked at
+// start.
+
 // storedLog is the watermark's view (watermark.Log) of a node's Raft stores:
 // any hashicorp/raft LogStore, StableStore and SnapshotStore, so every log
 // store a node can be given is checked the same way.

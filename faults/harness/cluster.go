@@ -16,6 +16,7 @@ import (
 	"github.com/ticketd/ticketd/sdk/ticketdtest"
 
 	"github.com/ticketd/ticketd/faults/nemesis"
+	"github.com/ticketd/ticketd/faults/powerfs"
 )
 
 // rulesEnv names the environment variable a ticketd built with -tags faults
@@ -46,6 +47,10 @@ type target struct {
 	// logMark is, per node, the size of its log when a disk fault was
 	// injected: Exited reads only what the node logged after it (disk.go).
 	logMark map[int]int64
+	// power is the file system the data dirs are on with Config.PowerLoss
+	// (nil otherwise), powerLog what its cuts dropped (power.go).
+	power    *powerfs.FS
+	powerLog powerState
 }
 
 var _ Cluster = (*target)(nil)

@@ -27,6 +27,10 @@
 // `make faults NET=hosts` (test flag -net=hosts) runs the same workload and
 // checks over one network namespace per node (faults/hosts, through
 // Config.Start), with the network faults of nemesis.NetKinds added.
+// `make faults-power` (test flags -power, -log-store) runs power-loss runs
+// (Config.PowerLoss): the data dirs on a powerfs mount (faults/powerfs),
+// power cuts of every node (nemesis.PowerCut) that drop every unsynced
+// write, and a power cut for the durability phase's restart.
 //
 // # A run
 //
@@ -41,8 +45,9 @@
 //     heal every fault and wait for a leader.
 //  4. Liveness: poll every hot key until it is free again; each must be
 //     free by max(stopped, healed) + lease + FailoverBound.
-//  5. Durability: kill -9 every node at once, start them again, read every
-//     key (tagged "final") and every node's last_token.
+//  5. Durability: kill -9 every node at once (with Config.PowerLoss, and
+//     cut the power), start them again, read every key (tagged "final")
+//     and every node's last_token.
 //  6. Check; on a violation write the seed, the schedule, what the nemesis
 //     did, the history, the violations, porcupine's HTML visualisation and
 //     the node logs to Config.Out, and fail the test.

@@ -24,6 +24,7 @@ import (
 	"github.com/ticketd/ticketd/faults/check"
 	"github.com/ticketd/ticketd/faults/history"
 	"github.com/ticketd/ticketd/faults/nemesis"
+	"github.com/ticketd/ticketd/faults/powerfs"
 )
 
 // Config is one run of the suite.
@@ -88,6 +89,20 @@ type Config struct {
 	// and mutual TLS between peers (docs/security.md); the workload presents a client
 	// certificate.
 	TLS bool
+	// LogStore is every node's Raft log store (--raft-log-store: "badger"
+	// or "wal"); "" leaves ticketd's default.
+	LogStore string
+	// PowerLoss puts the nodes' data dirs on a file system of the run's own
+	// that keeps unsynced writes apart (faults/powerfs; needs root and
+	// /dev/fuse, skipped otherwise), schedules power cuts
+	// (nemesis.PowerSchedule) unless Kinds or Schedule say otherwise, and
+	// makes the restart of every node before the final reads a power cut
+	// too. Ignored when Start is set.
+	PowerLoss bool
+	// PowerJournal makes powerfs treat every sync as a journal commit of
+	// all name changes before it (powerfs.Options.Journal) instead of
+	// requiring a directory's own fsync (docs/faults.md#power-loss).
+	PowerJournal bool
 }
 
 func (c Config) withDefaults() Config {
@@ -167,14 +182,25 @@ type Result struct {
 	// Codes counts the calls that did not succeed by kind, outcome and error,
 	// and the calls of the tagged phases (probe, liveness, final) by outcome.
 	Codes map[string]int
+	// PowerCuts says what each power cut dropped (Config.PowerLoss), the
+	// final one included.
+	PowerCuts []powerfs.Loss
 }
 
 // String summarises r on one line.
 func (r Result) String() string {
-	return fmt.Sprintf("%s seed %d: %d ops (%d ok, %d fail, %d unknown), %d faults (+%d not injected), linearizability %s in %v, %d violations",
+	s := fmt.Sprintf("%s seed %d: %d ops (%d ok, %d fail, %d unknown), %d faults (+%d not injected), linearizability %s in %v, %d violations",
 		r.Backend, r.Seed, r.Ops, r.Outcomes[history.OK], r.Outcomes[history.Fail], r.Outcomes[history.Unknown],
 		r.Faults, r.FaultErrors, r.Report.Linearizability.Verdict(), r.Report.Linearizability.Elapsed.Round(time.Millisecond),
 		len(r.Report.Violations))
+	if len(r.PowerCuts) > 0 {
+		cuts := make([]string, len(r.PowerCuts))
+		for i, l := range r.PowerCuts {
+			cuts[i] = l.String()
+		}
+		s += fmt.Sprintf("; %d power cuts dropped: %s", len(cuts), strings.Join(cuts, "; "))
+	}
+	return s
 }
 
 var (
@@ -224,12 +250,22 @@ func binary() (string, error) {
 // (the binary is passed through the environment).
 func StartCluster(t *testing.T, backend string, nodes int, et time.Duration, rules string) *ticketdtest.Cluster {
 	t.Helper()
-	return startCluster(t, backend, nodes, et, rules, false, false)
+	return startCluster(t, backend, nodes, et, startOptions{rules: rules})
 }
 
-// startCluster is StartCluster, with authorization on when auth is set
-// (Config.Auth).
-func startCluster(t *testing.T, backend string, nodes int, et time.Duration, rules string, auth, withTLS bool) *ticketdtest.Cluster {
+// startOptions are startCluster's settings beyond StartCluster's.
+type startOptions struct {
+	rules     string // the link-cut rules file ("": none)
+	auth, tls bool   // Config.Auth, Config.TLS
+	logStore  string // Config.LogStore
+	dataRoot  string // where the data dirs are made ("": the cluster's temporary directory)
+	// trailingLogs is the entries each node keeps after a compaction (0:
+	// the backend's default).
+	trailingLogs int
+}
+
+// startCluster is StartCluster with o's settings.
+func startCluster(t *testing.T, backend string, nodes int, et time.Duration, o startOptions) *ticketdtest.Cluster {
 	t.Helper()
 	bin, err := binary()
 	if err != nil {
@@ -244,14 +280,21 @@ func startCluster(t *testing.T, backend string, nodes int, et time.Duration, rul
 			fmt.Sprintf("--raft-heartbeat-ms=%d", max(et.Milliseconds()/5, 10)),
 			"--raft-snapshot-threshold=512",
 		},
+		DataRoot: o.dataRoot,
 	}
-	if rules != "" {
-		opts.Env = []string{rulesEnv + "=" + rules}
+	if o.logStore != "" {
+		opts.Args = append(opts.Args, "--raft-log-store="+o.logStore)
 	}
-	if withTLS {
+	if o.rules != "" {
+		opts.Env = append(opts.Env, rulesEnv+"="+o.rules)
+	}
+	if o.trailingLogs > 0 {
+		opts.Env = append(opts.Env, fmt.Sprintf("%s=%d", trailingLogsEnv, o.trailingLogs))
+	}
+	if o.tls {
 		opts.TLS = tlsOptions(t, nodes)
 	}
-	if auth {
+	if o.auth {
 		opts.Args = append(opts.Args, authArgs(t)...)
 		opts.BearerToken = faultsToken
 	}
@@ -267,22 +310,37 @@ func Run(t *testing.T, cfg Config) Result {
 	rules := filepath.Join(t.TempDir(), "rules")
 	et := cfg.ElectionTimeout
 	var tg Cluster
+	var local *target // the loopback cluster (nil with Start)
 	if cfg.Start != nil {
 		tg = cfg.Start(t, cfg.Backend, cfg.Nodes, et)
+		cfg.PowerLoss = false
 	} else {
-		tg = &target{c: startCluster(t, cfg.Backend, cfg.Nodes, et, rules, cfg.Auth, cfg.TLS), rules: rules}
+		so := startOptions{rules: rules, auth: cfg.Auth, tls: cfg.TLS, logStore: cfg.LogStore}
+		var power *powerfs.FS
+		if cfg.PowerLoss {
+			// Mounted before the cluster starts, so unmounted after it stops.
+			power, so.dataRoot = mountPower(t, powerfs.Options{Journal: cfg.PowerJournal})
+			so.trailingLogs = powerTrailingLogs
+		}
+		local = &target{c: startCluster(t, cfg.Backend, cfg.Nodes, et, so), rules: rules, power: power}
+		tg = local
 	}
 	c := tg
 
-	sched := nemesis.Generate(cfg.Seed, nemesis.Config{
-		Nodes: cfg.Nodes, Length: cfg.Duration, ElectionTimeout: et,
-		Lease: time.Duration(cfg.LeaseMS) * time.Millisecond, Kinds: cfg.Kinds,
-	})
-	if cfg.Schedule != nil {
+	var sched nemesis.Schedule
+	switch {
+	case cfg.Schedule != nil:
 		sched = *cfg.Schedule
+	case cfg.PowerLoss && len(cfg.Kinds) == 0:
+		sched = nemesis.PowerSchedule(cfg.Seed, cfg.Duration)
+	default:
+		sched = nemesis.Generate(cfg.Seed, nemesis.Config{
+			Nodes: cfg.Nodes, Length: cfg.Duration, ElectionTimeout: et,
+			Lease: time.Duration(cfg.LeaseMS) * time.Millisecond, Kinds: cfg.Kinds,
+		})
 	}
-	t.Logf("ticketd faults: backend %s, %d nodes, tls %v, auth %v, replay with -seed=%d -backend=%s -nodes=%d -duration=%v\n%s",
-		cfg.Backend, cfg.Nodes, cfg.TLS, cfg.Auth, cfg.Seed, cfg.Backend, cfg.Nodes, cfg.Duration, sched)
+	t.Logf("ticketd faults: backend %s, %d nodes, tls %v, auth %v, log store %q, power loss %v, replay with %s\n%s",
+		cfg.Backend, cfg.Nodes, cfg.TLS, cfg.Auth, cfg.LogStore, cfg.PowerLoss, replayFlags(cfg), sched)
 
 	rec := history.NewRecorder()
 	ex := nemesis.NewExecutor(tg, rec.Now)
@@ -359,9 +417,14 @@ func Run(t *testing.T, cfg Config) Result {
 		}
 	}
 
-	// Durability: kill -9 every node at once, start them, read everything.
+	// Durability: kill -9 every node at once (with PowerLoss: and cut the
+	// power), start them, read everything.
+	lastRestart := nemesis.RestartAll
+	if cfg.PowerLoss {
+		lastRestart = nemesis.PowerCut
+	}
 	restart := nemesis.NewExecutor(tg, rec.Now)
-	restart.Run(context.Background(), nemesis.Schedule{Faults: []nemesis.Fault{{Kind: nemesis.RestartAll}}})
+	restart.Run(context.Background(), nemesis.Schedule{Faults: []nemesis.Fault{{Kind: lastRestart}}})
 	lctx, lcancel = context.WithTimeout(context.Background(), time.Minute)
 	if _, err := agreedLeader(lctx, tg); err != nil {
 		phaseErr = append(phaseErr, fmt.Errorf("after restarting every node: %w", err))
@@ -387,6 +450,9 @@ func Run(t *testing.T, cfg Config) Result {
 	ops := rec.History()
 	events := append(ex.Events(), restart.Events()...)
 	res := Result{Backend: cfg.Backend, Seed: cfg.Seed, Ops: len(ops), Outcomes: map[history.Outcome]int{}, Events: events}
+	if local != nil {
+		res.PowerCuts = local.powerCuts()
+	}
 	for _, op := range ops {
 		res.Outcomes[op.Outcome]++
 	}
@@ -451,8 +517,7 @@ func writeReport(dir string, cfg Config, sched nemesis.Schedule, events []nemesi
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "backend %s, %d nodes, duration %v, lease %dms, election timeout %v\n", cfg.Backend, cfg.Nodes, cfg.Duration, cfg.LeaseMS, cfg.ElectionTimeout)
-	fmt.Fprintf(&b, "replay: make faults DURATION=%v, or: cd faults && go test -tags faults -run TestFaults ./harness -args -seed=%d -backend=%s -nodes=%d -duration=%v\n\n",
-		cfg.Duration, cfg.Seed, cfg.Backend, cfg.Nodes, cfg.Duration)
+	fmt.Fprintf(&b, "replay: cd faults && go test -tags faults -run TestFaults ./harness -args %s\n\n", replayFlags(cfg))
 	b.WriteString(sched.String())
 	b.WriteString("\nwhat the nemesis did:\n")
 	for _, ev := range events {
@@ -466,6 +531,21 @@ func writeReport(dir string, cfg Config, sched nemesis.Schedule, events []nemesi
 		return err
 	}
 	return copyLogs(tg, dir)
+}
+
+// replayFlags returns the TestFaults flags that replay the run of cfg.
+func replayFlags(cfg Config) string {
+	s := fmt.Sprintf("-seed=%d -backend=%s -nodes=%d -duration=%v", cfg.Seed, cfg.Backend, cfg.Nodes, cfg.Duration)
+	if cfg.LogStore != "" {
+		s += " -log-store=" + cfg.LogStore
+	}
+	if cfg.PowerLoss {
+		s += " -power"
+		if cfg.PowerJournal {
+			s += " -power-journal"
+		}
+	}
+	return s
 }
 
 func nodeIDs(tg Cluster, nodes []int) []string {

@@ -9,10 +9,9 @@ import (
 )
 
 // Disk fault kinds (docs/design.md#storage-and-recovery): they need a Target that also meets
-// DiskTarget. Lost unsynced writes (a power loss) are not among them: they
-// need a file system layer that keeps unsynced writes apart (LazyFS,
-// dm-flakey), which the loopback harness does not have. The checkers then decide whether the cluster lost anything it
-// acknowledged.
+// DiskTarget. Lost unsynced writes (a power loss) are PowerCut's, over a
+// PowerTarget (powerfaults.go). The checkers then decide whether the
+// cluster lost anything it acknowledged.
 const (
 	// DamageLog: kill -9 a random node, flip 4 bytes near the end of the
 	// file holding its log store's newest appends (badger's memtable log

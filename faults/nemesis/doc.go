@@ -10,7 +10,9 @@
 // on a new address; there, cut links are blackhole routes. Over a DiskTarget
 // it also injects disk faults (DiskKinds): damaged bytes near the
 // end of a node's newest badger log file (the node must refuse to start)
-// and a full disk (the node must stop, saying so).
+// and a full disk (the node must stop, saying so). Over a PowerTarget (data
+// dirs on faults/powerfs) it cuts the power of every node at once
+// (PowerKinds): every write not made durable is lost, then all restart.
 //
 // A Schedule is generated from a seed and a Config alone, so printing the
 // seed is enough to replay the same faults: Generate(seed, cfg) returns the

@@ -277,7 +277,7 @@ func (e *Executor) inject(ctx context.Context, f Fault) (func(context.Context) e
 		e.removed[i] = true
 		return func(ctx context.Context) error { return e.readd(ctx, i) }, []int{i}, nil
 	case RestartAll:
-		return nil, all, e.restartAll(all)
+		return nil, all, e.restartAll(all, nil)
 	}
 	if heal, nodes, handled, err := e.injectNet(ctx, f); handled {
 		return heal, nodes, err
@@ -285,11 +285,16 @@ func (e *Executor) inject(ctx context.Context, f Fault) (func(context.Context) e
 	if heal, nodes, handled, err := e.injectDisk(f); handled {
 		return heal, nodes, err
 	}
+	if heal, nodes, handled, err := e.injectPower(f); handled {
+		return heal, nodes, err
+	}
 	return nil, nil, fmt.Errorf("nemesis: unknown fault kind %q", f.Kind)
 }
 
-// restartAll kills every node at once (concurrently), then starts them all.
-func (e *Executor) restartAll(all []int) error {
+// restartAll kills every node at once (concurrently), calls whileDown (if
+// not nil: a power cut drops the unsynced writes then), then starts them
+// all.
+func (e *Executor) restartAll(all []int, whileDown func() error) error {
 	for _, i := range all {
 		if e.paused[i] {
 			if err := e.resume(i); err != nil {
@@ -305,6 +310,9 @@ func (e *Executor) restartAll(all []int) error {
 		go func() { defer wg.Done(); errs[j] = e.target.Kill(i) }()
 	}
 	wg.Wait()
+	if whileDown != nil {
+		errs = append(errs, whileDown())
+	}
 	for _, i := range all {
 		errs = append(errs, e.start(i))
 	}

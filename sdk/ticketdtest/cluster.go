@@ -43,6 +43,11 @@ type Options struct {
 	// Cluster, Status) as `Authorization: Bearer`, for nodes started with
 	// --auth-tokens-file (in Args) that list its digest.
 	BearerToken string
+	// DataRoot, when set, is the directory the nodes' data dirs are made
+	// in (DataRoot/n1, DataRoot/n2, ...) instead of the cluster's temporary
+	// directory, for example a file system of the test's own; the log files
+	// stay in the temporary directory.
+	DataRoot string
 }
 
 // Node describes one ticketd process of a Cluster. Its fields do not change
@@ -215,6 +220,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.tls, c.scheme, c.http = tc, "https", TLSClient(tc)
 	}
 	dir := t.TempDir()
+	dataRoot := dir
+	if opts.DataRoot != "" {
+		dataRoot = opts.DataRoot
+	}
 	addrs := FreeAddrs(t, 2*opts.Nodes)
 	var peers []string
 	for i := range opts.Nodes {
@@ -223,7 +232,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			APIAddr:  addrs[2*i],
 			RaftAddr: addrs[2*i+1],
 		}
-		n.DataDir = filepath.Join(dir, n.ID)
+		n.DataDir = filepath.Join(dataRoot, n.ID)
 		n.LogFile = filepath.Join(dir, n.ID+".log")
 		peers = append(peers, n.ID+"="+n.RaftAddr+"/"+n.APIAddr)
 		c.nodes = append(c.nodes, n)

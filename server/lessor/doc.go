@@ -24,6 +24,12 @@
 // the leader grants the key again only once Delayed reports 0, and
 // Config.OnDelayEnd says when that happens.
 //
+// A restarted node replays its log: Config.AppliedAt (the data dir's
+// apply-time record, server/applytime) tells the lessor when an earlier run
+// of the node applied a replayed entry, and a lease is measured from then
+// rather than from the replay, so restarts do not stretch it either
+// (docs/design.md#leases).
+//
 // Sessions (docs/design.md#sessions; etcd leases, Consul sessions) are leases of their own,
 // timed the same way from every node's apply of their CreateSession or last
 // KeepAliveSession and ended on the leader by one core.ExpireSession
@@ -55,6 +61,10 @@
 //     an idempotent retry's answer with Regrant, a session's KeepAlive with
 //     SessionRenewable; serve lock reads on any node with Remaining and
 //     Expiring (SessionRemaining, SessionExpiring), grants with Delayed.
+//     Mark a ghost lock's Release in flight with MarkGhost (ForgetGhosts on
+//     every leadership change; Removed clears one) and a CloseSession in
+//     flight with MarkClosing/UnmarkClosing; Ending then tells whether a
+//     holder is being removed, for whatever reason, in one call.
 //  5. Close on shutdown.
 //
 // Example:

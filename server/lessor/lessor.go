@@ -58,8 +58,8 @@ type Config struct {
 	// Clock measures deadlines; nil means RealClock().
 	Clock Clock
 	// Confirm confirms this node's leadership with a quorum after the call
-	// began and returns the term it confirmed (core.TermConfirmer, or
-	// core.Consensus.ReadIndex with the term read around it). It is called
+	// began and returns the term it confirmed (core.TermConfirmer, part of
+	// every backend's core.Consensus). It is called
 	// before every batch of Expire proposals; the lessor acts on the answer
 	// only while the epoch it started in lasts and the confirmed term is the
 	// one Promote was given, so a deposed leader never ends a lease
@@ -98,6 +98,15 @@ type Config struct {
 	MaxInFlight int
 	// Logger receives expiry logs; nil means zap.NewNop().
 	Logger *zap.Logger
+	// AppliedAt, if set, returns a time on Clock by which an earlier run of
+	// this node had already applied the log index index, and true
+	// (applytime.Record.At); false when no earlier run applied it. A lease
+	// whose last Grant or Renew (CreateSession or KeepAliveSession) is at
+	// such an index is measured from that time instead of from this run's
+	// replay of it: still after the client sent it (never early), and no
+	// later than one bucket after this node first applied it, so a restart
+	// does not stretch the lease (docs/design.md#leases).
+	AppliedAt func(index uint64) (time.Time, bool)
 }
 
 // DefaultConfig returns a Config with the optional fields at their defaults.
@@ -141,7 +150,10 @@ type item struct {
 // Grant/Renew, whatever the number of failovers.
 //
 // Renewal admission and expiry are decided here, under one mutex: once a lock
-// is marked expiring, or its deadline has passed, Renewable refuses it.
+// is marked expiring, or its deadline has passed, Renewable refuses it. The
+// removals the leader decides elsewhere (ghost Releases, CloseSessions) are
+// marked under the same mutex, so that Ending answers whether a holder is
+// being removed in one call (ending.go).
 //
 // Sessions (docs/design.md#sessions; etcd leases, Consul sessions) are timed the same way
 // (TrackSession, ExpireSession proposals); a holder under a session
@@ -162,11 +174,13 @@ type Lessor struct {
 	sessions  int               // how many of items are sessions
 	under     map[lockID]uint64 // holders under a session: holder -> session
 	members   map[uint64]map[lockID]struct{}
-	due       deadlineHeap      // items waiting for an expiry round, by due time
-	marked    map[leaseID]*item // the items marked expiring: all that Promote re-arms
-	proposing map[leaseID]int   // Expire calls in flight, across epochs
-	delays    map[string]*delay // lock-delays by key, also in ends
-	ends      delayHeap         // the lock-delays by end time
+	due       deadlineHeap        // items waiting for an expiry round, by due time
+	marked    map[leaseID]*item   // the items marked expiring: all that Promote re-arms
+	proposing map[leaseID]int     // Expire calls in flight, across epochs
+	delays    map[string]*delay   // lock-delays by key, also in ends
+	ends      delayHeap           // the lock-delays by end time
+	ghosts    map[lockID]struct{} // ghost holders whose Release is in flight (ending.go)
+	closing   map[uint64]int      // CloseSession proposals in flight per session (ending.go)
 	closed    bool
 
 	restores   atomic.Uint64 // the table's Restores() at the last reconcile; written with mu held
@@ -211,6 +225,8 @@ func New(cfg Config) (*Lessor, error) {
 		marked:    map[leaseID]*item{},
 		proposing: map[leaseID]int{},
 		delays:    map[string]*delay{},
+		ghosts:    map[lockID]struct{}{},
+		closing:   map[uint64]int{},
 		slots:     make(chan struct{}, cfg.MaxInFlight),
 		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -321,7 +337,20 @@ func (l *Lessor) Track(key string, token uint64, leaseMS int64, index uint64) {
 	if _, ok := l.under[lockID{key, token}]; ok {
 		return
 	}
-	l.track(lockLease(key, token), leaseMS, index, now.Add(ms(leaseMS)))
+	l.track(lockLease(key, token), leaseMS, index, l.start(index, now).Add(ms(leaseMS)))
+}
+
+// start returns when this node first applied index: now, or the earlier
+// time an earlier run recorded (Config.AppliedAt) when this apply is a
+// replay after a restart.
+func (l *Lessor) start(index uint64, now time.Time) time.Time {
+	if l.cfg.AppliedAt == nil {
+		return now
+	}
+	if t, ok := l.cfg.AppliedAt(index); ok && t.Before(now) {
+		return t
+	}
+	return now
 }
 
 // track sets the lease id to deadline with seen index; l.mu held.
@@ -343,9 +372,10 @@ func (l *Lessor) track(id leaseID, leaseMS int64, index uint64, deadline time.Ti
 }
 
 // Removed records that the holder (key, token) was deleted (a Release
-// applied, an Expire that removed it, or its session's end). Other holders
-// of key are left alone; an Expire that did not remove the lock (Existed
-// false: renewed since its decision) must not be reported.
+// applied, an Expire that removed it, or its session's end); its ghost mark,
+// if any, goes with it (MarkGhost). Other holders of key are left alone; an
+// Expire that did not remove the lock (Existed false: renewed since its
+// decision) must not be reported.
 func (l *Lessor) Removed(key string, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -353,6 +383,7 @@ func (l *Lessor) Removed(key string, token uint64) {
 		l.remove(it)
 	}
 	l.detach(lockID{key, token})
+	delete(l.ghosts, lockID{key, token})
 }
 
 // Reconcile makes the tracked leases and lock-delays match table after this
@@ -361,7 +392,8 @@ func (l *Lessor) Removed(key string, token uint64) {
 // installed. A lock tracked with its token and a seen index at or above its
 // ModIndex keeps its deadline; any other held lock starts at now + lease_ms
 // (later than any client's deadline, so safe); tracked locks the table does
-// not hold are forgotten. Sessions are reconciled the same way (by their
+// not hold are forgotten. A lease an earlier run of this node applied
+// (Config.AppliedAt) starts when that run applied it instead. Sessions are reconciled the same way (by their
 // ModIndex and TTL), and holders under a session are attached to it. Delays
 // the table records but this node does not time start now. O(locks +
 // sessions); call it from the apply goroutine, after a restore only
@@ -414,7 +446,7 @@ func (l *Lessor) reconcile(table Table, now time.Time) {
 		if seen == 0 {
 			seen = applied // a version 1 snapshot: the lock is unchanged since applied
 		}
-		l.track(id, leaseMS, seen, now.Add(ms(leaseMS)))
+		l.track(id, leaseMS, seen, l.start(seen, now).Add(ms(leaseMS)))
 	}
 	table.Ascend(func(lk core.Lock) bool {
 		heldKeys[lk.Key] = true

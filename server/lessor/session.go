@@ -11,7 +11,9 @@ import (
 
 // TrackSession records that session id with a TTL of ttlMS milliseconds had
 // its CreateSession or a KeepAliveSession applied locally at log index index:
-// its deadline becomes now + ttlMS on this node's monotonic clock and index
+// its deadline becomes now + ttlMS on this node's monotonic clock (or, for an
+// entry an earlier run of this node applied, that run's apply + ttlMS:
+// Config.AppliedAt) and index
 // its seen index, which the ExpireSession carries (a KeepAlive that commits
 // between the decision and the ExpireSession's apply wins). A session marked
 // expiring becomes unmarked. Call it on every node. Does not block.
@@ -19,7 +21,7 @@ func (l *Lessor) TrackSession(id uint64, ttlMS int64, index uint64) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.track(sessionLease(id), ttlMS, index, now.Add(ms(ttlMS)))
+	l.track(sessionLease(id), ttlMS, index, l.start(index, now).Add(ms(ttlMS)))
 }
 
 // TrackUnder records that the holder (key, token) was granted under session

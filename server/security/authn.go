@@ -205,40 +205,6 @@ func (a *Authenticator) authenticate(ctx context.Context, h http.Header) (Princi
 	return Principal{}, fmt.Errorf("%w: no client certificate and no bearer token", ErrUnauthenticated)
 }
 
-// Allowed reports whether the principal of ctx may do perm on key; true when
-// authorization is off.
-func (a *Authenticator) Allowed(ctx context.Context, key string, perm Permission) bool {
-	policy := a.currentPolicy()
-	if policy == nil {
-		return true
-	}
-	p, _ := PrincipalFrom(ctx)
-	return policy.Allowed(p.Name, key, perm)
-}
-
-// IsAdmin reports whether the principal of ctx holds PermAdmin; true when
-// authorization is off.
-func (a *Authenticator) IsAdmin(ctx context.Context) bool {
-	policy := a.currentPolicy()
-	if policy == nil {
-		return true
-	}
-	p, _ := PrincipalFrom(ctx)
-	return policy.IsAdmin(p.Name)
-}
-
-// MayTouch reports whether the principal of ctx may renew or release a lock
-// that lockPrincipal acquired: its own lock, or any lock for an admin.
-// True when authorization is off.
-func (a *Authenticator) MayTouch(ctx context.Context, lockPrincipal string) bool {
-	policy := a.currentPolicy()
-	if policy == nil {
-		return true
-	}
-	p, _ := PrincipalFrom(ctx)
-	return p.Name == lockPrincipal || policy.IsAdmin(p.Name)
-}
-
 // currentPolicy is the policy in use, nil when off (or a is nil).
 func (a *Authenticator) currentPolicy() *Policy {
 	if a == nil {

@@ -42,16 +42,18 @@
 // assertion), tokens.go (the tokens file: SHA-256 digests compared in
 // constant time, Consul ACL tokens), policy.go (the policy file: read, lock
 // and admin on key prefixes, etcd roles on key ranges), authn.go
-// (Authenticator: establishes the principal, reloads both files on SIGHUP)
-// and authz.go (the connect interceptor that refuses with Unauthenticated or
-// PermissionDenied and puts the principal in the handler's context).
+// (Authenticator: establishes the principal, reloads both files on SIGHUP),
+// authz.go (the connect interceptor that refuses with Unauthenticated or
+// PermissionDenied and puts the principal in the handler's context) and
+// ownership.go (MayActFor: who may act on a lock or session another
+// principal holds).
 //
 //  1. Build one Authenticator per node with NewAuthenticator (a bad file
 //     stops the start) and run its Watch loop.
 //  2. Record each request's TLS state in its context (WithConnState) in the
 //     HTTP layer, and install Interceptor on every handler.
-//  3. In handlers, PrincipalFrom gives the caller; MayTouch decides Renew
-//     and Release of a lock bound to another principal.
+//  3. In handlers, PrincipalFrom gives the caller; MayActFor decides
+//     whether it may act on a lock or session bound to another principal.
 //
 // For a node:
 //

@@ -34,7 +34,9 @@ var MarkerKey = []byte("meta/backend")
 // DBDir returns where the badger database of the node with data dir dataDir lives.
 func DBDir(dataDir string) string { return filepath.Join(dataDir, "raft") }
 
-// SnapshotDir returns where the snapshot files of the node with data dir dataDir live.
+// SnapshotDir returns where the snapshot files of the node with data dir
+// dataDir live: hashicorp's FileSnapshotStore, or the etcd backend's badger
+// store (one <term>-<index>.snap file beside the database).
 func SnapshotDir(dataDir string) string { return filepath.Join(dataDir, "snapshots") }
 
 // Options returns the badger options used for a Raft log in dir:

@@ -5,7 +5,7 @@
 //
 // A Listener wraps the peer port's TCP listener, below TLS. It accepts a
 // connection first and then decides, like the client API's cap
-// (server/limits.go): within Config.MaxConns open connections in total and
+// (server/httpapi/connlimit.go): within Config.MaxConns open connections in total and
 // Config.MaxConnsPerIP from the newcomer's IP, it is admitted; past either,
 // room is made only by closing the oldest connection of the same scope that
 // has not been marked established (MarkEstablished: its TLS handshake done,

@@ -11,7 +11,9 @@ import type { Member, StatusResponse } from "./gen/ticket/v1/cluster_pb.js";
 import { LockService, Mode } from "./gen/ticket/v1/lock_pb.js";
 import type { Holder as HolderMsg, SessionInfo as SessionInfoMsg } from "./gen/ticket/v1/lock_pb.js";
 import type { TransportFactory } from "./transport.js";
-import { backoffMs, now, sleep, timeoutSignal } from "./clock.js";
+import { backoffMs, sleep, systemClock } from "./clock.js";
+import type { Clock } from "./clock.js";
+import { defaults } from "./defaults.js";
 import {
   AmbiguousError,
   ClosedError,
@@ -25,6 +27,7 @@ import {
   opKey,
   wrapErr,
 } from "./errors.js";
+import { renewAt } from "./keeper.js";
 import { Lease } from "./lease.js";
 import { Session } from "./session.js";
 import { watch } from "./watch.js";
@@ -46,7 +49,7 @@ export interface ClientOptions {
   callTimeoutMs?: number;
   /** First retry delay; doubles per retry up to backoffMaxMs (default 25). */
   backoffBaseMs?: number;
-  /** Cap of the retry delay (default 1000). */
+  /** Cap of the retry delay (default 100). */
   backoffMaxMs?: number;
   /** Fraction of a lease kept back as a safety margin for clock-rate drift (default 0.01). */
   driftRate?: number;
@@ -238,8 +241,8 @@ interface NodeClients {
   cluster: ConnectClient<typeof ClusterService>;
 }
 
-/** How a logical call is made (Go: callSpec). */
-interface CallSpec {
+/** How a logical call is made (Go: callSpec). @internal */
+export interface CallSpec {
   op: string;
   key: string;
   owner?: string;
@@ -279,6 +282,8 @@ export function createClient(opts: ClientOptions): Client {
  */
 export class Client {
   /** @internal */ readonly opts: Required<Omit<ClientOptions, "bearerToken">> & Pick<ClientOptions, "bearerToken">;
+  /** @internal Where the client and its leases read the time and set timers. */
+  readonly clock: Clock;
   private readonly scheme: string;
   private readonly endpoints: string[];
   private readonly configured = new Set<string>();
@@ -291,14 +296,16 @@ export class Client {
   private readonly closing = new AbortController();
   private readonly bg = new Set<Promise<unknown>>();
 
-  constructor(opts: ClientOptions) {
+  /** Use createClient; clock is internal (tests give a fake one). */
+  constructor(opts: ClientOptions, /** @internal */ clock: Clock = systemClock) {
+    this.clock = clock;
     this.opts = {
-      requestTimeoutMs: 5000,
+      requestTimeoutMs: defaults.requestTimeoutMs,
       callTimeoutMs: 30_000,
-      backoffBaseMs: 25,
-      backoffMaxMs: 1000,
-      driftRate: 0.01,
-      minMarginMs: 50,
+      backoffBaseMs: defaults.backoffBaseMs,
+      backoffMaxMs: defaults.backoffMaxMs,
+      driftRate: defaults.driftRate,
+      minMarginMs: defaults.minMarginMs,
       ownerPrefix: "ts",
       followLeader: true,
       ...opts,
@@ -316,7 +323,7 @@ export class Client {
     });
     const rnd = new Uint8Array(8);
     globalThis.crypto.getRandomValues(rnd);
-    this.ownerBase = `${this.opts.ownerPrefix.slice(0, 64)}/${[...rnd].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+    this.ownerBase = `${this.opts.ownerPrefix.slice(0, defaults.ownerPrefixMaxLength)}/${[...rnd].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
   }
 
   /** The base URLs the client was created with. */
@@ -359,6 +366,14 @@ export class Client {
     return Math.max(ttlMs * this.opts.driftRate, this.opts.minMarginMs);
   }
 
+  /**
+   * localDeadline is the local deadline of a lease of ttlMs acknowledged
+   * for a request sent at sentAt: sentAt + ttl − margin (see Keeper). @internal
+   */
+  localDeadline(sentAt: number, ttlMs: number): number {
+    return sentAt + ttlMs - this.marginMs(ttlMs);
+  }
+
   private newOwner(): string {
     return `${this.ownerBase}-${++this.ownerSeq}`;
   }
@@ -387,7 +402,7 @@ export class Client {
       const g = await this.acquireWith(key, opts, wait, owner, made);
       // A lock under a session is renewed by the session's KeepAlive.
       if (g.session !== 0n) return new Lease(this, g, opts.session instanceof Session ? opts.session : undefined);
-      if (now() - g.sentAt <= g.ttlMs / 3) return new Lease(this, g);
+      if (this.clock.now() <= renewAt(g.sentAt, g.ttlMs)) return new Lease(this, g);
       // The grant came long after the request was sent (a wait in the
       // queue, or retries): measure the lease afresh with a renewal.
       try {
@@ -395,9 +410,9 @@ export class Client {
         return new Lease(this, { ...g, ttlMs: r.ttlMs, sentAt: r.sentAt });
       } catch (err) {
         if (err instanceof NotHeldError) continue; // lapsed before use: ask again
-        if (now() < g.sentAt + g.ttlMs - this.marginMs(g.ttlMs)) return new Lease(this, g);
+        if (this.clock.now() < this.localDeadline(g.sentAt, g.ttlMs)) return new Lease(this, g);
         this.background(async (signal) => {
-          await this.release(key, g.token, { signal: AbortSignal.any([signal, timeoutSignal(g.ttlMs)]) });
+          await this.release(key, g.token, { signal: AbortSignal.any([signal, this.clock.timeoutSignal(g.ttlMs)]) });
         });
         throw new LeaseLostError(`ticketd: lock ${JSON.stringify(key)}: token ${g.token} was granted but its lease ran out before it could be confirmed`, { cause: err });
       }
@@ -460,7 +475,7 @@ export class Client {
   /** releaseOwned releases in the background the lock on key if owner holds it (after an ambiguous acquire). */
   private releaseOwned(key: string, owner: string, ttlMs: number): void {
     this.background(async (signal) => {
-      const s = AbortSignal.any([signal, timeoutSignal(ttlMs)]);
+      const s = AbortSignal.any([signal, this.clock.timeoutSignal(ttlMs)]);
       const info = await this.getLock(key, { signal: s });
       const h = info.holders.find((x) => x.owner === owner);
       if (h !== undefined) await this.release(key, h.token, { signal: s });
@@ -477,16 +492,26 @@ export class Client {
   }
 
   /**
+   * boundRenewal bounds the attempts and the retry backoff of spec, a
+   * renewal (renew, keepAlive) of a lease of ttlMs (0: unknown, left as it
+   * is): attempts by ttl/3, the backoff by ttl/8 (Go: callSpec.boundRenewal),
+   * and the whole call by the lease's deadline signal rather than
+   * callTimeoutMs. @internal
+   */
+  boundRenewal(spec: CallSpec, ttlMs: number): void {
+    if (ttlMs <= 0) return;
+    spec.timeoutMs = Math.min(spec.timeoutMs, Math.max(ttlMs / defaults.renewAttemptTimeoutDivisor, 1));
+    spec.backoffMs = Math.max(ttlMs / defaults.renewBackoffCapDivisor, 1);
+    spec.unbounded = true;
+  }
+
+  /**
    * renewWith sends Renew with retries; for a lease of ttlMs (0: unknown)
-   * attempts are bounded by ttl/3 and backoff by ttl/8 (Go: renew). @internal
+   * attempts and backoff are bounded by boundRenewal (Go: renew). @internal
    */
   async renewWith(key: string, token: bigint, ttlMs: number, signal?: AbortSignal): Promise<{ ttlMs: number; sentAt: number }> {
     const spec: CallSpec = { op: "renew", key, toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
-    if (ttlMs > 0) {
-      spec.timeoutMs = Math.min(spec.timeoutMs, Math.max(ttlMs / 3, 1));
-      spec.backoffMs = Math.max(ttlMs / 8, 1);
-      spec.unbounded = true; // bounded by the lease's deadline signal instead
-    }
+    this.boundRenewal(spec, ttlMs);
     const { res, out } = await this.invoke(spec, signal, (n, o) => n.lock.renew({ key, token }, o));
     return { ttlMs: Number(res.leaseMs), sentAt: out.sentAt };
   }
@@ -554,7 +579,7 @@ export class Client {
     for (;;) {
       const spec: CallSpec = { op: "list", key: prefix, toLeader: !stale, timeoutMs: this.opts.requestTimeoutMs };
       const { res } = await this.invoke(spec, opts.signal, (n, o) =>
-        n.lock.listLocks({ prefix, pageSize: 500, pageToken, stale }, o),
+        n.lock.listLocks({ prefix, pageSize: defaults.listPageSize, pageToken, stale }, o),
       );
       for (const l of res.locks) locks.push(lockInfoOf(l.key, l));
       readIndex = res.readIndex;
@@ -610,11 +635,7 @@ export class Client {
    */
   async keepAliveWith(id: bigint, ttlMs: number, signal?: AbortSignal): Promise<{ ttlMs: number; sentAt: number }> {
     const spec: CallSpec = { op: "keepalive", key: String(id), toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
-    if (ttlMs > 0) {
-      spec.timeoutMs = Math.min(spec.timeoutMs, Math.max(ttlMs / 3, 1));
-      spec.backoffMs = Math.max(ttlMs / 8, 1);
-      spec.unbounded = true; // bounded by the session's deadline signal instead
-    }
+    this.boundRenewal(spec, ttlMs);
     const { res, out } = await this.invoke(spec, signal, (n, o) => n.lock.keepAlive({ session: id }, o));
     return { ttlMs: Number(res.ttlMs), sentAt: out.sentAt };
   }
@@ -663,7 +684,7 @@ export class Client {
     for (;;) {
       const spec: CallSpec = { op: "list sessions", key: keyPrefix, toLeader: true, timeoutMs: this.opts.requestTimeoutMs };
       const { res } = await this.invoke(spec, opts.signal, (n, o) =>
-        n.lock.listSessions({ principal, keyPrefix, pageSize: 500, pageToken }, o),
+        n.lock.listSessions({ principal, keyPrefix, pageSize: defaults.listPageSize, pageToken }, o),
       );
       for (const s of res.sessions) out.push(sessionInfoOf(s));
       pageToken = res.nextPageToken;
@@ -684,7 +705,7 @@ export class Client {
    */
   async nodeStatus(endpoint: string, opts: CallOpts = {}): Promise<StatusResponse> {
     const n = this.nodeFor(baseUrlOf(endpoint, this.scheme));
-    const signal = AbortSignal.any([this.closing.signal, timeoutSignal(this.opts.requestTimeoutMs), ...(opts.signal ? [opts.signal] : [])]);
+    const signal = AbortSignal.any([this.closing.signal, this.clock.timeoutSignal(this.opts.requestTimeoutMs), ...(opts.signal ? [opts.signal] : [])]);
     try {
       return await n.cluster.status({}, { signal, headers: this.headers() });
     } catch (err) {
@@ -748,7 +769,7 @@ export class Client {
   }
 
   private async discover(n: NodeClients, signal: AbortSignal, timeoutMs: number): Promise<NodeClients> {
-    const s = AbortSignal.any([signal, timeoutSignal(timeoutMs > 0 ? timeoutMs : this.opts.requestTimeoutMs)]);
+    const s = AbortSignal.any([signal, this.clock.timeoutSignal(timeoutMs > 0 ? timeoutMs : this.opts.requestTimeoutMs)]);
     const st = await n.cluster.status({}, { signal: s, headers: this.headers() });
     this.learnMembers(n, st.members);
     if (st.leaderAddr === "" || (!this.setLeader(st.leaderAddr) && this.leaderUrl === "")) return n;
@@ -770,9 +791,14 @@ export class Client {
     return this.setLeader(hint);
   }
 
-  /** retryDelay returns the n-th backoff delay, capped at capMs when below the client's cap. @internal */
+  /** retryCap returns the cap of a call's retry backoff: capMs when it is positive and below the client's cap, else the client's cap. @internal */
+  retryCap(capMs: number | undefined): number {
+    return capMs !== undefined && capMs > 0 && capMs < this.opts.backoffMaxMs ? capMs : this.opts.backoffMaxMs;
+  }
+
+  /** retryDelay returns the n-th backoff delay, capped at retryCap(capMs). @internal */
   retryDelay(capMs: number | undefined, attempt: number): number {
-    const maxD = capMs && capMs > 0 && capMs < this.opts.backoffMaxMs ? capMs : this.opts.backoffMaxMs;
+    const maxD = this.retryCap(capMs);
     return backoffMs(Math.min(this.opts.backoffBaseMs, maxD), maxD, attempt);
   }
 
@@ -788,7 +814,7 @@ export class Client {
   ): Promise<{ res: R; out: Outcome }> {
     const signals = [this.closing.signal];
     if (userSignal) signals.push(userSignal);
-    if (!spec.unbounded && !userSignal) signals.push(timeoutSignal(this.opts.callTimeoutMs));
+    if (!spec.unbounded && !userSignal) signals.push(this.clock.timeoutSignal(this.opts.callTimeoutMs));
     const signal = AbortSignal.any(signals);
     let last: unknown;
     let firstMaybe = 0;
@@ -817,12 +843,12 @@ export class Client {
           // rather than retry until the call's timeout.
           if (!signal.aborted && classify(err) === Failure.Final) throw wrapErr(spec.op, spec.key, err);
           this.nodeFailed(n);
-          if (!(await sleep(this.retryDelay(spec.backoffMs, attempt - quick), signal))) giveUp();
+          if (!(await sleep(this.clock, this.retryDelay(spec.backoffMs, attempt - quick), signal))) giveUp();
           continue;
         }
       }
-      const attemptSignal = spec.timeoutMs > 0 ? AbortSignal.any([signal, timeoutSignal(spec.timeoutMs)]) : signal;
-      const sentAt = now();
+      const attemptSignal = spec.timeoutMs > 0 ? AbortSignal.any([signal, this.clock.timeoutSignal(spec.timeoutMs)]) : signal;
+      const sentAt = this.clock.now();
       try {
         const res = await fn(n, { signal: attemptSignal, headers: this.headers() });
         return { res, out: { sentAt, firstMaybe: firstMaybe || sentAt, maybeEarlier: st.maybe } };
@@ -835,11 +861,11 @@ export class Client {
           st.maybe = true;
           firstMaybe = sentAt;
         }
-        if (this.noteHint(err, n) && quick < 3) {
+        if (this.noteHint(err, n) && quick < defaults.leaderHintQuickRetries) {
           quick++;
           continue; // a new leader named: try it at once
         }
-        if (!(await sleep(this.retryDelay(spec.backoffMs, attempt - quick), signal))) giveUp();
+        if (!(await sleep(this.clock, this.retryDelay(spec.backoffMs, attempt - quick), signal))) giveUp();
       }
     }
   }

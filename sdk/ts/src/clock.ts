@@ -1,25 +1,46 @@
-// Monotonic time and abortable sleeps, shared by the client and its leases.
+// Monotonic time, timers and abortable sleeps. A client and its leases read
+// time through one Clock (Client.clock), so that tests can drive a lease's
+// renewals and local deadline with a fake clock instead of waiting.
 
-/** now returns a monotonic time in milliseconds (performance.now: not wall-clock, never jumps). */
-export function now(): number {
-  return performance.now();
+/** Clock is where a client reads the time and sets its timers. */
+export interface Clock {
+  /** now returns a monotonic time in milliseconds (performance.now: not wall-clock, never jumps). */
+  now(): number;
+  /** setTimer runs fn once, ms milliseconds from now (at once for ms ≤ 0, on a later turn); the returned function cancels it. */
+  setTimer(fn: () => void, ms: number): () => void;
+  /** timeoutSignal returns a signal that aborts ms milliseconds from now (ms ≥ 0, rounded up). */
+  timeoutSignal(ms: number): AbortSignal;
 }
 
 /**
- * sleep waits ms milliseconds, or until signal aborts; it resolves to false
- * when signal aborted (at once if it already had).
+ * systemClock is the real one: performance.now, setTimeout, and
+ * AbortSignal.timeout (whose timer does not keep a Node process alive).
  */
-export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
+export const systemClock: Clock = {
+  now: () => performance.now(),
+  setTimer(fn, ms) {
+    const t = setTimeout(fn, Math.max(0, ms));
+    return () => clearTimeout(t);
+  },
+  timeoutSignal: (ms) => AbortSignal.timeout(Math.max(1, Math.ceil(ms))),
+};
+
+/**
+ * sleep waits ms milliseconds of clock, or until signal aborts; it resolves
+ * to false when signal aborted (at once if it already had).
+ */
+export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<boolean> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve(false);
+    let cancel = () => {};
     const onAbort = () => {
-      clearTimeout(t);
+      cancel();
       resolve(false);
     };
-    const t = setTimeout(() => {
+    cancel = clock.setTimer(() => {
       signal?.removeEventListener("abort", onAbort);
       resolve(true);
-    }, Math.max(0, ms));
+    }, ms);
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
@@ -32,9 +53,4 @@ export function backoffMs(baseMs: number, maxMs: number, n: number): number {
   n = Math.max(n, 0);
   const d = n < 30 ? Math.min(baseMs * 2 ** n, maxMs) : maxMs;
   return d / 2 + Math.random() * (d / 2);
-}
-
-/** timeoutSignal is AbortSignal.timeout for any non-negative number of milliseconds (rounded up). */
-export function timeoutSignal(ms: number): AbortSignal {
-  return AbortSignal.timeout(Math.max(1, Math.ceil(ms)));
 }

@@ -115,14 +115,17 @@ export class WatchOutOfRangeError extends TicketdError {
   }
 }
 
-/** How one attempt failed, as far as retrying is concerned (Go: failure). */
+/**
+ * How one attempt failed, as far as retrying is concerned (Go: failure).
+ * The values are the retry classes of sdk/testdata/client-spec.json.
+ */
 export const enum Failure {
   /** The server gave a definitive answer: do not retry. */
-  Final,
+  Final = "final",
   /** The request never reached a server (connection refused). */
-  NotSent,
+  NotSent = "not_sent",
   /** Retryable, and the request may have taken effect. */
-  Retry,
+  Retry = "retry",
 }
 
 /** classify tells how an attempt's error is handled (Go: classify). */

@@ -3,7 +3,8 @@
 // and Session (many locks; etcd lease, Consul session) are both one; it
 // mirrors the Go SDK's keeper (sdk/keeper.go).
 import type { Client } from "./client.js";
-import { now, sleep, timeoutSignal } from "./clock.js";
+import { sleep } from "./clock.js";
+import { defaults } from "./defaults.js";
 import { LeaseLostError, NotHeldError, TicketdError } from "./errors.js";
 
 /**
@@ -12,6 +13,14 @@ import { LeaseLostError, NotHeldError, TicketdError } from "./errors.js";
  * send time of the acknowledged attempt.
  */
 export type RenewFn = (ttlMs: number, signal: AbortSignal) => Promise<{ ttlMs: number; sentAt: number }>;
+
+/**
+ * renewAt is when a lease of ttlMs acknowledged for a request sent at
+ * sentAt is next renewed: ttl/3 later (Go: renewAt). @internal
+ */
+export function renewAt(sentAt: number, ttlMs: number): number {
+  return sentAt + ttlMs / defaults.renewPeriodDivisor;
+}
 
 /**
  * Keeper renews a lease every ttl/3, measured from the send time of the
@@ -45,7 +54,7 @@ export abstract class Keeper {
   private ttl: number;
   private sentAt: number;
   private deadlineAt: number;
-  private timer: ReturnType<typeof setTimeout> | undefined;
+  private cancelTimer: (() => void) | undefined;
   /** What the messages name: `key "k" token 5`, `session 12`. */
   private readonly name: string;
 
@@ -61,7 +70,7 @@ export abstract class Keeper {
     this.signal = this.ctl.signal;
     this.ttl = ttlMs;
     this.sentAt = sentAt;
-    this.deadlineAt = renew ? sentAt + ttlMs - c.marginMs(ttlMs) : Infinity;
+    this.deadlineAt = renew ? c.localDeadline(sentAt, ttlMs) : Infinity;
     if (renew) this.armTimer();
     const onClose = () => this.finish(new LeaseLostError("ticketd: lease lost: client closed", { cause: c.closedSignal.reason }));
     if (c.closedSignal.aborted) onClose();
@@ -86,7 +95,7 @@ export abstract class Keeper {
 
   /** Milliseconds left before the local deadline (0 once passed or ended; Infinity without one). */
   remainingMs(): number {
-    return this.signal.aborted ? 0 : Math.max(0, this.deadlineAt - now());
+    return this.signal.aborted ? 0 : Math.max(0, this.deadlineAt - this.c.clock.now());
   }
 
   /** stopRenewals stops the renewals and waits until none is in flight. @internal */
@@ -98,20 +107,20 @@ export abstract class Keeper {
   /** finish aborts the signal with reason unless it is aborted already, and stops the timer and renewer. @internal */
   protected finish(reason: TicketdError): void {
     if (this.signal.aborted) return;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.cancelTimer?.();
     this.ctl.abort(reason);
     this.stopRenew.abort();
   }
 
   private armTimer(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.onTimer(), Math.max(0, this.deadlineAt - now()));
+    this.cancelTimer?.();
+    this.cancelTimer = this.c.clock.setTimer(() => this.onTimer(), this.deadlineAt - this.c.clock.now());
   }
 
   /** onTimer runs at the local deadline: it ends the lease unless a renewal moved the deadline. */
   private onTimer(): void {
     if (this.signal.aborted) return;
-    if (this.deadlineAt - now() > 0) return this.armTimer();
+    if (this.deadlineAt - this.c.clock.now() > 0) return this.armTimer();
     this.finish(new LeaseLostError(`ticketd: lease lost: ${this.name}: no renewal acknowledged before the local deadline`));
   }
 
@@ -120,7 +129,7 @@ export abstract class Keeper {
     if (this.signal.aborted || ttlMs <= 0) return;
     this.ttl = ttlMs;
     this.sentAt = sentAt;
-    const d = sentAt + ttlMs - this.c.marginMs(ttlMs);
+    const d = this.c.localDeadline(sentAt, ttlMs);
     if (d > this.deadlineAt) {
       this.deadlineAt = d;
       this.armTimer();
@@ -131,9 +140,10 @@ export abstract class Keeper {
   private async renewLoop(renew: RenewFn): Promise<void> {
     const stop = this.stopRenew.signal;
     for (;;) {
-      if (!(await sleep(this.sentAt + this.ttl / 3 - now(), stop))) return;
+      const clock = this.c.clock;
+      if (!(await sleep(clock, renewAt(this.sentAt, this.ttl) - clock.now(), stop))) return;
       // Renewals are bounded by the local deadline: past it the lease is lost anyway.
-      const bound = AbortSignal.any([stop, timeoutSignal(Math.max(1, this.deadlineAt - now()))]);
+      const bound = AbortSignal.any([stop, clock.timeoutSignal(Math.max(1, this.deadlineAt - clock.now()))]);
       try {
         const r = await renew(this.ttl, bound);
         this.extend(r.sentAt, r.ttlMs);

@@ -1,6 +1,7 @@
 // Transports for Node (connect-node): the Connect protocol or gRPC, over
 // HTTP/2 (h2c with prior knowledge for http:// URLs, as ticketd serves).
 import { Http2SessionManager, createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { defaults } from "./defaults.js";
 import type { TransportFactory } from "./transport.js";
 
 /** Options of nodeTransport. */
@@ -25,7 +26,7 @@ export interface NodeTransportOptions {
  */
 export function nodeTransport(opts: NodeTransportOptions = {}): TransportFactory {
   const managers: Http2SessionManager[] = [];
-  const keepAliveMs = opts.keepAliveMs ?? 2000;
+  const keepAliveMs = opts.keepAliveMs ?? defaults.keepAliveMs;
   const factory: TransportFactory = (baseUrl: string) => {
     const sessionManager = new Http2SessionManager(baseUrl, {
       pingIntervalMs: keepAliveMs,

@@ -185,6 +185,6 @@ async function* streamEvents(c: Client, prefix: string, opts: WatchOptions, onSt
       listedAt = includeExisting ? -1n : listedAt;
       c.nodeFailed(n);
     }
-    if (!(await sleep(c.retryDelay(undefined, attempt++), signal))) return;
+    if (!(await sleep(c.clock, c.retryDelay(undefined, attempt++), signal))) return;
   }
 }

@@ -5,7 +5,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -21,24 +23,45 @@ import (
 // network partition would. The file is re-read whenever its modification
 // time or size changes (polled every faultsPoll); a missing file means no
 // rule. Lines starting with # are comments.
+//
+// When the environment sets faultsTrailingLogsEnv, the backend keeps that
+// many entries after each compaction instead of its default (10,240), so
+// that a run of a few seconds already compacts its log behind snapshots
+// and a power cut finds a log that depends on them (docs/faults.md#power-loss).
 
 // faultsRulesEnv names the environment variable holding the rules file path.
 const faultsRulesEnv = "TICKETD_FAULTS_RULES"
+
+// faultsTrailingLogsEnv names the environment variable holding
+// backends.Config.TrailingLogs (entries, a positive integer).
+const faultsTrailingLogsEnv = "TICKETD_FAULTS_TRAILING_LOGS"
 
 // faultsPoll is how often the rules file is checked for changes.
 const faultsPoll = 10 * time.Millisecond
 
 func init() {
-	path := os.Getenv(faultsRulesEnv)
-	if path == "" {
-		return
+	var edits []func(*backends.Config)
+	if path := os.Getenv(faultsRulesEnv); path != "" {
+		r := &dropRules{path: path}
+		r.reload()
+		go r.watch()
+		edits = append(edits, func(c *backends.Config) { c.DropMessage = r.drop })
 	}
-	r := &dropRules{path: path}
-	r.reload()
-	go r.watch()
-	extraOptions = append(extraOptions, server.WithBackendConfig(func(c *backends.Config) {
-		c.DropMessage = r.drop
-	}))
+	if v := os.Getenv(faultsTrailingLogsEnv); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n == 0 {
+			fmt.Fprintf(os.Stderr, "ticketd: %s=%q: want a positive number of entries\n", faultsTrailingLogsEnv, v)
+			os.Exit(2)
+		}
+		edits = append(edits, func(c *backends.Config) { c.TrailingLogs = n })
+	}
+	if len(edits) > 0 {
+		extraOptions = append(extraOptions, server.WithBackendConfig(func(c *backends.Config) {
+			for _, edit := range edits {
+				edit(c)
+			}
+		}))
+	}
 }
 
 type link struct{ from, to string }

@@ -27,6 +27,10 @@
 //  3. Call Demote/Promote to move leadership; Close when done.
 //  4. For step-by-step runs, call HoldProposals(true) (and HoldReads(true)),
 //     then Commit(n), Apply(n) and Confirm() between the steps of the test.
+//  5. To simulate a restart (kill -9 and start on the same data), build the
+//     node with NewDurable, Close it, and start another with
+//     Recover(cfg, old.Entries(), term): it replays them through OnApply
+//     and follows until Promote.
 //
 // Example:
 //

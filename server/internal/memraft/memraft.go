@@ -10,8 +10,8 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// Backend is the name reported in Status().Backend.
-const Backend = "memraft"
+// BackendName is the name reported in Status().Backend.
+const BackendName = "memraft"
 
 // Node is a single-node in-memory consensus group. It is safe for concurrent
 // use; proposals are applied one at a time in arrival order.
@@ -37,6 +37,11 @@ type Node struct {
 	applyHook     func(uint64, core.Command, core.Result)
 	recovered     uint64 // Status().RecoveredCommitIndex
 
+	// durable is every entry applied, in index order, when keep is set
+	// (NewDurable, Recover): the log a restart recovers from.
+	keep    bool
+	durable []Entry
+
 	events chan core.LeaderEvent
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -45,7 +50,28 @@ type Node struct {
 // New starts a node that elects itself: it applies a Noop barrier of term 1 and
 // then reports IsLeader=true through cfg.OnLeaderChange (asynchronously, as a
 // real backend does). Errors: cfg.Validate's.
-func New(cfg backends.Config) (*Node, error) {
+func New(cfg backends.Config) (*Node, error) { return start(cfg, false) }
+
+// NewDurable is New for a node that keeps every entry it applies, so that a
+// restart can be simulated with Entries and Recover (the entries stay in
+// memory: not for long benchmarks).
+func NewDurable(cfg backends.Config) (*Node, error) { return start(cfg, true) }
+
+// start is New, keeping the applied entries when keep is set.
+func start(cfg backends.Config, keep bool) (*Node, error) {
+	n, err := build(cfg, keep)
+	if err != nil {
+		return nil, err
+	}
+	n.wg.Add(1)
+	go n.deliver()
+	n.Promote()
+	return n, nil
+}
+
+// build returns a node of cfg that is not running yet, at the state
+// machine's applied index. Errors: cfg.Validate's.
+func build(cfg backends.Config, keep bool) (*Node, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -56,11 +82,56 @@ func New(cfg backends.Config) (*Node, error) {
 		members: map[string]core.Member{cfg.ID: self},
 		events:  make(chan core.LeaderEvent, 64),
 		done:    make(chan struct{}),
+		keep:    keep,
 	}
 	n.index = cfg.StateMachine.AppliedIndex()
+	return n, nil
+}
+
+// Entry is one applied entry of the log: its index and encoded command.
+type Entry struct {
+	Index uint64
+	Data  []byte
+}
+
+// Entries returns every entry this node applied (including those it
+// recovered), in index order: what a restarted node finds in its log. Empty
+// unless the node was built with NewDurable or Recover.
+func (n *Node) Entries() []Entry {
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+	return append([]Entry(nil), n.durable...)
+}
+
+// Recover starts a node from log, the Entries of an earlier node (a
+// restart): like a real backend opening its data dir, it replays every
+// entry through the state machine and OnApply before it returns, then starts
+// as a follower of term with no leader known (call Promote to make it lead,
+// Replicate to apply a successor's entries). Entries the earlier node held
+// but had not applied are not in Entries: they are lost, as an uncommitted
+// tail is. Errors: cfg.Validate's, the state machine's for an entry it
+// cannot apply.
+func Recover(cfg backends.Config, log []Entry, term uint64) (*Node, error) {
+	n, err := build(cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	n.term = term
+	for _, e := range log {
+		if e.Index <= n.index {
+			continue
+		}
+		if e.Index != n.index+1 {
+			return nil, fmt.Errorf("memraft: recover: entry %d after %d", e.Index, n.index)
+		}
+		if _, err := n.applyData(e.Data); err != nil {
+			return nil, err
+		}
+	}
+	n.recovered = n.index
 	n.wg.Add(1)
 	go n.deliver()
-	n.Promote()
+	n.emit(core.LeaderEvent{IsLeader: false, Term: term})
 	return n, nil
 }
 
@@ -134,6 +205,12 @@ func (n *Node) apply(cmd core.Command) (core.Result, error) {
 	if err != nil {
 		return core.Result{}, err
 	}
+	return n.applyData(data)
+}
+
+// applyData applies the encoded command data at the next index, keeps it in
+// the durable log and calls OnApply.
+func (n *Node) applyData(data []byte) (core.Result, error) {
 	n.applyMu.Lock()
 	defer n.applyMu.Unlock()
 	n.mu.Lock()
@@ -144,6 +221,9 @@ func (n *Node) apply(cmd core.Command) (core.Result, error) {
 	cmd, res, err := n.cfg.StateMachine.ApplyEntry(index, data)
 	if err != nil {
 		return core.Result{}, fmt.Errorf("memraft: %w", err)
+	}
+	if n.keep {
+		n.durable = append(n.durable, Entry{Index: index, Data: data})
 	}
 	if n.cfg.OnApply != nil {
 		n.cfg.OnApply(index, cmd, res)
@@ -255,7 +335,7 @@ func (n *Node) Status() core.Status {
 	defer n.mu.Unlock()
 	st := core.Status{
 		ID:           n.cfg.ID,
-		Backend:      Backend,
+		Backend:      BackendName,
 		Leader:       n.leader,
 		Term:         n.term,
 		CommitIndex:  n.index + uint64(n.committedLocked()),
@@ -331,8 +411,6 @@ func (n *Node) Close() error {
 }
 
 var (
-	_ core.Consensus     = (*Node)(nil)
-	_ core.Membership    = (*Node)(nil)
-	_ core.TermConfirmer = (*Node)(nil)
-	_ core.Submitter     = (*Node)(nil)
+	_ core.Consensus  = (*Node)(nil)
+	_ core.Membership = (*Node)(nil)
 )

@@ -8,7 +8,8 @@ import (
 )
 
 // compactor deletes entries at or below the compaction point in the
-// background, badgerlog.CompactChunk at a time, after CreateSnapshot has
+// background, badgerlog.CompactChunk at a time (then runs badger's value-log
+// garbage collection), after CreateSnapshot has
 // durably moved the compaction point (in one write, ~8k deletions
 // stalled the raft loop and every append queued behind it). The keys it
 // deletes are never read nor written again by the Store (every reader and
@@ -52,11 +53,26 @@ func (c *compactor) run(s *Store) {
 	defer c.wg.Done()
 	for {
 		c.mu.Lock()
-		if c.stopped || c.from >= c.to || c.err != nil {
-			c.running = false
-			c.idle.Broadcast()
-			c.mu.Unlock()
+		if c.stopped || c.err != nil {
+			c.finish()
 			return
+		}
+		if c.from >= c.to {
+			// Caught up: reclaim what badger's value log holds of deleted
+			// or overwritten values (badgerlog.ReclaimValueLog), once per
+			// time the deletions catch up.
+			c.mu.Unlock()
+			err := badgerlog.ReclaimValueLog(s.db)
+			c.mu.Lock()
+			if err != nil && c.err == nil {
+				c.err = fmt.Errorf("raftstore: value log garbage collection: %w", err)
+			}
+			if c.stopped || c.err != nil || c.from >= c.to {
+				c.finish()
+				return
+			}
+			c.mu.Unlock()
+			continue
 		}
 		lo, hi := c.from+1, min(c.to, c.from+badgerlog.CompactChunk)
 		c.mu.Unlock()
@@ -68,6 +84,14 @@ func (c *compactor) run(s *Store) {
 		c.from = hi
 		c.mu.Unlock()
 	}
+}
+
+// finish marks the goroutine stopped and wakes wait; c.mu is held and
+// released.
+func (c *compactor) finish() {
+	c.running = false
+	c.idle.Broadcast()
+	c.mu.Unlock()
 }
 
 // failed returns the first failed background deletion, if any.

@@ -3,6 +3,8 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -40,7 +42,8 @@ var (
 // what raft expects with AsyncStorageWrites (it reads from Storage only
 // entries it was told are stable).
 type Store struct {
-	db *badger.DB
+	db      *badger.DB
+	snapDir string // where snapshot files live (snapfile.go)
 
 	// wmu serialises writers. A writer holding it may read the fields below
 	// without mu (only writers change them) and takes mu to change them.
@@ -51,8 +54,11 @@ type Store struct {
 	hs      *pb.HardState
 	hsDisk  *pb.HardState
 	hsDirty bool
-	// snap is the latest snapshot (never nil; index 0 when there is none).
-	snap *pb.Snapshot
+	// snap is the latest snapshot (never nil; index 0 when there is none),
+	// with its Data; snapName is its file under snapDir ("" for none, or
+	// for a snapshot an older version kept inside its badger record).
+	snap     *pb.Snapshot
+	snapName string
 	// truncIndex and truncTerm name the last entry dropped from the log (the
 	// "dummy entry" of raft.MemoryStorage): ents[i].Index == truncIndex+1+i.
 	truncIndex, truncTerm uint64
@@ -66,11 +72,15 @@ type Store struct {
 
 var _ raft.Storage = (*Store)(nil)
 
-// Open loads and verifies the raft state stored in db (see the package
-// comment). Errors wrap ErrCorrupt for data that does not verify, or are
-// badger's. The caller keeps ownership of db and closes it after Close.
-func Open(db *badger.DB) (*Store, error) {
-	s := &Store{db: db, snap: pb.EnsureSnapshot(nil)}
+// Open loads and verifies the raft state stored in db and the snapshot
+// file under snapDir its record names (see the package comment), then
+// deletes what a crash may have left: compacted entries, snapshot files
+// no record names, temporary files. Errors wrap ErrCorrupt for data that
+// does not verify (a missing snapshot file included), or are badger's or
+// the file system's. The caller keeps ownership of db and closes it after
+// Close.
+func Open(db *badger.DB, snapDir string) (*Store, error) {
+	s := &Store{db: db, snapDir: snapDir, snap: pb.EnsureSnapshot(nil)}
 	var garbage [][]byte
 	err := db.View(func(txn *badger.Txn) error {
 		if rec, err := get(txn, keyHardState); err != nil {
@@ -102,7 +112,20 @@ func Open(db *badger.DB) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
+	if s.snap.GetMetadata().GetIndex() > 0 && len(s.snap.GetData()) == 0 {
+		// The record names a file; a record with Data is an older
+		// version's, whose snapshot lived inside it.
+		snap, err := readSnapFile(snapDir, s.snap)
+		if err != nil {
+			return nil, fmt.Errorf("open: %w", err)
+		}
+		s.snap = snap
+		s.snapName = snapFileName(snap.GetMetadata().GetTerm(), snap.GetMetadata().GetIndex())
+	}
 	if err := s.verify(); err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	if err := removeSnapFiles(snapDir, s.snapName, s.snap.GetMetadata().GetIndex(), true); err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	if len(garbage) > 0 {
@@ -354,7 +377,12 @@ func (s *Store) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) erro
 		for i := max(si+1, truncIndex+1); i <= s.lastIndex(); i++ {
 			del(i)
 		}
-		rec, err := encodeSnapshotRecord(si, st, snap)
+		// The file first: the record that names it is written only once
+		// the file is durable.
+		if err := writeSnapFile(s.snapDir, snap); err != nil {
+			return badgerlog.DiskFull(err)
+		}
+		rec, err := encodeSnapshotRecord(si, st, metadataOnly(snap))
 		if err != nil {
 			return err
 		}
@@ -426,7 +454,15 @@ func (s *Store) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) erro
 	if err := badgerlog.Batch(s.db, len(ops), func(txn *badger.Txn, i int) error { return ops[i](txn) }); err != nil {
 		return fmt.Errorf("raftstore: save: %w", err)
 	}
+	snapName := s.snapName
+	if hasSnap {
+		snapName = snapFileName(truncTerm, truncIndex)
+		if err := removeSnapFiles(s.snapDir, snapName, truncIndex, false); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
+	s.snapName = snapName
 	s.hs = newHS
 	if writeHS {
 		s.hsDisk, s.hsDirty = newHS, false
@@ -442,32 +478,54 @@ func (s *Store) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) erro
 // index within the log, as the latest snapshot and compacts the log up to
 // compactTo (capped at the snapshot's index; nothing is compacted when it is
 // at or below the current compaction point), keeping the entries after it for
-// followers that lag slightly. One synced batch writes the snapshot, the new
-// compaction point and the HardState; the compacted entries are deleted
-// after it in the background, badgerlog.CompactChunk per write, so that
-// neither this call nor the Saves after it wait behind thousands of
-// deletions. Errors: raft.ErrSnapOutOfDate for a snapshot not
-// newer than the stored one, raft.ErrUnavailable for one past the log, a
-// failure of an earlier background deletion, or badger's.
+// followers that lag slightly.
+//
+// It may run on a goroutine of its own while Save goes on (etcd's server
+// snapshots and compacts its raft.MemoryStorage beside the raft loop the
+// same way): the snapshot's file is written and synced first without the
+// writers' lock, so appends never wait behind it. Then, under the lock,
+// one synced batch writes the record naming the file, the new compaction
+// point and the HardState, and the file of the previous snapshot is
+// deleted. A crash before that batch leaves the previous snapshot in force
+// (Open deletes the unnamed file); a crash after it, the new one. The
+// compacted entries are deleted after it in the background,
+// badgerlog.CompactChunk per write, so that neither this call nor the
+// Saves after it wait behind thousands of deletions; then badger's value
+// log is garbage-collected (badgerlog.ReclaimValueLog).
+//
+// Errors: raft.ErrSnapOutOfDate for a snapshot not newer than the stored
+// one (a snapshot from the leader may have been saved meanwhile),
+// raft.ErrUnavailable for one past the log, a failure of an earlier
+// background deletion, the file system's, or badger's.
 func (s *Store) CreateSnapshot(snap *pb.Snapshot, compactTo uint64) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if err := s.compact.failed(); err != nil {
+	if err := s.checkNewSnapshot(snap); err != nil {
 		return err
 	}
-	si := snap.GetMetadata().GetIndex()
-	if si <= s.snap.GetMetadata().GetIndex() {
-		return fmt.Errorf("raftstore: create snapshot %d over %d: %w", si, s.snap.GetMetadata().GetIndex(), raft.ErrSnapOutOfDate)
+	if err := badgerlog.CheckSpace(s.db.Opts().Dir); err != nil {
+		return err
 	}
-	if si > s.lastIndex() {
-		return fmt.Errorf("raftstore: create snapshot %d past last index %d: %w", si, s.lastIndex(), raft.ErrUnavailable)
+	if err := writeSnapFile(s.snapDir, snap); err != nil {
+		return badgerlog.DiskFull(err)
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	si, st := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
+	name := snapFileName(st, si)
+	if err := s.checkNewSnapshot(snap); err != nil {
+		if name != s.snapName {
+			_ = os.Remove(filepath.Join(s.snapDir, name)) // Open would delete it too
+		}
+		return err
+	}
+	if err := s.compact.failed(); err != nil {
+		return err
 	}
 	truncIndex, truncTerm := s.truncIndex, s.truncTerm
 	if compactTo = min(compactTo, si); compactTo > truncIndex {
 		truncIndex, truncTerm = compactTo, s.termAt(compactTo)
 	}
 	var ops []func(txn *badger.Txn) error
-	rec, err := encodeSnapshotRecord(truncIndex, truncTerm, snap)
+	rec, err := encodeSnapshotRecord(truncIndex, truncTerm, metadataOnly(snap))
 	if err != nil {
 		return err
 	}
@@ -487,6 +545,9 @@ func (s *Store) CreateSnapshot(snap *pb.Snapshot, compactTo uint64) error {
 	if err := badgerlog.Batch(s.db, len(ops), func(txn *badger.Txn, i int) error { return ops[i](txn) }); err != nil {
 		return fmt.Errorf("raftstore: create snapshot %d: %w", si, err)
 	}
+	if err := removeSnapFiles(s.snapDir, name, si, false); err != nil {
+		return err
+	}
 	// The compacted entries go in the background, in bounded chunks: the
 	// record above already makes them garbage (Open drops what a crash
 	// leaves of them).
@@ -496,8 +557,24 @@ func (s *Store) CreateSnapshot(snap *pb.Snapshot, compactTo uint64) error {
 	copy(kept, s.ents[truncIndex-s.truncIndex:])
 	s.mu.Lock()
 	s.hs, s.hsDisk, s.hsDirty = newHS, newHS, false
-	s.snap, s.truncIndex, s.truncTerm, s.ents = snap, truncIndex, truncTerm, kept
+	s.snap, s.snapName, s.truncIndex, s.truncTerm, s.ents = snap, name, truncIndex, truncTerm, kept
 	s.mu.Unlock()
+	return nil
+}
+
+// checkNewSnapshot returns raft.ErrSnapOutOfDate when snap is not newer
+// than the stored snapshot, and raft.ErrUnavailable when it is past the
+// log's end.
+func (s *Store) checkNewSnapshot(snap *pb.Snapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	si, cur := snap.GetMetadata().GetIndex(), s.snap.GetMetadata().GetIndex()
+	if si <= cur {
+		return fmt.Errorf("raftstore: create snapshot %d over %d: %w", si, cur, raft.ErrSnapOutOfDate)
+	}
+	if last := s.lastIndex(); si > last {
+		return fmt.Errorf("raftstore: create snapshot %d past last index %d: %w", si, last, raft.ErrUnavailable)
+	}
 	return nil
 }
 

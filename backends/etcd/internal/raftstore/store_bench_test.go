@@ -27,7 +27,7 @@ func openBenchStore(b *testing.B) *benchStore {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := Open(db)
+	st, err := Open(db, badgerlog.SnapshotDir(dir))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func reopen(t *testing.T, dir string, st *Store, db *badger.DB) (*Store, *badger
 	require.NoError(t, st.Close())
 	require.NoError(t, db.Close())
 	db = openDB(t, dir)
-	st, err := Open(db)
+	st, err := Open(db, badgerlog.SnapshotDir(dir))
 	require.NoError(t, err)
 	return st, db
 }
@@ -89,7 +89,7 @@ func newStore(t *testing.T) (string, *Store, *badger.DB) {
 	t.Helper()
 	dir := t.TempDir()
 	db := openDB(t, dir)
-	st, err := Open(db)
+	st, err := Open(db, badgerlog.SnapshotDir(dir))
 	require.NoError(t, err)
 	return dir, st, db
 }
@@ -391,7 +391,7 @@ func TestCorruptionIsDetected(t *testing.T) {
 
 			db = openDB(t, dir)
 			defer db.Close()
-			_, err := Open(db)
+			_, err := Open(db, badgerlog.SnapshotDir(dir))
 			require.ErrorIs(t, err, ErrCorrupt)
 			t.Log(err)
 		})

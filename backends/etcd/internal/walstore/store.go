@@ -39,6 +39,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 )
 
@@ -90,6 +91,15 @@ func Open(dir string, lg *zap.Logger) (*Store, error) {
 	if !wal.Exist(s.walDir) {
 		w, err := wal.Create(lg, s.walDir, nil)
 		if err != nil {
+			return nil, fmt.Errorf("walstore: create wal: %w", err)
+		}
+		// wal.Create fsyncs the first segment and the WAL directory's
+		// parent after renaming the directory into place, but never the
+		// directory itself, so the segment's name is not durable until
+		// the WAL cuts its next segment (fsync(2)): a power cut before
+		// that would take every entry in it.
+		if err := backends.SyncDir(s.walDir); err != nil {
+			_ = w.Close()
 			return nil, fmt.Errorf("walstore: create wal: %w", err)
 		}
 		s.w = w
@@ -213,21 +223,38 @@ func (s *Store) save(hs *pb.HardState, ents []*pb.Entry, sn *pb.Snapshot) error 
 // CreateSnapshot records sn, a snapshot of the state machine at an applied
 // index within the log, as the latest snapshot (its file, then its WAL
 // record) and compacts the in-memory log up to compactTo (capped at the
-// snapshot's index); WAL segments wholly before the snapshot are deleted.
-// Errors: raft.ErrSnapOutOfDate, raft.ErrUnavailable, or the WAL's.
+// snapshot's index); WAL segments wholly before the snapshot and snapshot
+// files older than the newest keepSnapshots are deleted.
+//
+// It may run on a goroutine of its own while Save goes on (etcd's server
+// snapshots beside its raft loop the same way): the snapshot file, the
+// slow part, is written and synced without the lock Save takes; the WAL
+// record, the compaction and the purge follow under it. A crash before
+// the record leaves a file no WAL record names, which Open skips
+// (snap.Snapshotter.LoadNewestAvailable) and the next purge deletes.
+// Errors: raft.ErrSnapOutOfDate (a snapshot from the leader may have been
+// saved meanwhile), raft.ErrUnavailable, badgerlog.ErrDiskFull, or the
+// WAL's.
 func (s *Store) CreateSnapshot(sn *pb.Snapshot, compactTo uint64) error {
+	md := sn.GetMetadata()
+	if err := s.checkNewSnapshot(md.GetIndex()); err != nil {
+		return err
+	}
+	if err := badgerlog.CheckSpace(s.dir); err != nil {
+		return err
+	}
+	if err := s.saveSnapFile(sn); err != nil {
+		return badgerlog.DiskFull(err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	md := sn.GetMetadata()
-	if last, _ := s.LastIndex(); md.GetIndex() > last {
-		// MemoryStorage would panic.
-		return fmt.Errorf("walstore: create snapshot %d past the log's end %d: %w", md.GetIndex(), last, raft.ErrUnavailable)
+	if err := s.checkNewSnapshot(md.GetIndex()); err != nil {
+		return err // its file is older than the one in force: the next purge deletes it
 	}
-	made, err := s.MemoryStorage.CreateSnapshot(md.GetIndex(), md.GetConfState(), sn.GetData())
-	if err != nil {
+	if _, err := s.MemoryStorage.CreateSnapshot(md.GetIndex(), md.GetConfState(), sn.GetData()); err != nil {
 		return fmt.Errorf("walstore: create snapshot %d: %w", md.GetIndex(), err)
 	}
-	if err := s.saveSnap(made); err != nil {
+	if err := s.saveSnapRecord(md); err != nil {
 		return err
 	}
 	if first, _ := s.FirstIndex(); compactTo >= first {
@@ -238,13 +265,45 @@ func (s *Store) CreateSnapshot(sn *pb.Snapshot, compactTo uint64) error {
 	return s.release(md.GetIndex())
 }
 
+// checkNewSnapshot returns raft.ErrSnapOutOfDate when index is not past
+// the snapshot in force, and raft.ErrUnavailable when it is past the log
+// (MemoryStorage.CreateSnapshot would panic).
+func (s *Store) checkNewSnapshot(index uint64) error {
+	cur, _ := s.MemoryStorage.Snapshot()
+	if ci := cur.GetMetadata().GetIndex(); index <= ci {
+		return fmt.Errorf("walstore: create snapshot %d over %d: %w", index, ci, raft.ErrSnapOutOfDate)
+	}
+	if last, _ := s.LastIndex(); index > last {
+		return fmt.Errorf("walstore: create snapshot %d past the log's end %d: %w", index, last, raft.ErrUnavailable)
+	}
+	return nil
+}
+
 // saveSnap writes sn's file, then its WAL record (etcd's order: a WAL
 // snapshot record always has its file).
 func (s *Store) saveSnap(sn *pb.Snapshot) error {
+	if err := s.saveSnapFile(sn); err != nil {
+		return err
+	}
+	return s.saveSnapRecord(sn.GetMetadata())
+}
+
+// saveSnapFile writes sn's file durably: snap.Snapshotter syncs the file
+// but not the directory naming it, and the WAL record that names the
+// file must never outlive it.
+func (s *Store) saveSnapFile(sn *pb.Snapshot) error {
 	if err := s.ss.SaveSnap(sn); err != nil {
 		return fmt.Errorf("walstore: save snapshot file: %w", err)
 	}
-	md := sn.GetMetadata()
+	if err := backends.SyncDir(s.snapDr); err != nil {
+		return fmt.Errorf("walstore: %w", err)
+	}
+	return nil
+}
+
+// saveSnapRecord writes the WAL record of the snapshot md describes, whose
+// file is durable already.
+func (s *Store) saveSnapRecord(md *pb.SnapshotMetadata) error {
 	ws := &walpb.Snapshot{Index: new(md.GetIndex()), Term: new(md.GetTerm()), ConfState: md.GetConfState()}
 	if err := s.w.SaveSnapshot(ws); err != nil {
 		return fmt.Errorf("walstore: save snapshot record: %w", err)
@@ -312,44 +371,13 @@ func (s *Store) Peers() []byte {
 }
 
 // SavePeers durably replaces the address book with data (a file of its own:
-// 4 bytes of CRC-32C, then data; written to a temporary file, synced and
-// renamed, the directory synced).
+// 4 bytes of CRC-32C, then data; backends.WriteFileDurably).
 func (s *Store) SavePeers(data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	path := filepath.Join(s.dir, "peers")
 	rec := binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, castagnoli))
 	rec = append(rec, data...)
-	tmp := path + ".tmp"
-	err := func() error {
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileutil.PrivateFileMode)
-		if err != nil {
-			return err
-		}
-		_, err = f.Write(rec)
-		if err == nil {
-			err = fileutil.Fsync(f)
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return err
-		}
-		d, err := fileutil.OpenDir(s.dir)
-		if err != nil {
-			return err
-		}
-		err = fileutil.Fsync(d)
-		if cerr := d.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	}()
-	if err != nil {
+	if err := backends.WriteFileDurably(filepath.Join(s.dir, "peers"), rec); err != nil {
 		return fmt.Errorf("walstore: save peers: %w", err)
 	}
 	s.peers = bytes.Clone(data)

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"errors"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ticketd/ticketd/backends"
+	"github.com/ticketd/ticketd/server/applytime"
+	"github.com/ticketd/ticketd/server/config"
+)
+
+// This file opens the node's record of when it applied each log index
+// (applytime), which lets a restarted node measure the leases it replays
+// from its earlier run's apply rather than from the replay
+// (docs/design.md#leases).
+
+// hasRaftState reports whether dir holds a Raft log or snapshots (of any
+// backend and log store). A read error counts as no: the record is then
+// discarded, which only makes replayed leases later.
+func hasRaftState(dir string) bool {
+	return errors.Is(backends.CheckRestoreTarget(dir), backends.ErrDataDirInUse)
+}
+
+// openApplyTimes opens cfg's record in the data dir before the backend opens
+// (its replay is recorded too). A record found in a dir without Raft state
+// is discarded: its indexes named another log (a fresh bootstrap, an empty
+// dir joining, a restore). Any failure (a host without boot id or mmap, a
+// data dir that cannot be written, which the backend then reports itself)
+// leaves the node without the record: it logs why and measures replayed
+// leases from the replay, later than the client's start (never early).
+func openApplyTimes(cfg config.Config, o options, log *zap.Logger) *applytime.Record {
+	if err := backends.PrepareDataDir(cfg.DataDir); err != nil {
+		return nil // the backend refuses the dir with this error
+	}
+	host, now := o.host, time.Now
+	switch {
+	case o.clock != nil && host == nil:
+		// A test's lessor clock (WithClock) and the host's clock do not
+		// agree on elapsed time: a record kept on one and read on the other
+		// could end a lease early.
+		return nil
+	case host == nil:
+		host = applytime.HostClock()
+	}
+	if o.clock != nil {
+		now = o.clock.Now
+	}
+	hasLog := o.hasLog
+	if hasLog == nil {
+		hasLog = hasRaftState
+	}
+	rec, err := applytime.Open(applytime.Config{
+		Path: filepath.Join(cfg.DataDir, applytime.FileName),
+		Span: time.Duration(cfg.Lease.MaxMS) * time.Millisecond,
+		Host: host,
+		Now:  now,
+		Keep: hasLog(cfg.DataDir),
+	})
+	if err != nil {
+		log.Warn("no apply-time record: a restart measures replayed leases from the replay (later than needed, never early)", zap.Error(err))
+		return nil
+	}
+	return rec
+}
+
+// withApplyTimes makes the node keep its apply-time record on host, and
+// take hasLog's answer for whether its data dir holds Raft state: for tests
+// with a fake lessor clock (WithClock; host must run with it) and a backend
+// that keeps its log outside the data dir.
+func withApplyTimes(host applytime.Host, hasLog func(dir string) bool) Option {
+	return func(o *options) { o.host, o.hasLog = host, hasLog }
+}

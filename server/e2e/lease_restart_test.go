@@ -1,0 +1,170 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/sdk/ticketdtest"
+)
+
+// The lease bound through restarts (docs/design.md#leases): an unrenewed
+// lock, and an abandoned session, ends no later than max(its lease measured
+// from the acknowledgement of its last Grant/Renew/KeepAlive, the moment the
+// last leader took office) + one election + one expiry round, whatever the
+// kills, restarts and transfers — and never before its lease. A node that
+// measured a replayed lease from its replay would keep these alive for up to
+// restartLease past its restart: 1.5× at half the lease, well past
+// boundSlack.
+
+// restartLease is the lease of the lock and the TTL of the session of the
+// restart tests (L): long enough that a restart at L/2 measured from the
+// replay (1.5 L = 15 s) overshoots L + boundSlack (12.5 s) by far.
+const restartLease = 10 * time.Second
+
+// restartRun is one restart test's cluster and its two leases, watched.
+type restartRun struct {
+	c     *ticketdtest.Cluster
+	w     *lockWatch
+	taken time.Time // when the first lease was sent
+
+	mu     sync.Mutex
+	office time.Time // when the test last saw a new leader agreed on
+}
+
+// startRestartRun starts a three-node cluster of backend with the failover
+// timing of TestLeaseBoundAcrossFailovers, takes an unrenewed lock and a
+// session with one holder (both for restartLease), and watches them.
+func startRestartRun(t *testing.T, backend string) *restartRun {
+	c := startBoundCluster(t, backend, 3)
+	ctx := ctxT(t)
+	r := &restartRun{c: c, w: watchLocks(t, c), office: time.Now()}
+	leader := c.Leader(t)
+
+	r.taken = time.Now()
+	got, err := c.Lock(leader).Acquire(ctx, &ticketv1.AcquireRequest{Key: "restart/lock", LeaseMs: restartLease.Milliseconds(), Owner: "restart-lock"})
+	require.NoError(t, err)
+	r.w.add(&boundLock{what: "lock", key: "restart/lock", token: got.GetToken(), sent: r.taken, acked: time.Now()})
+
+	sent := time.Now()
+	s, err := c.Lock(leader).CreateSession(ctx, &ticketv1.CreateSessionRequest{TtlMs: restartLease.Milliseconds()})
+	require.NoError(t, err)
+	acked := time.Now()
+	held, err := c.Lock(leader).Acquire(ctx, &ticketv1.AcquireRequest{Key: "restart/session", Owner: "restart-session", Session: s.GetSession()})
+	require.NoError(t, err)
+	r.w.add(&boundLock{what: "session", key: "restart/session", token: held.GetToken(), sent: sent, acked: acked})
+	return r
+}
+
+// tookOffice records that a new leader was agreed on now (at or after the
+// moment it took office: the bound this gives is the looser one).
+func (r *restartRun) tookOffice() {
+	r.mu.Lock()
+	r.office = time.Now()
+	r.mu.Unlock()
+}
+
+// since returns how long ago the first lease was sent.
+func (r *restartRun) since() time.Duration { return time.Since(r.taken) }
+
+// check waits until both leases have ended and checks each lifetime: at
+// least restartLease from its send, and ended no later than max(its ack +
+// restartLease, the last office) + boundSlack. It logs the worst lifetime
+// ÷ lease beside the bound's.
+func (r *restartRun) check(t *testing.T, backend, pattern string) {
+	locks := r.w.waitGone(t)
+	r.mu.Lock()
+	office := r.office
+	r.mu.Unlock()
+	worst, worstBound := 0.0, 0.0
+	for _, l := range locks {
+		life := l.goneAt.Sub(l.sent)
+		end := l.acked.Add(restartLease)
+		if office.After(end) {
+			end = office
+		}
+		bound := end.Add(boundSlack).Sub(l.sent)
+		worst = max(worst, float64(life)/float64(restartLease))
+		worstBound = max(worstBound, float64(bound)/float64(restartLease))
+		assert.GreaterOrEqual(t, life, restartLease, "%s removed before its lease", l.what)
+		assert.LessOrEqual(t, life, bound, "%s outlived max(ack + lease, office) + slack", l.what)
+	}
+	t.Logf("%s, %s: worst lifetime / lease = %.3f (bound %.3f)", backend, pattern, worst, worstBound)
+}
+
+// caughtUp reports whether node i runs, has replayed its log and applied
+// everything the leader had committed.
+func caughtUp(c *ticketdtest.Cluster, i, leader int) bool {
+	st, err := c.Status(i)
+	if err != nil || st.GetReplaying() {
+		return false
+	}
+	lst, err := c.Status(leader)
+	return err == nil && st.GetAppliedIndex() >= lst.GetCommitIndex()
+}
+
+// TestLeaseBoundRestartThenTransfer: at half the lease a follower is killed
+// (kill -9) and restarted; once it has caught up, leadership is transferred
+// to it. It replays the lock's Grant and the session's CreateSession, and
+// must measure them from its earlier run's apply: a node measuring from its
+// replay would keep both alive 1.5× their lease.
+func TestLeaseBoundRestartThenTransfer(t *testing.T) {
+	matrix(t, func(t *testing.T, backend string) {
+		r := startRestartRun(t, backend)
+		c := r.c
+		ctx := ctxT(t)
+		time.Sleep(restartLease/2 - r.since())
+		leader := c.Leader(t)
+		f := (leader + 1) % c.Len()
+		c.Kill(f)
+		c.Restart(f)
+		eventually(t, func() bool { return caughtUp(c, f, c.Leader(t)) }, "the restarted follower catches up")
+		eventually(t, func() bool {
+			if l := c.Leader(t); l != f {
+				tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, _ = c.Cluster(l).TransferLeader(tctx, &ticketv1.TransferLeaderRequest{Id: c.Node(f).ID})
+				cancel()
+			}
+			return c.Leader(t) == f
+		}, "leadership moves to the restarted node")
+		r.tookOffice()
+		t.Logf("n%d restarted and leads %v after the grant", f+1, r.since())
+		r.check(t, backend, "restart then transfer")
+	})
+}
+
+// TestLeaseBoundKillRestartLeader: the leader is killed (kill -9) and
+// restarted at once, again and again, until the leader is a node that
+// restarted after half the lease (every replay of the lease's entries
+// came after it began) or the lease is nearly over. A node measuring from
+// its replay would keep the lock and the session alive 1.5× their lease or
+// more once such a node leads.
+func TestLeaseBoundKillRestartLeader(t *testing.T) {
+	matrix(t, func(t *testing.T, backend string) {
+		r := startRestartRun(t, backend)
+		c := r.c
+		restarted := map[int]time.Duration{} // node -> its last restart, after the grant
+		kills := 0
+		for r.since() < restartLease-2*time.Second {
+			time.Sleep(restartLease / 10)
+			leader := c.Leader(t)
+			if at, ok := restarted[leader]; ok && at >= restartLease/2 {
+				break // a node that replayed the leases after L/2 leads
+			}
+			c.Kill(leader)
+			c.Restart(leader)
+			restarted[leader] = r.since()
+			kills++
+			nl := c.WaitLeader(t, safety)
+			r.tookOffice()
+			t.Logf("kill %d: n%d killed and restarted at %v; n%d leads", kills, leader+1, restarted[leader], nl+1)
+		}
+		r.check(t, backend, fmt.Sprintf("%d leader kills with restarts", kills))
+	})
+}

@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// withBodyTimeout bounds how long reading a request's body may take, over
+// HTTP/1.x and HTTP/2 alike: a body trickled slowly (one byte a second) or
+// announced and never sent is cut once d has passed and the read fails. The
+// bound is lifted once the body reaches EOF, so a request that then waits
+// (Acquire with wait, Watch) is not cut. d <= 0 disables it.
+//
+// HTTP/1.x uses the connection's read deadline (http.ResponseController);
+// the connection is closed when it fires. HTTP/2 uses a timer that closes
+// the stream's body (unblocking a pending Read); the server then resets the
+// stream when the handler returns. The stream's own read deadline
+// (ResponseController on HTTP/2) is not used: setting it is a round trip
+// through the connection's serve loop before every handler starts, which
+// delayed the start of the request's own deadline enough to change how a
+// client's cancellation races it (e2e TestGhostRelease).
+func withBodyTimeout(d time.Duration, h http.Handler) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if r.ProtoMajor == 1 {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+			h.ServeHTTP(w, r)
+			return
+		}
+		b := &timedBody{ReadCloser: r.Body}
+		b.timer = time.AfterFunc(d, b.expire)
+		defer b.timer.Stop()
+		r.Body = b
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts an HTTP/1.x connection's read deadline when the body
+// reaches EOF.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// timedBody is an HTTP/2 request body closed by its timer unless read to
+// EOF first. Read and expire may run concurrently (the HTTP/2 body is safe
+// for that).
+type timedBody struct {
+	io.ReadCloser
+	timer   *time.Timer
+	expired atomic.Bool
+}
+
+// expire cuts the body: a pending or later Read fails.
+func (b *timedBody) expire() {
+	b.expired.Store(true)
+	_ = b.ReadCloser.Close()
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		b.timer.Stop()
+	case err != nil && b.expired.Load():
+		err = fmt.Errorf("request body not read in time: %w", os.ErrDeadlineExceeded)
+	}
+	return n, err
+}

@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"go.uber.org/zap"
+
+	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/server/console"
+)
+
+// This file builds the client API's handler: what is mounted on the port
+// and which layers every request passes on its way to it.
+
+// CompressMinBytes is the smallest message connect compresses (bytes), on
+// the API and on a follower's forwarding client alike: replies are tens of
+// bytes, and gzip would cost more CPU than it saves.
+const CompressMinBytes = 4096
+
+// maxRequestBytes bounds a request message (bytes); larger ones are refused
+// with ResourceExhausted before they are decoded.
+const maxRequestBytes = 1 << 20
+
+// handler builds the HTTP handler: both services, health, reflection, the
+// web console, the probes and, unless it has its own listener
+// (listen_metrics_addr), /metrics. Around it, from the outside in: the
+// unary calls served on the workers (workerpool.go), CORS when origins are
+// allowed (cors.go), the caller recorded for the audit log
+// (auditcaller.go), the request-body read timeout (bodytimeout.go) and the
+// hints for malformed calls (hints.go).
+func (s *Server) handler(c Config) http.Handler {
+	opts := []connect.HandlerOption{
+		connect.WithInterceptors(c.Metrics, loggingInterceptor(c.Log.Named("rpc")), c.Auth.Interceptor()),
+		connect.WithRecover(recoverPanic(c.Log)),
+		connect.WithCompressMinBytes(CompressMinBytes),
+		connect.WithReadMaxBytes(maxRequestBytes),
+	}
+	mux := http.NewServeMux()
+	mux.Handle(ticketv1connect.NewLockServiceHandler(c.LockService, opts...))
+	mux.Handle(ticketv1connect.NewClusterServiceHandler(c.ClusterService, opts...))
+	mux.Handle(grpchealth.NewHandler(s.health, opts...))
+	reflector := grpcreflect.NewStaticReflector(
+		ticketv1connect.LockServiceName,
+		ticketv1connect.ClusterServiceName,
+		grpchealth.HealthV1ServiceName,
+	)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	mux.Handle(console.Path, console.Handler()) // the web console at /ui/
+	mux.HandleFunc(LivezPath, s.livez)          // probes.go
+	mux.HandleFunc(ReadyzPath, s.readyz)        // probes.go
+	if c.Config.ListenMetricsAddr == "" {
+		mux.Handle("/metrics", s.metricsHandler)
+	}
+	body := ms(c.Config.Limits.BodyReadTimeoutMS)
+	return s.workers.wrap(withCORS(c.Config.CORSAllowedOrigins, withCaller(withBodyTimeout(body, withHints(mux)))))
+}
+
+// recoverPanic answers a handler's panic with Internal, logging it with
+// its stack to log: one request fails, the node goes on.
+func recoverPanic(log *zap.Logger) func(context.Context, connect.Spec, http.Header, any) error {
+	return func(_ context.Context, spec connect.Spec, _ http.Header, p any) error {
+		log.Error("handler panic", zap.String("procedure", spec.Procedure), zap.Any("panic", p), zap.StackSkip("stack", 3))
+		return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	}
+}
+
+// Handler is the API's HTTP handler (both services, health, reflection,
+// the console, the probes and, without listen_metrics_addr, /metrics), for
+// callers that run their own http.Server.
+func (s *Server) Handler() http.Handler { return s.api.Handler }
+
+// MetricsHandler serves the node's Prometheus metrics (Config.Registry) at
+// any path.
+func (s *Server) MetricsHandler() http.Handler { return s.metricsHandler }
