@@ -84,8 +84,12 @@ gotests() {
 		wait "$napping"
 	}
 	nap "$limit_s"
-	echo "wall-clock limit of $limit" >"$marker"
-	echo "== $name: wall-clock limit of $limit reached: signalling the suite" >>"${log}"
+	# Name the test binaries still running: a binary stuck where its own
+	# -timeout cannot fire (a thread waiting in the kernel, e.g. on a FUSE
+	# request its own process would serve) prints nothing when signalled.
+	running=$(ps -o args= -p "$(gotests | paste -sd, -)" 2>/dev/null | awk '{ n = split($1, p, "/"); printf "%s%s", sep, p[n]; sep = " " }')
+	echo "wall-clock limit of $limit${running:+; still running: $running}" >"$marker"
+	echo "== $name: wall-clock limit of $limit reached${running:+ with $running still running}: signalling the suite" >>"${log}"
 	if [ "$sig" = QUIT ]; then
 		# shellcheck disable=SC2046 # one pid a word
 		kill -QUIT $(gotests) 2>/dev/null
@@ -117,7 +121,7 @@ secs=$(($(date +%s) - start))
 [ -n "$results" ] && cat "$log"
 case $rc in
 0) outcome="ok" why="" ;;
-124) outcome="FAIL" why="stopped at the wall-clock limit of $limit" ;;
+124) outcome="FAIL" why="stopped at the $(cat "$marker")" ;;
 *) outcome="FAIL" why="exit status $rc" ;;
 esac
 echo "== $name: $outcome in ${secs}s${why:+ ($why)}"

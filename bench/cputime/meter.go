@@ -26,19 +26,28 @@ type Sample struct {
 	Server, Client time.Duration
 }
 
-// Sample reads every process of m now. Errors: ErrProc (a process that
-// exited or cannot be read), joined over the processes.
+// Sample reads every process of m now, each once: a process listed on both
+// sides (or twice) counts the same reading each time, so both sides see it
+// at the same instant (two reads of /proc may differ by a clock tick).
+// Errors: ErrProc (a process that exited or cannot be read), joined over the
+// processes.
 func (m Meter) Sample() (Sample, error) {
 	s := Sample{At: time.Now()}
 	var errs []error
+	seen := make(map[int]time.Duration)
 	read := func(pids []int) time.Duration {
 		var sum time.Duration
 		for _, pid := range pids {
 			if pid == 0 {
 				pid = os.Getpid()
 			}
-			d, err := PID(pid)
-			errs = append(errs, err)
+			d, ok := seen[pid]
+			if !ok {
+				var err error
+				d, err = PID(pid)
+				errs = append(errs, err)
+				seen[pid] = d
+			}
 			sum += d
 		}
 		return sum
