@@ -76,9 +76,8 @@ type Config struct {
 	// half-alive). Called from a backend goroutine; it must not block.
 	OnFatal func(error)
 	// SnapshotThreshold is how many applied entries trigger a snapshot and log
-	// compaction, at least: the etcd backend also waits until the log since
-	// the last snapshot is as big as that snapshot (SnapshotDue). Default
-	// 8192.
+	// compaction, at least: both backends also wait until the log since the
+	// last snapshot is as big as that snapshot (SnapshotDue). Default 8192.
 	SnapshotThreshold uint64
 	// TrailingLogs is how many entries stay in the log after compaction, so a
 	// slightly lagging follower catches up without a snapshot. Default 10240.

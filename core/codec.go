@@ -27,17 +27,22 @@ const (
 	// session commands (docs/design.md#sessions), under the same rule: Encode writes it
 	// only for a command that uses one of them.
 	CommandVersion3 byte = 3
+	// CommandVersion4 adds RenewBatch (renewbatch.go), the renewals that
+	// reached the leader together in one entry. Only a RenewBatch is written
+	// with it: a node too old to know it stops on the entry (unknown
+	// version) instead of skipping renewals the others apply.
+	CommandVersion4 byte = 4
 )
 
 // Encode returns the wire form of c: an envelope version byte (CommandVersion;
 // CommandVersion2 when c uses Renew, SeenIndex, LockDelayMS or Principal;
-// CommandVersion3 when it uses Mode, Limit, Session or a session command)
-// followed by the deterministic protobuf encoding of corepb.Command
-// (core/proto), carrying only the fields of c.Op. It fails with
-// ErrInvalidArgument for an unknown Op or Mode, a ModeShared Grant with a
-// Limit (see ValidateMode), or strings that are not valid UTF-8; it does not
-// check length limits (see ValidateKey). It is a pure
-// function, safe for concurrent use.
+// CommandVersion3 when it uses Mode, Limit, Session or a session command;
+// CommandVersion4 for a RenewBatch) followed by the deterministic protobuf
+// encoding of corepb.Command (core/proto), carrying only the fields of c.Op.
+// It fails with ErrInvalidArgument for an unknown Op or Mode, a ModeShared
+// Grant with a Limit (see ValidateMode), a RenewBatch with no renewals, or
+// strings that are not valid UTF-8; it does not check length limits (see
+// ValidateKey). It is a pure function, safe for concurrent use.
 func Encode(c Command) ([]byte, error) {
 	var m corepb.Command
 	version := CommandVersion
@@ -82,6 +87,12 @@ func Encode(c Command) ([]byte, error) {
 	case OpExpireSession:
 		m.Op = &corepb.Command_ExpireSession{ExpireSession: &corepb.ExpireSession{Id: c.Session, SeenIndex: c.SeenIndex}}
 		version = CommandVersion3
+	case OpRenewBatch:
+		if c.Batch == nil || c.Batch.Len() == 0 {
+			return nil, fmt.Errorf("%w: encode: renew batch without renewals", ErrInvalidArgument)
+		}
+		m.Op = &corepb.Command_RenewBatch{RenewBatch: encodeRenewals(c.Batch)}
+		version = CommandVersion4
 	default:
 		return nil, fmt.Errorf("%w: encode: unknown op %v", ErrInvalidArgument, c.Op)
 	}
@@ -97,8 +108,9 @@ func Encode(c Command) ([]byte, error) {
 // Decode parses the wire form written by Encode. Errors wrap ErrDecode: an
 // empty entry, an unknown version byte, bytes that are not a corepb.Command
 // (including strings that are not valid UTF-8), a Command with no op set, or
-// a Renew in a CommandVersion envelope or a session command below
-// CommandVersion3 (no node ever wrote one), or a version 3 Grant with an
+// a Renew in a CommandVersion envelope, a session command below
+// CommandVersion3 or a RenewBatch below CommandVersion4 (no node ever wrote
+// one), an empty RenewBatch, or a version 3 Grant with an
 // unknown mode or a shared mode with a limit. An entry of an older version
 // decodes exactly as before the next version existed: the fields added since
 // are ignored. Fields
@@ -111,7 +123,7 @@ func Decode(b []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: empty entry", ErrDecode)
 	}
 	version := b[0]
-	if version != CommandVersion && version != CommandVersion2 && version != CommandVersion3 {
+	if version < CommandVersion || version > CommandVersion4 {
 		return Command{}, fmt.Errorf("%w: unknown command version %d", ErrDecode, version)
 	}
 	var m corepb.Command
@@ -157,8 +169,42 @@ func Decode(b []byte) (Command, error) {
 			return Command{}, fmt.Errorf("%w: session command in a version %d entry", ErrDecode, version)
 		}
 		return decodeSession(m.Op), nil
+	case *corepb.Command_RenewBatch:
+		if version < CommandVersion4 {
+			return Command{}, fmt.Errorf("%w: renew batch in a version %d entry", ErrDecode, version)
+		}
+		return decodeRenewals(op.RenewBatch)
 	}
 	return Command{}, fmt.Errorf("%w: command with no op", ErrDecode)
+}
+
+// encodeRenewals is r on the wire.
+func encodeRenewals(r *Renewals) *corepb.RenewBatch {
+	m := &corepb.RenewBatch{Sessions: r.Sessions, Locks: make([]*corepb.Renew, len(r.Locks))}
+	for i, l := range r.Locks {
+		m.Locks[i] = &corepb.Renew{Key: l.Key, Token: l.Token}
+	}
+	return m
+}
+
+// decodeRenewals returns the RenewBatch of a version 4 entry; an empty one
+// (no node writes it) is an ErrDecode.
+func decodeRenewals(m *corepb.RenewBatch) (Command, error) {
+	if len(m.GetSessions())+len(m.GetLocks()) == 0 {
+		return Command{}, fmt.Errorf("%w: renew batch without renewals", ErrDecode)
+	}
+	var sessions []uint64
+	if len(m.GetSessions()) > 0 {
+		sessions = m.GetSessions()
+	}
+	var locks []LockRef
+	if len(m.GetLocks()) > 0 {
+		locks = make([]LockRef, len(m.GetLocks()))
+		for i, l := range m.GetLocks() {
+			locks[i] = LockRef{Key: l.GetKey(), Token: l.GetToken()}
+		}
+	}
+	return RenewBatch(sessions, locks), nil
 }
 
 // decodeSession returns the Command of a session op (version 3 entries).

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -42,6 +43,9 @@ var codecSamples = []struct {
 	{"close_session", core.CloseSession(12)},
 	{"expire_session", core.ExpireSession(12, 40)},
 	{"expire_session_unconditional", core.ExpireSession(12, 0)},
+	{"renew_batch", core.RenewBatch([]uint64{12, 3, 12}, []core.LockRef{{Key: "orders/42", Token: 7}, {Key: "läs", Token: 1 << 60}})},
+	{"renew_batch_sessions_only", core.RenewBatch([]uint64{1}, nil)},
+	{"renew_batch_locks_only", core.RenewBatch(nil, []core.LockRef{{Key: "a", Token: 1}})},
 }
 
 // TestEncodeVersion checks that Encode writes CommandVersion for every
@@ -72,6 +76,7 @@ func TestEncodeVersion(t *testing.T) {
 		{"keep_alive_session", core.KeepAliveSession(3), core.CommandVersion3},
 		{"close_session", core.CloseSession(3), core.CommandVersion3},
 		{"expire_session", core.ExpireSession(3, 0), core.CommandVersion3},
+		{"renew_batch", core.RenewBatch([]uint64{3}, []core.LockRef{{Key: "a", Token: 1}}), core.CommandVersion4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,7 +141,7 @@ func TestCodecRoundTrip(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			assert.Contains(t, []byte{core.CommandVersion, core.CommandVersion2, core.CommandVersion3}, data[0], "version byte")
+			assert.Contains(t, []byte{core.CommandVersion, core.CommandVersion2, core.CommandVersion3, core.CommandVersion4}, data[0], "version byte")
 			got, err := core.Decode(data)
 			assert.NoError(t, err)
 			assert.Equal(t, tt.cmd, got)
@@ -181,6 +186,9 @@ func TestEncodeErrors(t *testing.T) {
 		{"unknown_mode", core.Grant("a", 1000, "o1").WithMode(core.Mode(2))},
 		{"shared_with_limit", core.Grant("a", 1000, "o1").WithMode(core.ModeShared).WithLimit(2)},
 		{"invalid_utf8_session_principal", core.CreateSession(1000).WithPrincipal("p\xff")},
+		{"empty_renew_batch", core.RenewBatch(nil, nil)},
+		{"renew_batch_without_renewals", core.Command{Op: core.OpRenewBatch}},
+		{"invalid_utf8_renew_batch_key", core.RenewBatch(nil, []core.LockRef{{Key: "a\xff", Token: 1}})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,7 +221,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"nil_entry", nil},
 		{"empty_entry", []byte{}},
 		{"version_zero", marshalEntry(t, 0, grant)},
-		{"unknown_version", marshalEntry(t, core.CommandVersion3+1, grant)},
+		{"unknown_version", marshalEntry(t, core.CommandVersion4+1, grant)},
+		{"renew_batch_in_version_3", marshalEntry(t, core.CommandVersion3,
+			&corepb.Command{Op: &corepb.Command_RenewBatch{RenewBatch: &corepb.RenewBatch{Sessions: []uint64{1}}}})},
+		{"empty_renew_batch", marshalEntry(t, core.CommandVersion4,
+			&corepb.Command{Op: &corepb.Command_RenewBatch{RenewBatch: &corepb.RenewBatch{}}})},
 		{"renew_in_version_1", marshalEntry(t, core.CommandVersion,
 			&corepb.Command{Op: &corepb.Command_Renew{Renew: &corepb.Renew{Key: "a", Token: 1}}})},
 		{"version_only", []byte{core.CommandVersion}},
@@ -257,6 +269,7 @@ func TestOpAndOutcomeStrings(t *testing.T) {
 		core.OpExpire: "expire", core.OpSetMember: "set-member", core.OpRenew: "renew", core.Op(99): "op(99)",
 		core.OpCreateSession: "create-session", core.OpKeepAliveSession: "keep-alive-session",
 		core.OpCloseSession: "close-session", core.OpExpireSession: "expire-session",
+		core.OpRenewBatch: "renew-batch",
 	}
 	for op, want := range ops {
 		assert.Equal(t, want, op.String())
@@ -293,7 +306,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{core.CommandVersion})
-	f.Add([]byte{core.CommandVersion3 + 1, 0x22, 0x00})
+	f.Add([]byte{core.CommandVersion4 + 1, 0x22, 0x00})
 	f.Add([]byte{core.CommandVersion2, 0x3a, 0x03, 0x08, 0x88, 0x27})            // create_session in version 2
 	f.Add([]byte{core.CommandVersion, 0x32, 0x05, 0x0a, 0x01, 0x61, 0x10, 0x01}) // renew in version 1
 	f.Add([]byte{core.CommandVersion, 0x30, 0x01})
@@ -310,7 +323,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode(%x) = %+v, which does not encode: %v", data, cmd, err)
 		}
 		cmd2, err := core.Decode(again)
-		if err != nil || cmd2 != cmd {
+		if err != nil || !reflect.DeepEqual(cmd2, cmd) {
 			t.Fatalf("Decode(%x) = %+v; re-encoded it decodes to %+v, %v", data, cmd, cmd2, err)
 		}
 		if _, _, err := core.NewStateMachine().ApplyEntry(1, data); err != nil {

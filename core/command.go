@@ -40,6 +40,10 @@ const (
 	// and releases every lock held under it; proposed only by the leader's
 	// lessor (etcd lessor revoke on expiry, Consul session TTL).
 	OpExpireSession
+	// OpRenewBatch restarts, in one entry, the leases of the sessions and
+	// locks in Batch: each as the KeepAliveSession or Renew of its own at
+	// the entry's index would (renewbatch.go).
+	OpRenewBatch
 )
 
 // String returns the lower-case name of op ("grant", "release", ...).
@@ -65,19 +69,23 @@ func (op Op) String() string {
 		return "close-session"
 	case OpExpireSession:
 		return "expire-session"
+	case OpRenewBatch:
+		return "renew-batch"
 	}
 	return fmt.Sprintf("op(%d)", uint8(op))
 }
 
 // Command is one lock-state change, the payload of one Raft log entry. Only the
 // fields of its Op are meaningful; the others are zero (and Encode drops them).
-// A Command is a plain, comparable value: copy it freely. Build one with
-// Grant (optionally WithLockDelay, WithPrincipal, WithMode, WithLimit,
-// WithSession), Release, Renew, Expire, ExpireSeen, CreateSession,
-// KeepAliveSession, CloseSession, ExpireSession, Noop or SetMember; the server
-// checks request fields with ValidateKey, ValidateOwner, ValidatePrincipal,
-// ValidateLease, ValidateLockDelay, ValidateMode, ValidateToken and
-// ValidateSession before proposing, since Apply takes any Command as given.
+// A Command is a plain, comparable value: copy it freely (the one pointer,
+// Batch, is shared, read-only data, set only for a RenewBatch: compare those
+// with reflect.DeepEqual). Build one with Grant (optionally WithLockDelay,
+// WithPrincipal, WithMode, WithLimit, WithSession), Release, Renew, Expire,
+// ExpireSeen, CreateSession, KeepAliveSession, CloseSession, ExpireSession,
+// RenewBatch, Noop or SetMember; the server checks request fields with
+// ValidateKey, ValidateOwner, ValidatePrincipal, ValidateLease,
+// ValidateLockDelay, ValidateMode, ValidateToken and ValidateSession before
+// proposing, since Apply takes any Command as given.
 type Command struct {
 	// Op selects the command and so which of the fields below are meaningful.
 	Op Op
@@ -127,6 +135,9 @@ type Command struct {
 	// MemberID and APIAddr describe a member's client API address (SetMember).
 	MemberID string
 	APIAddr  string
+	// Batch is, for a RenewBatch, the sessions and locks it renews; nil
+	// otherwise. Shared, read-only data.
+	Batch *Renewals
 }
 
 // Grant returns the command that takes key for owner with a lease of leaseMS
@@ -317,7 +328,8 @@ func (o Outcome) String() string {
 // one pointer, Ended, is set only by a session's end (compare those field by
 // field). For plain exclusive locks outside a session (the only kind before
 // shared locks, semaphores and sessions, CommandVersion3) Results are exactly
-// what they always were: the fields added since are zero.
+// what they always were: the fields added since are zero. A RenewBatch's
+// Result carries one more pointer, Batch.
 type Result struct {
 	// Outcome says what happened; it decides which fields below are set.
 	Outcome Outcome
@@ -355,6 +367,9 @@ type Result struct {
 	// that ended its session (OutcomeExpired, Existed), what the end
 	// removed; nil otherwise. It is shared, read-only data.
 	Ended *SessionEnd
+	// Batch is, for a RenewBatch, the Result of each of its renewals;
+	// nil otherwise. It is shared, read-only data.
+	Batch *BatchResult
 }
 
 // Mode is the mode of a Grant and of a held key. The zero value is

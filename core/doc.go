@@ -67,6 +67,8 @@
 //	KeepAliveSession{id}            → Renewed{ttl, session}: ModIndex = index, else NotFound
 //	CloseSession{id}                → Released{session, ended}, else NotFound
 //	ExpireSession{id, seen_index}   → Expired{existed, session, ended} if unchanged since seen_index
+//	RenewBatch{sessions, locks}     → Renewed{batch}: each session as KeepAliveSession{id} and then
+//	    each lock as Renew{key, token} at this index, one Result each (EachRenewal takes it apart)
 //
 // Lock-delay (Chubby §2.4, Consul sessions) is recorded, not timed, here: the
 // leader proposes no Grant for a key with a LockDelay record until
@@ -79,9 +81,10 @@
 // version byte. Commands that use only the original fields keep
 // CommandVersion (1), byte for byte as before; Renew, seen_index, lock-delay
 // and principals take CommandVersion2, and modes, limits and sessions
-// CommandVersion3, so that an older node stops on them instead of applying
-// them differently. Snapshots of a state that uses no mode, limit or session
-// are written as SnapshotVersion2, byte for byte as before; others as
+// CommandVersion3, and a RenewBatch CommandVersion4, so that an older node
+// stops on them instead of applying them differently. Snapshots of a state
+// that uses no mode, limit or session are written as SnapshotVersion2, byte
+// for byte as before; others as
 // SnapshotVersion (3). Restore reads both, and SnapshotVersion1 as an
 // upgrade (ModIndex 0, no lock-delay, no principal). A node that meets an unknown version or
 // undecodable bytes gets an error wrapping ErrDecode and must stop: skipping

@@ -1,5 +1,7 @@
 package core
 
+import "math"
+
 // Session is an open session in the lock table (etcd leases, Consul
 // sessions): one lease that many locks are held under, renewed for all of
 // them by one KeepAliveSession and ended for all of them in one committed
@@ -215,6 +217,27 @@ func (s *StateMachine) AscendSessions(fn func(Session) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	s.sessions.Ascend(fn)
+}
+
+// SessionRange returns up to limit open sessions whose id is above after, in
+// ascending id order (limit ≤ 0: no limit): a page of the sessions for a
+// reader that must not hold the table's read lock across them all. Safe
+// concurrently with Apply; the slice is the caller's.
+func (s *StateMachine) SessionRange(after uint64, limit int) []Session {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Session
+	if after == math.MaxUint64 {
+		return nil // no id is above it (and after+1 would wrap to the first)
+	}
+	s.sessions.AscendGreaterOrEqual(Session{ID: after + 1}, func(ss Session) bool {
+		if limit > 0 && len(out) >= limit {
+			return false
+		}
+		out = append(out, ss)
+		return true
+	})
+	return out
 }
 
 // SessionLockLen returns the number of holders under session id (0 for an

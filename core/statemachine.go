@@ -147,6 +147,11 @@ func (s *StateMachine) Apply(index uint64, cmd Command) (Result, error) {
 		res = s.closeSession(index, cmd)
 	case OpExpireSession:
 		res = s.expireSession(index, cmd)
+	case OpRenewBatch:
+		if cmd.Batch == nil {
+			return Result{}, fmt.Errorf("%w: apply index %d: renew batch without renewals", ErrDecode, index)
+		}
+		res = s.renewBatch(index, cmd)
 	default:
 		return Result{}, fmt.Errorf("%w: apply index %d: unknown op %v", ErrDecode, index, cmd.Op)
 	}

@@ -17,7 +17,9 @@
 #                           stay secure until 'make clean'
 #   API_ADDRS, RAFT_ADDRS   the three nodes' client API and peer addresses,
 #                           comma-separated (default 127.0.0.1:7001-7003 and
-#                           127.0.0.1:7101-7103)
+#                           127.0.0.1:7101-7103); other API addresses are
+#                           named in the ticketctl commands it prints
+#                           (TICKETD_ENDPOINTS)
 #   METRICS_ADDRS           with SECURE, the three nodes' plaintext probe and
 #                           metrics addresses (default 127.0.0.1:9101-9103)
 #
@@ -59,7 +61,9 @@ if [[ -z $SECURE && -f $DATA/SECURE ]]; then
 fi
 CERTS=$DATA/certs
 IDS=(n1 n2 n3)
-IFS=, read -r -a API <<<"${API_ADDRS:-127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003}"
+# The default API addresses are ticketctl's default --endpoints.
+DEFAULT_API_ADDRS=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
+IFS=, read -r -a API <<<"${API_ADDRS:-$DEFAULT_API_ADDRS}"
 IFS=, read -r -a RAFT <<<"${RAFT_ADDRS:-127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103}"
 if ((${#API[@]} != 3 || ${#RAFT[@]} != 3)); then
 	echo "cluster.sh: API_ADDRS and RAFT_ADDRS name three addresses each" >&2
@@ -309,6 +313,13 @@ for i in 0 1 2; do
 	done
 	printf ' >>%q 2>&1 &\n' "$DATA/${IDS[i]}.log"
 done
+# The "Try" lines below name the nodes for ticketctl when they are not its
+# default endpoints (TICKETD_ENDPOINTS, read by every ticketctl command).
+api_list=$(IFS=,; echo "${API[*]}")
+endpoints_line=""
+if [[ $api_list != "$DEFAULT_API_ADDRS" ]]; then
+	endpoints_line="  export TICKETD_ENDPOINTS=$api_list"$'\n'
+fi
 if [[ -n $SECURE ]]; then
 	cat <<INFO
 
@@ -320,7 +331,7 @@ admin; the bearer token in $CERTS/orders-svc.token locks under orders/ (edit
 the policy, then kill -HUP the nodes to reload it).
 
 Try, from another terminal:
-  export TICKETD_CACERT=$CERTS/ca.crt TICKETD_CLIENT_CERT=$CERTS/client.root.crt TICKETD_CLIENT_KEY=$CERTS/client.root.key
+${endpoints_line}  export TICKETD_CACERT=$CERTS/ca.crt TICKETD_CLIENT_CERT=$CERTS/client.root.crt TICKETD_CLIENT_KEY=$CERTS/client.root.key
   bin/ticketctl status
   bin/ticketctl lock acquire orders/42 --ttl 60s
   bin/ticketctl lock list
@@ -343,7 +354,7 @@ Peers speak mutual TLS (one certificate per node in $CERTS/); the client API
 is plaintext on loopback.
 
 Try, from another terminal:
-  bin/ticketctl status
+${endpoints_line}  bin/ticketctl status
   bin/ticketctl lock acquire orders/42 --ttl 60s
   bin/ticketctl lock list
   curl -s -H 'Content-Type: application/json' -d '{"key":"orders/42","leaseMs":"60000"}' \\

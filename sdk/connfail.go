@@ -86,15 +86,33 @@ func tlsRefused(err error) bool { return certCause(err) != nil }
 // listens at the address).
 func connRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
+// h2ConnNotEstablished is the text of the error net/http's HTTP/2 client
+// gives the first request of a connection that closed before the request
+// could open a stream on it (errClientConnNotEstablished in
+// golang.org/x/net/http2 and net/http's bundled copy; unexported, hence
+// matched by its text). It carries no cause: the read error that closed
+// the connection (EOF, a reset) is dropped.
+const h2ConnNotEstablished = "http2: client conn could not be established"
+
 // cutBeforeAnswer reports whether err is a connection the server ended
-// before any HTTP answer (unexpected EOF, a reset), with no status from a
-// server: what a TLS server does to a plaintext HTTP/2 client, whose
-// preface is not a TLS record.
+// before any HTTP answer, with no status from a server: what a TLS server
+// does to a plaintext HTTP/2 client, whose preface ("PRI * HTTP/2.0") is
+// not a TLS record. crypto/tls fails the handshake on that first record
+// and net/http's server closes the connection (it answers 400 only to a
+// record header that looks like HTTP/1: "GET /", "POST "...). The client
+// sees that close in whichever way its goroutines get to it first: the
+// connection's reader reads the cut (EOF, unexpected EOF, a reset), a
+// write of the request meets it (a reset, then EPIPE: the closed socket
+// answered the request's first bytes with a reset), or the reader marked
+// the connection closed before the request could use it
+// (h2ConnNotEstablished). On a busy machine each happens.
 func cutBeforeAnswer(err error) bool {
 	if err == nil || connect.IsWireError(err) {
 		return false
 	}
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(err.Error(), h2ConnNotEstablished)
 }
 
 // probeTLS reports whether the server at base (an http:// URL) answers a

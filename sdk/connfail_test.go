@@ -4,13 +4,19 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -58,6 +64,69 @@ func TestPlaintextToTLSFailsAtOnce(t *testing.T) {
 	require.ErrorIs(t, err, sdk.ErrServerSpeaksTLS)
 	assert.NotErrorIs(t, err, context.DeadlineExceeded, "not retried until the deadline")
 	assert.Equal(t, int32(1), handshakes.Load(), "one probe handshake, no retries")
+}
+
+// TestPlaintextCutBeforeFirstRequestNamesTLS: the TLS server cuts a
+// plaintext HTTP/2 connection on its preface. When the client's connection
+// reader sees that before the first request could use the connection,
+// net/http reports "http2: client conn could not be established", without
+// the EOF that closed it: the order a busy machine produces at random. It
+// must still be ErrServerSpeaksTLS (after one probe handshake). The order
+// is forced here: the request is sent on the connection only once its
+// state hook reports it closed.
+func TestPlaintextCutBeforeFirstRequestNamesTLS(t *testing.T) {
+	srv, handshakes := tlsServer(t, false)
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	ctx := longCtx(t)
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true) // h2c with prior knowledge, as the SDK's plaintext client
+	cc, err := tr.NewClientConn(ctx, "http", addr)
+	require.NoError(t, err)
+	defer cc.Close()
+	closed := make(chan struct{})
+	var once sync.Once
+	cc.SetStateHook(func(cc *http.ClientConn) {
+		if cc.Err() != nil {
+			once.Do(func() { close(closed) })
+		}
+	})
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the TLS server did not close the plaintext connection")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+	require.NoError(t, err)
+	_, err = cc.RoundTrip(req)
+	require.ErrorContains(t, err, "could not be established", "the order under test")
+	require.NotErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.Equal(t, sdk.ErrServerSpeaksTLS, sdk.ConnCause(ctx, "http://"+addr, err))
+	assert.Equal(t, int32(1), handshakes.Load(), "one probe handshake")
+	// The plaintext client's own check, on the error as connect reports it.
+	assert.ErrorIs(t, sdk.ConnCause(ctx, "http://"+addr, connect.NewError(connect.CodeUnavailable, err)), sdk.ErrServerSpeaksTLS)
+}
+
+// TestPlaintextWriteAfterCutNamesTLS: a write of a plaintext client that
+// the TLS server refused (it closed the connection on the HTTP/2 preface;
+// the closed socket answers later bytes with a reset, and writes after
+// that fail with EPIPE) names ErrServerSpeaksTLS too: such a write error
+// can reach a request before its reader's EOF does.
+func TestPlaintextWriteAfterCutNamesTLS(t *testing.T) {
+	srv, handshakes := tlsServer(t, false)
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	ctx := longCtx(t)
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+	require.NoError(t, err)
+	_, _ = io.ReadAll(conn) // until the server's close: EOF, or a reset
+	for !errors.Is(err, syscall.EPIPE) && ctx.Err() == nil {
+		_, err = conn.Write([]byte{0}) // succeeds until the server's reset is back
+	}
+	require.ErrorIs(t, err, syscall.EPIPE)
+	assert.Equal(t, sdk.ErrServerSpeaksTLS, sdk.ConnCause(ctx, "http://"+addr, err))
+	assert.Equal(t, int32(1), handshakes.Load(), "one probe handshake")
 }
 
 // TestMissingClientCertFailsAtOnce: a server that requires a client

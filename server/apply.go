@@ -30,6 +30,8 @@ import (
 //     which times it;
 //   - a CreateSession and a KeepAliveSession restart the session's deadline
 //     at now + ttl the same way;
+//   - a RenewBatch does, for each of its renewals, what that renewal's
+//     KeepAliveSession or Renew would (core.EachRenewal);
 //   - a Release, and an Expire that removed its lock, untrack it; an Expire
 //     that did not (Existed false: the lock was renewed after the leader
 //     decided) leaves the renewed lock alone;
@@ -48,6 +50,16 @@ func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
 	n.times.Applied(index)
 	n.hub.Apply(index, cmd, res)
 	n.lessor.Resync(n.sm)
+	if cmd.Op == core.OpRenewBatch {
+		core.EachRenewal(cmd, res, func(cmd core.Command, res core.Result) { n.track(index, cmd, res) })
+		return
+	}
+	n.track(index, cmd, res)
+}
+
+// track keeps the lessor and the wait queues in step with one applied
+// command (onApply; a RenewBatch's renewals one by one).
+func (n *Node) track(index uint64, cmd core.Command, res core.Result) {
 	switch cmd.Op {
 	case core.OpGrant:
 		switch {

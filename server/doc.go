@@ -48,10 +48,17 @@
 //   - applytimes.go: opens the node's record of when it applied each index
 //     (package applytime), so a restarted node measures replayed leases from
 //     its earlier apply (docs/design.md#leases).
+//   - leasereport.go: PeerService.LeaseRemaining, a voter's report of the
+//     time each lease has left on its clock, answered to members only.
+//   - leasegather.go: a new leader gathers those reports from the voters
+//     after its promotion and lowers its deadlines to them (the quorum
+//     minimum, docs/design.md#leases).
 //   - sessionservice.go: CreateSession, KeepAlive, CloseSession.
 //   - sessionread.go: GetSession, ListSessions.
 //   - keepalivebatch.go: concurrent KeepAlives of a session merged into one
 //     entry in flight.
+//   - renewbatch.go: renewals (KeepAlive rounds, Renews) that arrive while
+//     renewal entries are in flight written together as one RenewBatch.
 //   - sessioncount.go: limits.max_sessions and
 //     limits.max_sessions_per_principal.
 //   - sessionlocks.go: limits.max_locks_per_session.
@@ -97,9 +104,12 @@
 //     their request's goroutine.
 //   - Detached proposals, counted in Node.bg so that Close waits for them: a
 //     Grant, and a ghost lock's Release after it, on a worker (grant.go); a
-//     session's KeepAlive rounds on a worker (keepalivebatch.go); a
-//     CloseSession (sessionservice.go, proposeClose); ensureMembers after
-//     each promotion (leadership.go); join (node.go, New). A force-release
+//     session's KeepAlive rounds on a worker (keepalivebatch.go); shared
+//     renewal entries on a worker, one after another (renewbatch.go); a
+//     CloseSession (sessionservice.go, proposeClose); ensureMembers and
+//     the gathering of the voters' lease reports (one goroutine per voter,
+//     waited for) after each promotion (leadership.go, leasegather.go);
+//     join (node.go, New). A force-release
 //     proposes each holder's Release on a goroutine its handler waits for
 //     (lockservice.go).
 //   - Parallel probes that their caller waits for: bootstrapcheck.go (the
@@ -122,6 +132,9 @@
 //     held; keyState reads the holders (core.StateMachine.Holders) and then
 //     asks the lessor whether each is ending (lessor.Lessor.Ending) or the
 //     key is under a lock-delay (Delayed).
+//   - table read lock, released, then lessor mutex: LeaseRemaining
+//     (leasereport.go) reads a page of the table, then asks the lessor for
+//     its reports; Lower takes only the lessor's mutex.
 //   - lessor mutex → table read lock: Promote and Resync read the table
 //     under the lessor's mutex, so a table callback (Ascend*) must never ask
 //     the lessor.
@@ -130,9 +143,11 @@
 //     table read lock, the Authenticator's read lock (the policy's quotas).
 //   - table read lock (an Ascend* callback) → the Authenticator's read lock
 //     (ListSessions asks MayActFor of each session).
-//   - role's mutex, the keepAliveBatches mutex, the forwarder's and the
-//     peers' metrics mutexes take nothing else (keepAliveBatches.join's
-//     start only hands a round to a worker, which never blocks).
+//   - role's mutex, the keepAliveBatches and renewalRounds mutexes, the
+//     forwarder's and the peers' metrics mutexes take nothing else
+//     (keepAliveBatches.join's start only hands a round to a worker, which
+//     never blocks; a renewal is proposed after renewalRounds.join
+//     returns).
 //
 // Callbacks, and the locks held when they run:
 //   - keyState: the key's shard mutex. It must not block, propose, or call

@@ -27,7 +27,8 @@ import (
 // ReadIndex requests do (etcd's linearizable read loop, dgraph's
 // RunReadIndexLoop). So a session sees at most one entry per commit round
 // however many KeepAlives its clients send, and each KeepAlive waits at most
-// the rest of one round and one more.
+// the rest of one round and one more. The entry a round writes may carry
+// the renewals of other sessions and locks too (renewbatch.go).
 
 // keepAliveBatches holds the KeepAlive rounds of the sessions that have one
 // in flight on this leader. The zero value is ready to use; it is safe for
@@ -130,12 +131,13 @@ func (n *Node) runKeepAlives(id uint64, r *keepAliveRound) {
 	}
 }
 
-// keepAliveEntry proposes one KeepAliveSession of session id, bounded by
-// proposeTimeout and the node's life.
+// keepAliveEntry writes one KeepAliveSession of session id into the log,
+// in an entry of its own or shared with other renewals (renewbatch.go),
+// bounded by proposeTimeout and the node's life.
 func (n *Node) keepAliveEntry(id uint64) (int64, error) {
 	pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
 	defer cancel()
-	res, err := n.raft.Propose(pctx, core.KeepAliveSession(id))
+	res, err := n.proposeRenewal(pctx, renewal{session: id})
 	if err != nil {
 		if pctx.Err() != nil && n.life.Err() == nil {
 			return 0, fmt.Errorf("%w: keep-alive of session %d: %v", ErrOutcomeUnknown, id, err)

@@ -16,8 +16,10 @@ import (
 
 // onLeaderChange is the backend's OnLeaderChange hook. On promotion (after the
 // barrier applied) the lessor becomes primary, keeping the deadlines this
-// node measured from its own applies (no reset, docs/design.md#leases), and
-// the wait queues open; on any other change both stop, failing every waiter
+// node measured from its own applies (no reset, docs/design.md#leases), the
+// wait queues open, and the voters are asked in the background for their
+// own measure of each lease, to which its deadlines are lowered
+// (leasegather.go); on any other change both stop, failing every waiter
 // with Unavailable (docs/design.md#leases; etcd lessor Promote/Demote).
 func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 	closing := n.role.observe(ev)
@@ -29,8 +31,9 @@ func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 		n.lessor.Promote(n.sm, ev.Term)
 		n.queue.Open()
 		n.role.promote(ev.Term) // a later event may have superseded this one
-		n.bg.Add(1)
+		n.bg.Add(2)
 		go n.ensureMembers(ev.Term)
+		go n.gatherLeaseReports(ev.Term) // lowers deadlines later: service does not wait (leasegather.go)
 	} else {
 		n.lessor.Demote()
 		n.queue.Close()

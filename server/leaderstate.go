@@ -2,10 +2,11 @@ package server
 
 // This file is the state only the promoted leader uses: what it has in
 // flight that the replicated table does not show yet, counted so that
-// concurrent requests cannot overshoot a limit, and the KeepAlive rounds it
-// merges. The lessor's marks of the holders being removed (ghost Releases,
-// CloseSessions in flight) are not here: the lessor answers for every
-// holder that is ending (lessor.Lessor.Ending).
+// concurrent requests cannot overshoot a limit, the KeepAlive rounds it
+// merges and the renewals it writes together. The lessor's marks of the
+// holders being removed (ghost Releases, CloseSessions in flight) are not
+// here: the lessor answers for every holder that is ending
+// (lessor.Lessor.Ending).
 //
 // It is made with the node and never reset. Every entry is added by one
 // request and removed by that same request when its proposal returns
@@ -24,6 +25,9 @@ type leaderState struct {
 	// keepAlives merges concurrent KeepAlives of one session into one
 	// entry in flight at a time (keepalivebatch.go).
 	keepAlives keepAliveBatches
+	// renewals writes the renewals (KeepAlive rounds, Renews) that arrive
+	// together into shared entries (renewbatch.go).
+	renewals renewalRounds
 	// sessSlots counts Acquire requests under each session in progress, so
 	// that concurrent ones cannot overshoot limits.max_locks_per_session
 	// (sessionlocks.go).

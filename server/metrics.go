@@ -180,6 +180,12 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 			Namespace: "ticketd", Name: "session_keepalives_merged_total",
 			Help: "KeepAlives this leader answered with a KeepAliveSession entry that a concurrent KeepAlive of the same session had already asked for (no entry of their own).",
 		}, func() float64 { return float64(n.lead.keepAlives.Merged()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "ticketd", Name: "renewals_batched_total",
+			Help: "Renewals (session KeepAlives and lock Renews) this leader wrote in a RenewBatch entry shared with others.",
+		}, func() float64 { return float64(n.lead.renewals.Batched()) }),
+		gauge("renewals_waiting", "Renewals waiting on this leader for a renewal entry in flight to be answered, to share the next one.",
+			func() float64 { return float64(n.lead.renewals.Waiting()) }),
 		gauge("last_token", "Last fencing token applied on this node.", func() float64 { return float64(n.sm.LastToken()) }),
 		gauge("applied_index", "Last Raft log index applied on this node.", func() float64 { return float64(n.sm.AppliedIndex()) }),
 		gauge("waiters", "Acquire requests waiting in this leader's queues.", func() float64 { return float64(n.queue.Waiting()) }),

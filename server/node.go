@@ -20,6 +20,7 @@ import (
 	"github.com/ticketd/ticketd/server/forward"
 	"github.com/ticketd/ticketd/server/httpapi"
 	"github.com/ticketd/ticketd/server/lessor"
+	"github.com/ticketd/ticketd/server/security"
 	"github.com/ticketd/ticketd/server/waitq"
 	"github.com/ticketd/ticketd/server/watch"
 )
@@ -126,8 +127,11 @@ type Node struct {
 	// http is the HTTP side: the API's and the metrics listener's
 	// servers, TLS, limits, CORS, health and probes (package httpapi,
 	// built by secure.go).
-	http  *httpapi.Server
-	fatal failStop // first fatal backend error (failstop.go)
+	http *httpapi.Server
+	// peerCert is the peer certificate and revocation list (peer TLS;
+	// nil without it), reloaded; secure.go sets it.
+	peerCert *security.Reloader
+	fatal    failStop // first fatal backend error (failstop.go)
 }
 
 // New builds a Node from cfg: it validates cfg, opens the backend (which
@@ -239,6 +243,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		Node:           n,
 		LockService:    &lockService{n: n},
 		ClusterService: &clusterService{n: n},
+		PeerService:    &peerService{n: n},
 		Config:         cfg,
 		Metrics:        n.met.interceptor(),
 		Registry:       o.registry,

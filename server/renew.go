@@ -10,19 +10,23 @@ import (
 )
 
 // This file is the renewal path on the leader: a Renew is a replicated
-// command (docs/design.md#leases), admitted by the lessor and group-committed
-// with other proposals; every node restarts the lock's deadline when it
-// applies it.
+// command (docs/design.md#leases), admitted by the lessor and written in an
+// entry of its own or shared with the renewals that arrive with it
+// (renewbatch.go); every node restarts the lock's deadline when it applies
+// it.
 
 // renew serves Renew on the promoted leader and returns the lease in
 // milliseconds. The lessor first decides, under its lock, that the lease has
 // not run out and no Expire of it is decided or in flight; then core.Renew is
 // proposed. A renewal admitted here that commits after an expiry round
 // decided the lock's end still wins: that Expire carries the older seen index
-// and removes nothing (core.ExpireSeen). A refusal (no such lock, lease run
-// out) is given only after a quorum confirms leadership and
-// the table has applied everything committed (ReadIndex), since a deposed
-// leader's table is stale.
+// and removes nothing (core.ExpireSeen). A Renew that waits to share an
+// entry is proposed detached from ctx (renewbatch.go): a client that goes
+// away gets ctx's error, and its Renew may still commit, as with any
+// proposal after a ctx error. A refusal (no
+// such lock, lease run out) is given only after a quorum confirms leadership
+// and the table has applied everything committed (ReadIndex), since a
+// deposed leader's table is stale.
 //
 // Errors: a PermissionDenied connect error (the lock was acquired by another
 // principal, authorization on), ErrHeldUnderSession (the lock is held under
@@ -56,7 +60,7 @@ func (n *Node) renew(ctx context.Context, key string, token uint64) (int64, erro
 	if err := n.heldUnderSession(ctx, key, token); err != nil {
 		return 0, err // appeared with the ReadIndex
 	}
-	res, err := n.raft.Propose(ctx, core.Renew(key, token))
+	res, err := n.proposeRenewal(ctx, renewal{key: key, token: token})
 	if err != nil {
 		return 0, err
 	}

@@ -45,6 +45,7 @@ func (n *Node) secure(b *backends.Config, api httpapi.Config) error {
 		}
 		go peer.Watch(n.life, security.DefaultPollInterval)
 		b.PeerTLS = security.PeerConfig(peer, log)
+		n.peerCert = peer
 	}
 	b.MaxMessageBytes = cfg.Raft.MaxMessageBytes
 	b.OnFatal = n.onFatal

@@ -144,3 +144,16 @@ func AppendStall(b *testing.B, minAppends int, appendOne, setup, during func() e
 	b.ReportMetric(pct(0.99), "append-p99-µs")
 	b.ReportMetric(pct(1), "append-max-µs")
 }
+
+// Repeat returns a function that calls f n times and stops at its first
+// error: an AppendStall setup that refills the log with n batches.
+func Repeat(n int, f func() error) func() error {
+	return func() error {
+		for range n {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}

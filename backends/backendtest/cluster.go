@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -488,35 +487,6 @@ func (p *Peer) Leaders() *LeaderLog {
 
 // Member returns p as a core.Member (ID and RaftAddr).
 func (p *Peer) Member() core.Member { return core.Member{ID: p.ID, RaftAddr: p.Addr} }
-
-// handedOut holds every address FreeAddr returned in this process: the
-// kernel may give a port closed a moment ago to the next listen on
-// 127.0.0.1:0, and two peers of one cluster must never share one.
-var handedOut = struct {
-	sync.Mutex
-	addrs map[string]bool
-}{addrs: map[string]bool{}}
-
-// FreeAddr returns a loopback host:port that was free a moment ago (listen on
-// 127.0.0.1:0, close, reuse the port), never one it returned before in this
-// process.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
-		if !handedOut.addrs[addr] {
-			handedOut.addrs[addr] = true
-			return addr
-		}
-	}
-}
 
 // Network is the shared partition table behind Config.DropMessage: a message
 // from → to is dropped while the directed link is cut. Safe for concurrent use.

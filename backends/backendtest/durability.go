@@ -113,11 +113,16 @@ func CrashImage(t *testing.T, src, dst string) {
 	}
 }
 
-// damageNewestLog flips 4 bytes about 1.5 KiB before the end of the data
-// in the file of dataDir's log store that holds the newest appends
-// (backends.NewestLogFile), as a failing disk would; it returns the file
-// and offset.
-func damageNewestLog(t *testing.T, dataDir string) (string, int) {
+// damageNewestLog flips 4 bytes of an entry's data about 1.5 KiB before
+// the end of the data in the file of dataDir's log store that holds the
+// newest appends (backends.NewestLogFile), as a failing disk would: the
+// first 4 bytes of the last copy of keyPrefix (a key every entry there
+// holds) that starts at least 1.5 KiB before the end. Damage must fall on
+// an entry's bytes: a flip in a log format's framing or padding (raft-wal
+// pads its frames to 8 bytes and checks an older batch's commit CRC only
+// when that batch is the last) leaves every entry intact, and a node that
+// starts with it has lost nothing. It returns the file and offset.
+func damageNewestLog(t *testing.T, dataDir, keyPrefix string) (string, int) {
 	t.Helper()
 	path, _, err := backends.NewestLogFile(dataDir)
 	if err != nil {
@@ -131,7 +136,10 @@ func damageNewestLog(t *testing.T, dataDir string) (string, int) {
 	if end < 4096 {
 		t.Fatalf("%s holds only %d bytes of records", path, end)
 	}
-	off := end - 1500
+	off := bytes.LastIndex(b[:end-1500+len(keyPrefix)], []byte(keyPrefix))
+	if off < 0 || len(keyPrefix) < 4 {
+		t.Fatalf("%s: no entry holding %q before its last 1.5 KiB (or a prefix shorter than the 4 bytes to flip)", path, keyPrefix)
+	}
 	for i := off; i < off+4; i++ {
 		b[i] ^= 0xA5
 	}
@@ -186,7 +194,7 @@ func testDamagedLogRefused(t *testing.T, open Factory) {
 	c.Kill(f)
 
 	swap(filepath.Join(img, "damaged"))
-	file, off := damageNewestLog(t, f.DataDir)
+	file, off := damageNewestLog(t, f.DataDir, "dmg0")
 	err := c.Reopen(f)
 	if err == nil {
 		t.Fatalf("node started with 4 bytes flipped at offset %d of %s; want a refused start", off, file)

@@ -40,6 +40,7 @@ func Run(t *testing.T, open Factory) {
 		{"file_loss_never_shortens", testFileLossNeverShortens},
 		{"disk_full_stops", testDiskFullStops},
 		{"observer", testObserver},
+		{"snapshots_scale_with_table", testSnapshotsScaleWithTable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })

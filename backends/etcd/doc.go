@@ -36,9 +36,20 @@
 // the leader keeps new ones queued (at most 2ms), and once a batch applies it
 // yields briefly so that the proposers it answered can queue their next
 // proposals, which then leave together — one fsync per node per batch rather
-// than a trickle of small ones. etcd raft's AsyncStorageWrites was tried as
-// well and, on a 2-core machine running all three nodes, did not beat this
-// simpler loop: it trades the blocking fsync for many more, smaller messages.
+// than a trickle of small ones. etcd raft's AsyncStorageWrites (etcd raft
+// doc.go, "Usage with Asynchronous Storage Writes": the log written by an
+// append thread from MsgStorageAppend messages, their responses delivered
+// once durable) was tried twice and is not used: first on badger, where it
+// did not beat this loop on a 2-core machine running all three nodes (it
+// trades the blocking fsync for many more, smaller messages); then on the
+// wal store, with an append thread that merges the MsgStorageAppends queued
+// behind a sync into one Save, where go test -bench BenchmarkCommit gave
+// no consistent direction on a machine at load 14-16: at 1 proposer p50
+// 458 vs 672 µs, then 417 vs 411 µs (async vs this loop); at 64 proposers
+// 10.9k vs 18.3k commits/s, then 44.9k vs 23.6k (docs/benchmarks.md has the
+// rows and the commit that holds the code, to measure it again quietly).
+// This loop already sends MsgApp before its own fsync (step 1), the part of
+// Raft thesis §10.2.1 that overlaps the leader's write with replication.
 //
 // Entries carry an envelope (envelope.go): a version byte and an 8-byte
 // proposal id in front of core.Encode's bytes. Snapshots carry the address

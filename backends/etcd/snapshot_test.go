@@ -101,38 +101,3 @@ func TestApplyGoesOnWhileSnapshotIsWritten(t *testing.T) {
 		})
 	}
 }
-
-// TestSnapshotsScaleWithTheTable (backends.SnapshotDue): once the table is
-// big, a snapshot waits until the log since the last one is as big as it,
-// instead of coming every SnapshotThreshold entries. 100 locks with
-// 200-byte keys make a ~22 KB snapshot and each renewal a ~220-byte
-// entry, so 400 renewals take about four snapshots, not 400/16 = 25.
-func TestSnapshotsScaleWithTheTable(t *testing.T) {
-	ctx := testCtx(t)
-	obs := &snapshotCounter{}
-	s := openSingle(t, t.TempDir(), backendtest.FreeAddr(t), func(cfg *backends.Config) {
-		cfg.SnapshotThreshold, cfg.TrailingLogs = 16, 4
-		cfg.Observer = obs
-	})
-	const locks, renewals = 100, 400
-	keys := make([]string, locks)
-	tokens := make([]uint64, locks)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("%03d/%0200d", i, 0)
-		res, err := s.n.Propose(ctx, core.Grant(keys[i], 60_000, "owner"))
-		require.NoError(t, err)
-		require.Equal(t, core.OutcomeGranted, res.Outcome)
-		tokens[i] = res.Token
-	}
-	require.Eventually(t, func() bool { return obs.taken.Load() > 0 }, backendtest.WaitTimeout, 5*time.Millisecond)
-	before := obs.taken.Load()
-	for i := 0; i < renewals; i++ {
-		res, err := s.n.Propose(ctx, core.Renew(keys[i%locks], tokens[i%locks]))
-		require.NoError(t, err)
-		require.Equal(t, core.OutcomeRenewed, res.Outcome)
-	}
-	taken := obs.taken.Load() - before
-	t.Logf("%d snapshots in %d renewals of a table of %d locks", taken, renewals, locks)
-	require.GreaterOrEqual(t, taken, int64(2), "the log still gets compacted")
-	require.LessOrEqual(t, taken, int64(8), "a snapshot of the whole table every %d entries", 16)
-}

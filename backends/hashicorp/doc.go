@@ -102,6 +102,10 @@
 // segments and its meta database (term, vote, segment list);
 // <DataDir>/log_store names the store (backends.ClaimLogStore);
 // <DataDir>/snapshots holds FileSnapshotStore's files (two kept).
-// A snapshot is taken as soon as SnapshotThreshold entries were applied since
-// the last one, and the log is then compacted down to TrailingLogs entries.
+// A snapshot is taken once backends.SnapshotDue says one is due (at least
+// SnapshotThreshold entries and as many bytes of entry data as the last
+// snapshot since it; hashicorp's own entry-count check is off), and the log
+// is then compacted down to TrailingLogs entries (on the wal store, in
+// memory until the compacted prefix covers a whole segment, the only thing
+// raft-wal frees on disk: walStore.DeleteRange).
 package hashicorp

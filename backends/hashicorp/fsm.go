@@ -36,16 +36,18 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	}
 	out := make([]any, len(logs))
 	conf := false
+	var entryBytes uint64
 	for i, l := range logs {
 		out[i] = f.applyOne(l)
 		conf = conf || l.Type == raft.LogConfiguration
+		entryBytes += uint64(len(l.Data))
 	}
 	if conf {
 		// A committed configuration change: close the peer connections
 		// of members it removed (peergate).
 		f.n.gate.Refresh()
 	}
-	f.n.applied()
+	f.n.applied(entryBytes)
 	return out
 }
 
@@ -53,7 +55,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 // kept for completeness).
 func (f *fsm) Apply(l *raft.Log) any {
 	r := f.applyOne(l)
-	f.n.applied()
+	f.n.applied(uint64(len(l.Data)))
 	return r
 }
 
@@ -88,17 +90,31 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // completely before changing anything), then calls OnRestore. hashicorp/raft
 // calls it from the FSM goroutine for a snapshot installed from the leader,
 // and from NewRaft for the local snapshot at start; either way before the
-// next ApplyBatch.
+// next ApplyBatch. The snapshot's size, counted as it is read, is what the
+// next snapshot waits for (snapshot.go).
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer func() { _ = rc.Close() }()
-	if err := f.n.sm.Restore(rc); err != nil {
+	cr := &countingReader{r: rc}
+	if err := f.n.sm.Restore(cr); err != nil {
 		return err
 	}
 	if fn := f.n.cfg.OnRestore; fn != nil {
 		fn(f.n.sm.AppliedIndex())
 	}
-	f.n.applied()
+	f.n.restored(cr.n)
 	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n uint64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += uint64(k)
+	return k, err
 }
 
 // fsmSnapshot writes a core snapshot into a raft snapshot sink.

@@ -78,30 +78,30 @@ const compactEntries = 8192
 // BenchmarkCompactionStall measures appends of one entry while a
 // compaction deletes the oldest compactEntries entries of the log
 // (DeleteRange, as raft calls it after a snapshot), against the same appends
-// with no compaction ("compaction=off"): the ratio of their "append-p99-µs"
-// (and "append-max-µs") is the stall. One op is one round: compactEntries
-// entries appended (unmeasured), then the compaction with appends beside it.
+// with no compaction ("compaction=off"), per log store: the ratio of their
+// "append-p99-µs" (and "append-max-µs") is the stall. One op is one round:
+// compactEntries entries appended (unmeasured), then the compaction with
+// appends beside it.
 func BenchmarkCompactionStall(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		b.Run(map[bool]string{false: "compaction=off", true: "compaction=on"}[on], func(b *testing.B) {
-			s := openMarkedStore(b, backends.LogStoreBadger, b.TempDir())
-			fill := appender(s, 64)
-			setup := func() error {
-				for range compactEntries / 64 {
-					if err := fill(); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			b.ResetTimer()
-			backendtest.AppendStall(b, 50, appender(s, 1), setup, func() error {
-				if !on {
-					return nil
-				}
-				first, _ := s.FirstIndex()
-				return s.DeleteRange(first, first+compactEntries-1)
+	for _, store := range backends.LogStores() {
+		for _, on := range []bool{false, true} {
+			b.Run(fmt.Sprintf("store=%s/compaction=%s", store, map[bool]string{false: "off", true: "on"}[on]), func(b *testing.B) {
+				compactionStall(b, store, on)
 			})
-		})
+		}
 	}
+}
+
+// compactionStall is one case of BenchmarkCompactionStall.
+func compactionStall(b *testing.B, store string, on bool) {
+	s := openMarkedStore(b, store, b.TempDir())
+	setup := backendtest.Repeat(compactEntries/64, appender(s, 64))
+	b.ResetTimer()
+	backendtest.AppendStall(b, 50, appender(s, 1), setup, func() error {
+		if !on {
+			return nil
+		}
+		first, _ := s.FirstIndex()
+		return s.DeleteRange(first, first+compactEntries-1)
+	})
 }

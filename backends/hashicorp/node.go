@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -39,8 +40,9 @@ const (
 	logCacheSize = 4 * maxAppendEntries
 	// snapshotRetain is how many snapshots FileSnapshotStore keeps.
 	snapshotRetain = 2
-	// snapshotInterval is how often hashicorp itself checks SnapshotThreshold;
-	// the node also triggers a snapshot as soon as the threshold is passed.
+	// snapshotInterval is how often hashicorp's snapshot goroutine wakes to
+	// check its own threshold, which raftConfig sets out of reach: the node
+	// asks for snapshots itself (snapshot.go).
 	snapshotInterval = 30 * time.Second
 )
 
@@ -83,7 +85,9 @@ type Node struct {
 	recovered uint64          // applied index recorded before this start (Status.RecoveredCommitIndex)
 
 	readyTerm atomic.Uint64 // term whose barrier this leader has applied (0: none)
-	lastSnap  atomic.Uint64 // applied index at the last snapshot trigger
+	lastSnap  atomic.Uint64 // applied index at the last snapshot trigger or restore
+	logBytes  atomic.Uint64 // bytes of entry data applied since then
+	snapBytes atomic.Uint64 // bytes of the latest snapshot taken or restored
 	snapCh    chan struct{}
 
 	progress *progressTransport // followers' lag and last contact (progress.go); nil: not tracked
@@ -207,7 +211,6 @@ func New(cfg backends.Config) (*Node, error) {
 	}
 	n.raft = r
 	members.r.Store(r)
-	n.lastSnap.Store(n.sm.AppliedIndex())
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.LeaderObservation, raft.RaftState:
@@ -237,7 +240,10 @@ func raftConfig(cfg backends.Config, logger *zapHCLog) *raft.Config {
 	// starts no elections) until its owner calls Close: one place stops nodes.
 	rc.ShutdownOnRemove = false
 	rc.TrailingLogs = cfg.TrailingLogs
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	// hashicorp's own check snapshots every SnapshotThreshold entries
+	// whatever the table's size; it is off, and the node asks for a
+	// snapshot when backends.SnapshotDue says one is due (snapshot.go).
+	rc.SnapshotThreshold = math.MaxUint64
 	rc.SnapshotInterval = snapshotInterval
 	// Restore the latest snapshot into the (fresh) state machine on start.
 	rc.NoSnapshotRestoreOnStart = false

@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -59,6 +61,11 @@ type walStore struct {
 	dir string
 	logHooks
 	wmu sync.Mutex
+	// head is the first entry a compaction kept when raft-wal was not told
+	// of it (0: none; see DeleteRange): entries before it are deleted as
+	// far as FirstIndex and GetLog tell, still in raft-wal until a later
+	// compaction frees a whole segment.
+	head atomic.Uint64
 }
 
 var (
@@ -145,8 +152,15 @@ func checkWALMeta(dir string) error {
 	return nil
 }
 
-// FirstIndex returns the first stored index, 0 for an empty log.
-func (s *walStore) FirstIndex() (uint64, error) { return s.w.FirstIndex() }
+// FirstIndex returns the first stored index, 0 for an empty log: raft-wal's
+// first, or the first a compaction kept if that is later (DeleteRange).
+func (s *walStore) FirstIndex() (uint64, error) {
+	first, err := s.w.FirstIndex()
+	if err != nil || first == 0 {
+		return first, err
+	}
+	return max(first, s.head.Load()), nil
+}
 
 // LastIndex returns the last stored index, 0 for an empty log.
 func (s *walStore) LastIndex() (uint64, error) { return s.w.LastIndex() }
@@ -157,7 +171,7 @@ func (s *walStore) LastIndex() (uint64, error) { return s.w.LastIndex() }
 // that a head truncation left in the tail segment's file; the LogStore
 // contract is that a deleted entry is not found.
 func (s *walStore) GetLog(index uint64, l *raft.Log) error {
-	first, err := s.w.FirstIndex()
+	first, err := s.FirstIndex()
 	if err != nil {
 		return err
 	}
@@ -197,14 +211,32 @@ func (s *walStore) StoreLogs(logs []*raft.Log) error {
 // DeleteRange deletes the entries from `from` to `to`, both inclusive:
 // a prefix (compaction after a snapshot) or a suffix (a follower dropping
 // conflicting entries; the whole log after a snapshot install), the only
-// ranges raft-wal accepts. Before a suffix goes the watermark is lowered
-// durably to what remains, so a crash during the deletion never leaves it
-// past the log's end. raft-wal removes whole sealed segments of a prefix
-// after one meta commit, so an append waits for that commit alone.
+// ranges raft-wal accepts.
+//
+// A prefix that leaves entries after it is deleted in memory first (head):
+// raft-wal is told only once the prefix covers a whole sealed segment, the
+// only thing its head truncation frees on disk. Telling it on every
+// compaction would hold raft-wal's write lock, which every StoreLogs
+// takes, across a commit of its bolt meta database (two syncs) per
+// snapshot: an append stalled behind each compaction (Raft thesis §5.1:
+// compaction must not stop normal operation). Entries deleted in memory
+// are committed entries a snapshot covers; after a restart they are
+// back in the log, older entries raft never reads before it compacts
+// again.
+//
+// Before a suffix goes the watermark is lowered durably to what remains,
+// so a crash during the deletion never leaves it past the log's end.
 func (s *walStore) DeleteRange(from, to uint64) error {
+	// Read before the lock appends take: the directory read is only a
+	// hint (a segment sealed meanwhile is found by the next compaction).
+	below := s.segmentBelow(to + 1)
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	first, err := s.w.FirstIndex()
+	stored, err := s.w.FirstIndex()
+	if err != nil {
+		return err
+	}
+	first, err := s.FirstIndex()
 	if err != nil {
 		return err
 	}
@@ -216,16 +248,56 @@ func (s *walStore) DeleteRange(from, to uint64) error {
 	if last == 0 || lo > min(to, last) {
 		return nil
 	}
+	if from <= first && to < last {
+		s.head.Store(to + 1)
+		if !below {
+			return nil
+		}
+		if err := s.w.DeleteRange(stored, to); err != nil {
+			return s.failed(fmt.Errorf("raft-wal: delete logs [%d,%d]: %w", stored, to, err))
+		}
+		return nil
+	}
 	if to >= last && lo > 0 {
 		if err := s.mark(lo - 1); err != nil {
 			return err
 		}
+	}
+	if from <= first {
+		// The whole log: what raft-wal still holds before head too.
+		from = stored
+		s.head.Store(0)
 	}
 	if err := s.w.DeleteRange(from, to); err != nil {
 		return s.failed(fmt.Errorf("raft-wal: delete logs [%d,%d]: %w", from, to, err))
 	}
 	return nil
 }
+
+// segmentBelow reports whether a segment file of the log holds only
+// entries before index: one followed by a segment whose first entry is at
+// or before index (raft-wal names each segment file by its first index,
+// segmentFileName). A directory it cannot read counts as yes, so raft-wal
+// is told and reports the problem.
+func (s *walStore) segmentBelow(index uint64) bool {
+	names, err := filepath.Glob(filepath.Join(s.dir, "*.wal"))
+	if err != nil {
+		return true
+	}
+	var bases []uint64
+	for _, name := range names {
+		var base, id uint64
+		if _, err := fmt.Sscanf(filepath.Base(name), segmentFileName, &base, &id); err == nil {
+			bases = append(bases, base)
+		}
+	}
+	slices.Sort(bases)
+	return len(bases) > 1 && bases[1] <= index
+}
+
+// segmentFileName is how raft-wal names a segment file: its first index
+// and its id (raft-wal's segment.Filer).
+const segmentFileName = "%020d-%016x.wal"
 
 // IsMonotonic reports that the store accepts only contiguous indexes
 // (raft.MonotonicLogStore).
@@ -253,8 +325,22 @@ func (s *walStore) SetUint64(key []byte, val uint64) error {
 // GetUint64 returns the value SetUint64 stored under key, 0 when none is.
 func (s *walStore) GetUint64(key []byte) (uint64, error) { return s.w.GetUint64(key) }
 
-// Close closes the log's files and its meta database.
-func (s *walStore) Close() error { return s.w.Close() }
+// Close tells raft-wal of a compaction it was not told of (DeleteRange),
+// so a reopened log starts where this one did, and closes the log's files
+// and its meta database.
+func (s *walStore) Close() error {
+	s.wmu.Lock()
+	var err error
+	if head := s.head.Load(); head > 0 {
+		if stored, ferr := s.w.FirstIndex(); ferr != nil {
+			err = ferr
+		} else if stored > 0 && stored < head {
+			err = s.w.DeleteRange(stored, head-1)
+		}
+	}
+	s.wmu.Unlock()
+	return errors.Join(err, s.w.Close())
+}
 
 // restrictedVFS is raft-wal's file system with the data dir's modes and
 // data syncs: a new segment file is made backends.DataFileMode at once

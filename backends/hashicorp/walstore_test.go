@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metadb"
 	"go.uber.org/zap"
 
@@ -111,4 +112,61 @@ func TestSealEntries(t *testing.T) {
 			t.Fatalf("%s changed: openEntry = %v, want errEntryChecksum", name, err)
 		}
 	}
+}
+
+// storedFirst is raft-wal's own first index under s (a wal store), before
+// the compactions DeleteRange keeps in memory.
+func storedFirst(t *testing.T, s nodeStore) uint64 {
+	t.Helper()
+	first, err := s.(*walStore).w.FirstIndex()
+	must(t, err)
+	return first
+}
+
+// TestWALCompactionInMemory: a compaction that frees no whole segment
+// deletes its prefix for the log's readers at once, leaves raft-wal (and
+// its meta database, whose commit would hold up the appends) alone until
+// Close, and a compaction past a sealed segment tells raft-wal, which
+// removes the segment.
+func TestWALCompactionInMemory(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, backends.LogStoreWAL, dir)
+	must(t, s.StoreLogs(entries(1, 100)))
+	must(t, s.DeleteRange(1, 60))
+	requireBounds(t, s, 61, 100)
+	requireLogs(t, s, 55, 100, between(61, 100))
+	if got := storedFirst(t, s); got != 1 {
+		t.Fatalf("raft-wal's first index %d after a compaction inside one segment, want 1 (untouched)", got)
+	}
+	must(t, s.StoreLogs(entries(101, 110)))
+	must(t, s.DeleteRange(61, 80))
+	requireBounds(t, s, 81, 110)
+	closeStore(t, s)
+
+	s = openTestStore(t, backends.LogStoreWAL, dir)
+	requireBounds(t, s, 81, 110)
+	requireLogs(t, s, 75, 110, between(81, 110))
+
+	// Past the first segment: 16 entries of 1 MiB fill it.
+	big := make([]byte, 1<<20)
+	for i := uint64(111); i <= 130; i++ {
+		l := entry(i)
+		l.Data = big
+		must(t, s.StoreLogs([]*raft.Log{l}))
+	}
+	segs, err := filepath.Glob(filepath.Join(backends.LogStoreDir(dir, BackendName, backends.LogStoreWAL), "*.wal"))
+	must(t, err)
+	if len(segs) < 2 {
+		t.Fatalf("%d segment files after 20 MiB of entries, want at least 2", len(segs))
+	}
+	must(t, s.DeleteRange(81, 129))
+	requireBounds(t, s, 130, 130)
+	if got := storedFirst(t, s); got <= 81 {
+		t.Fatalf("raft-wal's first index %d after a compaction past a sealed segment, want it told (> 81)", got)
+	}
+
+	// The whole log, as raft deletes it after installing a snapshot.
+	must(t, s.DeleteRange(130, 130))
+	requireBounds(t, s, 0, 0)
+	closeStore(t, s)
 }

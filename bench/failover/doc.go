@@ -20,4 +20,8 @@
 //  2. Run one backend: res, err := failover.Run(ctx, failover.Config{Binary: bin,
 //     Backend: "etcd", Dir: dir, Kills: 5}).
 //  3. Read res.Kills (one figure or error per kill) and res.CPU.
+//
+// Other measurements of real processes start a Cluster themselves (Start,
+// Settle, Kill, Restart, FirstWrite, Nodes for each process's addresses,
+// data dir, log and pid), as bench/scale does.
 package failover

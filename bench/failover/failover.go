@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = 60 * time.Second
 	}
-	c, err := start(cfg)
+	c, err := Start(cfg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -112,28 +112,36 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg.logf("started %d nodes", Size)
 	res, err := c.run(ctx, cfg)
 	cfg.logf("run done (%v); closing", err)
-	c.close()
+	c.Close()
 	cfg.logf("closed")
 	wall := time.Since(startWall)
 	part := "failover/" + cfg.Backend
 	self := cputime.Self() - startCPU
 	res.CPU = append(res.CPU, report.CPUShare{Part: part, Process: "ticketbench (SDK clients)", CPUSec: self.Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(self, wall)})
 	for _, n := range c.nodes {
-		res.CPU = append(res.CPU, report.CPUShare{Part: part, Process: "ticketd " + n.id, CPUSec: n.cpu().Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(n.cpu(), wall)})
+		res.CPU = append(res.CPU, report.CPUShare{Part: part, Process: "ticketd " + n.ID, CPUSec: n.cpu().Seconds(), WallSec: wall.Seconds(), Share: cputime.Share(n.cpu(), wall)})
 	}
 	return res, err
 }
 
-// cluster is Size ticketd processes and clients of them.
-type cluster struct {
+// Cluster is Size ticketd processes on loopback, bootstrapped together, and
+// an SDK client of them: the failover measurement's cluster, which other
+// measurements of real processes (bench/scale) build on. Its methods are
+// for one goroutine, except Client, Nodes and HTTP.
+type Cluster struct {
 	bin    string
-	nodes  []*node
+	nodes  []*Node
 	hc     *http.Client
 	status []ticketv1connect.ClusterServiceClient
 	client *sdk.Client
 }
 
-func start(cfg Config) (*cluster, error) {
+// Start starts the Size processes of cfg.Binary with cfg.Backend and
+// cfg.Args, their data and logs under cfg.Dir (created; left in place:
+// the caller removes it), and an SDK client with cfg.SDKOptions. It does
+// not wait for a leader (Settle does). Errors: a process that did not
+// start, the SDK's; nothing is left running on error.
+func Start(cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("failover: %w", err)
 	}
@@ -143,33 +151,51 @@ func start(cfg Config) (*cluster, error) {
 	}
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	c := &cluster{bin: cfg.Binary, hc: &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 2 * time.Second}}
+	c := &Cluster{bin: cfg.Binary, hc: &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 2 * time.Second}}
 	var peers, endpoints []string
 	for i := range Size {
-		n := &node{id: fmt.Sprintf("n%d", i+1), apiAddr: addrs[2*i], raftAddr: addrs[2*i+1]}
-		n.dataDir = filepath.Join(cfg.Dir, n.id)
-		n.logFile = filepath.Join(cfg.Dir, n.id+".log")
-		peers = append(peers, n.id+"="+n.raftAddr+"/"+n.apiAddr)
-		endpoints = append(endpoints, n.apiAddr)
+		n := &Node{ID: fmt.Sprintf("n%d", i+1), APIAddr: addrs[2*i], RaftAddr: addrs[2*i+1]}
+		n.DataDir = filepath.Join(cfg.Dir, n.ID)
+		n.LogFile = filepath.Join(cfg.Dir, n.ID+".log")
+		peers = append(peers, n.ID+"="+n.RaftAddr+"/"+n.APIAddr)
+		endpoints = append(endpoints, n.APIAddr)
 		c.nodes = append(c.nodes, n)
-		c.status = append(c.status, ticketv1connect.NewClusterServiceClient(c.hc, "http://"+n.apiAddr))
+		c.status = append(c.status, ticketv1connect.NewClusterServiceClient(c.hc, "http://"+n.APIAddr))
 	}
 	for _, n := range c.nodes {
-		n.args = append([]string{"serve", "--id", n.id, "--api-addr", n.apiAddr, "--raft-addr", n.raftAddr,
-			"--data-dir", n.dataDir, "--backend", cfg.Backend, "--bootstrap", strings.Join(peers, ",")}, cfg.Args...)
+		n.args = append([]string{"serve", "--id", n.ID, "--api-addr", n.APIAddr, "--raft-addr", n.RaftAddr,
+			"--data-dir", n.DataDir, "--backend", cfg.Backend, "--bootstrap", strings.Join(peers, ",")}, cfg.Args...)
 		if err := n.start(c.bin); err != nil {
-			c.close()
+			c.Close()
 			return nil, err
 		}
 	}
 	if c.client, err = sdk.New(endpoints, cfg.SDKOptions...); err != nil {
-		c.close()
+		c.Close()
 		return nil, fmt.Errorf("failover: sdk: %w", err)
 	}
 	return c, nil
 }
 
-func (c *cluster) close() {
+// Nodes returns the cluster's processes, in id order (n1, n2, n3).
+func (c *Cluster) Nodes() []*Node { return c.nodes }
+
+// Client returns the SDK client of every node (safe for concurrent use).
+func (c *Cluster) Client() *sdk.Client { return c.client }
+
+// HTTP returns the plaintext HTTP/2 client the cluster's Status calls use,
+// for other plain requests to the nodes (/readyz).
+func (c *Cluster) HTTP() *http.Client { return c.hc }
+
+// Kill sends SIGKILL to node i and waits for its exit (kill -9).
+func (c *Cluster) Kill(i int) { c.nodes[i].stop(syscall.SIGKILL, 10*time.Second) }
+
+// Restart starts node i again on its data dir, its output appended to its
+// log file. Errors: the process did not start.
+func (c *Cluster) Restart(i int) error { return c.nodes[i].start(c.bin) }
+
+// Close stops every process (SIGTERM, then SIGKILL after 10 s) and the client.
+func (c *Cluster) Close() {
 	if c.client != nil {
 		c.client.Close()
 	}
@@ -182,7 +208,7 @@ func (c *cluster) close() {
 }
 
 // run is the kill loop.
-func (c *cluster) run(ctx context.Context, cfg Config) (Result, error) {
+func (c *Cluster) run(ctx context.Context, cfg Config) (Result, error) {
 	var res Result
 	// A light write load: one SDK client writing about 20 times a second.
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -195,31 +221,30 @@ func (c *cluster) run(ctx context.Context, cfg Config) (Result, error) {
 
 	for k := 1; k <= cfg.Kills; k++ {
 		t0 := time.Now()
-		leader, err := c.settle(ctx, cfg.SettleTimeout)
+		leader, err := c.Settle(ctx, cfg.SettleTimeout)
 		if err != nil {
 			return res, err
 		}
-		cfg.logf("kill %d: settled in %v, leader %s", k, time.Since(t0), c.nodes[leader].id)
-		n := c.nodes[leader]
+		cfg.logf("kill %d: settled in %v, leader %s", k, time.Since(t0), c.nodes[leader].ID)
 		killed := time.Now()
-		n.stop(syscall.SIGKILL, 10*time.Second)
-		took, err := c.firstWrite(ctx, fmt.Sprintf("failover/%s/kill%d", cfg.Backend, k), killed, cfg.WriteTimeout)
+		c.Kill(leader)
+		took, err := c.FirstWrite(ctx, fmt.Sprintf("failover/%s/kill%d", cfg.Backend, k), killed, cfg.WriteTimeout)
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
 		res.Kills = append(res.Kills, Kill{Took: took, Err: err})
 		cfg.logf("kill %d: first write after %v (err %v)", k, took, err)
-		if err := n.start(c.bin); err != nil {
+		if err := c.Restart(leader); err != nil {
 			return res, err
 		}
 	}
-	_, err := c.settle(ctx, cfg.SettleTimeout)
+	_, err := c.Settle(ctx, cfg.SettleTimeout)
 	return res, err
 }
 
 // lightLoad acquires and releases a key through the SDK every 50 ms until
 // ctx ends; failures (during a failover) are expected and ignored.
-func (c *cluster) lightLoad(ctx context.Context) {
+func (c *Cluster) lightLoad(ctx context.Context) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for i := 0; ; i++ {
@@ -236,9 +261,10 @@ func (c *cluster) lightLoad(ctx context.Context) {
 	}
 }
 
-// firstWrite sends one SDK Acquire of key (the SDK retries and finds the
-// new leader) and returns the time from killed to its acknowledgement.
-func (c *cluster) firstWrite(ctx context.Context, key string, killed time.Time, timeout time.Duration) (time.Duration, error) {
+// FirstWrite sends one SDK Acquire of key (the SDK retries and finds the
+// new leader), releases it, and returns the time from killed to the
+// Acquire's acknowledgement. Errors: ErrNoWrite after timeout.
+func (c *Cluster) FirstWrite(ctx context.Context, key string, killed time.Time, timeout time.Duration) (time.Duration, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	g, err := c.client.Acquire(wctx, key, 10*time.Second)
@@ -250,10 +276,11 @@ func (c *cluster) firstWrite(ctx context.Context, key string, killed time.Time, 
 	return took, nil
 }
 
-// settle waits until every node runs, all agree on one leader, and every
-// node has applied the leader's commit index as read at the start; it
-// returns the leader's index in c.nodes.
-func (c *cluster) settle(ctx context.Context, timeout time.Duration) (int, error) {
+// Settle waits until every node runs, all agree on one leader, and every
+// node has applied the leader's commit index and is not replaying; it
+// returns the leader's index in Nodes. Errors: ErrNoLeader after timeout,
+// ctx's error.
+func (c *Cluster) Settle(ctx context.Context, timeout time.Duration) (int, error) {
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {
@@ -272,12 +299,12 @@ func (c *cluster) settle(ctx context.Context, timeout time.Duration) (int, error
 }
 
 // agreed reads every node's Status once.
-func (c *cluster) agreed(ctx context.Context) (leader int, ok bool, why string) {
+func (c *Cluster) agreed(ctx context.Context) (leader int, ok bool, why string) {
 	sts := make([]*ticketv1.StatusResponse, len(c.nodes))
 	for i, sc := range c.status {
 		st, err := sc.Status(ctx, &ticketv1.StatusRequest{})
 		if err != nil {
-			return 0, false, fmt.Sprintf("%s: %v", c.nodes[i].id, err)
+			return 0, false, fmt.Sprintf("%s: %v", c.nodes[i].ID, err)
 		}
 		sts[i] = st
 	}

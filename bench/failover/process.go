@@ -13,10 +13,15 @@ import (
 	"github.com/ticketd/ticketd/bench/cputime"
 )
 
-// node is one ticketd process, restartable on the same data directory.
-type node struct {
-	id, apiAddr, raftAddr, dataDir, logFile string
-	args                                    []string
+// Node is one ticketd process of a Cluster, restartable on the same data
+// directory.
+type Node struct {
+	// ID is its member id; APIAddr and RaftAddr its loopback addresses;
+	// DataDir its data directory; LogFile where its output is appended
+	// (every incarnation's).
+	ID, APIAddr, RaftAddr, DataDir, LogFile string
+
+	args []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -25,8 +30,8 @@ type node struct {
 }
 
 // start launches the process (its output appended to logFile).
-func (n *node) start(bin string) error {
-	logf, err := os.OpenFile(n.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+func (n *Node) start(bin string) error {
+	logf, err := os.OpenFile(n.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("failover: %w", err)
 	}
@@ -35,7 +40,7 @@ func (n *node) start(bin string) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("failover: start %s: %w", n.id, err)
+		return fmt.Errorf("failover: start %s: %w", n.ID, err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -53,7 +58,7 @@ func (n *node) start(bin string) error {
 }
 
 // stop sends sig and waits up to d for the exit, then kills the process.
-func (n *node) stop(sig syscall.Signal, d time.Duration) {
+func (n *Node) stop(sig syscall.Signal, d time.Duration) {
 	n.mu.Lock()
 	cmd, exited := n.cmd, n.exited
 	n.mu.Unlock()
@@ -69,8 +74,19 @@ func (n *node) stop(sig syscall.Signal, d time.Duration) {
 	}
 }
 
+// PID returns the process id of the current incarnation (0 before the
+// first start); the process may have exited since.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
 // cpu returns the CPU time of the incarnations that have exited.
-func (n *node) cpu() time.Duration {
+func (n *Node) cpu() time.Duration {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.cpuUsed
@@ -81,14 +97,19 @@ func (n *node) cpu() time.Duration {
 // into outDir and returns the binary's path. Errors: ErrBuild with the
 // compiler's output, or ctx's error.
 func Build(ctx context.Context, repoRoot, outDir string) (string, error) {
+	return BuildCommand(ctx, repoRoot, outDir, "ticketd")
+}
+
+// BuildCommand is Build for server/cmd/<name> (ticketd, ticketctl).
+func BuildCommand(ctx context.Context, repoRoot, outDir, name string) (string, error) {
 	if repoRoot == "" {
 		var err error
 		if repoRoot, err = findRoot(); err != nil {
 			return "", err
 		}
 	}
-	bin := filepath.Join(outDir, "ticketd")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./server/cmd/ticketd")
+	bin := filepath.Join(outDir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./server/cmd/"+name)
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		if ctx.Err() != nil {

@@ -85,6 +85,7 @@ func aims(s Summary) []Aim {
 	out = append(out, peerAims(s, WorkloadRenew, "renewals/s vs etcd LeaseKeepAlive", []int{AimRenewConcurrency}, func(int) float64 { return 1 })...)
 	out = append(out, failoverAims(s)...)
 	out = append(out, electionAims(s)...)
+	out = append(out, scaleAims(s)...)
 	return out
 }
 

@@ -138,6 +138,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		})
 	}
 	r.writeClusterEvents(ew)
+	r.writeScale(ew)
 
 	ew.printf("## Aims\n\n| aim | target | value | result | from |\n|---|---|---:|---|---|\n")
 	for _, a := range s.Aims {

@@ -133,6 +133,8 @@ type Report struct {
 	Elections []Elections `json:"elections,omitempty"`
 	// Failovers holds one entry per leader kill of the failover measurement.
 	Failovers []Failover `json:"failovers,omitempty"`
+	// Scale holds the scale workload's figures, one per backend and step.
+	Scale []ScaleStep `json:"scale,omitempty"`
 	// CPU holds the CPU time each process used over a part of the run.
 	CPU []CPUShare `json:"cpu,omitempty"`
 	// Notes says what was skipped or failed and why (e.g. the peer could not
@@ -186,6 +188,8 @@ type Settings struct {
 	HeartbeatMS          int64    `json:"heartbeat_ms,omitempty"`
 	FailoverBackoffMaxMS int64    `json:"failover_backoff_max_ms,omitempty"`
 	FailoverArgs         []string `json:"failover_args,omitempty"`
+	// Scale is the scale workload's settings, nil when it did not run.
+	Scale *ScaleSettings `json:"scale,omitempty"`
 }
 
 // Floor is one round's physical floor: a 100-byte append + fdatasync on the
@@ -225,6 +229,8 @@ type Summary struct {
 	Elections []ElectionFigure `json:"elections,omitempty"`
 	// Failover summarizes Report.Failovers per backend.
 	Failover []FailoverFigure `json:"failover,omitempty"`
+	// Scale is Report.Scale ordered by backend and table size.
+	Scale []ScaleStep `json:"scale,omitempty"`
 	// Aims says which of the aims (docs/benchmarks.md) this run met.
 	Aims []Aim `json:"aims"`
 }

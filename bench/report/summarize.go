@@ -13,6 +13,7 @@ func (r *Report) Summarize() {
 	s.Ratios = ratios(s.Rows, s.Floor)
 	s.Elections = summarizeElections(r.Elections)
 	s.Failover = summarizeFailovers(r.Failovers)
+	s.Scale = summarizeScale(r.Scale)
 	s.Aims = aims(s)
 	r.Summary = s
 }

@@ -78,6 +78,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 				FormatRatio(h.Ratio), FormatRatio(h.P50), FormatRatio(h.P99))
 		}
 	}
+	r.writeScaleTable(ew)
 	ew.printf("\naims:\n")
 	for _, a := range s.Aims {
 		ew.printf("  [%s] %s: %s (target %s; %s)\n", heldWord(a), a.Name, aimValue(a), a.Target, a.Detail)
@@ -99,6 +100,8 @@ func aimValue(a Aim) string {
 		return fmt.Sprintf("%.0f ms", a.Value)
 	case a.Unit == UnitCount:
 		return fmt.Sprintf("%.0f", a.Value)
+	case a.Unit == UnitBytes:
+		return FormatBytes(int64(a.Value))
 	}
 	return FormatRatio(a.Value)
 }

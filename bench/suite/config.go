@@ -11,6 +11,7 @@ import (
 	"github.com/ticketd/ticketd/bench/load"
 	"github.com/ticketd/ticketd/bench/loadproc"
 	"github.com/ticketd/ticketd/bench/peer"
+	"github.com/ticketd/ticketd/bench/scale"
 )
 
 // Sentinel errors of package suite.
@@ -24,10 +25,10 @@ type Config struct {
 	// Backends lists the ticketd backends to measure, by name (Backends()).
 	Backends []string
 	// LogStores lists the Raft log stores (backends.LogStores) the commit
-	// workload runs on, each on every backend of Backends that offers it
-	// (rows "hashicorp", "hashicorp/badger", ...: report.StoreSystem); the
-	// other workloads use each backend's default store. Empty: the
-	// default store only.
+	// and snapshots workloads run on, each on every backend of Backends
+	// that offers it (rows "hashicorp", "hashicorp/badger", ...:
+	// report.StoreSystem); the other workloads use each backend's default
+	// store. Empty: the default store only.
 	LogStores []string
 	// Concurrency lists the client counts, each at least 1.
 	Concurrency []int
@@ -76,6 +77,11 @@ type Config struct {
 	// for trying timing changes; the defaults measure what ships.
 	FailoverArgs       []string
 	FailoverBackoffMax time.Duration
+	// Scale, when set, switches on the scale workload (bench/scale) with
+	// these settings on every backend: a three-process cluster filled to
+	// each step and measured there, with ticketd and ticketctl built from
+	// RepoRoot and FailoverArgs added to its nodes' flags.
+	Scale *scale.Settings
 	// Timing overrides the Raft timing of every cluster of the run (commit,
 	// API and failover clusters); zero fields keep the shipped defaults.
 	Timing Timing
@@ -116,10 +122,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: no concurrency levels", ErrInvalidConfig)
 	case c.Rounds < 1:
 		return fmt.Errorf("%w: rounds %d < 1", ErrInvalidConfig, c.Rounds)
-	case !c.Commit && !c.Lock && !c.Renew && !c.KeepAlive && !c.Peer && !c.Handoff && !c.Shared && !c.Snapshots && !c.Failover:
+	case !c.Commit && !c.Lock && !c.Renew && !c.KeepAlive && !c.Peer && !c.Handoff && !c.Shared && !c.Snapshots && !c.Failover && c.Scale == nil:
 		return fmt.Errorf("%w: nothing to measure", ErrInvalidConfig)
-	case (c.Commit || c.Lock || c.Renew || c.KeepAlive || c.Handoff || c.Shared || c.Snapshots || c.Failover) && len(c.Backends) == 0 && !c.Peer:
+	case (c.Commit || c.Lock || c.Renew || c.KeepAlive || c.Handoff || c.Shared || c.Snapshots || c.Failover || c.Scale != nil) && len(c.Backends) == 0 && !c.Peer:
 		return fmt.Errorf("%w: no backends", ErrInvalidConfig)
+	}
+	if c.Scale != nil {
+		if err := c.Scale.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
 	}
 	if err := lc.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -156,10 +167,13 @@ func (c Config) steps() int {
 		perRound += len(c.Backends) * len(holdings) * len(c.sharedLevels())
 	}
 	if c.Snapshots {
-		perRound += 2 * len(c.Backends)
+		perRound += 2 * len(c.commitTargets())
 	}
 	steps := c.Rounds * perRound
 	if c.Failover {
+		steps += len(c.Backends)
+	}
+	if c.Scale != nil {
 		steps += len(c.Backends)
 	}
 	return steps

@@ -21,7 +21,7 @@
 //  5. The keepalive workload (ticketd sessions of 10 locks kept
 //     alive by KeepAlive, etcd leases of 10 keys by LeaseKeepAlive).
 //  6. The commit workload at 64 clients with snapshots on and off, each on
-//     a fresh cluster.
+//     a fresh cluster, per backend and log store (Config.LogStores).
 //
 // ticketd's nodes run in this process; the clients of every API workload
 // (lock, renew, keepalive, handoff, shared) run in a process of their own

@@ -55,6 +55,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			Mode: cfg.Mode, RatePerSec: cfg.Rate, Peer: cfg.Peer,
 			ElectionTimeoutMS: cfg.Timing.ElectionTimeout.Milliseconds(), HeartbeatMS: cfg.Timing.HeartbeatInterval.Milliseconds(),
 			FailoverBackoffMaxMS: cfg.FailoverBackoffMax.Milliseconds(), FailoverArgs: cfg.FailoverArgs,
+			Scale: scaleSettings(cfg.Scale),
 		},
 	}
 	r.rep.Machine.DataDir = base
@@ -174,8 +175,8 @@ func (r *runner) rounds(ctx context.Context) error {
 			}
 		}
 		if r.cfg.Snapshots {
-			for _, b := range rotate(r.cfg.Backends, round-1) {
-				if err := r.snapshots(ctx, round, b); err != nil {
+			for _, t := range rotate(r.cfg.commitTargets(), round-1) {
+				if err := r.snapshots(ctx, round, t); err != nil {
 					return err
 				}
 			}
@@ -183,7 +184,12 @@ func (r *runner) rounds(ctx context.Context) error {
 	}
 	shares()
 	if r.cfg.Failover {
-		return r.failovers(ctx)
+		if err := r.failovers(ctx); err != nil {
+			return err
+		}
+	}
+	if r.cfg.Scale != nil {
+		return r.scales(ctx)
 	}
 	return nil
 }

@@ -17,9 +17,11 @@ import (
 const snapshotsOff = 1 << 40
 
 // snapshots measures the commit workload at report.AimSnapshotConcurrency
-// clients on backend twice, each on a fresh cluster: with the default
-// snapshot threshold and with snapshotsOff, in an order alternating by round.
-func (r *runner) snapshots(ctx context.Context, round int, backend string) error {
+// clients on t's backend with t's log store twice, each on a fresh
+// cluster: with the default snapshot threshold and with snapshotsOff, in
+// an order alternating by round, as system t.system().
+func (r *runner) snapshots(ctx context.Context, round int, t commitTarget) error {
+	backend := t.system()
 	type variant struct {
 		workload  string
 		threshold uint64 // 0: the backend's default
@@ -30,10 +32,11 @@ func (r *runner) snapshots(ctx context.Context, round int, backend string) error
 		what := r.label(round, v.workload, backend, report.Clients(n))
 		r.progress.Step(what)
 		c, err := backendcluster.Start(ctx, backendcluster.Config{
-			New: newBackend[backend],
-			Dir: filepath.Join(r.dir, fmt.Sprintf("r%d-%s-%s", round, v.workload, backend)),
+			New: newBackend[t.backend],
+			Dir: filepath.Join(r.dir, fmt.Sprintf("r%d-%s-%s-%s", round, v.workload, t.backend, t.store)),
 			Tune: func(cfg *backends.Config) {
 				r.cfg.Timing.tune(cfg)
+				cfg.LogStore = t.store
 				if v.threshold != 0 {
 					cfg.SnapshotThreshold = v.threshold
 				}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ticketd/ticketd/bench/load"
+	"github.com/ticketd/ticketd/bench/scale"
 )
 
 func valid() Config {
@@ -33,6 +34,7 @@ func TestValidate(t *testing.T) {
 			c.Commit, c.Lock, c.Peer, c.Backends, c.Failover = false, false, false, nil, true
 		}},
 		{"open_without_rate", func(c *Config) { c.Mode = load.ModeOpen }},
+		{"scale_steps_not_increasing", func(c *Config) { c.Scale = &scale.Settings{Steps: []int{500, 200}} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,12 +73,23 @@ func TestSteps(t *testing.T) {
 	c.HandoffConcurrency = []int{4}
 	require.Equal(t, 2*(1+3*1+2*2)+2, c.steps())
 
+	// Snapshots: on and off per backend and log store.
+	c = valid()
+	c.Commit, c.Lock, c.Peer, c.Snapshots = false, false, false, true
+	c.LogStores = LogStores()
+	require.Equal(t, 2*(1+2*2*2), c.steps())
+
 	// Shared: four cases per backend at 3 default levels.
 	c = valid()
 	c.Commit, c.Lock, c.Peer, c.Shared = false, false, false, true
 	require.Equal(t, 2*(1+2*4*3), c.steps())
 	c.SharedConcurrency = []int{2}
 	require.Equal(t, 2*(1+2*4*1), c.steps())
+
+	// Scale: one step per backend, not per round.
+	c = valid()
+	c.Commit, c.Lock, c.Peer, c.Scale = false, false, false, &scale.Settings{Steps: []int{200, 500}}
+	require.Equal(t, 2*1+2, c.steps())
 }
 
 func TestLoadAvg(t *testing.T) {

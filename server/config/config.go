@@ -239,7 +239,9 @@ type Limits struct {
 
 // Raft tunes the backend; zero values take the backend's defaults.
 type Raft struct {
-	// SnapshotThreshold is how many applied entries trigger a snapshot and log compaction.
+	// SnapshotThreshold is how many applied entries trigger a snapshot and
+	// log compaction, at least (backends.Config.SnapshotThreshold: a big
+	// table also waits for as much log as its snapshot).
 	SnapshotThreshold uint64 `koanf:"snapshot_threshold"`
 	// HeartbeatMS is the leader's heartbeat period in milliseconds.
 	HeartbeatMS int64 `koanf:"heartbeat_ms"`

@@ -196,15 +196,19 @@ func TestLeaseBoundAcrossFailovers(t *testing.T) {
 
 // startBoundCluster starts a cluster of nodes ticketd processes of backend
 // with the bound tests' failover timing (boundElectionMS, heartbeats every
-// 50 ms) and waits until it settles.
-func startBoundCluster(t *testing.T, backend string, nodes int) *ticketdtest.Cluster {
+// 50 ms), edited by edit (if any), and waits until it settles.
+func startBoundCluster(t *testing.T, backend string, nodes int, edit ...func(*ticketdtest.Options)) *ticketdtest.Cluster {
 	t.Helper()
-	c := ticketdtest.Start(t, ticketdtest.Options{
+	o := ticketdtest.Options{
 		Backend: backend,
 		Nodes:   nodes,
 		Args: []string{"--lease-min-ms=10", "--lease-max-ms=120000",
 			fmt.Sprintf("--raft-election-timeout-ms=%d", boundElectionMS), "--raft-heartbeat-ms=50"},
-	})
+	}
+	for _, fn := range edit {
+		fn(&o)
+	}
+	c := ticketdtest.Start(t, o)
 	settle(t, c)
 	return c
 }

@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/ticketdtest"
+	"github.com/ticketd/ticketd/server/applytime"
 )
 
 // The lease bound through restarts (docs/design.md#leases): an unrenewed
@@ -39,10 +42,11 @@ type restartRun struct {
 }
 
 // startRestartRun starts a three-node cluster of backend with the failover
-// timing of TestLeaseBoundAcrossFailovers, takes an unrenewed lock and a
-// session with one holder (both for restartLease), and watches them.
-func startRestartRun(t *testing.T, backend string) *restartRun {
-	c := startBoundCluster(t, backend, 3)
+// timing of TestLeaseBoundAcrossFailovers (its options edited by edit, if
+// any), takes an unrenewed lock and a session with one holder (both for
+// restartLease), and watches them.
+func startRestartRun(t *testing.T, backend string, edit ...func(*ticketdtest.Options)) *restartRun {
+	c := startBoundCluster(t, backend, 3, edit...)
 	ctx := ctxT(t)
 	r := &restartRun{c: c, w: watchLocks(t, c), office: time.Now()}
 	leader := c.Leader(t)
@@ -116,27 +120,77 @@ func caughtUp(c *ticketdtest.Cluster, i, leader int) bool {
 // replay would keep both alive 1.5× their lease.
 func TestLeaseBoundRestartThenTransfer(t *testing.T) {
 	matrix(t, func(t *testing.T, backend string) {
-		r := startRestartRun(t, backend)
-		c := r.c
-		ctx := ctxT(t)
-		time.Sleep(restartLease/2 - r.since())
-		leader := c.Leader(t)
-		f := (leader + 1) % c.Len()
-		c.Kill(f)
-		c.Restart(f)
-		eventually(t, func() bool { return caughtUp(c, f, c.Leader(t)) }, "the restarted follower catches up")
-		eventually(t, func() bool {
-			if l := c.Leader(t); l != f {
-				tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, _ = c.Cluster(l).TransferLeader(tctx, &ticketv1.TransferLeaderRequest{Id: c.Node(f).ID})
-				cancel()
-			}
-			return c.Leader(t) == f
-		}, "leadership moves to the restarted node")
-		r.tookOffice()
-		t.Logf("n%d restarted and leads %v after the grant", f+1, r.since())
-		r.check(t, backend, "restart then transfer")
+		restartThenTransfer(t, backend, "restart then transfer", nil)
 	})
+}
+
+// TestLeaseBoundRebootThenTransfer: as TestLeaseBoundRestartThenTransfer,
+// but the follower's apply-time record is deleted while it is down, as a
+// host reboot voids it (its boot id no longer matches): the restarted node
+// measures the lock's Grant and the session's CreateSession from its
+// replay, 1.5× their lease. Its deadlines must come back from the other
+// voters' reports, gathered once it is promoted (the quorum minimum,
+// docs/design.md#leases).
+func TestLeaseBoundRebootThenTransfer(t *testing.T) {
+	matrix(t, func(t *testing.T, backend string) {
+		restartThenTransfer(t, backend, "reboot then transfer", wipeApplyTimes(t))
+	})
+}
+
+// TestLeaseBoundRebootThenTransferSecure: TestLeaseBoundRebootThenTransfer
+// over client TLS, peer mutual TLS and authorization: the voters answer the
+// new leader's request for their measures only because it presents its
+// node certificate, and it believes each answer only because the voter
+// presents its own (docs/security.md#peer-identity-is-membership).
+func TestLeaseBoundRebootThenTransferSecure(t *testing.T) {
+	matrix(t, func(t *testing.T, backend string) {
+		dir := makeCerts(t, 3, "e2e")
+		_, authArgs := writeAuthFiles(t, dir, authPolicy)
+		secure := func(o *ticketdtest.Options) {
+			o.Args = append(o.Args, authArgs...)
+			o.TLS = &ticketdtest.TLS{CertsDir: dir, Peer: true, Client: "e2e"}
+		}
+		restartThenTransfer(t, backend, "reboot then transfer, secure", wipeApplyTimes(t), secure)
+	})
+}
+
+// wipeApplyTimes returns a whileDown of restartThenTransfer that deletes
+// the stopped node's apply-time record, as a host reboot voids it.
+func wipeApplyTimes(t *testing.T) func(c *ticketdtest.Cluster, f int) {
+	return func(c *ticketdtest.Cluster, f int) {
+		err := os.Remove(filepath.Join(c.Node(f).DataDir, applytime.FileName))
+		require.NoError(t, err, "the apply-time record of the killed follower")
+	}
+}
+
+// restartThenTransfer kills (kill -9) a follower at half the lease, calls
+// whileDown (if set) with it down, restarts it and, once it has caught up,
+// transfers leadership to it; then checks the bound on both leases. edit
+// (if any) changes the cluster's options.
+func restartThenTransfer(t *testing.T, backend, pattern string, whileDown func(c *ticketdtest.Cluster, f int), edit ...func(*ticketdtest.Options)) {
+	r := startRestartRun(t, backend, edit...)
+	c := r.c
+	ctx := ctxT(t)
+	time.Sleep(restartLease/2 - r.since())
+	leader := c.Leader(t)
+	f := (leader + 1) % c.Len()
+	c.Kill(f)
+	if whileDown != nil {
+		whileDown(c, f)
+	}
+	c.Restart(f)
+	eventually(t, func() bool { return caughtUp(c, f, c.Leader(t)) }, "the restarted follower catches up")
+	eventually(t, func() bool {
+		if l := c.Leader(t); l != f {
+			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, _ = c.Cluster(l).TransferLeader(tctx, &ticketv1.TransferLeaderRequest{Id: c.Node(f).ID})
+			cancel()
+		}
+		return c.Leader(t) == f
+	}, "leadership moves to the restarted node")
+	r.tookOffice()
+	t.Logf("n%d restarted and leads %v after the grant", f+1, r.since())
+	r.check(t, backend, pattern)
 }
 
 // TestLeaseBoundKillRestartLeader: the leader is killed (kill -9) and

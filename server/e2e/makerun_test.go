@@ -30,7 +30,8 @@ import (
 // plaintext on loopback (the README's curl line acquires a lock), while
 // the peer port refuses a plaintext peer (hashicorp's TCP transport, etcd's
 // h2c) and a TLS client without a certificate, and answers mutual TLS with
-// a certificate of its own node (CN = its id) made under DATA/certs/.
+// a certificate of its own node (CN = its id) made under DATA/certs/. The
+// ticketctl command it prints, on these non-default addresses, names them.
 func TestMakeRunPeersSpeakMutualTLS(t *testing.T) {
 	root := repoRoot(t)
 	ticketd, err := buildTicketd()
@@ -55,6 +56,17 @@ func TestMakeRunPeersSpeakMutualTLS(t *testing.T) {
 				return resp.StatusCode == http.StatusOK
 			}, 60*time.Second, 100*time.Millisecond, "Acquire over the plaintext API; script output:\n%s", out)
 			require.Contains(t, string(body), `"token"`)
+
+			// The "Try" lines name these nodes for ticketctl, whose
+			// default endpoints are the default API_ADDRS; the command
+			// they print reaches the cluster.
+			export := "export TICKETD_ENDPOINTS=" + strings.Join(api, ",")
+			require.Eventually(t, func() bool { return strings.Contains(out.String(), export) },
+				60*time.Second, 100*time.Millisecond, "script output:\n%s", out)
+			status := exec.Command(ctl, "status")
+			status.Env = append(os.Environ(), strings.TrimPrefix(export, "export "))
+			got, err := status.CombinedOutput()
+			require.NoError(t, err, "ticketctl status as the script says:\n%s", got)
 
 			// Plaintext on the peer port: refused.
 			require.Error(t, plaintextPeer(t, backend, peer[1], "n2"), "a plaintext peer was answered")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 	"github.com/ticketd/ticketd/server/console"
+	"github.com/ticketd/ticketd/server/internal/peerpb/peerpbconnect"
 )
 
 // This file builds the client API's handler: what is mounted on the port
@@ -26,9 +27,9 @@ const CompressMinBytes = 4096
 // with ResourceExhausted before they are decoded.
 const maxRequestBytes = 1 << 20
 
-// handler builds the HTTP handler: both services, health, reflection, the
-// web console, the probes and, unless it has its own listener
-// (listen_metrics_addr), /metrics. Around it, from the outside in: the
+// handler builds the HTTP handler: both services and, when set, the peer
+// service, health, reflection, the web console, the probes and, unless it
+// has its own listener (listen_metrics_addr), /metrics. Around it, from the outside in: the
 // unary calls served on the workers (workerpool.go), CORS when origins are
 // allowed (cors.go), the caller recorded for the audit log
 // (auditcaller.go), the request-body read timeout (bodytimeout.go) and the
@@ -43,6 +44,9 @@ func (s *Server) handler(c Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(ticketv1connect.NewLockServiceHandler(c.LockService, opts...))
 	mux.Handle(ticketv1connect.NewClusterServiceHandler(c.ClusterService, opts...))
+	if c.PeerService != nil {
+		mux.Handle(peerpbconnect.NewPeerServiceHandler(c.PeerService, opts...))
+	}
 	mux.Handle(grpchealth.NewHandler(s.health, opts...))
 	reflector := grpcreflect.NewStaticReflector(
 		ticketv1connect.LockServiceName,

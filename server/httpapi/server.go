@@ -15,6 +15,7 @@ import (
 
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 	"github.com/ticketd/ticketd/server/config"
+	"github.com/ticketd/ticketd/server/internal/peerpb/peerpbconnect"
 	"github.com/ticketd/ticketd/server/security"
 )
 
@@ -34,6 +35,10 @@ type Config struct {
 	// LockService and ClusterService implement the API's two services.
 	LockService    ticketv1connect.LockServiceHandler
 	ClusterService ticketv1connect.ClusterServiceHandler
+	// PeerService, if set, is mounted too: the calls only other members
+	// make (the node checks their certificates itself). It is not listed
+	// for reflection nor health: it is no part of the public API.
+	PeerService peerpbconnect.PeerServiceHandler
 	// Config is the node's configuration: the API's and the metrics
 	// listener's TLS files, limits.*, cors_allowed_origins and
 	// listen_metrics_addr are read from it.

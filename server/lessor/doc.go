@@ -30,6 +30,14 @@
 // rather than from the replay, so restarts do not stretch it either
 // (docs/design.md#leases).
 //
+// What that record cannot know (an entry applied only after a restart, or
+// first received after the client's acknowledgement, or every entry after
+// a host reboot) a new leader takes from the other voters: each reports
+// the time every lease it times has left (LockReports, SessionReports),
+// and the leader lowers its deadlines to the reports of the seen index it
+// tracks (Lower), never raising one: the quorum minimum, never early since
+// every node measures from an apply after the client's request.
+//
 // Sessions (docs/design.md#sessions; etcd leases, Consul sessions) are leases of their own,
 // timed the same way from every node's apply of their CreateSession or last
 // KeepAliveSession and ended on the leader by one core.ExpireSession
@@ -65,7 +73,11 @@
 //     every leadership change; Removed clears one) and a CloseSession in
 //     flight with MarkClosing/UnmarkClosing; Ending then tells whether a
 //     holder is being removed, for whatever reason, in one call.
-//  5. Close on shutdown.
+//  5. On a voter asked by a new leader, answer with LockReports for pages
+//     of the table's holders and SessionReports for pages of its sessions;
+//     on that leader, pass each page of answers to Lower with the term it
+//     was promoted in (answers of an older term are discarded).
+//  6. Close on shutdown.
 //
 // Example:
 //

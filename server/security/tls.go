@@ -83,6 +83,44 @@ func PeerConfig(r *Reloader, log *zap.Logger) *tls.Config {
 	}
 }
 
+// DialMember returns a copy of c, a client TLS config, that also requires
+// the server to present a node certificate (valid for server and client
+// use) whose CN is id, after c's own checks: the member a node means to
+// reach, as a node dialling a member's raft address requires
+// (docs/security.md#peer-identity-is-membership). Another member's
+// certificate that is valid for the address is refused, so one member
+// cannot answer for another; so is a certificate that the current
+// revocation list of any of lists names (nil ones are skipped), as the
+// peer port refuses it both ways: a stolen key of the member, revoked,
+// cannot answer as that member. Errors wrap ErrPeerRefused or ErrRevoked.
+func DialMember(c *tls.Config, id string, lists ...*Reloader) *tls.Config {
+	out := c.Clone()
+	prev := out.VerifyConnection
+	out.VerifyConnection = func(cs tls.ConnectionState) error {
+		if prev != nil {
+			if err := prev(cs); err != nil {
+				return err
+			}
+		}
+		if err := verifyPeerUsage(cs); err != nil {
+			return err
+		}
+		if cn := cs.PeerCertificates[0].Subject.CommonName; cn != id {
+			return fmt.Errorf("%w: presented a certificate for %q, not %q", ErrPeerRefused, cn, id)
+		}
+		for _, l := range lists {
+			if l == nil {
+				continue
+			}
+			if err := l.CheckRevoked(cs); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return out
+}
+
 // verifyPeerUsage checks that the other side's (already verified)
 // certificate allows both server and client authentication. Errors wrap
 // ErrPeerRefused.

@@ -66,7 +66,8 @@ func (e Event) size() int64 { return eventOverhead + int64(len(e.Key)+len(e.Owne
 // EventOf returns the event of an applied entry that changed one holder, and
 // false when the entry changed no lock (a no-op, a rejected grant, a release
 // of a lock not held, a late expiry, a member update, a session's creation or
-// keep-alive) or changed several (a session's end: see AppendEvents).
+// keep-alive) or changed several (a session's end, a RenewBatch: see
+// AppendEvents).
 // Deterministic: every node derives the same event from the same entry.
 func EventOf(index uint64, cmd core.Command, res core.Result) (Event, bool) {
 	ev := Event{Key: cmd.Key, Index: index, Mode: res.Mode, Limit: res.Limit}
@@ -95,8 +96,18 @@ func EventOf(index uint64, cmd core.Command, res core.Result) (Event, bool) {
 // CloseSession: Released; an ExpireSession that ended it: Expired;
 // docs/design.md#sessions),
 // one event per holder the end removed, in key and token order, all with
-// index. Deterministic, like EventOf.
+// index; for a RenewBatch, the Renewed event of each lock it renewed, in
+// the batch's order (core.EachRenewal), as entries of their own would
+// give. Deterministic, like EventOf.
 func AppendEvents(dst []Event, index uint64, cmd core.Command, res core.Result) []Event {
+	if cmd.Op == core.OpRenewBatch {
+		core.EachRenewal(cmd, res, func(cmd core.Command, res core.Result) {
+			if ev, ok := EventOf(index, cmd, res); ok {
+				dst = append(dst, ev)
+			}
+		})
+		return dst
+	}
 	if res.Ended == nil {
 		if ev, ok := EventOf(index, cmd, res); ok {
 			dst = append(dst, ev)

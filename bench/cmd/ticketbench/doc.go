@@ -12,7 +12,9 @@
 //  2. Pick what to measure: -backends (default hashicorp,etcd), -workloads
 //     (commit,lock,renew,handoff,snapshots,failover by default; shared,
 //     the shared-locks benchmark at -shared-concurrency, default 1,16,64,
-//     is added by -quick or asked for by name), -peer (etcd Mutex and LeaseKeepAlive, default on), -mode closed|open with -rate (operations/s) for an open loop
+//     is added by -quick or asked for by name; scale, three ticketd
+//     processes filled to each of -scale-steps locks and measured there,
+//     is asked for by name only), -peer (etcd Mutex and LeaseKeepAlive, default on), -mode closed|open with -rate (operations/s) for an open loop
 //     without coordinated omission.
 //  3. Read the table on stdout and, in -out (default bench/results/<time>):
 //     report.json (every figure, with the rounds and ops it comes from),

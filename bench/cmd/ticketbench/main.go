@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/ticketd/ticketd/bench/charts"
 	"github.com/ticketd/ticketd/bench/load"
 	"github.com/ticketd/ticketd/bench/report"
+	"github.com/ticketd/ticketd/bench/scale"
 	"github.com/ticketd/ticketd/bench/suite"
 )
 
@@ -52,13 +54,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o             options
 		levels        = fs.String("concurrency", "1,16,64,256", "comma-separated client counts")
 		backends      = fs.String("backends", strings.Join(suite.Backends(), ","), "comma-separated ticketd backends")
-		logStores     = fs.String("log-stores", strings.Join(suite.LogStores(), ","), "comma-separated Raft log stores the commit workload runs on, on each backend that offers them (rows hashicorp for the default store wal, hashicorp/badger, ...); the other workloads use the default store")
-		workloads     = fs.String("workloads", "commit,lock,renew,keepalive,handoff,snapshots,failover", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API), renew (Renew of a held lock through the API; peer: etcd LeaseKeepAlive), keepalive (KeepAlive of a session holding 10 locks; peer: etcd LeaseKeepAlive on a lease with 10 keys), handoff (N clients on one key, Acquire-wait+Release; peer: etcd Mutex), snapshots (commit p99 with snapshots on vs off), failover (kill -9 of the leader of three ticketd processes), shared (Acquire-wait+Release cycles on one key shared, one key exclusive, one key as a semaphore of limit 8, and distinct keys; added by -quick, else asked for by name)")
+		logStores     = fs.String("log-stores", strings.Join(suite.LogStores(), ","), "comma-separated Raft log stores the commit and snapshots workloads run on, on each backend that offers them (rows hashicorp for the default store wal, hashicorp/badger, ...); the other workloads use the default store")
+		workloads     = fs.String("workloads", "commit,lock,renew,keepalive,handoff,snapshots,failover", "comma-separated workloads: commit (Propose on the leader), lock (Acquire+Release through the API), renew (Renew of a held lock through the API; peer: etcd LeaseKeepAlive), keepalive (KeepAlive of a session holding 10 locks; peer: etcd LeaseKeepAlive on a lease with 10 keys), handoff (N clients on one key, Acquire-wait+Release; peer: etcd Mutex), snapshots (commit p99 with snapshots on vs off), failover (kill -9 of the leader of three ticketd processes), shared (Acquire-wait+Release cycles on one key shared, one key exclusive, one key as a semaphore of limit 8, and distinct keys; added by -quick, else asked for by name), scale (three ticketd processes filled to each of -scale-steps locks and measured there; asked for by name only)")
 		handoffLevels = fs.String("handoff-concurrency", "2,8,32", "comma-separated client counts of the handoff workload")
 		sharedLevels  = fs.String("shared-concurrency", "1,16,64", "comma-separated client counts of the shared workload")
 		quick         = fs.Bool("quick", false, "a run of a few minutes: 1 round of 500ms windows after 200ms warm-up, the shared workload added to the default ones (flags given explicitly win)")
 		mode          = fs.String("mode", string(load.ModeClosed), "closed (each client waits for its last operation) or open (fixed -rate, latency from the intended send time)")
+		scaleSteps    = fs.String("scale-steps", "10000,100000,1000000", "scale: comma-separated table sizes in exclusive locks, increasing")
+		scaleSessions = fs.String("scale-sessions", "10000x100", "scale: SESSIONSxLOCKS sessions each holding LOCKS locks added at the last step (0: none)")
+		scaleSettings scale.Settings
 	)
+	fs.IntVar(&scaleSettings.Clients, "scale-clients", scale.DefaultClients, "scale: SDK clients filling the table (and renewing) at once")
+	fs.IntVar(&scaleSettings.Kills, "scale-kills", scale.DefaultKills, "scale: kill -9s of the leader per step")
+	fs.IntVar(&scaleSettings.ProbeOps, "scale-probe-ops", scale.DefaultProbeOps, "scale: Acquires of fresh keys timed per step (one client)")
+	fs.IntVar(&scaleSettings.Renewals, "scale-renewals", 1_000_000, "scale: renewals of held locks after the last step, then the data dirs are measured again (0: none)")
 	fs.DurationVar(&o.cfg.Duration, "duration", time.Second, "measured window of each measurement")
 	fs.DurationVar(&o.cfg.Warmup, "warmup", 500*time.Millisecond, "unrecorded run before each window")
 	fs.IntVar(&o.cfg.MinOps, "min-ops", 1, "closed loop: a window goes on past -duration until this many operations started in it have succeeded (at most 10s more), so a starved machine still measures something; 0: exactly -duration")
@@ -128,8 +137,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.cfg.Snapshots = true
 		case "failover":
 			o.cfg.Failover = true
+		case report.WorkloadScale:
+			o.cfg.Scale = &scaleSettings
 		default:
 			return o, fmt.Errorf("-workloads: unknown workload %q", w)
+		}
+	}
+	if o.cfg.Scale != nil {
+		if scaleSettings.Steps, err = load.ParseLevels(*scaleSteps); err != nil {
+			return o, fmt.Errorf("-scale-steps: %w", err)
+		}
+		if scaleSettings.Sessions, scaleSettings.SessionLocks, err = parseSessions(*scaleSessions); err != nil {
+			return o, fmt.Errorf("-scale-sessions: %w", err)
 		}
 	}
 	o.cfg.Mode = load.Mode(*mode)
@@ -189,6 +208,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stderr)
 	return runErr
+}
+
+// parseSessions parses -scale-sessions: "NxM" (N sessions of M locks each)
+// or "0" / "" for none.
+func parseSessions(s string) (sessions, locks int, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "0" {
+		return 0, 0, nil
+	}
+	n, m, ok := strings.Cut(s, "x")
+	if ok {
+		sessions, err = strconv.Atoi(n)
+	}
+	if ok && err == nil {
+		locks, err = strconv.Atoi(m)
+	}
+	if !ok || err != nil || sessions < 1 || locks < 1 {
+		return 0, 0, fmt.Errorf("%q is not SESSIONSxLOCKS (such as 10000x100) or 0", s)
+	}
+	return sessions, locks, nil
 }
 
 // splitList splits a comma-separated flag value, dropping blank items.

@@ -62,14 +62,8 @@ func TestSmoke(t *testing.T) {
 		fh.Close()
 		require.NoError(t, err, f)
 	}
-	md, err := os.ReadFile(filepath.Join(out, report.MarkdownFile))
-	require.NoError(t, err)
-	require.Contains(t, string(md), "## Aims")
-	fh, err := os.Open(filepath.Join(out, report.JSONFile))
-	require.NoError(t, err)
-	defer fh.Close()
-	rep, err := report.ReadJSON(fh)
-	require.NoError(t, err)
+	md, rep := readOutputs(t, out)
+	require.Contains(t, md, "## Aims")
 
 	// Every figure is real: measured, error-free, ordered percentiles.
 	require.Empty(t, rep.Notes, "no part may have failed")
@@ -155,6 +149,20 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// readOutputs reads the Markdown summary and the JSON report a run wrote
+// into out.
+func readOutputs(t *testing.T, out string) (string, *report.Report) {
+	t.Helper()
+	md, err := os.ReadFile(filepath.Join(out, report.MarkdownFile))
+	require.NoError(t, err)
+	fh, err := os.Open(filepath.Join(out, report.JSONFile))
+	require.NoError(t, err)
+	defer fh.Close()
+	rep, err := report.ReadJSON(fh)
+	require.NoError(t, err)
+	return string(md), rep
+}
+
 func TestParseFlags(t *testing.T) {
 	o, err := parseFlags([]string{"-concurrency", "2, 8", "-backends", "etcd", "-workloads", "lock", "-mode", "open", "-rate", "500", "-peer=false", "-out", "x"}, &bytes.Buffer{})
 	require.NoError(t, err)
@@ -178,6 +186,21 @@ func TestParseFlags(t *testing.T) {
 	require.True(t, strings.Contains(o.out, "results"), o.out)
 
 	require.False(t, o.cfg.Shared, "the shared-locks benchmark is asked for by name, or by -quick")
+	require.Nil(t, o.cfg.Scale, "the scale workload is asked for by name")
+
+	o, err = parseFlags([]string{"-workloads", "scale", "-scale-steps", "200,500", "-scale-sessions", "2x5", "-scale-renewals", "0"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.NotNil(t, o.cfg.Scale)
+	require.Equal(t, []int{200, 500}, o.cfg.Scale.Steps)
+	require.Equal(t, 2, o.cfg.Scale.Sessions)
+	require.Equal(t, 5, o.cfg.Scale.SessionLocks)
+	require.Zero(t, o.cfg.Scale.Renewals)
+	o, err = parseFlags([]string{"-workloads", "scale"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, []int{10_000, 100_000, 1_000_000}, o.cfg.Scale.Steps)
+	require.Equal(t, 10_000, o.cfg.Scale.Sessions)
+	require.Equal(t, 100, o.cfg.Scale.SessionLocks)
+	require.Equal(t, 1_000_000, o.cfg.Scale.Renewals)
 	require.Equal(t, []int{1, 16, 64}, o.cfg.SharedConcurrency)
 
 	o, err = parseFlags([]string{"-workloads", "shared", "-shared-concurrency", "4,8"}, &bytes.Buffer{})
@@ -198,9 +221,72 @@ func TestParseFlags(t *testing.T) {
 	require.False(t, o.cfg.Shared, "explicit -workloads win over -quick")
 
 	for _, bad := range [][]string{
-		{"-workloads", "reads"}, {"-concurrency", "a"}, {"-shared-concurrency", "0"}, {"-backends", "zk"}, {"-mode", "open"}, {"extra"},
+		{"-workloads", "reads"}, {"-concurrency", "a"},
+		{"-workloads", "scale", "-scale-steps", "500,200"}, {"-workloads", "scale", "-scale-sessions", "10x"}, {"-shared-concurrency", "0"}, {"-backends", "zk"}, {"-mode", "open"}, {"extra"},
 	} {
 		_, err := parseFlags(bad, &bytes.Buffer{})
 		require.Error(t, err, bad)
 	}
+}
+
+// TestSmokeScale runs the scale workload at a tiny size on both backends —
+// steps of 200 and 500 locks, 2 sessions × 5 locks added and 300 renewals
+// after the last — and checks that every figure of every step is measured,
+// the promotion read from the new leader's log included, and reported.
+func TestSmokeScale(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "results")
+	args := []string{
+		"-workloads", "scale", "-scale-steps", "200,500", "-scale-sessions", "2x5", "-scale-renewals", "300",
+		"-scale-kills", "1", "-scale-probe-ops", "20", "-scale-clients", "16",
+		"-rounds", "1", "-peer=false", "-data-dir", t.TempDir(), "-out", out,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run(ctx, args, &stdout, &stderr), stderr.String())
+	require.Contains(t, stdout.String(), "scale (per node n1 / n2 / n3):")
+	md, rep := readOutputs(t, out)
+	require.Contains(t, md, "## Scale")
+	require.Empty(t, rep.Notes, "no part may have failed")
+	require.Empty(t, rep.Measurements, "only the scale workload ran")
+	require.Len(t, rep.Scale, 2*len(suite.Backends()))
+	for _, st := range rep.Scale {
+		name := fmt.Sprintf("%s at %d locks", st.System, st.Locks)
+		require.Empty(t, st.Errors, name)
+		require.Positive(t, st.FillPerSec, name)
+		require.Equal(t, 20, st.AcquireOps, name)
+		require.Positive(t, st.AcquireP50US, name)
+		require.LessOrEqual(t, st.AcquireP50US, st.AcquireP99US, name)
+		require.Positive(t, st.SnapshotSaveMS, name)
+		require.Positive(t, st.SnapshotBytes, name)
+		require.Positive(t, st.RestoreMS, name)
+		require.Positive(t, st.RestartReadyMS, name)
+		require.Len(t, st.FailoverMS, 1, name)
+		require.Positive(t, st.FailoverMS[0], name)
+		require.Len(t, st.PromotionMS, 1, "%s: promotion read from the new leader's log", name)
+		require.GreaterOrEqual(t, st.PromotionMS[0], 0.0, name)
+		require.Len(t, st.DataDirBytes, 3, name)
+		require.Len(t, st.RSSBytes, 3, name)
+		for i := range 3 {
+			require.Positive(t, st.DataDirBytes[i], name)
+			require.Positive(t, st.RSSBytes[i], name)
+		}
+		if st.Locks == 500 {
+			require.Equal(t, 2, st.Sessions, name)
+			require.Equal(t, 10, st.SessionLocks, name)
+			require.Positive(t, st.SessionFillPerSec, name)
+			require.Equal(t, 300, st.Renewals, name)
+			require.Len(t, st.RenewedDataDirBytes, 3, name)
+		} else {
+			require.Zero(t, st.Sessions, name)
+			require.Zero(t, st.Renewals, name)
+		}
+	}
+	measured := 0
+	for _, a := range rep.Summary.Aims {
+		if strings.HasPrefix(a.Name, "scale: ") && a.Measured {
+			measured++
+		}
+	}
+	require.Equal(t, 9*len(suite.Backends()), measured, "every scale aim measured on every backend")
 }

@@ -93,7 +93,11 @@ func (n *Node) HoldReads(on bool) {
 }
 
 // SetApplyHook sets fn to be called after every applied entry, after the
-// backends.Config OnApply hook, on the apply path; nil removes it.
+// backends.Config OnApply hook, on the apply path; nil removes it. fn is
+// called once per command the entry carries (core.EachRenewal): a
+// RenewBatch reaches it as the KeepAliveSession and Renew commands it
+// stands for, each with its own Result and the entry's index, so that a
+// checker sees every renewal whichever way the leader wrote it.
 func (n *Node) SetApplyHook(fn func(index uint64, cmd core.Command, res core.Result)) {
 	n.mu.Lock()
 	n.applyHook = fn

@@ -229,7 +229,7 @@ func (n *Node) applyData(data []byte) (core.Result, error) {
 		n.cfg.OnApply(index, cmd, res)
 	}
 	if applyHook != nil {
-		applyHook(index, cmd, res)
+		core.EachRenewal(cmd, res, func(cmd core.Command, res core.Result) { applyHook(index, cmd, res) })
 	}
 	return res, nil
 }

@@ -112,15 +112,7 @@ func BenchmarkCompactionStall(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		b.Run(map[bool]string{false: "compaction=off", true: "compaction=on"}[on], func(b *testing.B) {
 			s := openBenchStore(b)
-			fill := s.appender(64)
-			setup := func() error {
-				for range compactEntries / 64 {
-					if err := fill(); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
+			setup := backendtest.Repeat(compactEntries/64, s.appender(64))
 			b.ResetTimer()
 			backendtest.AppendStall(b, 50, s.appender(1), setup, func() error {
 				if !on {
