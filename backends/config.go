@@ -27,7 +27,8 @@ type Config struct {
 	// created if missing.
 	DataDir string
 	// LogStore is the Raft log store: LogStoreBadger or LogStoreWAL (see
-	// there); empty means DefaultLogStore. A data dir records the store
+	// there); empty means the store dataDir was written with, else
+	// DefaultLogStore (ResolveLogStore). A data dir records the store
 	// that wrote it (ClaimLogStore) and New refuses it with another one
 	// (ErrWrongLogStore); moving between stores is a snapshot and a
 	// Restore with the new store.
@@ -244,15 +245,15 @@ func DefaultConfig() Config {
 	}
 }
 
-// WithDefaults returns c with zero optional fields replaced by DefaultConfig's.
+// WithDefaults returns c with zero optional fields replaced by DefaultConfig's,
+// and an empty LogStore by the store DataDir was written with, else
+// DefaultLogStore (ResolveLogStore: it reads the data dir).
 func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	if c.BindAddr == "" {
 		c.BindAddr = c.RaftAddr
 	}
-	if c.LogStore == "" {
-		c.LogStore = DefaultLogStore
-	}
+	c.LogStore = ResolveLogStore(c.DataDir, c.LogStore)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = d.SnapshotThreshold
 	}

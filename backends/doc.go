@@ -1,8 +1,9 @@
 // Package backends holds what every consensus backend of ticketd shares: the
 // Config that New takes. The adapters live in sub-packages — hashicorp (over
 // github.com/hashicorp/raft) and etcd (over go.etcd.io/raft/v3) — both storing
-// their log and stable state in the log store Config.LogStore names (badger/v4
-// by default; LogStoreWAL, the library's own write-ahead log),
+// their log and stable state in the log store Config.LogStore names
+// (LogStoreWAL, the library's own write-ahead log, by default for a new data
+// dir; LogStoreBadger, badger/v4),
 // and both meeting core.Consensus and core.Membership. backendtest is the
 // conformance suite every adapter passes, with every log store.
 //

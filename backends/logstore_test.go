@@ -136,3 +136,50 @@ func TestValidateLogStore(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveLogStore: an unset store is the one the data dir was written
+// with (its record, else its log directory), so a badger data dir made
+// under the earlier default still opens as badger; a new data dir gets
+// DefaultLogStore; a set store is kept (and ClaimLogStore refuses a
+// mismatch).
+func TestResolveLogStore(t *testing.T) {
+	if backends.DefaultLogStore != backends.LogStoreWAL {
+		t.Fatalf("DefaultLogStore = %q, want %q", backends.DefaultLogStore, backends.LogStoreWAL)
+	}
+	if got := backends.ResolveLogStore(t.TempDir(), ""); got != backends.DefaultLogStore {
+		t.Fatalf("new data dir resolves to %q, want %q", got, backends.DefaultLogStore)
+	}
+	for _, backend := range []string{"hashicorp", "etcd"} {
+		for _, store := range backends.LogStores() {
+			// Only the directory (a data dir from before the record existed).
+			dir := t.TempDir()
+			holdLog(t, dir, backend, store)
+			if got := backends.ResolveLogStore(dir, ""); got != store {
+				t.Fatalf("%s %s log, no record: resolves to %q", backend, store, got)
+			}
+			if err := backends.ClaimLogStore(dir, backend, backends.ResolveLogStore(dir, "")); err != nil {
+				t.Fatalf("%s %s log: claim of the resolved store: %v", backend, store, err)
+			}
+			// Only the record (the log directory not made yet).
+			dir = t.TempDir()
+			if err := backends.ClaimLogStore(dir, backend, store); err != nil {
+				t.Fatal(err)
+			}
+			if got := backends.ResolveLogStore(dir, ""); got != store {
+				t.Fatalf("%s record %s: resolves to %q", backend, store, got)
+			}
+		}
+	}
+	dir := t.TempDir()
+	holdLog(t, dir, "hashicorp", backends.LogStoreBadger)
+	if got := backends.ResolveLogStore(dir, backends.LogStoreWAL); got != backends.LogStoreWAL {
+		t.Fatalf("a set store resolves to %q", got)
+	}
+	if err := backends.ClaimLogStore(dir, "hashicorp", backends.LogStoreWAL); !errors.Is(err, backends.ErrWrongLogStore) {
+		t.Fatalf("wal on a badger data dir: %v, want ErrWrongLogStore", err)
+	}
+	cfg := backends.Config{DataDir: dir}.WithDefaults()
+	if cfg.LogStore != backends.LogStoreBadger {
+		t.Fatalf("WithDefaults on a badger data dir: LogStore %q", cfg.LogStore)
+	}
+}

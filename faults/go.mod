@@ -62,7 +62,7 @@ require (
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/rs/cors v1.11.1 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
-	github.com/ticketd/ticketd/backends v0.0.0 // indirect
+	github.com/ticketd/ticketd/backends v0.0.0
 	github.com/ticketd/ticketd/core v0.0.0 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect

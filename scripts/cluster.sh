@@ -3,8 +3,9 @@
 #
 #   BACKEND=hashicorp|etcd  consensus backend (default: the one $DATA was made
 #                           with, else hashicorp)
-#   LOG_STORE=badger|wal    Raft log store (--raft-log-store; default: the one
-#                           $DATA was made with, else ticketd's default)
+#   LOG_STORE=wal|badger    Raft log store (--raft-log-store; default: the one
+#                           $DATA was made with, else none is passed and each
+#                           node keeps its data dir's store, wal for a new one)
 #   DATA=./data             data root: node data in $DATA/nX, logs in $DATA/nX.log
 #   TICKETD=bin/ticketd     the ticketd binary
 #   TICKETCTL=bin/ticketctl the ticketctl binary (it makes the certificates)

@@ -113,21 +113,10 @@ func CrashImage(t *testing.T, src, dst string) {
 	}
 }
 
-// newestLogFiles maps each log store to the files under a data dir that
-// hold its newest appends: badger's memtable write-ahead logs (*.mem), the
-// write-ahead log stores' segments (*.wal, both backends). The names are
-// zero-padded numbers, so the last in order is the newest.
-var newestLogFiles = map[string][]string{
-	backends.LogStoreBadger: {filepath.Join("raft", "*.mem")},
-	// hashicorp's raft-wal keeps its segments in wal-hashicorp, etcd's WAL
-	// in wal-etcd/wal.
-	backends.LogStoreWAL: {filepath.Join("wal-*", "*.wal"), filepath.Join("wal-*", "wal", "*.wal")},
-}
-
 // damageNewestLog flips 4 bytes of an entry's data about 1.5 KiB before
-// the end of the data in the file of dataDir's log store (as its
-// LogStoreFile records it) that holds the newest appends (newestLogFiles):
-// the first 4 bytes of the last copy of keyPrefix (a key every entry there
+// the end of the data in the file of dataDir's log store that holds the
+// newest appends (backends.NewestLogFile), as a failing disk would: the
+// first 4 bytes of the last copy of keyPrefix (a key every entry there
 // holds) that starts at least 1.5 KiB before the end. Damage must fall on
 // an entry's bytes: a flip in a log format's framing or padding (raft-wal
 // pads its frames to 8 bytes and checks an older batch's commit CRC only
@@ -135,23 +124,10 @@ var newestLogFiles = map[string][]string{
 // starts with it has lost nothing. It returns the file and offset.
 func damageNewestLog(t *testing.T, dataDir, keyPrefix string) (string, int) {
 	t.Helper()
-	store, err := backends.ReadLogStore(dataDir)
+	path, _, err := backends.NewestLogFile(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var files []string
-	for _, pattern := range newestLogFiles[store] {
-		m, err := filepath.Glob(filepath.Join(dataDir, pattern))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, m...)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no %s log file under %s", store, dataDir)
-	}
-	slices.Sort(files)
-	path := files[len(files)-1]
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/backends/backendtest"
 	"github.com/ticketd/ticketd/backends/etcd"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
@@ -24,13 +25,17 @@ import (
 // entryPrefix is raftstore's key prefix of log entries (see its doc.go).
 var entryPrefix = []byte("etcd/entry/")
 
-// writeSome opens a single node in a fresh data dir, grants n keys and closes
-// it cleanly; it returns the data dir, the address, and the applied index.
+// writeSome opens a single node in a fresh data dir with the badger log
+// store (the tests here damage badger's records and files; the write-ahead
+// log store's damage is backendtest's and walstore's), grants n keys and
+// closes it cleanly; it returns the data dir, the address, and the applied
+// index. Reopening the dir with an unset Config.LogStore keeps badger
+// (backends.ResolveLogStore).
 func writeSome(t *testing.T, n int) (string, string, uint64) {
 	t.Helper()
 	ctx := testCtx(t)
 	dir, addr := t.TempDir(), backendtest.FreeAddr(t)
-	s := openSingle(t, dir, addr, nil)
+	s := openSingle(t, dir, addr, func(c *backends.Config) { c.LogStore = backends.LogStoreBadger })
 	for i := 0; i < n; i++ {
 		_, err := s.n.Propose(ctx, core.Grant(fmt.Sprintf("k%d", i), 1000, "o"))
 		require.NoError(t, err)

@@ -79,11 +79,16 @@ const (
 const KeepAliveKeys = 10
 
 // StoreSystem is the system name of ticketd's backend with Raft log store
-// store (backends.LogStores): the backend's name for the default store
-// ("badger"), so figures keep their names across runs, and
-// backend + "/" + store for another ("hashicorp/wal").
-func StoreSystem(backend, store string) string {
-	if store == "" || store == "badger" {
+// store (backends.LogStores): the backend's name for defaultStore (the
+// default store, backends.DefaultLogStore, which the other workloads run
+// on) or an empty store, and backend + "/" + store for another
+// ("hashicorp/badger"). Runs made while badger was the default named
+// badger's rows "hashicorp" and the WAL's "hashicorp/wal"
+// (docs/benchmarks.md#default-log-store). The caller passes the default:
+// this package does not import the backends (the etcd peer's module
+// builds it too).
+func StoreSystem(backend, store, defaultStore string) string {
+	if store == "" || store == defaultStore {
 		return backend
 	}
 	return backend + "/" + store

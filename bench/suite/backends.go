@@ -32,15 +32,17 @@ func Backends() []string {
 // (backends.Config.LogStore), the default first: the commit workload runs
 // on each (Config.LogStores).
 var backendStores = map[string][]string{
-	report.SystemHashicorp: {backends.LogStoreBadger, backends.LogStoreWAL},
-	report.SystemEtcd:      {backends.LogStoreBadger, backends.LogStoreWAL},
+	report.SystemHashicorp: {backends.LogStoreWAL, backends.LogStoreBadger},
+	report.SystemEtcd:      {backends.LogStoreWAL, backends.LogStoreBadger},
 }
 
 // commitTarget is one backend with one of its log stores.
 type commitTarget struct{ backend, store string }
 
 // system is the target's system name in the report (report.StoreSystem).
-func (t commitTarget) system() string { return report.StoreSystem(t.backend, t.store) }
+func (t commitTarget) system() string {
+	return report.StoreSystem(t.backend, t.store, backends.DefaultLogStore)
+}
 
 // commitTargets returns every backend of c.Backends with each log store of
 // c.LogStores (the default store when empty) it offers, in c.Backends order.

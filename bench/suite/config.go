@@ -26,7 +26,7 @@ type Config struct {
 	Backends []string
 	// LogStores lists the Raft log stores (backends.LogStores) the commit
 	// and snapshots workloads run on, each on every backend of Backends
-	// that offers it (rows "hashicorp", "hashicorp/wal", ...:
+	// that offers it (rows "hashicorp", "hashicorp/badger", ...:
 	// report.StoreSystem); the other workloads use each backend's default
 	// store. Empty: the default store only.
 	LogStores []string

@@ -106,15 +106,15 @@ func TestMountOf(t *testing.T) {
 // the backend offers, the default store alone when none is listed.
 func TestCommitTargets(t *testing.T) {
 	c := valid()
-	require.Equal(t, []commitTarget{{"hashicorp", "badger"}, {"etcd", "badger"}}, c.commitTargets())
+	require.Equal(t, []commitTarget{{"hashicorp", "wal"}, {"etcd", "wal"}}, c.commitTargets())
 	c.LogStores = LogStores()
 	targets := c.commitTargets()
-	require.Equal(t, []commitTarget{{"hashicorp", "badger"}, {"hashicorp", "wal"}, {"etcd", "badger"}, {"etcd", "wal"}}, targets)
+	require.Equal(t, []commitTarget{{"hashicorp", "wal"}, {"hashicorp", "badger"}, {"etcd", "wal"}, {"etcd", "badger"}}, targets)
 	var systems []string
 	for _, tg := range targets {
 		systems = append(systems, tg.system())
 	}
-	require.Equal(t, []string{"hashicorp", "hashicorp/wal", "etcd", "etcd/wal"}, systems)
-	c.LogStores = []string{"wal"}
-	require.Equal(t, []commitTarget{{"hashicorp", "wal"}, {"etcd", "wal"}}, c.commitTargets())
+	require.Equal(t, []string{"hashicorp", "hashicorp/badger", "etcd", "etcd/badger"}, systems)
+	c.LogStores = []string{"badger"}
+	require.Equal(t, []commitTarget{{"hashicorp", "badger"}, {"etcd", "badger"}}, c.commitTargets())
 }

@@ -13,42 +13,40 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/faults/nemesis"
 )
 
 var _ nemesis.DiskTarget = (*target)(nil)
-
-// dbDir is where a node keeps its badger database inside its data dir
-// (backends/internal/badgerlog.DBDir, not importable from here).
-const dbDir = "raft"
 
 // fullReserve is the free space FillDisk leaves: less than the space a node
 // keeps in reserve before each write (badgerlog.ReserveBytes: 4 memtables of
 // 16 MiB), so its first write finds the disk full.
 const fullReserve = 48 << 20
 
-// DamageLog flips 4 bytes near the end of the records of the newest badger
-// memtable log (*.mem) of node i (killed), in place, after keeping a copy of
-// its data dir; the returned function puts the copy back. (Restoring the 4
-// bytes alone would not do: badger replays the damaged log when the node
-// starts, truncates it at the damage and flushes it, before the node
-// notices the short log and refuses to start.)
+// DamageLog flips 4 bytes near the end of the records of the file holding
+// the newest appends of node i's (killed) log store — badger's newest
+// memtable log (*.mem), or the write-ahead log's tail segment (*.wal):
+// backends.NewestLogFile — in place, after keeping a copy of its data dir;
+// the returned function puts the copy back. (Restoring the 4 bytes alone
+// would not do: badger replays the damaged log when the node starts,
+// truncates it at the damage and flushes it, and raft-wal truncates its
+// tail segment at the first bad batch, before the node notices the short
+// log and refuses to start.)
 func (k *target) DamageLog(i int) (func() error, error) {
 	k.markLog(i)
 	dir := k.c.Node(i).DataDir
-	mems, err := filepath.Glob(filepath.Join(dir, dbDir, "*.mem"))
-	if err != nil || len(mems) == 0 {
-		return nil, fmt.Errorf("harness: no memtable log of node %d (%v)", i, err)
+	path, store, err := backends.NewestLogFile(dir)
+	if err != nil {
+		return nil, fmt.Errorf("harness: newest log file of node %d: %w", i, err)
 	}
-	slices.Sort(mems)
-	path := mems[len(mems)-1]
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	end := len(bytes.TrimRight(b, "\x00"))
 	if end < 512 {
-		return nil, fmt.Errorf("harness: memtable log %s of node %d holds only %d bytes of records", path, i, end)
+		return nil, fmt.Errorf("harness: %s log file %s of node %d holds only %d bytes of records", store, path, i, end)
 	}
 	backup := dir + ".backup"
 	if err := run("cp", "-a", "--sparse=always", dir, backup); err != nil {

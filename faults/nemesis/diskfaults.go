@@ -14,7 +14,8 @@ import (
 // cluster lost anything it acknowledged.
 const (
 	// DamageLog: kill -9 a random node, flip 4 bytes near the end of the
-	// newest badger memtable log (*.mem) in its data dir, as a failing disk
+	// file holding its log store's newest appends (badger's memtable log
+	// *.mem, or the write-ahead log's tail segment *.wal), as a failing disk
 	// would, and start it: it must refuse to start (its log ends before the
 	// index its watermark records) rather than rejoin with a shorter log.
 	// Healed after Duration by restoring the bytes and starting it again.
@@ -40,8 +41,9 @@ var ErrNotDisk = errors.New("nemesis: target has no disk faults")
 // each call and started by the Executor after it.
 type DiskTarget interface {
 	Target
-	// DamageLog flips 4 bytes near the end of the newest memtable log of
-	// node i and returns the function that restores them.
+	// DamageLog flips 4 bytes near the end of the file holding the newest
+	// appends of node i's log store and returns the function that restores
+	// them.
 	DamageLog(i int) (restore func() error, err error)
 	// FillDisk moves node i's data dir onto a file system that is all but
 	// full; FreeDisk moves it back (node i is killed before each).

@@ -251,9 +251,11 @@ type Raft struct {
 	// declared length is refused before allocation (0: the backend's default).
 	MaxMessageBytes int `koanf:"max_message_bytes"`
 	// LogStore is the Raft log store (key "raft.log_store", flag
-	// --raft-log-store): "badger" (the default) or "wal", the backend's
-	// own write-ahead log (hashicorp/raft-wal for hashicorp, etcd's
-	// storage/wal for etcd). A data dir
+	// --raft-log-store): "wal", the backend's own write-ahead log
+	// (hashicorp/raft-wal for hashicorp, etcd's storage/wal for etcd), or
+	// "badger". Empty (the default) means the store the data dir was
+	// written with, else "wal" (backends.ResolveLogStore), so a data dir
+	// made with badger keeps it. A data dir
 	// records its store, and a node refuses one written by another;
 	// moving between stores is a snapshot and `ticketd restore`
 	// (docs/operations.md).
@@ -283,7 +285,7 @@ func DefaultConfig() Config {
 			ReadHeaderTimeoutMS: 10_000, BodyReadTimeoutMS: 30_000, IdleTimeoutMS: 120_000,
 			MaxHeaderBytes:      64 << 10,
 			WatchHistoryEntries: 10_000, WatchHistoryBytes: 16 << 20, MaxWatchers: 10_000, WatchBufferEvents: 1024},
-		Raft: Raft{SnapshotThreshold: 8192, LogStore: LogStoreBadger},
+		Raft: Raft{SnapshotThreshold: 8192},
 		Log:  Log{Level: "info", Format: "json"},
 	}
 }
@@ -325,7 +327,7 @@ var keys = []struct {
 	{"limits.max_watchers", "most Watch streams open at once on a node (0: no cap)", func(c *Config) any { return c.Limits.MaxWatchers }},
 	{"limits.watch_buffer_events", "events buffered per watcher before it is ended as too slow", func(c *Config) any { return c.Limits.WatchBufferEvents }},
 	{"limits.max_header_bytes", "largest request header block, in bytes", func(c *Config) any { return c.Limits.MaxHeaderBytes }},
-	{"raft.log_store", "raft log store: badger or wal (the backend's own write-ahead log); a data dir keeps the store that wrote it", func(c *Config) any { return c.Raft.LogStore }},
+	{"raft.log_store", "raft log store: wal (the backend's own write-ahead log) or badger; empty: the store the data dir was written with, else wal; a data dir refuses another store", func(c *Config) any { return c.Raft.LogStore }},
 	{"raft.max_message_bytes", "largest message read from a peer, in bytes (0: backend default)", func(c *Config) any { return c.Raft.MaxMessageBytes }},
 	{"cert_file", "client API TLS certificate (PEM); without it the API is plaintext h2c", func(c *Config) any { return c.CertFile }},
 	{"key_file", "client API TLS private key (PEM)", func(c *Config) any { return c.KeyFile }},
@@ -517,8 +519,8 @@ func (c Config) Validate() error {
 	if c.Backend != BackendHashicorp && c.Backend != BackendEtcd {
 		return bad("backend %q is not %s or %s", c.Backend, BackendHashicorp, BackendEtcd)
 	}
-	if c.Raft.LogStore != LogStoreBadger && c.Raft.LogStore != LogStoreWAL {
-		return bad("raft.log_store %q is not %s or %s", c.Raft.LogStore, LogStoreBadger, LogStoreWAL)
+	if c.Raft.LogStore != "" && c.Raft.LogStore != LogStoreBadger && c.Raft.LogStore != LogStoreWAL {
+		return bad("raft.log_store %q is not %s or %s (or empty: the data dir's store, else %s)", c.Raft.LogStore, LogStoreWAL, LogStoreBadger, LogStoreWAL)
 	}
 	if c.BootstrapProbeWaitMS < 0 || c.BootstrapProbeWaitMS > 60_000 {
 		return bad("bootstrap_probe_wait_ms %d is outside 0..60000", c.BootstrapProbeWaitMS)

@@ -112,7 +112,6 @@ func TestValidate(t *testing.T) {
 		{name: "empty_data_dir", edit: func(c *config.Config) { c.DataDir = "" }},
 		{name: "unknown_backend", edit: func(c *config.Config) { c.Backend = "zookeeper" }},
 		{name: "unknown_log_store", edit: func(c *config.Config) { c.Raft.LogStore = "bolt" }},
-		{name: "empty_log_store", edit: func(c *config.Config) { c.Raft.LogStore = "" }},
 		{name: "bootstrap_and_join", edit: func(c *config.Config) { c.Bootstrap = peers; c.Join = "127.0.0.1:7002" }},
 		{name: "bad_join", edit: func(c *config.Config) { c.Join = "x" }},
 		{name: "bootstrap_without_self", edit: func(c *config.Config) { c.ID = "n3" }},
@@ -176,12 +175,14 @@ func TestMaxSessionsPerPrincipal(t *testing.T) {
 	require.NoError(t, c.Validate())
 }
 
-// TestLogStore: raft.log_store defaults to badger and is set by the file,
+// TestLogStore: raft.log_store defaults to empty (the data dir's store,
+// else wal: backends.ResolveLogStore) and is set by the file,
 // its environment variable and, over them, --raft-log-store.
 func TestLogStore(t *testing.T) {
 	c, err := config.Load("", []string{}, nil)
 	require.NoError(t, err)
-	assert.Equal(t, config.LogStoreBadger, c.Raft.LogStore)
+	assert.Empty(t, c.Raft.LogStore)
+	require.NoError(t, c.Validate())
 	assert.Equal(t, "raft-log-store", config.FlagName("raft.log_store"))
 
 	c, err = config.Load("", []string{"TICKETD_RAFT_LOG_STORE=wal"}, nil)

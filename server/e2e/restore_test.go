@@ -245,10 +245,12 @@ func mustOpen(t *testing.T, path string) *os.File {
 }
 
 // TestRestoreAcrossLogStores moves a cluster of each backend from the
-// badger log store to the wal store and back with `ticketctl snapshot save` and
-// `ticketd restore --raft-log-store` (docs/operations.md, Raft log
-// stores): every lock and the token counter survive each move, and a node
-// started with the store its data dir was not written by is refused.
+// default wal log store to the badger store and back with `ticketctl
+// snapshot save` and `ticketd restore --raft-log-store` (docs/operations.md,
+// Raft log stores): every lock and the token counter survive each move, a
+// node started with the store its data dir was not written by is refused,
+// and a node started without --raft-log-store opens the store its data dir
+// records (a badger data dir stays badger under the wal default).
 func TestRestoreAcrossLogStores(t *testing.T) {
 	matrix(t, testRestoreAcrossLogStores)
 }
@@ -256,7 +258,11 @@ func TestRestoreAcrossLogStores(t *testing.T) {
 func testRestoreAcrossLogStores(t *testing.T, backend string) {
 	c := start(t, backend)
 	bin := ticketdtest.Binary(t)
-	for round, store := range []string{"wal", "badger"} {
+	got, err := ticketdbackends.ReadLogStore(c.Node(0).DataDir)
+	require.NoError(t, err)
+	require.Equal(t, ticketdbackends.DefaultLogStore, got, "a new data dir gets the default store")
+	require.Equal(t, "wal", got)
+	for round, store := range []string{"badger", "wal"} {
 		held := heldLocks(t, c, fmt.Sprintf("store-%d", round), 5)
 		st, err := c.Status(c.Leader(t))
 		require.NoError(t, err)
@@ -277,8 +283,9 @@ func testRestoreAcrossLogStores(t *testing.T, backend string) {
 			out, err := exec.Command(bin, args...).CombinedOutput()
 			require.NoError(t, err, "ticketd restore --raft-log-store %s: %s", store, out)
 		}
+		// No --raft-log-store: each node opens the store its data dir records.
 		for i := range c.Len() {
-			c.StartArgs(i, withFlag(c.Args(i), "--raft-log-store", store))
+			c.StartArgs(i, c.Args(i))
 		}
 		requireSurvived(t, c, held, st.GetLastToken())
 		got, err := ticketdbackends.ReadLogStore(c.Node(0).DataDir)

@@ -73,7 +73,7 @@ func TestSmoke(t *testing.T) {
 	require.Positive(t, rep.Floors[0].Badger.Count)
 	require.Positive(t, rep.Summary.Floor.FloorUS)
 	want := len(suite.Backends()) * (4*len(levels) + 1 + 4) // commit, lock, renew, keepalive; handoff at 2; 4 shared cases at 4
-	want += len(suite.Backends()) * len(levels)             // commit on each backend's second log store (wal)
+	want += len(suite.Backends()) * len(levels)             // commit on each backend's second log store (badger)
 	if peer {
 		want += 3*len(levels) + 1 // etcd Mutex, etcd LeaseKeepAlive (renew, keepalive), etcd Mutex handoff
 	}
@@ -109,7 +109,7 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, b := range suite.Backends() {
 		for _, c := range levels {
-			require.True(t, seen[fmt.Sprintf("commit/%s/wal/%d", b, c)], "commit/%s/wal/%d", b, c)
+			require.True(t, seen[fmt.Sprintf("commit/%s/badger/%d", b, c)], "commit/%s/badger/%d", b, c)
 		}
 	}
 	for _, b := range suite.Backends() {
@@ -178,7 +178,7 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{1, 16, 64, 256}, o.cfg.Concurrency)
 	require.Equal(t, []string{"hashicorp", "etcd"}, o.cfg.Backends)
-	require.Equal(t, []string{"badger", "wal"}, o.cfg.LogStores, "commit rows for every backend × log store")
+	require.Equal(t, []string{"wal", "badger"}, o.cfg.LogStores, "commit rows for every backend × log store")
 	require.True(t, o.cfg.Commit && o.cfg.Lock && o.cfg.KeepAlive && o.cfg.Peer)
 	require.Equal(t, 3, o.cfg.Rounds)
 	require.True(t, o.cfg.Handoff && o.cfg.Snapshots && o.cfg.Failover, "the handoff, snapshots and failover measurements are on by default")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/server"
 	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/snapfile"
@@ -52,6 +53,9 @@ Configuration is read as for 'ticketd serve' (--config, TICKETD_*, flags).`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", snapshotPath, err)
 			}
+			// An unset raft.log_store restores into the default store (the
+			// target data dir holds no log, or Restore refuses it).
+			cfg.Raft.LogStore = backends.ResolveLogStore(cfg.DataDir, cfg.Raft.LogStore)
 			if err := server.Restore(cfg, h, data, nil); err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/server"
 	"github.com/ticketd/ticketd/server/config"
 )
@@ -118,6 +119,9 @@ func serve(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	// An unset raft.log_store is the data dir's own store, else the default:
+	// resolved here so the start-up line names the store the node opens.
+	cfg.Raft.LogStore = backends.ResolveLogStore(cfg.DataDir, cfg.Raft.LogStore)
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		return fmt.Errorf("listen on api_addr: %w", err)

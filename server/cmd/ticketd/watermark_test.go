@@ -45,8 +45,8 @@ func runServe(t *testing.T, args []string, ready func() bool) error {
 	}
 }
 
-// TestAcceptMissingWatermarkFlag: a real node (hashicorp backend, badger
-// on disk) whose watermark file was deleted after a run refuses to start,
+// TestAcceptMissingWatermarkFlag: a real node (hashicorp backend, the
+// default log store on disk) whose watermark file was deleted after a run refuses to start,
 // saying what is missing and naming the flag; started with
 // --accept-missing-watermark it starts and writes a fresh watermark, so
 // the flag reaches the backend through the configuration.
