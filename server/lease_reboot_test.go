@@ -12,7 +12,6 @@ import (
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/server/applytime"
 	"github.com/ticketd/ticketd/server/config"
-	"github.com/ticketd/ticketd/server/internal/nodetest"
 )
 
 // TestRebootedLeaderTakesVotersLeases, on both backends with their data on
@@ -36,35 +35,12 @@ func TestRebootedLeaderTakesVotersLeases(t *testing.T) {
 	)
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
-			c := nodetest.Start(t, 3, nodetest.WithBackend(backend))
 			ctx := ctxT(t)
-			leader := c.Leader(t)
-			sent := time.Now()
-			_, err := leader.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "r/lock", LeaseMs: lease.Milliseconds(), Owner: "o1"})
-			require.NoError(t, err)
-			s, err := leader.Lock.CreateSession(ctx, &ticketv1.CreateSessionRequest{TtlMs: lease.Milliseconds()})
-			require.NoError(t, err)
-			_, err = leader.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "r/session", Owner: "o2", Session: s.GetSession()})
-			require.NoError(t, err)
-			acked := time.Now()
-
-			f, follower := -1, c.Follower(t)
-			for i, in := range c.Nodes {
-				if in == follower {
-					f = i
-				}
-			}
-			// remaining is node f's own measure of key's lease (false while
-			// it cannot answer: restarting, replaying).
-			remaining := func(key string) (time.Duration, bool) {
-				got, err := c.Nodes[f].Lock.GetLock(ctx, &ticketv1.GetLockRequest{Key: key, Stale: true})
-				if err != nil || !got.GetHeld() || got.GetRemainingMs() < 0 {
-					return 0, false
-				}
-				return time.Duration(got.GetRemainingMs()) * time.Millisecond, true
-			}
+			r := startReplayedLeases(t, ctx, backend, lease)
+			c, f, sent, acked := r.c, r.f, r.sent, r.acked
+			remaining := func(key string) (time.Duration, bool) { return r.remaining(ctx, key) }
 			eventually(t, func() bool {
-				for _, key := range []string{"r/lock", "r/session"} {
+				for _, key := range replayedLeaseKeys {
 					if d, ok := remaining(key); !ok || d > lease-lag {
 						return false
 					}
@@ -87,7 +63,7 @@ func TestRebootedLeaderTakesVotersLeases(t *testing.T) {
 			// Measured from its replay, the new leader would have about lag
 			// more than the lease has left since the acknowledgement.
 			eventually(t, func() bool {
-				for _, key := range []string{"r/lock", "r/session"} {
+				for _, key := range replayedLeaseKeys {
 					d, ok := remaining(key)
 					if !ok || d > lease-time.Since(acked)+tolerance {
 						return false
