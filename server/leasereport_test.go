@@ -23,7 +23,6 @@ import (
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 	"github.com/ticketd/ticketd/server"
-	"github.com/ticketd/ticketd/server/config"
 	"github.com/ticketd/ticketd/server/internal/nodetest"
 	"github.com/ticketd/ticketd/server/internal/peerpb"
 	"github.com/ticketd/ticketd/server/internal/peerpb/peerpbconnect"
@@ -103,21 +102,10 @@ func TestLeaseRemainingIsPeerOnly(t *testing.T) {
 // through the handshake; the member's current certificate is answered
 // (docs/security.md#revocation).
 func TestLeaseRemainingRefusesPeerRevokedCertificate(t *testing.T) {
-	p := nodetest.NewPKI(t)
-	stolen, err := p.CA.Issue(security.CertOptions{CommonName: "n1", Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
-	require.NoError(t, err)
-	_, err = security.Revoke(p.Dir, stolen.Cert.SerialNumber, time.Hour)
-	require.NoError(t, err)
-	member, err := tls.LoadX509KeyPair(p.Path("node-n1.crt"), p.Path("node-n1.key"))
-	require.NoError(t, err)
-	s := nodetest.StartStandalone(t, func(c *config.Config) {
-		p.SecureConfig(c)
-		c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile = p.Path("node-n1.crt"), p.Path("node-n1.key"), p.Path("ca.crt")
-		c.PeerCRLFile = p.Path(security.CRLFile)
-	})
+	p, stolen, member, s := startWithPeerRevokedKey(t, nil)
 	ctx := ctxT(t)
 
-	_, err = askLeases(ctx, p, s.Addr, stolen.TLS())
+	_, err := askLeases(ctx, p, s.Addr, stolen.TLS())
 	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "revoked for peers: %v", err)
 	pages, err := askLeases(ctx, p, s.Addr, member)
 	require.NoError(t, err)

@@ -223,17 +223,7 @@ func handshakeErrors(t *testing.T, in *nodetest.Instance) float64 {
 // forwards the same principal and is served as it
 // (docs/security.md#forwarding-keeps-the-callers-principal).
 func TestForwardedPrincipalRefusedFromPeerRevokedCertificate(t *testing.T) {
-	p := nodetest.NewPKI(t)
-	stolen, err := p.CA.Issue(security.CertOptions{CommonName: "n1", Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
-	require.NoError(t, err)
-	_, err = security.Revoke(p.Dir, stolen.Cert.SerialNumber, time.Hour)
-	require.NoError(t, err)
-	member, err := tls.LoadX509KeyPair(p.Path("node-n1.crt"), p.Path("node-n1.key"))
-	require.NoError(t, err)
-	s := nodetest.StartStandalone(t, func(c *config.Config) {
-		p.SecureConfig(c)
-		c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile = p.Path("node-n1.crt"), p.Path("node-n1.key"), p.Path("ca.crt")
-		c.PeerCRLFile = p.Path(security.CRLFile)
+	p, stolen, member, s := startWithPeerRevokedKey(t, func(c *config.Config) {
 		withSessionAuth(t, c) // alice may lock under s/
 	})
 	ctx := ctxT(t)
@@ -250,7 +240,7 @@ func TestForwardedPrincipalRefusedFromPeerRevokedCertificate(t *testing.T) {
 	}
 	thief, node := forwarding(stolen.TLS()), forwarding(member)
 
-	_, err = thief.Acquire(ctx, &ticketv1.AcquireRequest{Key: "s/fwd", LeaseMs: 60_000, Owner: "thief"})
+	_, err := thief.Acquire(ctx, &ticketv1.AcquireRequest{Key: "s/fwd", LeaseMs: 60_000, Owner: "thief"})
 	requireCode(t, connect.CodeUnauthenticated, err)
 	require.ErrorContains(t, err, "certificate revoked")
 	require.ErrorContains(t, err, "peer revocation list")
@@ -263,4 +253,29 @@ func TestForwardedPrincipalRefusedFromPeerRevokedCertificate(t *testing.T) {
 	requireCode(t, connect.CodeUnauthenticated, err)
 	_, err = node.Renew(ctx, &ticketv1.RenewRequest{Key: "s/fwd", Token: got.GetToken()})
 	require.NoError(t, err, "alice's lock is still held")
+}
+
+// startWithPeerRevokedKey starts a standalone secure node n1 whose peer
+// revocation list (peer_crl_file; client_crl_file unset) names an earlier
+// certificate of n1 (stolen: a key compromised, revoked and re-issued), and
+// returns the PKI, that certificate, n1's current one (member) and the node;
+// edit, when not nil, changes the configuration further.
+func startWithPeerRevokedKey(t *testing.T, edit func(*config.Config)) (nodetest.PKI, *security.KeyPair, tls.Certificate, *nodetest.Standalone) {
+	t.Helper()
+	p := nodetest.NewPKI(t)
+	stolen, err := p.CA.Issue(security.CertOptions{CommonName: "n1", Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
+	require.NoError(t, err)
+	_, err = security.Revoke(p.Dir, stolen.Cert.SerialNumber, time.Hour)
+	require.NoError(t, err)
+	member, err := tls.LoadX509KeyPair(p.Path("node-n1.crt"), p.Path("node-n1.key"))
+	require.NoError(t, err)
+	s := nodetest.StartStandalone(t, func(c *config.Config) {
+		p.SecureConfig(c)
+		c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile = p.Path("node-n1.crt"), p.Path("node-n1.key"), p.Path("ca.crt")
+		c.PeerCRLFile = p.Path(security.CRLFile)
+		if edit != nil {
+			edit(c)
+		}
+	})
+	return p, stolen, member, s
 }
