@@ -63,10 +63,12 @@ func TestWipedVoterRefusesToBootstrap(t *testing.T) {
 			eventually(t, func() bool { return recorded(ctx, n3, "n1", "n2", "n3") },
 				"n3 applied the record of every founding member")
 			c.Stop(2)
-			leader := c.Leader(t)
 			for i, key := range []string{"lost/1", "lost/2"} {
-				res, err := leader.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: 600_000, Owner: "first"})
-				require.NoError(t, err)
+				var res *ticketv1.AcquireResponse
+				require.NoError(t, c.OnLeader(t, func(leader *nodetest.Instance) (err error) {
+					res, err = leader.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: 600_000, Owner: "first"})
+					return err
+				}))
 				require.Equal(t, uint64(i+1), res.GetToken())
 			}
 			c.Stop(0)
@@ -81,7 +83,7 @@ func TestWipedVoterRefusesToBootstrap(t *testing.T) {
 			t.Logf("refused: %v", err)
 
 			c.Restart(t, 0)
-			leader = c.Leader(t)
+			leader := c.Leader(t)
 			for i, key := range []string{"lost/1", "lost/2"} {
 				h := held(t, leader, key)
 				assert.True(t, h.GetHeld(), "%s lost", key)

@@ -136,8 +136,15 @@ func TestRenewBatchOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three-node cluster")
 	}
-	// A buffer that a watcher in this busy process never overruns.
-	c := nodetest.Start(t, 3, nodetest.WithConfig(func(_ int, c *config.Config) { c.Limits.WatchBufferEvents = 1 << 16 }))
+	// A buffer that a watcher in this busy process never overruns; and a
+	// leader that stays one for the whole test (every renewal goes to it
+	// and must succeed): on a loaded machine the default 400 ms election
+	// timeout can pass between two heartbeats of three nodes sharing the
+	// CPU with the clients.
+	c := nodetest.Start(t, 3, nodetest.WithConfig(func(_ int, c *config.Config) {
+		c.Limits.WatchBufferEvents = 1 << 16
+		c.Raft.HeartbeatMS, c.Raft.ElectionTimeoutMS = 200, 5000
+	}))
 	leader, follower := c.Leader(t), c.Follower(t)
 	ctx := ctxT(t)
 	const clients = 12

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -389,6 +390,23 @@ func (c *Cluster) addressRecorded(i int, id string) bool {
 func (c *Cluster) Leader(t testing.TB) *Instance {
 	t.Helper()
 	return c.Nodes[c.WaitLeader(t)]
+}
+
+// OnLeader calls fn with the current leader until it returns an error other
+// than an Unavailable "not leader" (the node lost leadership before the
+// call: nothing was proposed, and a client retries on the new leader),
+// waiting at most 30 s; it returns fn's last error. A loaded machine can
+// delay heartbeats past the election timeout between c.Leader and the call.
+func (c *Cluster) OnLeader(t testing.TB, fn func(*Instance) error) error {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := fn(c.Leader(t))
+		if err == nil || connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "not leader") || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Follower returns a running node that is not the leader.
