@@ -29,7 +29,28 @@ func newPodman(t *testing.T) *podman {
 		}
 		t.Skip("podman is not installed (apt-get install podman runc)")
 	}
-	dir := t.TempDir()
+	// Not t.TempDir: after `podman rm` returns, podman's cleanup process
+	// (conmon's exit hook) may still be writing under storage for a moment,
+	// and TempDir's single RemoveAll then fails the test with "directory
+	// not empty"; the removal is retried for up to 30 s instead.
+	dir, err := os.MkdirTemp("", "ticketd-podman-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := os.RemoveAll(dir)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("remove podman's storage %s: %v", dir, err)
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
 	p := &podman{t: t, global: []string{
 		"--root", filepath.Join(dir, "storage"), "--runroot", filepath.Join(dir, "run"),
 		"--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "file",
