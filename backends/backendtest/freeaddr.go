@@ -20,6 +20,8 @@ import (
 // handed out that way. A random start spreads concurrent test processes
 // apart.
 //
+// A port another test process claimed (reservePort) is skipped.
+//
 // sdk/ticketdtest.PickAddrs picks the API clusters' ports by the same rule;
 // the backends module may not import sdk (docs/design.md#modules), and no
 // module both import holds I/O, hence this short copy of the rule.
@@ -28,8 +30,9 @@ func FreeAddr(t testing.TB) string {
 	handedOut.Lock()
 	defer handedOut.Unlock()
 	for range 20000 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lowPortMin+rand.IntN(lowPortMax-lowPortMin)))
-		if handedOut.addrs[addr] {
+		port := lowPortMin + rand.IntN(lowPortMax-lowPortMin)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if handedOut.addrs[addr] || !reservePort(port) {
 			continue
 		}
 		l, err := net.Listen("tcp", addr)

@@ -160,7 +160,8 @@ func FreeAddrs(t testing.TB, n int) []string {
 
 // PickAddrs is FreeAddrs for callers without a testing.TB (a benchmark's
 // clusters): the same ports, the same rule, one record of the ports handed
-// out per process. Errors: none free below the ephemeral range.
+// out per process, and the same claim against other test processes on the
+// machine (reservePort). Errors: none free below the ephemeral range.
 func PickAddrs(n int) ([]string, error) {
 	pickMu.Lock()
 	defer pickMu.Unlock()
@@ -169,8 +170,9 @@ func PickAddrs(n int) ([]string, error) {
 		if tries > 20000 {
 			return nil, fmt.Errorf("no free port below the ephemeral range")
 		}
-		addr := fmt.Sprintf("127.0.0.1:%d", lowPortMin+rand.IntN(lowPortMax-lowPortMin))
-		if pickedPorts[addr] {
+		port := lowPortMin + rand.IntN(lowPortMax-lowPortMin)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if pickedPorts[addr] || !reservePort(port) {
 			continue
 		}
 		ln, err := net.Listen("tcp", addr)
