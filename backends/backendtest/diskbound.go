@@ -4,15 +4,11 @@ package backendtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/ticketd/ticketd/backends"
@@ -170,31 +166,10 @@ func inParallel(ctx context.Context, t *testing.T, n int, fn func(ctx context.Co
 	}
 }
 
-// diskUsage returns the bytes allocated on disk (st_blocks, as du counts)
-// and the apparent size of every file under dir. Files removed while it
-// walks (compaction goes on) are skipped.
+// diskUsage is backends.DiskUsage of dir; an error ends the test.
 func diskUsage(t *testing.T, dir string) (allocated, apparent int64) {
 	t.Helper()
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil || d.IsDir() {
-			return err
-		}
-		fi, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			allocated += st.Blocks * 512
-		}
-		apparent += fi.Size()
-		return nil
-	})
+	allocated, apparent, err := backends.DiskUsage(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,41 +3,19 @@ package scale
 import (
 	"bufio"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/ticketd/ticketd/backends"
 )
 
 // dirBytes is the disk space the files under dir use: allocated blocks
-// (du), so preallocated but unwritten WAL segments count as what they
-// hold, not as their length.
+// (backends.DiskUsage), so preallocated but unwritten WAL segments count as
+// what they hold, not as their length.
 func dirBytes(dir string) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil // removed while walking (compaction, snapshot rotation)
-			}
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil
-			}
-			return err
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
-		} else {
-			total += fi.Size()
-		}
-		return nil
-	})
-	return total, err
+	allocated, _, err := backends.DiskUsage(dir)
+	return allocated, err
 }
 
 // rssBytes is the resident set of process pid (VmRSS of

@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/faults/nemesis"
@@ -92,7 +90,7 @@ func (k *target) moveToTmpfs(i int, free int64) error {
 	if err := os.Rename(dir, aside); err != nil {
 		return err
 	}
-	used, err := diskUsage(aside)
+	used, _, err := backends.DiskUsage(aside)
 	if err == nil {
 		err = os.Mkdir(dir, 0o700)
 	}
@@ -161,21 +159,6 @@ func (k *target) markLog(i int) {
 	if fi, err := os.Stat(k.c.Node(i).LogFile); err == nil {
 		k.logMark[i] = fi.Size()
 	}
-}
-
-// diskUsage returns the bytes of blocks the files under dir occupy.
-func diskUsage(dir string) (int64, error) {
-	var total int64
-	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
-		}
-		return nil
-	})
-	return total, err
 }
 
 func run(name string, args ...string) error {
