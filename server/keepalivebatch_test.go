@@ -134,10 +134,15 @@ func TestKeepAliveRoundOfEndedSession(t *testing.T) {
 	assert.Equal(t, 2, notFound)
 }
 
-// TestKeepAlivesShareEntriesOnBackends: on a real backend (badger in
-// t.TempDir()), 64 concurrent KeepAlives of one session write far fewer than
-// 64 log entries: they are counted as the applied index's advance, which
-// anything else applied meanwhile could only raise.
+// TestKeepAlivesShareEntriesOnBackends: on a real backend (its default log
+// store in t.TempDir()), bursts of 64 concurrent KeepAlives of one session
+// write fewer log entries than KeepAlives, counted as the applied index's
+// advance (anything else applied meanwhile could only raise it). Without
+// merging every burst writes exactly 64. How many a burst shares depends on
+// how the 64 goroutines are scheduled against the commits (on a quiet
+// machine a fast single-node commit may finish before the next KeepAlive
+// arrives), so the test sends up to 10 bursts and asks that one of them
+// shares entries; the exact merging is TestKeepAlivesShareEntries' job.
 func TestKeepAlivesShareEntriesOnBackends(t *testing.T) {
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
@@ -145,23 +150,27 @@ func TestKeepAlivesShareEntriesOnBackends(t *testing.T) {
 			in := c.Leader(t)
 			ctx := ctxT(t)
 			id := createSession(t, in, 10_000)
-			before := state(t, in).AppliedIndex
 
-			const n = 64
-			out := make(chan error, n)
-			for range n {
-				go func() {
-					_, err := in.Lock.KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
-					out <- err
-				}()
+			const n, bursts = 64, 10
+			shared := false
+			for b := 0; b < bursts && !shared; b++ {
+				before := state(t, in).AppliedIndex
+				out := make(chan error, n)
+				for range n {
+					go func() {
+						_, err := in.Lock.KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: id})
+						out <- err
+					}()
+				}
+				for range n {
+					require.NoError(t, <-out)
+				}
+				entries := state(t, in).AppliedIndex - before
+				t.Logf("%s: burst %d: %d KeepAlives wrote %d entries", backend, b+1, n, entries)
+				require.GreaterOrEqual(t, entries, uint64(1))
+				shared = entries < n
 			}
-			for range n {
-				require.NoError(t, <-out)
-			}
-			entries := state(t, in).AppliedIndex - before
-			t.Logf("%s: %d KeepAlives wrote %d entries", backend, n, entries)
-			assert.LessOrEqual(t, entries, uint64(n/2), "without merging: one entry per KeepAlive")
-			assert.GreaterOrEqual(t, entries, uint64(1))
+			assert.True(t, shared, "no burst of %d KeepAlives shared an entry: one entry per KeepAlive", n)
 		})
 	}
 }
