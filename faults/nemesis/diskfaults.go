@@ -147,7 +147,9 @@ func (e *Executor) injectDisk(f Fault) (heal func(context.Context) error, nodes 
 
 // diskFullOutcome waits for node i, started on a full disk with its log
 // durably ending at index before, to stop, and says what went wrong: it
-// exited without saying the disk is full; it appended entries on the full
+// died of a Go panic (its fail-stop exits with status 1 and no crash dump,
+// docs/operations.md#failure-handling); it exited without saying the disk
+// is full; it appended entries on the full
 // disk (its watermark passed before), whether it then stopped or not; or
 // it still runs and no entry reached it in time (the fault was not
 // exercised: reported, not taken as a pass).
@@ -155,6 +157,8 @@ func diskFullOutcome(ctx context.Context, dt DiskTarget, i int, before uint64) e
 	exited, why, interrupted := waitExited(ctx, dt, i, diskFullWait)
 	end, err := dt.LogEnd(i)
 	switch {
+	case exited && strings.HasPrefix(why, "panic"):
+		return fmt.Errorf("nemesis: node %d on a full disk stopped with a Go panic, not its fail-stop exit: log %q", i, why)
 	case exited && !strings.Contains(why, "disk full"):
 		return fmt.Errorf("nemesis: node %d on a full disk exited without saying the disk is full: log %q", i, why)
 	case err != nil:

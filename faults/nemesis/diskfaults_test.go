@@ -64,6 +64,8 @@ func TestExecutorDiskFaults(t *testing.T) {
 		// watermark, even when the run ends first.
 		{"disk_full_appended", nemesis.Fault{Kind: nemesis.DiskFull, Duration: ms, Pick: 1}, false, "", []uint64{10, 12},
 			[]string{"kill 1", "fill 1", "start 1", "kill 1", "free 1", "start 1"}, "appended entries 11-12"},
+		{"disk_full_panicked", nemesis.Fault{Kind: nemesis.DiskFull, Duration: ms, Pick: 1}, true, `panic: failed to save current term: badgerlog: disk full`, []uint64{10},
+			[]string{"kill 1", "fill 1", "start 1", "kill 1", "free 1", "start 1"}, "stopped with a Go panic"},
 		{"disk_full_stopped_late", nemesis.Fault{Kind: nemesis.DiskFull, Duration: ms, Pick: 1}, true, "fatal: disk full", []uint64{10, 11},
 			[]string{"kill 1", "fill 1", "start 1", "kill 1", "free 1", "start 1"}, "appended entries 11-11 (exited true)"},
 		{"disk_full_not_exercised", nemesis.Fault{Kind: nemesis.DiskFull, Duration: ms, Pick: 1}, false, "", []uint64{10},
