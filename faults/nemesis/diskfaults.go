@@ -28,9 +28,10 @@ const (
 	// less free space than the node keeps in reserve before each write,
 	// every file of its data dir holding the space it held (a
 	// preallocated segment stays allocated, as on the disk it came from);
-	// its first log append (or snapshot) must stop it with an error that
-	// says the disk is full (not a SIGBUS from inside badger), and it must
-	// append nothing while the disk is full. The disk stays full for
+	// its first log append (or snapshot) must stop it with its fail-stop
+	// exit, an error that says the disk is full (not a SIGBUS from inside
+	// badger, nor a Go panic), and it must append nothing while the disk
+	// is full. The disk stays full for
 	// Duration and then until the node has stopped (at most
 	// diskFullWait); healed by moving its data back to a roomy file
 	// system and starting it again.
