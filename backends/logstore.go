@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/ticketd/ticketd/backends/internal/watermark"
 )
 
 // Raft log stores (Config.LogStore; ticketd's raft.log_store and
@@ -181,6 +183,18 @@ func NewestLogFile(dataDir string) (path, store string, err error) {
 	}
 	slices.Sort(files)
 	return files[len(files)-1], store, nil
+}
+
+// DurableLogEnd returns the last index that dataDir's watermark records as
+// durably appended (docs/design.md#storage-and-recovery): a node whose log
+// lost or changed an entry at or below it refuses to start, while an
+// entry above it may be one a crash took before its append returned. For
+// fault injection that damages a stopped node's log, and for watching a
+// running node's appends (the mark is read without opening it for
+// writing). Errors: the watermark's (missing or damaged).
+func DurableLogEnd(dataDir string) (uint64, error) {
+	m, err := watermark.Read(dataDir)
+	return m.LastIndex, err
 }
 
 // ReadLogStore returns the log store recorded in dataDir/LogStoreFile, or

@@ -8,10 +8,11 @@
 // (hosts in network namespaces, faults/hosts) it also injects real network
 // faults (NetKinds): a link set down, a flapping link, and a node restarted
 // on a new address; there, cut links are blackhole routes. Over a DiskTarget
-// it also injects disk faults (DiskKinds): damaged bytes near the
-// end of a node's newest badger log file (the node must refuse to start)
-// and a full disk (the node must stop, saying so). Over a PowerTarget (data
-// dirs on faults/powerfs) it cuts the power of every node at once
+// it also injects disk faults (DiskKinds): damaged bytes in the payload of
+// an entry a node's log store appended (DamageSpot finds one in the
+// store's own file format; the node must refuse to start) and a full disk
+// (the node must stop at its first append, saying so). Over a PowerTarget
+// (data dirs on faults/powerfs) it cuts the power of every node at once
 // (PowerKinds): every write not made durable is lost, then all restart.
 //
 // A Schedule is generated from a seed and a Config alone, so printing the
