@@ -29,11 +29,11 @@ import (
 // and the snapshot is cut short (docs/security.md#stalled-readers).
 //   - Over HTTP/1.1 the stream is the connection: the write the limit
 //     cuts fails and the node closes the connection.
-//   - Over HTTP/2 the stream is reset once the frame being written when
-//     the limit passed is out, which the socket buffers' slack allows on
-//     Linux; were the socket stuck for good, the connection would be
-//     closed once no byte could be written to it for the limit
-//     (WriteByteTimeout). Either ends the stream.
+//   - Over HTTP/2 the stream's reset is a frame queued behind the one
+//     stuck in the socket: the stream ends with it, or with the
+//     connection, which the node closes once no byte could be written to
+//     it for the limit (WriteByteTimeout). Without that bound the frame
+//     writer waits on the socket for ever, and the handler with it.
 //
 // The lock table stands on the in-memory consensus stand-in: only its
 // size matters here.
