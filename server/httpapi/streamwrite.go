@@ -107,9 +107,14 @@ func StreamEnding(ctx context.Context) {
 // way the pending write returns an error, the request's context ends, and
 // every later Write and Flush fails at once.
 //
-// One timer per stream, reset per message, so a message that goes out in
-// time costs no round trip through the HTTP/2 connection's serve loop, as
-// setting and lifting a write deadline for every message would.
+// A message that goes out in time costs a lock and a clock reading: no
+// round trip through the HTTP/2 connection's serve loop, as setting and
+// lifting a write deadline for every message would, and no timer update
+// either (resetting the timer for every message cost about 4 µs a
+// message, against 0.1 µs, in BenchmarkStreamMessage on a busy machine):
+// the stream's one timer is set only when it is not set already, and when
+// it goes off before what is due by then it sets itself for that, so it
+// runs about once per limit at most.
 //
 // The ResponseWriter is touched from the timer only while the handler
 // runs: finish marks the handler done and waits for a reset in progress.
@@ -122,6 +127,7 @@ type streamWriter struct {
 
 	mu      sync.Mutex
 	timer   *time.Timer   // made at the first message; fire runs on it
+	armed   bool          // timer is set, to go off at or before dueLocked
 	msgDue  time.Time     // the message being written must be out by then; zero: none pending
 	restDue time.Time     // set by ending: everything still written must be out by then
 	cutting chan struct{} // set when fire resets the stream, closed once it has
@@ -178,13 +184,13 @@ func (s *streamWriter) begin() error {
 	return nil
 }
 
-// end ends the pending message: the timer stops, unless the stream is
-// ending (then the rest's bound still runs).
+// end ends the pending message. The timer is left as it is: it finds
+// nothing due (or the next message's bound, or the rest's) when it goes
+// off.
 func (s *streamWriter) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.msgDue = time.Time{}
-	s.armLocked()
 }
 
 // ending bounds the rest of the stream, whole, to limit from now (the
@@ -210,28 +216,34 @@ func (s *streamWriter) dueLocked() time.Time {
 	return s.restDue
 }
 
-// armLocked sets the timer to dueLocked, or stops it when nothing is due.
-// A stale firing (the timer went off just as the message was written) finds
-// nothing due, or a later due, and does nothing.
+// armLocked makes sure the timer goes off by dueLocked: a timer already
+// set goes off sooner (every bound is set later than those before it, so
+// it ends later), and fire then sets it for what is due.
 func (s *streamWriter) armLocked() {
 	due := s.dueLocked()
-	switch {
-	case due.IsZero():
-		if s.timer != nil {
-			s.timer.Stop()
-		}
-	case s.timer == nil:
+	if s.armed || s.done || due.IsZero() {
+		return
+	}
+	s.armed = true
+	if s.timer == nil {
 		s.timer = time.AfterFunc(time.Until(due), s.fire)
-	default:
+	} else {
 		s.timer.Reset(time.Until(due))
 	}
 }
 
-// fire resets the stream if what is due is still not written.
+// fire resets the stream if what is due is still not written, and sets the
+// timer again if something is due later.
 func (s *streamWriter) fire() {
 	s.mu.Lock()
+	s.armed = false
 	due := s.dueLocked()
-	if s.done || s.cutting != nil || due.IsZero() || time.Now().Before(due) {
+	if s.done || s.cutting != nil || due.IsZero() {
+		s.mu.Unlock()
+		return
+	}
+	if time.Now().Before(due) {
+		s.armLocked()
 		s.mu.Unlock()
 		return
 	}
