@@ -1,13 +1,9 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,8 +12,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
@@ -128,8 +122,9 @@ func TestLeaseRemainingCutsStalledReader(t *testing.T) {
 	_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "stall/a", LeaseMs: 60_000, Owner: "o"})
 	require.NoError(t, err)
 
-	rst := stalledLeaseReader(t, in.Addr)
-	require.Equal(t, uint32(1), rst.StreamID)
+	raw := dialRawH2(t, in.Addr, 0)
+	id := raw.openStream(peerpbconnect.PeerServiceLeaseRemainingProcedure, &peerpb.LeaseRemainingRequest{Term: 1})
+	require.Empty(t, raw.awaitReset(id, "LeaseRemaining").data, "no byte is sent without a window")
 
 	// A reader that reads is answered in full, over HTTP/2 ...
 	pc := peerpbconnect.NewPeerServiceClient(nodetest.H2CClient(), "http://"+in.Addr)
@@ -157,60 +152,4 @@ func readLeases(ctx context.Context, pc peerpbconnect.PeerServiceClient) ([]*pee
 		pages = append(pages, stream.Msg())
 	}
 	return pages, stream.Err()
-}
-
-// stalledLeaseReader calls PeerService.LeaseRemaining at addr (h2c, the
-// Connect protocol) on a raw HTTP/2 connection whose SETTINGS give every
-// stream an initial flow-control window of 0 and that never sends a
-// WINDOW_UPDATE: the node may send the response headers but no byte of
-// the answer. It returns the RST_STREAM that ends the call's stream; the
-// test fails if the stream ends otherwise, or nothing ends it within
-// safety.
-func stalledLeaseReader(t *testing.T, addr string) *http2.RSTStreamFrame {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer func() { _ = conn.Close() }()
-	_, err = io.WriteString(conn, http2.ClientPreface)
-	require.NoError(t, err)
-	fr := http2.NewFramer(conn, conn)
-	require.NoError(t, fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}))
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range []hpack.HeaderField{
-		{Name: ":method", Value: http.MethodPost}, {Name: ":scheme", Value: "http"},
-		{Name: ":authority", Value: addr}, {Name: ":path", Value: peerpbconnect.PeerServiceLeaseRemainingProcedure},
-		{Name: "content-type", Value: "application/connect+proto"}, {Name: "connect-protocol-version", Value: "1"},
-	} {
-		require.NoError(t, enc.WriteField(f))
-	}
-	require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}))
-	msg, err := proto.Marshal(&peerpb.LeaseRemainingRequest{Term: 1})
-	require.NoError(t, err)
-	envelope := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))) // Connect envelope: flags, length
-	require.NoError(t, fr.WriteData(1, true, append(envelope, msg...)))
-
-	require.NoError(t, conn.SetReadDeadline(time.Now().Add(safety)))
-	for {
-		f, err := fr.ReadFrame()
-		require.NoError(t, err, "the node ends the stalled stream")
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				require.NoError(t, fr.WriteSettingsAck())
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				require.NoError(t, fr.WritePing(true, f.Data))
-			}
-		case *http2.RSTStreamFrame:
-			return f
-		case *http2.GoAwayFrame:
-			require.Failf(t, "connection ended", "GOAWAY %v", f.ErrCode)
-		case *http2.DataFrame:
-			require.Failf(t, "data without a window", "%d bytes on stream %d", len(f.Data()), f.StreamID)
-		case *http2.HeadersFrame:
-			require.False(t, f.StreamEnded(), "the stream ended without an answer")
-		}
-	}
 }

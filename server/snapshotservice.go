@@ -35,7 +35,10 @@ const snapshotChunkBytes = 1 << 20
 // identity (server/e2e/auth_stream_test.go).
 //
 // Errors (connect codes via errmap): Unavailable (no leader, shutting
-// down), DeadlineExceeded/Canceled (ctx), or the stream's send error.
+// down), DeadlineExceeded/Canceled (ctx), or the stream's send error. A
+// chunk the client does not take within limits.stream_write_timeout_ms
+// resets the stream (httpapi, streamwrite.go), so a reader that stalls
+// does not keep the snapshot copy for as long as its connection lives.
 func (s *clusterService) Snapshot(ctx context.Context, req *ticketv1.SnapshotRequest, stream *connect.ServerStream[ticketv1.SnapshotChunk]) error {
 	n := s.n
 	leader, here, err := n.route(ctx)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
+	"github.com/ticketd/ticketd/server/httpapi"
 	"github.com/ticketd/ticketd/server/security"
 	"github.com/ticketd/ticketd/server/watch"
 )
@@ -31,7 +32,9 @@ const appliedPoll = 2 * time.Millisecond
 // too long), OutOfRange with a WatchOutOfRange detail (start_index below the
 // retained history), ResourceExhausted (too slow, or too many watchers),
 // Unavailable (node shutting down, no leader). A principal at its watchers
-// quota (docs/security.md#quotas) gets ResourceExhausted naming it.
+// quota (docs/security.md#quotas) gets ResourceExhausted naming it. An
+// event the client does not take within limits.stream_write_timeout_ms
+// resets the stream (httpapi, streamwrite.go; docs/security.md#stalled-readers).
 func (s *lockService) Watch(ctx context.Context, req *ticketv1.WatchRequest, stream *connect.ServerStream[ticketv1.WatchEvent]) error {
 	return s.watch(ctx, req, stream.Send)
 }
@@ -113,24 +116,43 @@ func (n *Node) serveWatch(ctx context.Context, req *ticketv1.WatchRequest, send 
 		}
 	}
 	for {
+		// An ended watcher goes first, before the events it still holds:
+		// endWatch sends those under the bound of the stream's ending.
+		select {
+		case <-w.Done():
+			return endWatch(ctx, w, sendEv)
+		default:
+		}
 		select {
 		case ev := <-w.Events():
 			if err := sendEv(ev); err != nil {
 				return err
 			}
 		case <-w.Done():
-			for {
-				select {
-				case ev := <-w.Events():
-					if err := sendEv(ev); err != nil {
-						return err
-					}
-				default:
-					return w.Err()
-				}
-			}
+			return endWatch(ctx, w, sendEv)
 		case <-ctx.Done():
 			return nil
+		}
+	}
+}
+
+// endWatch sends the events w still holds after the hub ended it (too
+// slow, node shutting down, history dropped), then returns why it ended.
+// From here what the stream still writes, those events and its error, is
+// bounded whole by one stream write limit (httpapi.StreamEnding), not by
+// one limit per message: a watcher ended as too slow holds up to a full
+// buffer, and a client reading just under the per-message limit would
+// otherwise keep the handler and that buffer for as many limits.
+func endWatch(ctx context.Context, w *watch.Watcher, sendEv func(watch.Event) error) error {
+	httpapi.StreamEnding(ctx)
+	for {
+		select {
+		case ev := <-w.Events():
+			if err := sendEv(ev); err != nil {
+				return err
+			}
+		default:
+			return w.Err()
 		}
 	}
 }

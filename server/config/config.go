@@ -222,6 +222,15 @@ type Limits struct {
 	BodyReadTimeoutMS int64 `koanf:"body_read_timeout_ms"`
 	// IdleTimeoutMS closes a keep-alive connection idle this long, in milliseconds.
 	IdleTimeoutMS int64 `koanf:"idle_timeout_ms"`
+	// StreamWriteTimeoutMS bounds the writing of each message of a stream
+	// the API sends (Watch, Snapshot, gRPC health's Watch; key
+	// "limits.stream_write_timeout_ms", default 30000), in milliseconds,
+	// from its first byte: a stream whose client stops reading is reset
+	// (HTTP/2 RST_STREAM; the connection's other streams go on) and its
+	// handler returns. It is per message, not per stream: a watch idle
+	// for hours is never cut. An HTTP/2 connection on which no byte can be
+	// written for as long is closed. 0: no bound.
+	StreamWriteTimeoutMS int64 `koanf:"stream_write_timeout_ms"`
 	// MaxHeaderBytes bounds a request's headers, in bytes.
 	MaxHeaderBytes int `koanf:"max_header_bytes"`
 	// WatchHistoryEntries is the most watch events a node retains for
@@ -282,7 +291,7 @@ func DefaultConfig() Config {
 		Lease:    Lease{MinMS: 100, MaxMS: 600_000, MaxLockDelayMS: 60_000},
 		Limits: Limits{MaxLocks: 1_000_000, MaxWaitersPerKey: 1024, MaxSessions: 100_000, MaxLocksPerSession: 1000,
 			MaxSessionsPerPrincipal: 1000, MaxConnections: 4096, MaxConcurrentStreams: 250,
-			ReadHeaderTimeoutMS: 10_000, BodyReadTimeoutMS: 30_000, IdleTimeoutMS: 120_000,
+			ReadHeaderTimeoutMS: 10_000, BodyReadTimeoutMS: 30_000, IdleTimeoutMS: 120_000, StreamWriteTimeoutMS: 30_000,
 			MaxHeaderBytes:      64 << 10,
 			WatchHistoryEntries: 10_000, WatchHistoryBytes: 16 << 20, MaxWatchers: 10_000, WatchBufferEvents: 1024},
 		Raft: Raft{SnapshotThreshold: 8192},
@@ -322,6 +331,7 @@ var keys = []struct {
 	{"limits.read_header_timeout_ms", "time to read request headers or finish a TLS handshake, in milliseconds", func(c *Config) any { return c.Limits.ReadHeaderTimeoutMS }},
 	{"limits.body_read_timeout_ms", "time to read a request body (HTTP/1.1 and HTTP/2), in milliseconds", func(c *Config) any { return c.Limits.BodyReadTimeoutMS }},
 	{"limits.idle_timeout_ms", "keep-alive connections idle this long are closed, in milliseconds", func(c *Config) any { return c.Limits.IdleTimeoutMS }},
+	{"limits.stream_write_timeout_ms", "time to write one message of a stream (Watch, Snapshot) to its client, in milliseconds; past it the stream is reset (0: no bound)", func(c *Config) any { return c.Limits.StreamWriteTimeoutMS }},
 	{"limits.watch_history_entries", "most watch events retained for resuming watchers", func(c *Config) any { return c.Limits.WatchHistoryEntries }},
 	{"limits.watch_history_bytes", "memory bound of the retained watch events, in bytes", func(c *Config) any { return c.Limits.WatchHistoryBytes }},
 	{"limits.max_watchers", "most Watch streams open at once on a node (0: no cap)", func(c *Config) any { return c.Limits.MaxWatchers }},
@@ -567,7 +577,8 @@ func (c Config) Validate() error {
 		return bad("negative limit")
 	}
 	if c.Limits.MaxConnections < 0 || c.Limits.MaxConcurrentStreams < 0 || c.Limits.ReadHeaderTimeoutMS < 0 ||
-		c.Limits.BodyReadTimeoutMS < 0 || c.Limits.IdleTimeoutMS < 0 || c.Limits.MaxHeaderBytes < 0 || c.Raft.MaxMessageBytes < 0 {
+		c.Limits.BodyReadTimeoutMS < 0 || c.Limits.IdleTimeoutMS < 0 || c.Limits.StreamWriteTimeoutMS < 0 || c.Limits.MaxHeaderBytes < 0 ||
+		c.Raft.MaxMessageBytes < 0 {
 		return bad("negative limit")
 	}
 	if c.Limits.WatchHistoryEntries < 1 || c.Limits.WatchHistoryBytes < 1 || c.Limits.WatchBufferEvents < 1 || c.Limits.MaxWatchers < 0 {

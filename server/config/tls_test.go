@@ -19,7 +19,7 @@ func TestSecurityFlagsKeepEtcdNames(t *testing.T) {
 		"--peer-cert-file=/c/p.crt", "--peer-key-file=/c/p.key", "--peer-trusted-ca-file=/c/ca.crt", "--peer-crl-file=/c/peer.crl",
 		"--metrics-cert-file=/c/m.crt", "--metrics-key-file=/c/m.key",
 		"--insecure", "--cors-allowed-origins=https://a.example, https://b.example", "--listen-metrics-addr=127.0.0.1:9100",
-		"--limits-max-connections=10",
+		"--limits-max-connections=10", "--limits-stream-write-timeout-ms=2500",
 	}))
 	c, err := config.Load("", []string{"TICKETD_BODY_READ_TIMEOUT_MS=1", "TICKETD_LIMITS_IDLE_TIMEOUT_MS=5000"}, fs)
 	require.NoError(t, err)
@@ -31,6 +31,8 @@ func TestSecurityFlagsKeepEtcdNames(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:9100", c.ListenMetricsAddr)
 	assert.Equal(t, 10, c.Limits.MaxConnections)
 	assert.Equal(t, int64(5000), c.Limits.IdleTimeoutMS)
+	assert.Equal(t, int64(2500), c.Limits.StreamWriteTimeoutMS)
+	assert.Equal(t, int64(30_000), config.DefaultConfig().Limits.StreamWriteTimeoutMS)
 	require.NoError(t, c.Validate())
 }
 
@@ -44,6 +46,7 @@ func TestSecurityValidation(t *testing.T) {
 		{"ca_without_cert", func(c *config.Config) { c.TrustedCAFile = "ca" }},
 		{"peer_without_ca", func(c *config.Config) { c.PeerCertFile, c.PeerKeyFile = "x", "y" }},
 		{"negative_limit", func(c *config.Config) { c.Limits.MaxConnections = -1 }},
+		{"negative_stream_write_timeout", func(c *config.Config) { c.Limits.StreamWriteTimeoutMS = -1 }},
 		{"bad_metrics_addr", func(c *config.Config) { c.ListenMetricsAddr = "nope" }},
 		{"client_crl_without_ca", func(c *config.Config) { c.CertFile, c.KeyFile, c.ClientCRLFile = "x", "y", "crl" }},
 		{"peer_crl_without_peer_tls", func(c *config.Config) { c.PeerCRLFile = "crl" }},

@@ -18,6 +18,10 @@
 //     and which connection makes room for a new one.
 //   - bodytimeout.go: the bound on reading a request body
 //     (limits.body_read_timeout_ms).
+//   - streamwrite.go: the bound on writing each message of a stream
+//     (limits.stream_write_timeout_ms), and StreamEnding, the bound on
+//     what a stream still writes once its handler ends it.
+//   - writelimit.go: the bound on writing a whole PeerService answer.
 //   - cors.go: browser origins (cors_allowed_origins).
 //   - probes.go: /livez and /readyz, Kubernetes style.
 //   - hints.go: one-line answers to a call without Content-Type or to a

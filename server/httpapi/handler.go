@@ -30,7 +30,8 @@ const maxRequestBytes = 1 << 20
 // handler builds the HTTP handler: both services and, when set, the peer
 // service (its answers written within PeerCallLimit, writelimit.go), health, reflection, the web console, the probes and, unless it
 // has its own listener (listen_metrics_addr), /metrics. Around it, from the outside in: the
-// unary calls served on the workers (workerpool.go), CORS when origins are
+// unary calls served on the workers (workerpool.go), the write bound on
+// each message of a stream (streamwrite.go), CORS when origins are
 // allowed (cors.go), the caller recorded for the audit log
 // (auditcaller.go), the request-body read timeout (bodytimeout.go) and the
 // hints for malformed calls (hints.go).
@@ -63,7 +64,25 @@ func (s *Server) handler(c Config) http.Handler {
 		mux.Handle("/metrics", s.metricsHandler)
 	}
 	body := ms(c.Config.Limits.BodyReadTimeoutMS)
-	return s.workers.wrap(withCORS(c.Config.CORSAllowedOrigins, withCaller(withBodyTimeout(body, withHints(mux)))))
+	h := withCORS(c.Config.CORSAllowedOrigins, withCaller(withBodyTimeout(body, withHints(mux))))
+	return s.workers.wrap(withStreamWriteLimit(ms(c.Config.Limits.StreamWriteTimeoutMS), apiStreams(), c.Log.Named("http"), h))
+}
+
+// apiStreams is the paths of every procedure mounted here that sends a
+// stream: Watch, Snapshot, PeerService's LeaseRemaining, gRPC health's
+// Watch and reflection's (bidirectional) ServerReflectionInfo.
+func apiStreams() map[string]bool {
+	return streamProcedures(map[string]string{
+		ticketv1connect.LockServiceName:    ticketv1connect.LockServiceName,
+		ticketv1connect.ClusterServiceName: ticketv1connect.ClusterServiceName,
+		peerpbconnect.PeerServiceName:      peerpbconnect.PeerServiceName,
+		// grpchealth and grpcreflect register their copies of gRPC's
+		// schemas under a package of their own (to stay clear of
+		// grpc-go's), and serve v1alpha reflection with v1's.
+		grpchealth.HealthV1ServiceName:        "connectext." + grpchealth.HealthV1ServiceName,
+		grpcreflect.ReflectV1ServiceName:      "connectext." + grpcreflect.ReflectV1ServiceName,
+		grpcreflect.ReflectV1AlphaServiceName: "connectext." + grpcreflect.ReflectV1ServiceName,
+	})
 }
 
 // recoverPanic answers a handler's panic with Internal, logging it with

@@ -62,7 +62,7 @@ var apiMethods = sync.OnceValue(func() map[string]protoreflect.MethodDescriptor 
 	return paths
 })
 
-// serviceDescriptor returns the ticket.v1 service named full, nil if none.
+// serviceDescriptor returns the registered service named full, nil if none.
 func serviceDescriptor(full string) protoreflect.ServiceDescriptor {
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(full))
 	if err != nil {

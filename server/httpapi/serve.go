@@ -18,7 +18,11 @@ import (
 // protocols (h2c, or HTTP/1.1 and HTTP/2 over TLS when the node has a
 // certificate, with client certificates required under client_cert_auth),
 // the header, idle and stream limits, and the connection cap's ConnState
-// hook (connlimit.go).
+// hook (connlimit.go). An HTTP/2 connection on which no byte can be
+// written for limits.stream_write_timeout_ms is closed
+// (WriteByteTimeout): a client that stops reading its socket altogether
+// stalls every stream of the connection, and the reset of one stream
+// (streamwrite.go) is itself a frame that cannot be sent then.
 func (s *Server) newAPIServer(c Config) *http.Server {
 	l := c.Config.Limits
 	srv := &http.Server{
@@ -28,7 +32,7 @@ func (s *Server) newAPIServer(c Config) *http.Server {
 		ReadHeaderTimeout: ms(l.ReadHeaderTimeoutMS),
 		IdleTimeout:       ms(l.IdleTimeoutMS),
 		MaxHeaderBytes:    l.MaxHeaderBytes,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: l.MaxConcurrentStreams},
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: l.MaxConcurrentStreams, WriteByteTimeout: ms(l.StreamWriteTimeoutMS)},
 		ConnState:         s.limiter.connState,
 	}
 	if s.apiCert != nil {

@@ -20,7 +20,10 @@ import (
 // every write: a reader that takes a few bytes now and then would keep an
 // idle timeout from ever firing. So it suits only calls whose answer is
 // useless after a known time (PeerService: the caller's own deadline), not
-// streams meant to stay open (Watch).
+// streams meant to stay open (Watch): those have a bound on each message
+// instead (streamwrite.go), which a whole-response deadline set here
+// composes with (streamwrite.go never sets a deadline of its own but to
+// reset the stream).
 func withWriteLimit(d time.Duration, h http.Handler) http.Handler {
 	if d <= 0 {
 		return h
