@@ -263,8 +263,8 @@ func renewalLoad(t *testing.T, ctx context.Context, in *nodetest.Instance, prefi
 	}
 }
 
-// TestRenewBatchWaitsForEveryMember: a real three-node cluster in a
-// rolling upgrade, with one node still saying it applies command versions
+// TestRenewBatchWaitsForEveryMember: a real three-node cluster of each
+// backend in a rolling upgrade, with one node still saying it applies command versions
 // only up to 3 (an older binary). Under a renewal load that makes the
 // leader write RenewBatch entries on an upgraded cluster
 // (TestRenewBatchOnCluster), no node applies one; once that node is
@@ -274,12 +274,18 @@ func TestRenewBatchWaitsForEveryMember(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three-node cluster")
 	}
+	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
+		t.Run(backend, func(t *testing.T) { renewBatchWaitsForEveryMember(t, backend) })
+	}
+}
+
+func renewBatchWaitsForEveryMember(t *testing.T, backend string) {
 	const old = 2
 	var batches [3]atomic.Int64
 	options := func(i int) []server.Option { return []server.Option{countBatches(&batches[i])} }
 	// One leader for the whole load (every renewal goes to it and must
 	// succeed), as in TestRenewBatchOnCluster.
-	c := nodetest.Start(t, 3, nodetest.WithConfig(func(_ int, c *config.Config) {
+	c := nodetest.Start(t, 3, nodetest.WithBackend(backend), nodetest.WithConfig(func(_ int, c *config.Config) {
 		c.Raft.HeartbeatMS, c.Raft.ElectionTimeoutMS = 200, 5000
 	}), nodetest.WithServerOptions(func(i int) []server.Option {
 		if i == old {
@@ -326,16 +332,23 @@ func TestRenewBatchWaitsForEveryMember(t *testing.T) {
 	assert.Positive(t, metric(t, leader, "ticketd_renewals_batched_total"))
 }
 
-// TestJoinOfAnOlderBinaryRefused: on a real cluster, a new node that says it
-// applies command versions only up to 3 asks to join (config join): the
-// leader refuses it with FailedPrecondition and the reason, and it stays
-// out of the configuration; restarted on this release, it joins.
+// TestJoinOfAnOlderBinaryRefused: on a real cluster of each backend, a new
+// node that says it applies command versions only up to 3 asks to join
+// (config join): the leader refuses it with FailedPrecondition and the
+// reason, and it stays out of the configuration; restarted on this
+// release, it joins.
 func TestJoinOfAnOlderBinaryRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("four-node cluster")
 	}
+	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
+		t.Run(backend, func(t *testing.T) { joinOfAnOlderBinaryRefused(t, backend) })
+	}
+}
+
+func joinOfAnOlderBinaryRefused(t *testing.T, backend string) {
 	const joiner = 3
-	c := nodetest.Start(t, 3, nodetest.WithServerOptions(func(i int) []server.Option {
+	c := nodetest.Start(t, 3, nodetest.WithBackend(backend), nodetest.WithServerOptions(func(i int) []server.Option {
 		if i == joiner {
 			return []server.Option{server.WithCommandVersion(core.CommandVersion3)}
 		}
