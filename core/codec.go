@@ -32,6 +32,12 @@ const (
 	// with it: a node too old to know it stops on the entry (unknown
 	// version) instead of skipping renewals the others apply.
 	CommandVersion4 byte = 4
+	// MaxCommandVersion is the highest envelope version this build's Decode
+	// accepts: what a node publishes as the highest command version it
+	// applies (StatusResponse.max_command_version), so that a leader writes
+	// an entry of a newer version only once every member applies it
+	// (docs/design.md#replicated-commands, etcd's cluster version).
+	MaxCommandVersion = CommandVersion4
 )
 
 // Encode returns the wire form of c: an envelope version byte (CommandVersion;
@@ -123,7 +129,7 @@ func Decode(b []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: empty entry", ErrDecode)
 	}
 	version := b[0]
-	if version < CommandVersion || version > CommandVersion4 {
+	if version < CommandVersion || version > MaxCommandVersion {
 		return Command{}, fmt.Errorf("%w: unknown command version %d", ErrDecode, version)
 	}
 	var m corepb.Command

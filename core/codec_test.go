@@ -221,7 +221,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"nil_entry", nil},
 		{"empty_entry", []byte{}},
 		{"version_zero", marshalEntry(t, 0, grant)},
-		{"unknown_version", marshalEntry(t, core.CommandVersion4+1, grant)},
+		{"unknown_version", marshalEntry(t, core.MaxCommandVersion+1, grant)},
 		{"renew_batch_in_version_3", marshalEntry(t, core.CommandVersion3,
 			&corepb.Command{Op: &corepb.Command_RenewBatch{RenewBatch: &corepb.RenewBatch{Sessions: []uint64{1}}}})},
 		{"empty_renew_batch", marshalEntry(t, core.CommandVersion4,

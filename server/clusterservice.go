@@ -43,6 +43,7 @@ func (s *clusterService) Status(context.Context, *ticketv1.StatusRequest) (*tick
 		ReplayTargetIndex: st.RecoveredCommitIndex,
 		LeasesTracked:     int64(n.lessor.Len()),
 		SessionsOpen:      int64(n.sm.SessionLen()),
+		MaxCommandVersion: uint32(n.commandVersion),
 	}
 	if st.Leader.ID != "" {
 		out.LeaderAddr, _ = n.sm.MemberAPIAddr(st.Leader.ID)
@@ -89,9 +90,11 @@ func (n *Node) hasMember(id string) bool {
 // member directory. Adding an existing member updates its addresses. The
 // leader refuses (ErrUnsafeMembership, FailedPrecondition) a member whose
 // api_addr does not answer Status as that member (over TLS: with a
-// certificate valid for that address), and a change after which the voters
-// that are up would not form a quorum (etcd --strict-reconfig-check). Every
-// request is logged with its caller.
+// certificate valid for that address), a member whose Status says it
+// applies fewer command versions than the leader (it could stop on an entry
+// already in the log: commandversion.go), and a change after which the
+// voters that are up would not form a quorum (etcd --strict-reconfig-check).
+// Every request is logged with its caller.
 func (s *clusterService) AddMember(ctx context.Context, req *ticketv1.AddMemberRequest) (*ticketv1.AddMemberResponse, error) {
 	n := s.n
 	m := req.GetMember()

@@ -32,6 +32,10 @@
 //   - bootstrapcheck.go: the refusal to bootstrap a data dir twice.
 //   - membership.go: the checks before a membership change (the members
 //     that answer, a quorum left).
+//   - commandversion.go: the leader's cluster command version, the
+//     minimum of the command versions its members apply, which gates
+//     entries of a newer version (RenewBatch) and members of an older
+//     binary.
 //   - restore.go: a new cluster's data from a snapshot file.
 //
 // The lock service:
@@ -58,7 +62,8 @@
 //   - keepalivebatch.go: concurrent KeepAlives of a session merged into one
 //     entry in flight.
 //   - renewbatch.go: renewals (KeepAlive rounds, Renews) that arrive while
-//     renewal entries are in flight written together as one RenewBatch.
+//     renewal entries are in flight written together as one RenewBatch,
+//     once every member applies one (commandversion.go).
 //   - sessioncount.go: limits.max_sessions and
 //     limits.max_sessions_per_principal.
 //   - sessionlocks.go: limits.max_locks_per_session.
@@ -109,6 +114,10 @@
 //     CloseSession (sessionservice.go, proposeClose); ensureMembers and
 //     the gathering of the voters' lease reports (one goroutine per voter,
 //     waited for) after each promotion (leadership.go, leasegather.go);
+//     the members' command versions, asked every few seconds while the
+//     node leads (one goroutine per member and round, waited for:
+//     commandversion.go); a round of renewals that no longer share an
+//     entry, one goroutine per renewal, waited for (renewbatch.go);
 //     join (node.go, New). A force-release
 //     proposes each holder's Release on a goroutine its handler waits for
 //     (lockservice.go).

@@ -29,7 +29,8 @@ var (
 	// ErrUnsafeMembership: a membership change was refused because the
 	// cluster could not reach quorum with the members that are up afterwards,
 	// or the new member's API address does not answer as that member
-	// (etcd --strict-reconfig-check).
+	// (etcd --strict-reconfig-check), or the new member applies fewer
+	// command versions than the leader (commandversion.go).
 	ErrUnsafeMembership = errors.New("unsafe membership change")
 	// ErrOutcomeUnknown: a proposal made on the client's behalf, detached
 	// from its context, timed out inside the server: it may or may not have
@@ -130,9 +131,10 @@ const InvalidFieldHeader = "Ticketd-Invalid-Field"
 //     wait.
 //   - Canceled: the client went away.
 //   - FailedPrecondition: a membership change that would leave the cluster
-//     without a reachable quorum, or names an API address that does not
-//     answer as that member (ErrUnsafeMembership); nothing changed. Not
-//     retryable as is: bring members up, or fix the address. Also an
+//     without a reachable quorum, names an API address that does not
+//     answer as that member, or adds a member of an older binary
+//     (ErrUnsafeMembership); nothing changed. Not retryable as is: bring
+//     members up, fix the address, or upgrade the member. Also an
 //     Acquire whose limit differs from the key's while it has holders or
 //     waiters (waitq.ErrLimitMismatch), with a ticket.v1.LimitMismatch
 //     detail carrying the key's current limit: retry with that limit. Also

@@ -111,9 +111,16 @@ func waitCanceled(t *testing.T, in *nodetest.Instance, n int) {
 }
 
 // eventually polls cond every 5ms until it holds or safety passes.
-func eventually(t *testing.T, cond func() bool, msg string) {
+func eventually(t testing.TB, cond func() bool, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(safety)
+	eventuallyWithin(t, safety, cond, msg)
+}
+
+// eventuallyWithin is eventually with a bound of its own, for conditions
+// that take rounds of the server's own timers (a restart, a probe).
+func eventuallyWithin(t testing.TB, bound time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out: " + msg)

@@ -43,6 +43,10 @@ func BenchmarkKeepAliveMem(b *testing.B) {
 
 func benchKeepAlives(b *testing.B, leader *nodetest.Instance) {
 	const locksPerSession = 10
+	// KeepAlives share entries once the leader has heard every member say
+	// it applies them (server/commandversion.go).
+	eventually(b, func() bool { return nodetest.Metric(b, leader.Addr, "ticketd_cluster_command_version") >= 4 },
+		"the leader's cluster command version")
 	for _, clients := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("sessions=%d", clients), func(b *testing.B) {
 			ctx := context.Background()

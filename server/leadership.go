@@ -17,11 +17,16 @@ import (
 // onLeaderChange is the backend's OnLeaderChange hook. On promotion (after the
 // barrier applied) the lessor becomes primary, keeping the deadlines this
 // node measured from its own applies (no reset, docs/design.md#leases), the
-// wait queues open, and the voters are asked in the background for their
+// wait queues open, the voters are asked in the background for their
 // own measure of each lease, to which its deadlines are lowered
-// (leasegather.go); on any other change both stop, failing every waiter
+// (leasegather.go), and every member for the command versions it applies
+// (commandversion.go); on any other change both stop, failing every waiter
 // with Unavailable (docs/design.md#leases; etcd lessor Promote/Demote).
 func (n *Node) onLeaderChange(ev core.LeaderEvent) {
+	// Every leader decides the cluster command version again, for its own
+	// term and configuration (commandversion.go): until then it writes no
+	// entry of a newer version than every member applies.
+	n.versions.reset(ev.Term)
 	closing := n.role.observe(ev)
 	// A ghost's Release is proposed by the leader that marked it
 	// (docs/design.md#ghost-locks): every mark goes with this change.
@@ -31,9 +36,10 @@ func (n *Node) onLeaderChange(ev core.LeaderEvent) {
 		n.lessor.Promote(n.sm, ev.Term)
 		n.queue.Open()
 		n.role.promote(ev.Term) // a later event may have superseded this one
-		n.bg.Add(2)
+		n.bg.Add(3)
 		go n.ensureMembers(ev.Term)
 		go n.gatherLeaseReports(ev.Term) // lowers deadlines later: service does not wait (leasegather.go)
+		go n.watchCommandVersions(ev.Term)
 	} else {
 		n.lessor.Demote()
 		n.queue.Close()

@@ -180,7 +180,8 @@ func reportsOf(page *peerpb.LeaseRemainingPage, out []lessor.Report) ([]lessor.R
 // off, where an impostor could do no more than any caller may (release any
 // lock). A plaintext API with authorization on, where an impostor on a
 // down voter's address could shorten leases that only their owners may
-// end, is not asked.
+// end, is not asked. The leader's command-version probes go by it too
+// (commandversion.go).
 func (n *Node) trustPeerAnswers() bool {
 	return n.fwd.Config().TLS != nil || !n.authn().Enabled()
 }

@@ -16,21 +16,22 @@ const probeTimeout = 2 * time.Second
 // probeMember reports whether the API at addr answers Status as member id,
 // over the forwarder's transport: with TLS its certificate must be valid for
 // addr's host under the cluster's CAs. An address that does not answer, or
-// answers as another node, is not that member.
-func (n *Node) probeMember(ctx context.Context, id, addr string) error {
+// answers as another node, is not that member. It returns the member's
+// Status, or nil for this node's own id and address (not asked).
+func (n *Node) probeMember(ctx context.Context, id, addr string) (*ticketv1.StatusResponse, error) {
 	if id == n.cfg.ID && addr == n.cfg.APIAddr {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	st, err := n.fwd.Cluster(addr).Status(ctx, &ticketv1.StatusRequest{})
 	if err != nil {
-		return fmt.Errorf("%w: api_addr %s of %q does not answer: %v", ErrUnsafeMembership, addr, id, err)
+		return nil, fmt.Errorf("%w: api_addr %s of %q does not answer: %v", ErrUnsafeMembership, addr, id, err)
 	}
 	if st.GetNodeId() != id {
-		return fmt.Errorf("%w: api_addr %s answers as %q, not %q", ErrUnsafeMembership, addr, st.GetNodeId(), id)
+		return nil, fmt.Errorf("%w: api_addr %s answers as %q, not %q", ErrUnsafeMembership, addr, st.GetNodeId(), id)
 	}
-	return nil
+	return st, nil
 }
 
 // upVoters counts the voters among members that answer a probe at their
@@ -58,7 +59,7 @@ func (n *Node) upVoters(ctx context.Context, members []core.Member) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if n.probeMember(ctx, m.ID, addr) == nil {
+			if _, err := n.probeMember(ctx, m.ID, addr); err == nil {
 				mu.Lock()
 				up++
 				mu.Unlock()
@@ -96,11 +97,18 @@ func (n *Node) checkQuorumAfter(ctx context.Context, after []core.Member, newID 
 }
 
 // checkAdd is AddMember's safety check on the leader: the new (or moved)
-// member's API address answers as that member, and the configuration after
-// the change keeps a quorum of members that are up.
+// member's API address answers as that member, the member applies every
+// command version this leader may have written (admitCommandVersion), and
+// the configuration after the change keeps a quorum of members that are up.
 func (n *Node) checkAdd(ctx context.Context, m core.Member, apiAddr string) error {
-	if err := n.probeMember(ctx, m.ID, apiAddr); err != nil {
+	st, err := n.probeMember(ctx, m.ID, apiAddr)
+	if err != nil {
 		return err
+	}
+	if st != nil {
+		if err := n.admitCommandVersion(m.ID, commandVersionOf(st)); err != nil {
+			return err
+		}
 	}
 	after := []core.Member{}
 	for _, cur := range n.raft.Status().Members {

@@ -186,6 +186,8 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 		}, func() float64 { return float64(n.lead.renewals.Batched()) }),
 		gauge("renewals_waiting", "Renewals waiting on this leader for a renewal entry in flight to be answered, to share the next one.",
 			func() float64 { return float64(n.lead.renewals.Waiting()) }),
+		gauge("cluster_command_version", "On the leader: the highest replicated command version every member of the configuration is known to apply, the minimum of what each member's Status says (0 while a member's is unknown, and on followers). RenewBatch entries are written only from 4 on.",
+			func() float64 { return float64(n.versions.Version()) }),
 		gauge("last_token", "Last fencing token applied on this node.", func() float64 { return float64(n.sm.LastToken()) }),
 		gauge("applied_index", "Last Raft log index applied on this node.", func() float64 { return float64(n.sm.AppliedIndex()) }),
 		gauge("waiters", "Acquire requests waiting in this leader's queues.", func() float64 { return float64(n.queue.Waiting()) }),

@@ -55,6 +55,9 @@ type options struct {
 	// backend keeps its log elsewhere and whose clock is fake.
 	host   applytime.Host
 	hasLog func(dir string) bool
+	// commandVersion is what the node publishes as the highest command
+	// version it applies (WithCommandVersion).
+	commandVersion byte
 }
 
 // WithLogger sets the logger; the default is zap.NewNop().
@@ -86,6 +89,15 @@ func WithLeaderWait(d time.Duration) Option { return func(o *options) { o.leader
 // default 15 s (reportSendLimit). Tests shorten it to see a stalled reader
 // cut without waiting that long.
 func WithPeerCallLimit(d time.Duration) Option { return func(o *options) { o.peerCallLimit = d } }
+
+// WithCommandVersion sets the highest command version the node says it
+// applies (StatusResponse.max_command_version), as a node of an older
+// binary would say, for tests of the leader's cluster command version
+// (commandversion.go): it changes what the node publishes, what its own
+// leader counts for it and which members its AddMember admits, never what
+// its state machine decodes. The default, and the largest allowed, is
+// core.MaxCommandVersion.
+func WithCommandVersion(v byte) Option { return func(o *options) { o.commandVersion = v } }
 
 // maxWaitersTotal caps waiting Acquire requests over all keys (waitq
 // MaxWaitersTotal); 0 means no cap. It becomes the config key
@@ -132,6 +144,12 @@ type Node struct {
 	// lead is what the promoted leader has in flight to admit requests
 	// against limits and quotas, and its KeepAlive rounds (leaderstate.go).
 	lead leaderState
+	// commandVersion is the highest command version this node says it
+	// applies (core.MaxCommandVersion unless WithCommandVersion), and
+	// versions what the promoted leader knows of every member's
+	// (commandversion.go).
+	commandVersion byte
+	versions       commandVersions
 
 	// http is the HTTP side: the API's and the metrics listener's
 	// servers, TLS, limits, CORS, health and probes (package httpapi,
@@ -150,12 +168,16 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{leaderWait: 3 * time.Second, peerCallLimit: reportSendLimit, bootstrapWait: DefaultBootstrapProbeWait}
+	o := options{leaderWait: 3 * time.Second, peerCallLimit: reportSendLimit, bootstrapWait: DefaultBootstrapProbeWait,
+		commandVersion: core.MaxCommandVersion}
 	if cfg.BootstrapProbeWaitMS > 0 {
 		o.bootstrapWait = time.Duration(cfg.BootstrapProbeWaitMS) * time.Millisecond
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.commandVersion < core.CommandVersion || o.commandVersion > core.MaxCommandVersion {
+		return nil, fmt.Errorf("command version %d: this build applies versions %d to %d", o.commandVersion, core.CommandVersion, core.MaxCommandVersion)
 	}
 	if o.logger == nil {
 		o.logger = zap.NewNop()
@@ -179,6 +201,7 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		}}),
 		proposeTimeout: proposeTimeout,
 		role:           newRole(o.leaderWait),
+		commandVersion: o.commandVersion,
 	}
 	var err error
 	n.times = openApplyTimes(cfg, o, n.log)

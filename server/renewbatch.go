@@ -24,6 +24,13 @@ import (
 // entries a round, not 64: a log entry costs every node its encoding,
 // storage, replication and apply, which a shared entry pays once.
 //
+// A RenewBatch is a version 4 command, which a node of an older binary
+// stops on; the leader writes one only while every member of the
+// configuration is known to apply version 4 (commandversion.go). Until
+// then each renewal is proposed at once as its own entry, as before
+// renewals shared entries, and a round that waited is proposed renewal by
+// renewal should the gate close before its turn.
+//
 // A renewal never takes the answer of an entry proposed before it arrived:
 // it only ever joins a round that has not been proposed yet, so its lease is
 // counted, on every node, from an apply after its client sent it
@@ -54,13 +61,14 @@ func (r renewal) command() core.Command {
 	return core.Renew(r.key, r.token)
 }
 
-// renewalRound is one renewal entry and the renewals it carries; res (one
-// Result per renewal, in order) and err are set before done is closed.
+// renewalRound is one renewal entry and the renewals it carries; res and
+// errs (one Result and one error per renewal, in order; a nil error for a
+// Result) are set before done is closed.
 type renewalRound struct {
 	items []renewal
 	done  chan struct{}
 	res   []core.Result
-	err   error
+	errs  []error
 }
 
 func newRenewalRound(it renewal) *renewalRound {
@@ -111,10 +119,14 @@ func (b *renewalRounds) next() *renewalRound {
 	r := b.waiting[0]
 	b.waiting[0] = nil
 	b.waiting = b.waiting[1:]
-	if len(r.items) > 1 {
-		b.batched += uint64(len(r.items))
-	}
 	return r
+}
+
+// wrote counts k renewals proposed together in one RenewBatch entry.
+func (b *renewalRounds) wrote(k int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.batched += uint64(k)
 }
 
 // Waiting returns how many renewals wait for room to be proposed.
@@ -150,6 +162,11 @@ func (b *renewalRounds) Batched() uint64 {
 // server), ctx's error, and the backend's Propose errors (not leader,
 // stopped).
 func (n *Node) proposeRenewal(ctx context.Context, it renewal) (core.Result, error) {
+	if !n.versions.allows(core.CommandVersion4) {
+		// Not every member is known to apply a RenewBatch: the renewal's
+		// own entry, at once, as before renewals shared entries.
+		return n.raft.Propose(ctx, it.command())
+	}
 	r, pos, start := n.lead.renewals.join(it)
 	if start {
 		res, err := n.raft.Propose(ctx, it.command())
@@ -158,8 +175,8 @@ func (n *Node) proposeRenewal(ctx context.Context, it renewal) (core.Result, err
 	}
 	select {
 	case <-r.done:
-		if r.err != nil {
-			return core.Result{}, r.err
+		if err := r.errs[pos]; err != nil {
+			return core.Result{}, err
 		}
 		return r.res[pos], nil
 	case <-ctx.Done():
@@ -178,16 +195,52 @@ func (n *Node) nextRenewals() {
 	n.bg.Add(1)
 	n.http.Workers().Go(func() { // never blocks (httpapi/workerpool.go)
 		defer n.bg.Done()
-		r.res, r.err = n.renewalEntry(r.items)
+		n.proposeRound(r)
 		close(r.done)
 		n.nextRenewals()
 	})
 }
 
+// proposeRound proposes the renewals of round r and sets its res and errs:
+// in one entry (renewalEntry) while every member is known to apply a
+// RenewBatch, else each renewal in an entry of its own, all at once. The
+// gate is asked again here because a round fills while earlier entries
+// are in flight, and a leadership change in between starts the cluster
+// command version over (commandversion.go).
+func (n *Node) proposeRound(r *renewalRound) {
+	r.res, r.errs = make([]core.Result, len(r.items)), make([]error, len(r.items))
+	if len(r.items) == 1 || n.versions.allows(core.CommandVersion4) {
+		res, err := n.renewalEntry(r.items)
+		for k := range r.items {
+			if err != nil {
+				r.errs[k] = err
+			} else {
+				r.res[k] = res[k]
+			}
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for k, it := range r.items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := n.renewalEntry([]renewal{it})
+			if err != nil {
+				r.errs[k] = err
+				return
+			}
+			r.res[k] = res[0]
+		}()
+	}
+	wg.Wait()
+}
+
 // renewalEntry proposes one entry for the renewals of a round, bounded by
 // proposeTimeout and the node's life: one renewal's own command, or a
 // core.RenewBatch of them all (sessions and locks each in the order of
-// items), and returns each renewal's Result in the order of items.
+// items), and returns each renewal's Result in the order of items. A batch
+// only when the caller found every member to apply one (proposeRound).
 func (n *Node) renewalEntry(items []renewal) ([]core.Result, error) {
 	cmd := items[0].command()
 	if len(items) > 1 {
@@ -201,6 +254,7 @@ func (n *Node) renewalEntry(items []renewal) ([]core.Result, error) {
 			}
 		}
 		cmd = core.RenewBatch(sessions, locks)
+		n.lead.renewals.wrote(len(items))
 	}
 	pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
 	defer cancel()

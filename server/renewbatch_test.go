@@ -30,6 +30,7 @@ const renewalsInFlight = 4
 func TestRenewalsShareEntries(t *testing.T) {
 	in, mem := memNode(t)
 	ctx := ctxT(t)
+	eventually(t, func() bool { return metric(t, in, "ticketd_cluster_command_version") == 4 }, "the lone member applies version 4")
 	var sessions []uint64
 	for range renewalsInFlight + 3 {
 		sessions = append(sessions, createSession(t, in, 10_000))

@@ -109,6 +109,14 @@ func (r *role) leads(term uint64) bool {
 	return r.promoted && r.term == term && !r.closing
 }
 
+// promotedTerm returns the term this node is the promoted leader of, and
+// whether it is (and is not closing).
+func (r *role) promotedTerm() (uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.term, r.promoted && !r.closing
+}
+
 // now returns, at one instant, whether this node is promoted, whether it is
 // closing, and the channel closed at the next change.
 func (r *role) now() (promoted, closing bool, changed <-chan struct{}) {

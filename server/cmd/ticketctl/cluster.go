@@ -42,6 +42,10 @@ type statusJSON struct {
 	// to ReplayTargetIndex (it refuses stale reads until then).
 	Replaying         bool   `json:"replaying,omitempty"`
 	ReplayTargetIndex uint64 `json:"replayTargetIndex,omitempty,string"`
+	// MaxCommandVersion is the highest replicated command version the
+	// node's binary applies (0, left out: a release older than the field;
+	// docs/operations.md#upgrades).
+	MaxCommandVersion uint32 `json:"maxCommandVersion,omitempty"`
 }
 
 // value is what -o value prints: the leader's id ("" when none is known).
@@ -84,6 +88,7 @@ func statusOf(s *ticketv1.StatusResponse) statusJSON {
 		Term: s.GetTerm(), CommitIndex: s.GetCommitIndex(), AppliedIndex: s.GetAppliedIndex(),
 		LastToken: s.GetLastToken(), LocksHeld: s.GetLocksHeld(), Members: membersOf(s.GetMembers()),
 		Replaying: s.GetReplaying(), ReplayTargetIndex: s.GetReplayTargetIndex(),
+		MaxCommandVersion: s.GetMaxCommandVersion(),
 	}.withoutReplayGuesses()
 }
 
@@ -124,6 +129,9 @@ func writeStatus(w io.Writer, s statusJSON) {
 			s.AppliedIndex, s.ReplayTargetIndex)
 	}
 	fmt.Fprintf(w, "backend:       %s\n", s.Backend)
+	if s.MaxCommandVersion != 0 {
+		fmt.Fprintf(w, "applies:       command versions up to %d\n", s.MaxCommandVersion)
+	}
 	fmt.Fprintf(w, "term:          %d\n", s.Term)
 	fmt.Fprintf(w, "commit index:  %d\n", s.CommitIndex)
 	fmt.Fprintf(w, "applied index: %d\n", s.AppliedIndex)

@@ -40,3 +40,20 @@ func TestStatusRow(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteStatusCommandVersion: "status" says which command versions the
+// node applies (docs/operations.md#upgrades), and says nothing of them for
+// a node of a release older than the field rather than "up to 0".
+func TestWriteStatusCommandVersion(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	writeStatus(&b, statusJSON{NodeID: "n1", LeaderID: "n1", Backend: "hashicorp", MaxCommandVersion: 4})
+	if !strings.Contains(b.String(), "applies:       command versions up to 4\n") {
+		t.Errorf("status %q does not say the node applies command versions up to 4", b.String())
+	}
+	b.Reset()
+	writeStatus(&b, statusJSON{NodeID: "n1", LeaderID: "n1", Backend: "hashicorp"})
+	if strings.Contains(b.String(), "applies:") {
+		t.Errorf("status %q names a command version the node did not give", b.String())
+	}
+}

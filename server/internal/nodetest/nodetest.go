@@ -61,7 +61,8 @@ func WithBackend(name string) Option { return func(o *options) { o.backend = nam
 // WithConfig edits node i's config before it starts.
 func WithConfig(fn func(i int, c *config.Config)) Option { return func(o *options) { o.editCfg = fn } }
 
-// WithServerOptions adds server options for node i (a stand-in backend, a clock).
+// WithServerOptions adds server options for node i (a stand-in backend, a
+// clock), a node added by Join too.
 func WithServerOptions(fn func(i int) []server.Option) Option {
 	return func(o *options) { o.opts = fn }
 }
@@ -219,7 +220,8 @@ func (c *Cluster) start(in *Instance, ln net.Listener) error {
 }
 
 // Join starts one more node that joins the cluster through node via's API
-// (config join) and returns its index. It does not wait for the join.
+// (config join) and returns its index; WithServerOptions gives its options
+// for that index. It does not wait for the join.
 func (c *Cluster) Join(t testing.TB, via int) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -239,6 +241,9 @@ func (c *Cluster) Join(t testing.TB, via int) int {
 	c.Nodes = append(c.Nodes, in)
 	i := len(c.Nodes) - 1
 	c.mu.Unlock()
+	if c.o.opts != nil {
+		in.Options = c.o.opts(i)
+	}
 	if err := c.start(in, ln); err != nil {
 		t.Fatalf("nodetest: start %s: %v", cfg.ID, err)
 	}

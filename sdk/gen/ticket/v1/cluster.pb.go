@@ -85,9 +85,16 @@ type StatusResponse struct {
 	// (docs/design.md#sessions): replicated state, like locks_held. Every node
 	// also times each open session's lease on its own clock, apart from
 	// leases_tracked.
-	SessionsOpen  int64 `protobuf:"varint,14,opt,name=sessions_open,json=sessionsOpen,proto3" json:"sessions_open,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SessionsOpen int64 `protobuf:"varint,14,opt,name=sessions_open,json=sessionsOpen,proto3" json:"sessions_open,omitempty"`
+	// max_command_version is the highest version of replicated command
+	// (log entry envelope) this node's binary applies; 0 from a binary older
+	// than this field. The leader writes an entry of a newer version only once
+	// every member of the configuration has said it applies that version
+	// (docs/design.md#replicated-commands), and refuses to add a member that
+	// says less than its own (docs/operations.md#upgrades).
+	MaxCommandVersion uint32 `protobuf:"varint,15,opt,name=max_command_version,json=maxCommandVersion,proto3" json:"max_command_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -214,6 +221,13 @@ func (x *StatusResponse) GetLeasesTracked() int64 {
 func (x *StatusResponse) GetSessionsOpen() int64 {
 	if x != nil {
 		return x.SessionsOpen
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetMaxCommandVersion() uint32 {
+	if x != nil {
+		return x.MaxCommandVersion
 	}
 	return 0
 }
@@ -774,7 +788,7 @@ var File_ticket_v1_cluster_proto protoreflect.FileDescriptor
 const file_ticket_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x17ticket/v1/cluster.proto\x12\tticket.v1\"\x0f\n" +
-	"\rStatusRequest\"\xe2\x03\n" +
+	"\rStatusRequest\"\x92\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x1b\n" +
@@ -793,7 +807,8 @@ const file_ticket_v1_cluster_proto_rawDesc = "" +
 	"\treplaying\x18\v \x01(\bR\treplaying\x12.\n" +
 	"\x13replay_target_index\x18\f \x01(\x04R\x11replayTargetIndex\x12%\n" +
 	"\x0eleases_tracked\x18\r \x01(\x03R\rleasesTracked\x12#\n" +
-	"\rsessions_open\x18\x0e \x01(\x03R\fsessionsOpen\"f\n" +
+	"\rsessions_open\x18\x0e \x01(\x03R\fsessionsOpen\x12.\n" +
+	"\x13max_command_version\x18\x0f \x01(\rR\x11maxCommandVersion\"f\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x19\n" +
