@@ -102,21 +102,32 @@ func TestMembership(t *testing.T) {
 		require.NoError(t, c.RemoveMember(ctx, cut))
 		write(t, r, "after-remove-cut")
 		time.Sleep(2 * time.Second) // the cut node's election timer fires, again and again
-		before, err := c.Status(ctx, l)
-		require.NoError(t, err)
 		require.NoError(t, c.Net().Heal())
 		healed := time.Now()
 		t.Logf("recovery heal-removed-member %s: %v", backend, write(t, r, "after-heal"))
-		time.Sleep(2 * time.Second) // its RequestVotes, if any, arrive
-		for i := 0; i < 5; i++ {
-			write(t, r, fmt.Sprintf("after-heal-%d", i))
+		// A removed member that disrupts (its RequestVotes, if any, depose
+		// the leader) does so in every window: nothing tells it it was
+		// removed, so its election timer keeps firing. A starved machine
+		// can also cost a leader its quorum contact now and then; so the
+		// cluster must keep its leader and term through one of three 2 s
+		// windows, each with writes through it.
+		quiet := false
+		for w := 0; w < 3 && !quiet; w++ {
+			l = c.WaitLeader(t, time.Minute)
+			before, err := c.Status(ctx, l)
+			require.NoError(t, err)
+			time.Sleep(2 * time.Second) // its RequestVotes, if any, arrive
+			for i := 0; i < 5; i++ {
+				write(t, r, fmt.Sprintf("after-heal-%d-%d", w, i))
+			}
+			after, err := c.Status(ctx, l)
+			require.NoError(t, err)
+			quiet = before.GetLeaderId() == after.GetLeaderId() && before.GetTerm() == after.GetTerm()
+			t.Logf("heal of a removed member, window %d: leader %s term %d → leader %s term %d", w+1,
+				before.GetLeaderId(), before.GetTerm(), after.GetLeaderId(), after.GetTerm())
 		}
-		after, err := c.Status(ctx, l)
-		require.NoError(t, err)
-		require.Equal(t, before.GetLeaderId(), after.GetLeaderId(), "the removed member disrupted the cluster")
-		require.Equal(t, before.GetTerm(), after.GetTerm(), "the removed member disrupted the cluster (term moved)")
+		require.True(t, quiet, "the removed member disrupted the cluster: leader or term moved in every window since the heal %v ago", time.Since(healed).Round(time.Millisecond))
 		require.NotContains(t, members(t, c, l), c.Node(cut).ID)
-		t.Logf("heal of a removed member: leader %s term %d unchanged for %v", after.GetLeaderId(), after.GetTerm(), time.Since(healed).Round(time.Millisecond))
 
 		// Everything acknowledged is there on every member.
 		for _, i := range c.Running() {

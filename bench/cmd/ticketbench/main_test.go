@@ -98,7 +98,11 @@ func TestSmoke(t *testing.T) {
 		if m.Errors > 0 {
 			t.Logf("%s: %d errors (election during the level: %v), first: %s", name, m.Errors, elected[name], m.FirstError)
 		}
-		if !elected[name] {
+		// A leader that steps down (it lost contact with a quorum while
+		// starved of CPU) fails what was sent to it with "not leader"
+		// before any new term shows; the level lost its leader all the same.
+		lostLeader := elected[name] || strings.Contains(m.FirstError, "not leader")
+		if !lostLeader {
 			require.LessOrEqual(t, m.Errors*10, m.Ops, "%s: more than 10%% of operations failed with no election: %s", name, m.FirstError)
 		}
 		require.Equal(t, m.Ops, m.Latency.Count, name)
