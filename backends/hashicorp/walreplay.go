@@ -15,10 +15,12 @@ import (
 // of from raft-wal twice more. raft-wal copies at least 64 KiB of its
 // segment file for every entry it returns (its read buffer), whatever the
 // entry's size, and the retained log grows with the table (up to one
-// snapshot's worth of entry data, backends.SnapshotDue): three such passes
-// were most of a large table's restart. The etcd backend keeps its whole
-// retained log in memory for good (etcd's MemoryStorage); this keeps the
-// part a restart still has to apply, and only until it is applied.
+// snapshot's worth of entry data, backends.SnapshotDue), so every pass
+// costs a 64 KiB copy per entry (docs/benchmarks.md, a million locks:
+// the one pass left is still about half of a restart's CPU). The etcd
+// backend keeps its whole retained log in memory for good (etcd's
+// MemoryStorage); this keeps the part a restart still has to apply, and
+// only until it is applied.
 
 // replayCache holds decoded entries from the full read at open, each until
 // the state machine has applied it (dropApplied) or the log changed at its
