@@ -119,8 +119,11 @@ func (n *Node) sessionEnded(id uint64, end *core.SessionEnd) {
 // watcher with a *watch.CompactedError (OutOfRange: the client relists and
 // resumes, never misses an event silently), and the lessor reconciles with
 // the restored table (a lock it did not track starts at now + lease_ms, later
-// than any client's deadline). Called from the apply goroutine before the
-// next onApply; it never blocks and never proposes.
+// than any client's deadline, or from this node's earlier apply of its last
+// Grant/Renew: lessor.Config.AppliedAt). At start the lessor tracks nothing,
+// so that is one direct load of the table, with nothing to compare
+// (lessor.Lessor.Loads). Called from the apply goroutine before the next
+// onApply; it never blocks and never proposes.
 func (n *Node) onRestore(index uint64) {
 	n.hub.Restored(index)
 	n.lessor.Reconcile(n.sm)

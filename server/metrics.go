@@ -196,6 +196,10 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 			Namespace: "ticketd", Name: "lease_reconciles_total",
 			Help: "Full passes of the lessor over the lock table: one per snapshot restored into it, never per election (docs/design.md#leases).",
 		}, func() float64 { return float64(n.lessor.Reconciles()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "ticketd", Name: "lease_loads_total",
+			Help: "Of those passes, direct loads into a lessor that tracked nothing (a restart's snapshot, or a first snapshot from the leader): no comparison with earlier deadlines (docs/design.md#leases).",
+		}, func() float64 { return float64(n.lessor.Loads()) }),
 		gauge("is_leader", "1 when this node is the promoted leader.", func() float64 { return b2f(n.isPromoted()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -71,6 +71,10 @@ func newLogStore(db *badger.DB) (*logStore, error) {
 // Close closes the badger database (which flushes its memtable into a table).
 func (s *logStore) Close() error { return s.db.Close() }
 
+// replayed does nothing: the badger store keeps no entry for a restart's
+// reads (its read-ahead window serves them, readahead.go).
+func (s *logStore) replayed(uint64) {}
+
 // FirstIndex returns the first stored index, 0 for an empty log.
 func (s *logStore) FirstIndex() (uint64, error) { return s.first.Load(), nil }
 

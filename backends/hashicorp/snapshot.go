@@ -21,13 +21,15 @@ import (
 // every SnapshotThreshold entries.
 
 // applied is called by the FSM after each batch, with the bytes of entry
-// data the batch carried: it wakes waiters and asks runSnapshots for a
-// snapshot once backends.SnapshotDue says one is due. It runs on the FSM
-// goroutine (or New's, from Restore at start).
+// data the batch carried: it wakes waiters, lets the log store drop what it
+// kept in memory of the applied entries for a restart's reads (replayed),
+// and asks runSnapshots for a snapshot once backends.SnapshotDue says one
+// is due. It runs on the FSM goroutine (or New's, from Restore at start).
 func (n *Node) applied(entryBytes uint64) {
 	n.changed()
 	logBytes := n.logBytes.Add(entryBytes)
 	a, last := n.sm.AppliedIndex(), n.lastSnap.Load()
+	n.store.replayed(a)
 	if a <= last || !backends.SnapshotDue(a-last, logBytes, n.snapBytes.Load(), n.cfg.SnapshotThreshold) {
 		return
 	}

@@ -21,6 +21,11 @@ type nodeStore interface {
 	// hooks returns the watermark, fail-stop and timing hooks the store
 	// calls (logHooks).
 	hooks() *logHooks
+	// replayed tells the store that the state machine has applied every
+	// entry up to index, or restored a snapshot covering them: what the
+	// store keeps in memory for a restart's reads of them may go
+	// (walStore's replay cache; the badger store keeps nothing).
+	replayed(index uint64)
 	// Close closes the store's files; nothing may use it after.
 	Close() error
 }

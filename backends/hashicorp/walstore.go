@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -66,6 +68,9 @@ type walStore struct {
 	// far as FirstIndex and GetLog tell, still in raft-wal until a later
 	// compaction frees a whole segment.
 	head atomic.Uint64
+	// replay holds the entries verify read until they are applied, for
+	// hashicorp/raft's reads of them at start (walreplay.go).
+	replay replayCache
 }
 
 var (
@@ -114,7 +119,12 @@ func openWALStore(dataDir string, logger hclog.Logger) (*walStore, error) {
 // verify reads every entry of the log once (GetLog checks each one's
 // CRC, see sealEntries) and returns a *watermark.HoleError naming the first that
 // cannot be read: a damaged segment file. The retained log is at most
-// TrailingLogs plus one snapshot's worth of entries, read sequentially.
+// TrailingLogs plus one snapshot's worth of entries, read in contiguous
+// ranges by up to verifyWorkers goroutines at once (each raft-wal read
+// copies at least 64 KiB, so the read is CPU-bound; raft-wal reads
+// concurrently). It keeps the entries it read (replay) for raft's reads at
+// start; those a restored snapshot covers go as soon as it is restored
+// (replayed).
 func (s *walStore) verify(dataDir string) error {
 	first, err := s.w.FirstIndex()
 	if err != nil {
@@ -124,15 +134,38 @@ func (s *walStore) verify(dataDir string) error {
 	if err != nil {
 		return err
 	}
-	var l raft.Log
-	for i := first; first > 0 && i <= last; i++ {
-		if err := s.GetLog(i, &l); err != nil {
-			return &watermark.HoleError{DataDir: dataDir, What: fmt.Sprintf(
-				"entry %d of its raft log (entries %d-%d in %s) cannot be read: %v", i, first, last, s.dir, err)}
+	if first == 0 || last < first {
+		return nil
+	}
+	logs := make([]raft.Log, last-first+1)
+	workers := uint64(min(runtime.GOMAXPROCS(0), verifyWorkers))
+	chunk := (uint64(len(logs)) + workers - 1) / workers
+	bad := make([]error, workers) // per range: its first unreadable entry
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := first+w*chunk, min(first+(w+1)*chunk-1, last)
+		wg.Go(func() {
+			for i := lo; i <= hi; i++ {
+				if err := s.GetLog(i, &logs[i-first]); err != nil {
+					bad[w] = &watermark.HoleError{DataDir: dataDir, What: fmt.Sprintf(
+						"entry %d of its raft log (entries %d-%d in %s) cannot be read: %v", i, first, last, s.dir, err)}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range bad { // ranges in log order: the first is the earliest entry
+		if err != nil {
+			return err
 		}
 	}
+	s.replay.fill(first, logs)
 	return nil
 }
+
+// verifyWorkers bounds the goroutines of verify.
+const verifyWorkers = 4
 
 // checkWALMeta refuses a raft-wal directory with segment files but no meta
 // database (see openWALStore).
@@ -169,7 +202,8 @@ func (s *walStore) LastIndex() (uint64, error) { return s.w.LastIndex() }
 // wrapped, for a damaged one); raft.ErrLogNotFound when index is
 // outside [FirstIndex, LastIndex]. raft-wal itself still returns entries
 // that a head truncation left in the tail segment's file; the LogStore
-// contract is that a deleted entry is not found.
+// contract is that a deleted entry is not found. An entry verify read and
+// the node has not applied yet comes from memory (replay), already checked.
 func (s *walStore) GetLog(index uint64, l *raft.Log) error {
 	first, err := s.FirstIndex()
 	if err != nil {
@@ -178,11 +212,18 @@ func (s *walStore) GetLog(index uint64, l *raft.Log) error {
 	if first == 0 || index < first {
 		return raft.ErrLogNotFound
 	}
+	if s.replay.get(index, l) {
+		return nil
+	}
 	if err := s.w.GetLog(index, l); err != nil {
 		return err
 	}
 	return openEntry(l)
 }
+
+// replayed drops the entries up to index from the replay cache: applied,
+// or covered by a restored snapshot.
+func (s *walStore) replayed(index uint64) { s.replay.dropApplied(index) }
 
 // StoreLog stores one entry durably.
 func (s *walStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
@@ -199,6 +240,7 @@ func (s *walStore) StoreLogs(logs []*raft.Log) error {
 	defer s.wmu.Unlock()
 	defer s.timed(len(logs), time.Now())
 	first, last := logs[0].Index, logs[len(logs)-1].Index
+	s.replay.drop(first, math.MaxUint64) // what follows first is being replaced
 	if err := badgerlog.CheckSpace(s.dir); err != nil {
 		return s.failed(fmt.Errorf("raft-wal: store logs [%d,%d]: %w", first, last, err))
 	}
@@ -227,6 +269,7 @@ func (s *walStore) StoreLogs(logs []*raft.Log) error {
 // Before a suffix goes the watermark is lowered durably to what remains,
 // so a crash during the deletion never leaves it past the log's end.
 func (s *walStore) DeleteRange(from, to uint64) error {
+	s.replay.drop(from, to)
 	// Read before the lock appends take: the directory read is only a
 	// hint (a segment sealed meanwhile is found by the next compaction).
 	below := s.segmentBelow(to + 1)

@@ -56,7 +56,8 @@
 //     retry) and every Renew that returned core.OutcomeRenewed, with the
 //     entry's index; Removed for every Release that released and every Expire
 //     that removed its lock (Existed), then Delay with the result's
-//     LockDelayMS; Reconcile from the OnRestore hook, and Resync on every
+//     LockDelayMS; Reconcile from the OnRestore hook (a direct load when
+//     the lessor tracks nothing yet, as at start), and Resync on every
 //     apply (O(1) unless a snapshot was restored that Reconcile did not see;
 //     a gap in the indexes is not a restore). For sessions: TrackUnder
 //     for a Grant whose result names a session (instead of Track);

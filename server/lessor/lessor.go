@@ -185,6 +185,7 @@ type Lessor struct {
 
 	restores   atomic.Uint64 // the table's Restores() at the last reconcile; written with mu held
 	reconciles atomic.Uint64 // full reconciles done (Reconciles)
+	loads      atomic.Uint64 // of those, direct loads into a lessor that tracked nothing (Loads)
 	slots      chan struct{} // one token per Expire proposal in flight (MaxInFlight)
 
 	wake chan struct{}
@@ -384,101 +385,6 @@ func (l *Lessor) Removed(key string, token uint64) {
 	}
 	l.detach(lockID{key, token})
 	delete(l.ghosts, lockID{key, token})
-}
-
-// Reconcile makes the tracked leases and lock-delays match table after this
-// node's table changed without an apply it saw: a snapshot restored (at
-// start, or sent by the leader), or entries applied before the hook was
-// installed. A lock tracked with its token and a seen index at or above its
-// ModIndex keeps its deadline; any other held lock starts at now + lease_ms
-// (later than any client's deadline, so safe); tracked locks the table does
-// not hold are forgotten. A lease an earlier run of this node applied
-// (Config.AppliedAt) starts when that run applied it instead. Sessions are reconciled the same way (by their
-// ModIndex and TTL), and holders under a session are attached to it. Delays
-// the table records but this node does not time start now. O(locks +
-// sessions); call it from the apply goroutine, after a restore only
-// (Resync decides).
-func (l *Lessor) Reconcile(table Table) {
-	now := l.cfg.Clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.reconcile(table, now)
-}
-
-// Resync reconciles with table (Reconcile) only if a snapshot was restored
-// into it since the last reconcile (table.Restores moved), and reports
-// whether it did. It is the apply hook's check that the table was not
-// replaced behind its back: O(1) otherwise, whatever gaps the applied
-// indexes have (a leader's no-op, an empty entry of a new term, a
-// configuration change never reach the apply hook; docs/design.md#replicated-commands).
-func (l *Lessor) Resync(table Table) bool {
-	if table.Restores() == l.restores.Load() {
-		return false // the common case: no lock taken
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if table.Restores() == l.restores.Load() {
-		return false
-	}
-	l.reconcile(table, l.cfg.Clock.Now())
-	return true
-}
-
-// Reconciles returns how many full reconciles with the table (Reconcile, or
-// Resync and Promote after a restore) this lessor has done: each one reads
-// every lock, session and lock-delay of the table.
-func (l *Lessor) Reconciles() uint64 { return l.reconciles.Load() }
-
-// reconcile is Reconcile with l.mu held.
-func (l *Lessor) reconcile(table Table, now time.Time) {
-	l.reconciles.Add(1)
-	l.restores.Store(table.Restores()) // read first: a later restore is noticed next time
-	applied := table.AppliedIndex()
-	held := make(map[leaseID]bool, len(l.items))
-	heldKeys := make(map[string]bool, len(l.items))
-	attached := make(map[lockID]bool, len(l.under))
-	keep := func(id leaseID, leaseMS int64, modIndex uint64) {
-		held[id] = true
-		if it, ok := l.items[id]; ok && it.seen >= modIndex {
-			return
-		}
-		seen := modIndex
-		if seen == 0 {
-			seen = applied // a version 1 snapshot: the lock is unchanged since applied
-		}
-		l.track(id, leaseMS, seen, l.start(seen, now).Add(ms(leaseMS)))
-	}
-	table.Ascend(func(lk core.Lock) bool {
-		heldKeys[lk.Key] = true
-		if lk.Session != 0 {
-			attached[lockID{lk.Key, lk.Token}] = true
-			l.attach(lockID{lk.Key, lk.Token}, lk.Session)
-			return true
-		}
-		keep(lockLease(lk.Key, lk.Token), lk.LeaseMS, lk.ModIndex)
-		return true
-	})
-	table.AscendSessions(func(s core.Session) bool {
-		keep(sessionLease(s.ID), s.TTLMS, s.ModIndex)
-		return true
-	})
-	for id, it := range l.items {
-		if !held[id] {
-			l.remove(it)
-		}
-	}
-	for h := range l.under {
-		if !attached[h] {
-			l.detach(h)
-		}
-	}
-	table.AscendLockDelays(func(d core.LockDelay) bool {
-		if _, ok := l.delays[d.Key]; !ok && !heldKeys[d.Key] {
-			l.setDelay(d.Key, now.Add(ms(d.LockDelayMS)))
-		}
-		return true
-	})
-	l.kick()
 }
 
 // remove deletes it from items and the heap; l.mu held.

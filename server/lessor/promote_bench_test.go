@@ -1,12 +1,10 @@
 package lessor_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
 	"github.com/ticketd/ticketd/core"
-	"github.com/ticketd/ticketd/server/lessor"
 )
 
 // BenchmarkPromote measures a promotion (Demote, then Promote in a new
@@ -17,14 +15,7 @@ func BenchmarkPromote(b *testing.B) {
 	for _, locks := range []int{10_000, 100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("locks=%d", locks), func(b *testing.B) {
 			sm := core.NewStateMachine()
-			l, err := lessor.New(lessor.Config{
-				Confirm:       func(context.Context) (uint64, error) { return 0, context.Canceled },
-				Expire:        func(context.Context, string, uint64, uint64) error { return nil },
-				ExpireSession: func(context.Context, uint64, uint64) error { return nil },
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
+			l := newBenchLessor(b)
 			b.Cleanup(func() { _ = l.Close() })
 			for i := range locks {
 				index := uint64(i + 1)
