@@ -21,11 +21,14 @@ import (
 // is why only the plaintext (h2c) connections need this: under TLS the
 // record layer already reads as much as has arrived.
 
-// readBufferBytes is the size of a connection's read buffer (bytes): what
-// several dozen concurrent unary calls send at once (about 100–200 bytes
-// each: a HEADERS frame of HPACK-indexed fields and a small DATA frame).
-// A read of at least this size (a large request body) bypasses the buffer.
-const readBufferBytes = 8 << 10
+// readBufferBytes is the size of a connection's read buffer (bytes): the
+// size net/http's own connection readers use, and what a few dozen
+// concurrent unary calls send at once (about 100–200 bytes each: a HEADERS
+// frame of HPACK-indexed fields and a small DATA frame). At the connection
+// cap (limits.max_connections, 4096 by default) the buffers hold at most
+// 16 MiB. A read of at least this size (a large request body) bypasses the
+// buffer.
+const readBufferBytes = 4 << 10
 
 // readBufferedListener returns l whose accepted connections buffer their
 // reads (readBufferedConn).
