@@ -63,15 +63,15 @@ func tlsProtocols() *http.Protocols {
 // (HTTP/2 by ALPN and HTTP/1.1) when the node has a certificate (cert_file).
 // Open connections are capped (limits.max_connections): a connection beyond
 // the cap takes the slot of the oldest idle one (or of one silent past its
-// grace), else it is refused (closed); see connLimiter. It returns
+// grace), else it is refused (closed); see connLimiter. Plaintext
+// connections buffer their reads (readbuffer.go). It returns
 // http.ErrServerClosed after Close. Only one Serve call is allowed.
 func (s *Server) Serve(l net.Listener) error {
 	if !s.served.CompareAndSwap(false, true) {
 		return errors.New("ticketd: Serve called twice")
 	}
-	l = s.limiter.listener(l)
 	if s.api.TLSConfig != nil {
-		return s.api.ServeTLS(l, "", "")
+		return s.api.ServeTLS(s.limiter.listener(l), "", "")
 	}
-	return s.api.Serve(l)
+	return s.api.Serve(s.limiter.listener(readBufferedListener(l)))
 }
