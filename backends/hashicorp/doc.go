@@ -1,9 +1,10 @@
 // Package hashicorp is ticketd's consensus backend over github.com/hashicorp/raft
 // (v1.8): a core.Consensus and core.Membership whose log and stable state live
 // in the log store Config.LogStore names, badger/v4 (one database per node,
-// SyncWrites on; logStore) or hashicorp/raft-wal (walStore), whose snapshots are
-// hashicorp's FileSnapshotStore holding core's deterministic snapshot bytes,
-// and whose peers talk over hashicorp's TCP NetworkTransport.
+// SyncWrites on; logStore) or hashicorp/raft-wal (walStore), whose snapshots
+// are core's deterministic snapshot bytes in hashicorp's FileSnapshotStore
+// layout (snapshotstore.go), and whose peers talk over hashicorp's TCP
+// NetworkTransport.
 //
 // The write path is hashicorp's (docs/apply.md in that repository): Propose
 // encodes the command once (core.Encode) and calls raft.Apply; the leader loop
@@ -101,7 +102,12 @@
 // backend), or, with the wal store, <DataDir>/wal-hashicorp holds raft-wal's
 // segments and its meta database (term, vote, segment list);
 // <DataDir>/log_store names the store (backends.ClaimLogStore);
-// <DataDir>/snapshots holds FileSnapshotStore's files (two kept).
+// <DataDir>/snapshots holds the snapshots (two kept), one directory
+// <term>-<index>-<ms> each with meta.json and state.bin, as FileSnapshotStore
+// lays them out and reads them; ticketd's own sink writes them, durable
+// with four syncs (state.bin, meta.json, the directory under its .tmp
+// name, snapshots/ after the rename: snapshotSink) where FileSnapshotStore's
+// takes five and leaves the directory's own entries unsynced.
 // A snapshot is taken once backends.SnapshotDue says one is due (at least
 // SnapshotThreshold entries and as many bytes of entry data as the last
 // snapshot since it; hashicorp's own entry-count check is off), and the log

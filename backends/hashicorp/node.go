@@ -38,7 +38,8 @@ const (
 	// logCacheSize is how many recent entries raft.LogCache keeps in memory so
 	// that replication rarely reads badger.
 	logCacheSize = 4 * maxAppendEntries
-	// snapshotRetain is how many snapshots FileSnapshotStore keeps.
+	// snapshotRetain is how many snapshots the snapshot store keeps
+	// (FileSnapshotStore's retention, snapshotstore.go).
 	snapshotRetain = 2
 	// snapshotInterval is how often hashicorp's snapshot goroutine wakes to
 	// check its own threshold, which raftConfig sets out of reach: the node
@@ -47,9 +48,9 @@ const (
 )
 
 // Node is one ticketd server's consensus engine over hashicorp/raft, with its
-// log and stable state in badger/v4 and snapshots in FileSnapshotStore. It
-// implements core.Consensus and core.Membership; all methods are safe for
-// concurrent use.
+// log and stable state in the log store Config.LogStore names (badger/v4 or
+// raft-wal) and its snapshots in FileSnapshotStore's layout. It implements
+// core.Consensus and core.Membership; all methods are safe for concurrent use.
 type Node struct {
 	cfg    backends.Config
 	sm     *core.StateMachine
@@ -165,7 +166,7 @@ func New(cfg backends.Config) (*Node, error) {
 	if cfg.Observer != nil {
 		store.hooks().observe = cfg.Observer.LogAppended
 	}
-	// FileSnapshotStore keeps its files in <DataDir>/snapshots = badgerlog.SnapshotDir.
+	// The snapshots live in <DataDir>/snapshots = badgerlog.SnapshotDir.
 	snaps, err := newSnapshotStore(cfg.DataDir, snapshotRetain, hl.Named("snapshot"))
 	if err != nil {
 		cleanup()

@@ -90,11 +90,9 @@ func writeRestoreSnapshot(cfg backends.Config, st backends.RestoredState) error 
 			Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr),
 		})
 	}
-	// FileSnapshotStore asks a transport to encode the legacy peer list;
-	// an in-memory one does that without opening a socket.
-	_, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.RaftAddr))
-	defer func() { _ = trans.Close() }()
-	sink, err := snaps.Create(raft.SnapshotVersionMax, st.Index, restoreTerm, conf, st.Index, trans)
+	// The snapshot store writes no legacy peer list, so needs no transport
+	// (snapshotStore.Create).
+	sink, err := snaps.Create(raft.SnapshotVersionMax, st.Index, restoreTerm, conf, st.Index, nil)
 	if err != nil {
 		return fmt.Errorf("hashicorp: restore: create snapshot: %w", err)
 	}
