@@ -306,9 +306,9 @@ func (s *walStore) IsMonotonic() bool { return true }
 
 // Set stores val under key durably (a bolt commit in wal-meta.db), unless
 // it is stored already (as logStore.Set). The commit does not check the
-// reserve (badgerlog.CheckSpace): bolt writes with pwrite, so a disk with
-// no space left fails it with ENOSPC, not SIGBUS. A failed write stops the
-// node (stableFailed).
+// reserve (badgerlog.CheckSpace): bolt writes its pages with pwrite(2),
+// so a disk with no space left fails the commit with an error. A failed
+// write stops the node (stableFailed).
 func (s *walStore) Set(key, val []byte) error {
 	if cur, err := s.w.Get(key); err == nil && cur != nil && bytes.Equal(cur, val) {
 		return nil
