@@ -39,6 +39,7 @@ func Run(t *testing.T, open Factory) {
 		{"before_bootstrap", testBeforeBootstrap},
 		{"file_loss_never_shortens", testFileLossNeverShortens},
 		{"disk_full_stops", testDiskFullStops},
+		{"disk_full_restart_stops", testDiskFullRestartStops},
 		{"observer", testObserver},
 		{"snapshots_scale_with_table", testSnapshotsScaleWithTable},
 	}

@@ -30,7 +30,9 @@
 // snapshot), progress.go (followers' lag and last contact), errors.go
 // (sentinels, and hashicorp's errors mapped to core's), watermark.go and
 // recover.go (Restore, Config.ForceNewCluster). Storage: stores.go (which
-// store), loghooks.go (what both stores attach), logstore.go (badger),
+// store), loghooks.go (what both stores attach), stablewrite.go (a failed
+// term or vote write stops the node before hashicorp/raft, which panics on
+// it, sees the error), logstore.go (badger),
 // walstore.go, walcodec.go and datasync*.go (raft-wal), snapshotstore.go.
 // The peer transport: transport.go, tcpstream.go and tlsstream.go (plain
 // and mutual TLS), boundedconn.go and msgframe.go (bounds and sender
@@ -77,7 +79,9 @@
 // applied, the node closes itself, and every call fails with an error that
 // wraps both core.ErrStopped and the cause. So does a failed storage write
 // (a full disk: badgerlog.ErrDiskFull, checked before badger's mmap'd
-// writes could die of SIGBUS); both call Config.OnFatal once. Library
+// writes could die of SIGBUS), a failed term or vote write included: that
+// one also ends hashicorp/raft's run loop, which would otherwise panic
+// (stablewrite.go); all call Config.OnFatal once. Library
 // errors other than hashicorp's not-leader and shutdown ones are returned
 // as a *core.NotLeaderError naming no leader (retry): callers see only
 // core's errors and ctx errors.

@@ -2,6 +2,7 @@ package hashicorp
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
@@ -28,6 +29,10 @@ type logHooks struct {
 	fatal func(error)
 	// observe, when set, is told of every durable append (entries, time).
 	observe func(entries int, d time.Duration)
+	// raftRuns is set just before raft.NewRaft: from then on every stable
+	// write comes from hashicorp/raft's run loop, and a failed one ends that
+	// goroutine instead of returning (stableFailed).
+	raftRuns atomic.Bool
 }
 
 // mark durably records last as the log's end (with the applied index) in the

@@ -1,6 +1,7 @@
 package hashicorp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -249,13 +250,19 @@ func (s *logStore) deleteLocked(from, to uint64) error {
 	return nil
 }
 
-// Set stores val under key durably.
+// Set stores val under key durably. A value already stored is not written
+// again: hashicorp/raft's NewRaft rewrites the stored currentTerm, which on
+// a full disk would fail (and panic) at every start. A failed write stops
+// the node (stableFailed).
 func (s *logStore) Set(key, val []byte) error {
+	if cur, err := s.Get(key); err == nil && cur != nil && bytes.Equal(cur, val) {
+		return nil
+	}
 	err := badgerlog.Batch(s.db, 1, func(txn *badger.Txn, _ int) error {
 		return txn.Set(stableKey(key), append([]byte(nil), val...))
 	})
 	if err != nil {
-		return s.failed(fmt.Errorf("badger: set %q: %w", key, err))
+		return s.stableFailed(fmt.Errorf("badger: set %q: %w", key, err))
 	}
 	return nil
 }
@@ -283,8 +290,12 @@ func (s *logStore) Get(key []byte) ([]byte, error) {
 	return val, nil
 }
 
-// SetUint64 stores val under key as 8 big-endian bytes, durably.
+// SetUint64 stores val under key as 8 big-endian bytes, durably, unless
+// GetUint64 returns val already (a missing key reads as 0).
 func (s *logStore) SetUint64(key []byte, val uint64) error {
+	if cur, err := s.GetUint64(key); err == nil && cur == val {
+		return nil
+	}
 	return s.Set(key, badgerlog.EncodeUint64(val))
 }
 

@@ -205,6 +205,10 @@ func New(cfg backends.Config) (*Node, error) {
 		cleanup()
 		return nil, err
 	}
+	// From here every stable write is hashicorp/raft's run loop's (NewRaft's
+	// own rewrite of the stored term writes nothing: Set skips a value
+	// already stored), and a failed one stops the node (stableFailed).
+	store.hooks().raftRuns.Store(true)
 	r, err := raft.NewRaft(rc, &fsm{n: n}, logs, store, snaps, trans)
 	if err != nil {
 		cleanup()

@@ -1,6 +1,7 @@
 package hashicorp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -346,10 +347,17 @@ const segmentFileName = "%020d-%016x.wal"
 // (raft.MonotonicLogStore).
 func (s *walStore) IsMonotonic() bool { return true }
 
-// Set stores val under key durably (a bolt commit in wal-meta.db).
+// Set stores val under key durably (a bolt commit in wal-meta.db), unless
+// it is stored already (as logStore.Set). The commit does not check the
+// reserve (badgerlog.CheckSpace): bolt writes its pages with pwrite(2),
+// so a disk with no space left fails the commit with an error. A failed
+// write stops the node (stableFailed).
 func (s *walStore) Set(key, val []byte) error {
+	if cur, err := s.w.Get(key); err == nil && cur != nil && bytes.Equal(cur, val) {
+		return nil
+	}
 	if err := s.w.Set(key, val); err != nil {
-		return s.failed(fmt.Errorf("raft-wal: set %q: %w", key, err))
+		return s.stableFailed(fmt.Errorf("raft-wal: set %q: %w", key, err))
 	}
 	return nil
 }
@@ -357,10 +365,15 @@ func (s *walStore) Set(key, val []byte) error {
 // Get returns the value stored under key, nil (and a nil error) when none is.
 func (s *walStore) Get(key []byte) ([]byte, error) { return s.w.Get(key) }
 
-// SetUint64 stores val under key durably.
+// SetUint64 stores val under key durably, unless GetUint64 returns val
+// already (a missing key reads as 0). A failed write stops the node
+// (stableFailed).
 func (s *walStore) SetUint64(key []byte, val uint64) error {
+	if cur, err := s.w.GetUint64(key); err == nil && cur == val {
+		return nil
+	}
 	if err := s.w.SetUint64(key, val); err != nil {
-		return s.failed(fmt.Errorf("raft-wal: set %q: %w", key, err))
+		return s.stableFailed(fmt.Errorf("raft-wal: set %q: %w", key, err))
 	}
 	return nil
 }
