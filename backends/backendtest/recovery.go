@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/core"
@@ -31,14 +32,36 @@ func RunRecovery(t *testing.T, open Factory, restore backends.RestoreFunc) {
 // state is spread over a snapshot and the log (threshold 16).
 func fillLocks(t *testing.T, c *Cluster) {
 	ctx := testContext(t)
-	n := c.WaitLeader().Node()
 	for i := 0; i < 30; i++ {
 		key := fmt.Sprintf("k%02d", i)
-		tok := mustGrant(ctx, t, n, key)
+		res := proposeOnLeader(ctx, t, c, grant(key))
+		if res.Outcome != core.OutcomeGranted {
+			t.Fatalf("grant %s: outcome %v, want granted", key, res.Outcome)
+		}
 		if i%3 == 0 {
-			if res, err := n.Propose(ctx, core.Release(key, tok)); err != nil || res.Outcome != core.OutcomeReleased {
-				t.Fatalf("release %s: %+v, %v", key, res, err)
+			if res := proposeOnLeader(ctx, t, c, core.Release(key, res.Token)); res.Outcome != core.OutcomeReleased {
+				t.Fatalf("release %s: %+v", key, res)
 			}
+		}
+	}
+}
+
+// proposeOnLeader proposes cmd on the cluster's leader and, if that node is
+// no longer the leader when it gets there (a starved machine can cost a
+// leader its quorum contact), on the next one: a not-leader refusal
+// (core.ErrNotLeader) proposed nothing, so the retry cannot apply cmd twice.
+// Any other error fails t.
+func proposeOnLeader(ctx context.Context, t *testing.T, c *Cluster, cmd core.Command) core.Result {
+	t.Helper()
+	for {
+		res, err := c.WaitLeader().Node().Propose(ctx, cmd)
+		switch {
+		case err == nil:
+			return res
+		case errors.Is(err, core.ErrNotLeader) && ctx.Err() == nil:
+			time.Sleep(20 * time.Millisecond) // the old leader may answer until it notices
+		default:
+			t.Fatalf("propose %v: %v", cmd, err)
 		}
 	}
 }
