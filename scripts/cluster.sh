@@ -362,6 +362,8 @@ ${endpoints_line}  bin/ticketctl status
   go tool buf curl --protocol grpc --http2-prior-knowledge --reflect -d '{}' \\
       http://${API[0]}/ticket.v1.ClusterService/Status
 
+Web console (every node serves one): http://${API[0]}/ui/
+
 Failover: kill -9 the leader's pid; the other two elect a new leader and keep
 serving (locks keep their tokens). Ctrl-C stops all three.
 INFO
