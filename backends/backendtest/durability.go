@@ -280,23 +280,32 @@ func testDiskFullStops(t *testing.T, open Factory) {
 	if err == nil {
 		t.Fatal("grant on a leader with a full disk succeeded")
 	}
-	fatal.waitDiskFull(c, l)
-	c.waitFor("calls refused with ErrStopped", func() bool {
-		_, err := l.Node().Propose(ctx, grant("after-full"))
-		return errors.Is(err, core.ErrStopped) && errors.Is(l.Node().ReadIndex(ctx), core.ErrStopped)
-	})
-	var others []*Peer
-	for _, p := range c.Live() {
-		if p != l {
-			others = append(others, p)
-		}
-	}
+	others := fatal.checkStoppedFull(ctx, t, c, l)
 	nl := c.WaitLeader(others...)
 	if _, err := nl.Node().Propose(ctx, grant("on-new-leader")); err != nil {
 		t.Fatalf("grant on the new leader: %v", err)
 	}
-	for _, p := range others {
-		if errs := fatal.get(p.ID); len(errs) != 0 {
+	fatal.checkNone(t, others)
+}
+
+// checkStoppedFull waits until p has stopped through OnFatal saying its
+// disk is full and refuses every call with core.ErrStopped, and returns the
+// other live peers.
+func (f *fatalLog) checkStoppedFull(ctx context.Context, t *testing.T, c *Cluster, p *Peer) []*Peer {
+	t.Helper()
+	f.waitDiskFull(c, p)
+	c.waitFor("calls refused with ErrStopped", func() bool {
+		_, err := p.Node().Propose(ctx, grant("after-full"))
+		return errors.Is(err, core.ErrStopped) && errors.Is(p.Node().ReadIndex(ctx), core.ErrStopped)
+	})
+	return c.Followers(p)
+}
+
+// checkNone fails t if any of peers called OnFatal.
+func (f *fatalLog) checkNone(t *testing.T, peers []*Peer) {
+	t.Helper()
+	for _, p := range peers {
+		if errs := f.get(p.ID); len(errs) != 0 {
 			t.Fatalf("%s: OnFatal %v without a fault", p.ID, errs)
 		}
 	}
@@ -329,12 +338,7 @@ func testDiskFullRestartStops(t *testing.T, open Factory) {
 	for _, p := range c.Peers() {
 		c.Restart(p)
 	}
-	fatal.waitDiskFull(c, full)
-	c.waitFor("calls refused with ErrStopped", func() bool {
-		_, err := full.Node().Propose(ctx, grant("after-full"))
-		return errors.Is(err, core.ErrStopped) && errors.Is(full.Node().ReadIndex(ctx), core.ErrStopped)
-	})
-	others := c.Followers(full)
+	others := fatal.checkStoppedFull(ctx, t, c, full)
 	c.WaitLeader(others...)
 	// Through whichever of the others leads by then (c.Propose retries): on
 	// raft-wal the full node's term writes succeed (no reserve check), so it
@@ -342,9 +346,5 @@ func testDiskFullRestartStops(t *testing.T, open Factory) {
 	if res, err := c.Propose(ctx, grant("on-new-leader")); err != nil || res.Outcome != core.OutcomeGranted {
 		t.Fatalf("grant on the new leader: %+v, %v", res, err)
 	}
-	for _, p := range others {
-		if errs := fatal.get(p.ID); len(errs) != 0 {
-			t.Fatalf("%s: OnFatal %v without a fault", p.ID, errs)
-		}
-	}
+	fatal.checkNone(t, others)
 }

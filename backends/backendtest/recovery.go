@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ticketd/ticketd/backends"
 	"github.com/ticketd/ticketd/core"
@@ -34,34 +33,14 @@ func fillLocks(t *testing.T, c *Cluster) {
 	ctx := testContext(t)
 	for i := 0; i < 30; i++ {
 		key := fmt.Sprintf("k%02d", i)
-		res := proposeOnLeader(ctx, t, c, grant(key))
-		if res.Outcome != core.OutcomeGranted {
-			t.Fatalf("grant %s: outcome %v, want granted", key, res.Outcome)
+		res, err := c.Propose(ctx, grant(key)) // on the current leader, retried on a leader change
+		if err != nil || res.Outcome != core.OutcomeGranted {
+			t.Fatalf("grant %s: %+v, %v", key, res, err)
 		}
 		if i%3 == 0 {
-			if res := proposeOnLeader(ctx, t, c, core.Release(key, res.Token)); res.Outcome != core.OutcomeReleased {
-				t.Fatalf("release %s: %+v", key, res)
+			if res, err := c.Propose(ctx, core.Release(key, res.Token)); err != nil || res.Outcome != core.OutcomeReleased {
+				t.Fatalf("release %s: %+v, %v", key, res, err)
 			}
-		}
-	}
-}
-
-// proposeOnLeader proposes cmd on the cluster's leader and, if that node is
-// no longer the leader when it gets there (a starved machine can cost a
-// leader its quorum contact), on the next one: a not-leader refusal
-// (core.ErrNotLeader) proposed nothing, so the retry cannot apply cmd twice.
-// Any other error fails t.
-func proposeOnLeader(ctx context.Context, t *testing.T, c *Cluster, cmd core.Command) core.Result {
-	t.Helper()
-	for {
-		res, err := c.WaitLeader().Node().Propose(ctx, cmd)
-		switch {
-		case err == nil:
-			return res
-		case errors.Is(err, core.ErrNotLeader) && ctx.Err() == nil:
-			time.Sleep(20 * time.Millisecond) // the old leader may answer until it notices
-		default:
-			t.Fatalf("propose %v: %v", cmd, err)
 		}
 	}
 }
