@@ -96,8 +96,12 @@ var magic = [8]byte{'t', 'k', 'd', 'a', 'p', 't', '1', '\n'}
 // Open opens the record at cfg.Path, creating it or resetting it when it is
 // missing, of another epoch or layout, or cfg.Keep is false, and reads what
 // earlier runs of this epoch recorded. The file is locked for this process
-// until Close. Errors: ErrUnsupported, a lock held by another process, the
-// file system's.
+// until Close, and every block of it is allocated before it is mapped
+// (allocate.go), so that no load or store of the mapping needs space.
+// Errors: ErrUnsupported, a lock held by another process, the file
+// system's; when the file system has no room for the whole file, an error
+// naming the file and wrapping syscall.ENOSPC (or EDQUOT); a record being
+// kept keeps its slots through it, for an Open once space is freed.
 func Open(cfg Config) (*Record, error) {
 	if !supported {
 		return nil, ErrUnsupported
@@ -128,13 +132,16 @@ func Open(cfg Config) (*Record, error) {
 	_, rerr := f.ReadAt(got, 0)
 	fi, serr := f.Stat()
 	valid := cfg.Keep && rerr == nil && serr == nil && fi.Size() == size && bytes.Equal(got, want)
-	if !valid {
-		// Reset: zero slots are empty. Not synced: a record lost to a power
-		// cut is void after the reboot anyway.
-		if err := resetFile(f, want, size); err != nil {
-			_ = f.Close()
-			return nil, err
-		}
+	if valid {
+		// Kept as it is, but with every block allocated (allocate.go): an
+		// older binary left the file sparse, and a copy may be sparse.
+		err = allocate(f, size)
+	} else {
+		err = resetFile(f, want, size)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("applytime: %w", err)
 	}
 	mem, err := mapFile(f, int(size))
 	if err != nil {
@@ -157,16 +164,18 @@ func Open(cfg Config) (*Record, error) {
 	return r, nil
 }
 
-// resetFile empties f and writes header, leaving size bytes (zero slots).
+// resetFile empties f and gives it size bytes, every block allocated
+// (allocate), header first and zero slots after (a zero slot is empty). Not
+// synced: a record lost to a power cut is void after the reboot anyway.
 func resetFile(f *os.File, header []byte, size int64) error {
 	if err := f.Truncate(0); err != nil {
-		return fmt.Errorf("applytime: reset: %w", err)
+		return fmt.Errorf("reset: %w", err)
 	}
-	if err := f.Truncate(size); err != nil {
-		return fmt.Errorf("applytime: reset: %w", err)
+	if err := allocate(f, size); err != nil {
+		return fmt.Errorf("reset: %w", err)
 	}
 	if _, err := f.WriteAt(header, 0); err != nil {
-		return fmt.Errorf("applytime: reset: %w", err)
+		return fmt.Errorf("reset: %w", err)
 	}
 	return nil
 }
