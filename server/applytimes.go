@@ -65,6 +65,9 @@ func openApplyTimes(cfg config.Config, o options, log *zap.Logger) (*applytime.R
 		Host: host,
 		Now:  now,
 		Keep: hasLog(cfg.DataDir),
+		OnFault: func(err error) {
+			log.Warn("the apply-time record stopped recording: a restart measures leases applied since from the replay (later than needed, never early)", zap.Error(err))
+		},
 	})
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return nil, fmt.Errorf("disk full: no room for the apply-time record: %w: free space (or move the data dir to a larger disk) and restart the node", err)

@@ -27,7 +27,12 @@
 // full disk that is a SIGBUS, not an error. So a full disk fails Open with
 // ENOSPC, naming the file, and the node stops with its disk-full fail-stop
 // (docs/design.md#storage-and-recovery); once Open returned, the mapping's
-// loads and stores allocate nothing.
+// loads and stores allocate nothing. A store can still fault where no
+// allocation prevents it (the file truncated underneath by another
+// process; a copy-on-write file system such as btrfs, which needs a new
+// block for every rewrite, on a full disk; a disk error): Applied recovers
+// from that fault, stops recording and reports it (Config.OnFault), since
+// the node goes on safely without the record.
 //
 // What a slot says: "by the end of bucket b, this node had applied index j".
 // A slot is written bucket first, then index, so a process killed between

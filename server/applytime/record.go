@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,15 @@ type Config struct {
 	// Keep says the data dir holds Raft state: false discards any record
 	// found (its indexes named another log).
 	Keep bool
+	// OnFault, if set, hears once, from Applied's goroutine, that a store
+	// into the mapping faulted (SIGBUS): the file was truncated underneath
+	// (by another process; the lock does not stop truncate(2)), or its file
+	// system could not keep the page (a copy-on-write file system, btrfs
+	// or ZFS, needs a new block for every rewrite, and on a full disk has
+	// none), or a disk error. The record then records nothing more: the
+	// next run measures leases applied since from its replay, later, never
+	// early, as without the record.
+	OnFault func(error)
 }
 
 // Record is the apply-time record of one data dir. Applied must be called
@@ -80,6 +90,9 @@ type Record struct {
 	// apply racing a shutdown must not touch unmapped memory).
 	mu     sync.RWMutex
 	closed bool
+
+	onFault func(error) // Config.OnFault
+	faulted bool        // a store faulted: Applied records nothing more (Applied's goroutine only)
 }
 
 // header is the file's first headerSize bytes: magic, bucket width (ns),
@@ -148,7 +161,7 @@ func Open(cfg Config) (*Record, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("applytime: map %s: %w", cfg.Path, err)
 	}
-	r := &Record{f: f, mem: mem, slots: slots, now: cfg.Now}
+	r := &Record{f: f, mem: mem, slots: slots, now: cfg.Now, onFault: cfg.OnFault}
 	r.words = unsafe.Slice((*uint64)(unsafe.Pointer(&mem[headerSize])), 2*slots)
 	if r.h0, err = cfg.Host.Since(); err == nil {
 		r.g0 = cfg.Now()
@@ -204,15 +217,23 @@ func (r *Record) load(now uint64) {
 
 // Applied records that this node applied index now. Two atomic stores into
 // the mapping at most; call it from the apply path, after the entry applied.
+// A store that faults (Config.OnFault) is recovered from, not a crash:
+// every block is allocated (Open), so no store needs space on a file system
+// that overwrites in place, but a fault remains possible where Open cannot
+// prevent it, and losing the record costs the lease bound at most, never
+// a lease's safety.
 func (r *Record) Applied(index uint64) {
 	if r == nil {
 		return
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.closed {
+	if r.closed || r.faulted {
 		return
 	}
+	// A fault in this goroutine becomes a panic, recovered by
+	// stopFault, instead of a crash (runtime/debug.SetPanicOnFault).
+	defer r.stopFault(debug.SetPanicOnFault(true))
 	b := uint64(r.toHost(r.now()) / Bucket)
 	k := (b % r.slots) * 2
 	// Bucket first: a kill between the stores leaves an index this node
@@ -224,6 +245,25 @@ func (r *Record) Applied(index uint64) {
 	}
 	if atomic.LoadUint64(&r.words[k+1]) < index {
 		atomic.StoreUint64(&r.words[k+1], index)
+	}
+}
+
+// stopFault ends Applied: it gives the goroutine back its fault setting
+// (was) and, if a store into the mapping faulted, stops the record and
+// tells Config.OnFault. Any other panic goes on.
+func (r *Record) stopFault(was bool) {
+	debug.SetPanicOnFault(was)
+	e := recover()
+	if e == nil {
+		return
+	}
+	fault, ok := e.(interface{ Addr() uintptr })
+	if !ok {
+		panic(e)
+	}
+	r.faulted = true
+	if r.onFault != nil {
+		r.onFault(fmt.Errorf("applytime: a store into %s faulted (SIGBUS at %#x): the record stops recording", r.f.Name(), fault.Addr()))
 	}
 }
 
