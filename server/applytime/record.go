@@ -58,10 +58,11 @@ type Config struct {
 	// into the mapping faulted (SIGBUS): the file was truncated underneath
 	// (by another process; the lock does not stop truncate(2)), or its file
 	// system could not back the page (a copy-on-write file system such as
-	// btrfs reserves a new block when a written-back page is written again,
-	// preallocated or not, and on a full disk has none), or a disk error. The record then records nothing more: the
-	// next run measures leases applied since from its replay, later, never
-	// early, as without the record.
+	// btrfs reserves a new block when a written-back page is written
+	// again, preallocated or not, and on a full disk has none), or a disk
+	// error. The record then records nothing more: the next run measures
+	// leases applied since from its replay, later, never early, as without
+	// the record.
 	OnFault func(error)
 }
 
