@@ -54,18 +54,7 @@ func diskFullExit(t *testing.T, backend string) {
 	v := (c.Leader(t) + 1) % c.Len()
 	dir := c.Node(v).DataDir
 	c.Kill(v)
-	if err := k.moveToTmpfs(v, 256<<20); err != nil {
-		t.Fatal(err)
-	}
-	mounted := true
-	t.Cleanup(func() { // before the cluster's Close: unmount whatever happens
-		if mounted {
-			c.Kill(v)
-			if err := run("umount", dir); err != nil {
-				t.Errorf("unmount the tmpfs at %s: %v", dir, err)
-			}
-		}
-	})
+	freeDisk := onTmpfs(t, k, v, 256<<20)
 	c.Restart(v)
 	waitCaughtUp(t, c, v)
 	for i := range 10 {
@@ -92,11 +81,36 @@ func diskFullExit(t *testing.T, backend string) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.FreeDisk(v); err != nil {
+	freeDisk()
+	rejoin(t, c, v, acked)
+}
+
+// onTmpfs moves node v's data dir (node killed) onto a tmpfs of its own
+// with free bytes free (moveToTmpfs). It returns freeDisk, which moves it
+// back (FreeDisk); if the test ends before that, the node is killed and
+// the tmpfs unmounted (before the cluster's Close).
+func onTmpfs(t *testing.T, k *target, v int, free int64) (freeDisk func()) {
+	t.Helper()
+	dir := k.c.Node(v).DataDir
+	if err := k.moveToTmpfs(v, free); err != nil {
 		t.Fatal(err)
 	}
-	mounted = false
-	rejoin(t, c, v, acked)
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			k.c.Kill(v)
+			if err := run("umount", dir); err != nil {
+				t.Errorf("unmount the tmpfs at %s: %v", dir, err)
+			}
+		}
+	})
+	return func() {
+		t.Helper()
+		if err := k.FreeDisk(v); err != nil {
+			t.Fatal(err)
+		}
+		mounted = false
+	}
 }
 
 // rejoin restarts node v (stopped, its data dir back on a roomy disk) and
@@ -206,18 +220,7 @@ func diskFullRestartExit(t *testing.T, store string, free int64) {
 			t.Fatal(err)
 		}
 	}
-	if err := k.moveToTmpfs(v, free); err != nil {
-		t.Fatal(err)
-	}
-	mounted := true
-	t.Cleanup(func() { // before the cluster's Close: unmount whatever happens
-		if mounted {
-			c.Kill(v)
-			if err := run("umount", dir); err != nil {
-				t.Errorf("unmount the tmpfs at %s: %v", dir, err)
-			}
-		}
-	})
+	freeDisk := onTmpfs(t, k, v, free)
 	k.markLog(v)
 	for i := range c.Len() {
 		c.Restart(i)
@@ -231,10 +234,7 @@ func diskFullRestartExit(t *testing.T, store string, free int64) {
 	}
 	checkFailStop(t, k, v)
 
-	if err := k.FreeDisk(v); err != nil {
-		t.Fatal(err)
-	}
-	mounted = false
+	freeDisk()
 	rejoin(t, c, v, acked)
 }
 
