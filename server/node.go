@@ -163,7 +163,8 @@ type Node struct {
 
 // New builds a Node from cfg: it validates cfg, opens the backend (which
 // recovers from cfg.DataDir or bootstraps), and prepares the API handler. It
-// does not listen; call Serve. Errors: cfg.Validate's, the backend's.
+// does not listen; call Serve. Errors: cfg.Validate's, the backend's, a
+// full disk in the data dir (openApplyTimes: it says "disk full").
 func New(cfg config.Config, opts ...Option) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -204,7 +205,10 @@ func New(cfg config.Config, opts ...Option) (*Node, error) {
 		commandVersion: o.commandVersion,
 	}
 	var err error
-	n.times = openApplyTimes(cfg, o, n.log)
+	if n.times, err = openApplyTimes(cfg, o, n.log); err != nil {
+		stop()
+		return nil, err
+	}
 	n.lessor, err = lessor.New(lessor.Config{
 		Clock:   o.clock,
 		Confirm: n.confirmTerm,

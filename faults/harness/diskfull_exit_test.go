@@ -15,6 +15,7 @@ import (
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/ticketdtest"
+	"github.com/ticketd/ticketd/server/applytime"
 )
 
 // TestDiskFullExitsCleanly: a running follower whose data dir (on a tmpfs
@@ -53,18 +54,7 @@ func diskFullExit(t *testing.T, backend string) {
 	v := (c.Leader(t) + 1) % c.Len()
 	dir := c.Node(v).DataDir
 	c.Kill(v)
-	if err := k.moveToTmpfs(v, 256<<20); err != nil {
-		t.Fatal(err)
-	}
-	mounted := true
-	t.Cleanup(func() { // before the cluster's Close: unmount whatever happens
-		if mounted {
-			c.Kill(v)
-			if err := run("umount", dir); err != nil {
-				t.Errorf("unmount the tmpfs at %s: %v", dir, err)
-			}
-		}
-	})
+	freeDisk := onTmpfs(t, k, v, 256<<20)
 	c.Restart(v)
 	waitCaughtUp(t, c, v)
 	for i := range 10 {
@@ -91,10 +81,43 @@ func diskFullExit(t *testing.T, backend string) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.FreeDisk(v); err != nil {
+	freeDisk()
+	rejoin(t, c, v, acked)
+}
+
+// onTmpfs moves node v's data dir (node killed) onto a tmpfs of its own
+// with free bytes free (moveToTmpfs). It returns freeDisk, which moves it
+// back (FreeDisk); if the test ends before that, the node is killed and
+// the tmpfs unmounted (before the cluster's Close).
+func onTmpfs(t *testing.T, k *target, v int, free int64) (freeDisk func()) {
+	t.Helper()
+	dir := k.c.Node(v).DataDir
+	if err := k.moveToTmpfs(v, free); err != nil {
 		t.Fatal(err)
 	}
-	mounted = false
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			k.c.Kill(v)
+			if err := run("umount", dir); err != nil {
+				t.Errorf("unmount the tmpfs at %s: %v", dir, err)
+			}
+		}
+	})
+	return func() {
+		t.Helper()
+		if err := k.FreeDisk(v); err != nil {
+			t.Fatal(err)
+		}
+		mounted = false
+	}
+}
+
+// rejoin restarts node v (stopped, its data dir back on a roomy disk) and
+// fails the test unless it catches up and holds every grant in acked (key:
+// token) with its token.
+func rejoin(t *testing.T, c *ticketdtest.Cluster, v int, acked map[string]uint64) {
+	t.Helper()
 	c.Restart(v)
 	waitCaughtUp(t, c, v)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -144,48 +167,60 @@ func checkFailStop(t *testing.T, k *target, v int) {
 }
 
 // TestDiskFullRestartExitsCleanly: a hashicorp node restarted on a full
-// disk, with the whole cluster restarted, writes a new term (as a candidate,
-// or as a voter asked for its vote) before anything is appended to it. The
-// tmpfs keeps 48 MiB free, less than the reserve. On badger the term write
-// checks the reserve and fails; the node must exit through its fail-stop
-// (status 1, `disk full`), not through hashicorp/raft's panic on a failed
-// term write. On wal the term goes to raft-wal's bolt file, which does not
-// check the reserve, and the node stops at its first append, the same way.
-// It needs root.
+// disk, with the whole cluster restarted, must exit through its fail-stop
+// (status 1, a `disk full` line, no Go crash dump), and once space is freed
+// start again and catch up with every acknowledged grant. It needs root.
+//
+// With 48 MiB free (less than the reserve), the node writes a new term (as
+// a candidate, or as a voter asked for its vote) before anything is
+// appended to it. On badger the term write checks the reserve and fails;
+// the node must stop through its fail-stop, not through hashicorp/raft's
+// panic on a failed term write. On wal the term goes to raft-wal's bolt
+// file, which does not check the reserve, and the node stops at its first
+// append, the same way.
+//
+// With no free byte at all (no-space), and the node's apply-time record
+// sparse as an older binary left it (grown with ftruncate; the copy to the
+// tmpfs keeps its holes), the node stops before Raft runs: it cannot
+// allocate the record's blocks. (Mapped without them, the record's first
+// read at start died of SIGBUS: a crash dump, status 2.)
 func TestDiskFullRestartExitsCleanly(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a tmpfs for the node's data dir (mount -t tmpfs)")
 	}
-	for _, store := range []string{"badger", "wal"} {
-		t.Run(store, func(t *testing.T) { diskFullRestartExit(t, store) })
+	for _, tc := range []struct {
+		name, store string
+		free        int64
+	}{{"badger", "badger", 48 << 20}, {"wal", "wal", 48 << 20}, {"no-space", "wal", 0}} {
+		t.Run(tc.name, func(t *testing.T) { diskFullRestartExit(t, tc.store, tc.free) })
 	}
 }
 
-func diskFullRestartExit(t *testing.T, store string) {
+func diskFullRestartExit(t *testing.T, store string, free int64) {
 	c := startCluster(t, "hashicorp", 3, 500*time.Millisecond, startOptions{logStore: store})
 	k := &target{c: c}
+	acked := map[string]uint64{}
 	for i := range 5 {
+		key := fmt.Sprintf("before/%02d", i)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := c.Lock(c.Leader(t)).Acquire(ctx, &ticketv1.AcquireRequest{Key: fmt.Sprintf("before/%02d", i), LeaseMs: 600_000, Owner: "o"})
+		res, err := c.Lock(c.Leader(t)).Acquire(ctx, &ticketv1.AcquireRequest{Key: key, LeaseMs: 600_000, Owner: "o"})
 		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
+		acked[key] = res.GetToken()
 	}
 	v := (c.Leader(t) + 1) % c.Len()
 	dir := c.Node(v).DataDir
 	for i := range c.Len() {
 		c.Kill(i)
 	}
-	if err := k.moveToTmpfs(v, 48<<20); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { // before the cluster's Close
-		c.Kill(v)
-		if err := run("umount", dir); err != nil {
-			t.Errorf("unmount the tmpfs at %s: %v", dir, err)
+	if free == 0 {
+		if err := run("fallocate", "--dig-holes", filepath.Join(dir, applytime.FileName)); err != nil {
+			t.Fatal(err)
 		}
-	})
+	}
+	freeDisk := onTmpfs(t, k, v, free)
 	k.markLog(v)
 	for i := range c.Len() {
 		c.Restart(i)
@@ -198,6 +233,9 @@ func diskFullRestartExit(t *testing.T, store string) {
 		time.Sleep(100 * time.Millisecond) // polling a process's exit
 	}
 	checkFailStop(t, k, v)
+
+	freeDisk()
+	rejoin(t, c, v, acked)
 }
 
 // fillUp writes path until the file system holding it has no space left.

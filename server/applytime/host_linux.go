@@ -3,6 +3,7 @@
 package applytime
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -54,6 +55,27 @@ func lockFile(f *os.File) error {
 		return fmt.Errorf("flock: %w", err)
 	}
 	return nil
+}
+
+// fallocate allocates the blocks of f's bytes [off, off+n) (fallocate(2)
+// mode 0: f grows to off+n bytes if shorter), retrying when a signal
+// interrupts it (EINTR). errNoFallocate where the file system has none;
+// other errors are *os.PathError naming the file (ENOSPC: the disk is
+// full). A variable so that a test can take allocate's path for file
+// systems without it.
+var fallocate = func(f *os.File, off, n int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), 0, off, n)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+			return errNoFallocate
+		}
+		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
 }
 
 // mapFile maps the first size bytes of f shared, readable and writable.

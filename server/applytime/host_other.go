@@ -18,6 +18,7 @@ type hostClock struct{}
 func (hostClock) Epoch() (string, error)        { return "", ErrUnsupported }
 func (hostClock) Since() (time.Duration, error) { return 0, ErrUnsupported }
 
-func lockFile(*os.File) error               { return ErrUnsupported }
-func mapFile(*os.File, int) ([]byte, error) { return nil, ErrUnsupported }
-func unmapFile([]byte) error                { return ErrUnsupported }
+func fallocate(*os.File, int64, int64) error { return errNoFallocate }
+func lockFile(*os.File) error                { return ErrUnsupported }
+func mapFile(*os.File, int) ([]byte, error)  { return nil, ErrUnsupported }
+func unmapFile([]byte) error                 { return ErrUnsupported }

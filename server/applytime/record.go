@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,16 @@ type Config struct {
 	// Keep says the data dir holds Raft state: false discards any record
 	// found (its indexes named another log).
 	Keep bool
+	// OnFault, if set, hears once, from Applied's goroutine, that a store
+	// into the mapping faulted (SIGBUS): the file was truncated underneath
+	// (by another process; the lock does not stop truncate(2)), or its file
+	// system could not back the page (a copy-on-write file system such as
+	// btrfs reserves a new block when a written-back page is written
+	// again, preallocated or not, and on a full disk has none), or a disk
+	// error. The record then records nothing more: the next run measures
+	// leases applied since from its replay, later, never early, as without
+	// the record.
+	OnFault func(error)
 }
 
 // Record is the apply-time record of one data dir. Applied must be called
@@ -80,6 +91,9 @@ type Record struct {
 	// apply racing a shutdown must not touch unmapped memory).
 	mu     sync.RWMutex
 	closed bool
+
+	onFault func(error) // Config.OnFault
+	faulted bool        // a store faulted: Applied records nothing more (Applied's goroutine only)
 }
 
 // header is the file's first headerSize bytes: magic, bucket width (ns),
@@ -96,8 +110,12 @@ var magic = [8]byte{'t', 'k', 'd', 'a', 'p', 't', '1', '\n'}
 // Open opens the record at cfg.Path, creating it or resetting it when it is
 // missing, of another epoch or layout, or cfg.Keep is false, and reads what
 // earlier runs of this epoch recorded. The file is locked for this process
-// until Close. Errors: ErrUnsupported, a lock held by another process, the
-// file system's.
+// until Close, and every block of it is allocated before it is mapped
+// (allocate.go), so that no load or store of the mapping needs space.
+// Errors: ErrUnsupported, a lock held by another process, the file
+// system's; when the file system has no room for the whole file, an error
+// naming the file and wrapping syscall.ENOSPC (or EDQUOT); a record being
+// kept keeps its slots through it, for an Open once space is freed.
 func Open(cfg Config) (*Record, error) {
 	if !supported {
 		return nil, ErrUnsupported
@@ -128,20 +146,23 @@ func Open(cfg Config) (*Record, error) {
 	_, rerr := f.ReadAt(got, 0)
 	fi, serr := f.Stat()
 	valid := cfg.Keep && rerr == nil && serr == nil && fi.Size() == size && bytes.Equal(got, want)
-	if !valid {
-		// Reset: zero slots are empty. Not synced: a record lost to a power
-		// cut is void after the reboot anyway.
-		if err := resetFile(f, want, size); err != nil {
-			_ = f.Close()
-			return nil, err
-		}
+	if valid {
+		// Kept as it is, but with every block allocated (allocate.go): an
+		// older binary left the file sparse, and a copy may be sparse.
+		err = allocate(f, size)
+	} else {
+		err = resetFile(f, want, size)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("applytime: %w", err)
 	}
 	mem, err := mapFile(f, int(size))
 	if err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("applytime: map %s: %w", cfg.Path, err)
 	}
-	r := &Record{f: f, mem: mem, slots: slots, now: cfg.Now}
+	r := &Record{f: f, mem: mem, slots: slots, now: cfg.Now, onFault: cfg.OnFault}
 	r.words = unsafe.Slice((*uint64)(unsafe.Pointer(&mem[headerSize])), 2*slots)
 	if r.h0, err = cfg.Host.Since(); err == nil {
 		r.g0 = cfg.Now()
@@ -157,16 +178,18 @@ func Open(cfg Config) (*Record, error) {
 	return r, nil
 }
 
-// resetFile empties f and writes header, leaving size bytes (zero slots).
+// resetFile empties f and gives it size bytes, every block allocated
+// (allocate), header first and zero slots after (a zero slot is empty). Not
+// synced: a record lost to a power cut is void after the reboot anyway.
 func resetFile(f *os.File, header []byte, size int64) error {
 	if err := f.Truncate(0); err != nil {
-		return fmt.Errorf("applytime: reset: %w", err)
+		return fmt.Errorf("reset: %w", err)
 	}
-	if err := f.Truncate(size); err != nil {
-		return fmt.Errorf("applytime: reset: %w", err)
+	if err := allocate(f, size); err != nil {
+		return fmt.Errorf("reset: %w", err)
 	}
 	if _, err := f.WriteAt(header, 0); err != nil {
-		return fmt.Errorf("applytime: reset: %w", err)
+		return fmt.Errorf("reset: %w", err)
 	}
 	return nil
 }
@@ -195,15 +218,23 @@ func (r *Record) load(now uint64) {
 
 // Applied records that this node applied index now. Two atomic stores into
 // the mapping at most; call it from the apply path, after the entry applied.
+// A store that faults (Config.OnFault) is recovered from, not a crash:
+// every block is allocated (Open), so no store needs space on a file system
+// that overwrites in place, but a fault remains possible where Open cannot
+// prevent it, and losing the record costs the lease bound at most, never
+// a lease's safety.
 func (r *Record) Applied(index uint64) {
 	if r == nil {
 		return
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.closed {
+	if r.closed || r.faulted {
 		return
 	}
+	// A fault in this goroutine becomes a panic, recovered by
+	// stopFault, instead of a crash (runtime/debug.SetPanicOnFault).
+	defer r.stopFault(debug.SetPanicOnFault(true))
 	b := uint64(r.toHost(r.now()) / Bucket)
 	k := (b % r.slots) * 2
 	// Bucket first: a kill between the stores leaves an index this node
@@ -215,6 +246,25 @@ func (r *Record) Applied(index uint64) {
 	}
 	if atomic.LoadUint64(&r.words[k+1]) < index {
 		atomic.StoreUint64(&r.words[k+1], index)
+	}
+}
+
+// stopFault ends Applied: it gives the goroutine back its fault setting
+// (was) and, if a store into the mapping faulted, stops the record and
+// tells Config.OnFault. Any other panic goes on.
+func (r *Record) stopFault(was bool) {
+	debug.SetPanicOnFault(was)
+	e := recover()
+	if e == nil {
+		return
+	}
+	fault, ok := e.(interface{ Addr() uintptr })
+	if !ok {
+		panic(e)
+	}
+	r.faulted = true
+	if r.onFault != nil {
+		r.onFault(fmt.Errorf("applytime: a store into %s faulted (SIGBUS at %#x): the record stops recording", r.f.Name(), fault.Addr()))
 	}
 }
 

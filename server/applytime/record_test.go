@@ -171,6 +171,33 @@ func TestRecordLocked(t *testing.T) {
 	open(t, path, h, true)
 }
 
+// TestAppliedFault: a store into the mapping that faults (SIGBUS: here
+// the file truncated underneath by another process, which the lock does
+// not prevent) stops the record and is reported once through OnFault,
+// instead of ending the process with a crash dump; what earlier runs
+// recorded is still answered, and Close works.
+func TestAppliedFault(t *testing.T) {
+	path, h := fresh(t)
+	r := open(t, path, h, false)
+	r.Applied(4)
+	require.NoError(t, r.Close())
+	var faults []error
+	r, err := applytime.Open(applytime.Config{Path: path, Span: time.Second, Host: h, Now: h.now, Keep: true,
+		OnFault: func(err error) { faults = append(faults, err) }})
+	require.NoError(t, err)
+	defer r.Close()
+	r.Applied(5)
+	require.NoError(t, os.Truncate(path, 0))
+	h.advance(applytime.Bucket)
+	r.Applied(6)
+	r.Applied(7)
+	require.Len(t, faults, 1, "one report")
+	assert.ErrorContains(t, faults[0], path)
+	_, ok := r.At(4)
+	assert.True(t, ok, "an earlier run's apply is still answered")
+	require.NoError(t, r.Close())
+}
+
 // TestHostClock: on this host the real clock has an epoch and runs with
 // time.Now: a record kept on it maps times back within the reads' gap.
 func TestHostClock(t *testing.T) {
