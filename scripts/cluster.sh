@@ -216,6 +216,9 @@ start_node() {
 }
 
 pid_of() { cat "$DATA/${IDS[$1]}.pid" 2>/dev/null || true; }
+# status addr: the node's ClusterService/Status answer (Connect JSON), or
+# nothing while it does not answer.
+status() { curl -s -m 1 ${curl_tls[@]+"${curl_tls[@]}"} -H 'Content-Type: application/json' -d '{}' "$scheme://$1/ticket.v1.ClusterService/Status" 2>/dev/null || true; }
 alive() { [[ -n $1 ]] && kill -0 "$1" 2>/dev/null; }
 
 # restart nX: SIGTERM the node (it hands leadership over), wait for it, and
@@ -239,7 +242,23 @@ if [[ $CMD == restart ]]; then
 		exit 1
 	fi
 	start_node "$idx"
-	echo "restarted $want (pid $(pid_of "$idx")); log in $DATA/$want.log"
+	# Wait until the node answers Status, so a node that refuses to start (a
+	# missing watermark, a damaged log, a bad flag: docs/operations.md) is
+	# reported here with exit status 1 instead of as a success. A node that
+	# is still replaying its log after 30 s is left starting.
+	pid=$(pid_of "$idx")
+	for _ in $(seq 1 300); do
+		if ! alive "$pid"; then
+			rc=0
+			wait "$pid" 2>/dev/null || rc=$?
+			echo "cluster.sh restart: $want (pid $pid) exited at start with status $rc; see $DATA/$want.log:" >&2
+			grep -E '^Error:' "$DATA/$want.log" | tail -n 1 >&2 || true
+			exit 1
+		fi
+		[[ -n $(status "${API[idx]}") ]] && break
+		sleep 0.1
+	done
+	echo "restarted $want (pid $pid); log in $DATA/$want.log"
 	exit 0
 fi
 
@@ -279,7 +298,6 @@ for i in 0 1 2; do
 done
 trap '' PIPE
 
-status() { curl -s -m 1 ${curl_tls[@]+"${curl_tls[@]}"} -H 'Content-Type: application/json' -d '{}' "$scheme://$1/ticket.v1.ClusterService/Status" 2>/dev/null || true; }
 leader=""
 for _ in $(seq 1 100); do
 	leader=$(status "${API[0]}" | sed -n 's/.*"leaderId":"\([^"]*\)".*/\1/p')

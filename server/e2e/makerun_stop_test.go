@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -106,11 +107,22 @@ func TestMakeRunStopsEveryNodeWhenStdoutIsGone(t *testing.T) {
 		t.Fatalf("cluster.sh did not start:\n%s", out)
 	}
 
+	// make node N=n2 with a node that cannot start (a bad log level): the
+	// restart reports it and fails instead of printing "restarted".
+	bad := exec.Command("bash", script, "restart", "n2")
+	bad.Env = append(slices.Clone(env), "TICKETD_LOG_LEVEL=bogus")
+	bad.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	b, err := bad.CombinedOutput()
+	require.Error(t, err, "restart of a node that cannot start: %s", b)
+	require.Contains(t, string(b), "n2", "the failed restart names the node")
+	require.Contains(t, string(b), "exited at start", "the failed restart says the node exited: %s", b)
+	require.NotContains(t, string(b), "restarted n2")
+
 	// make node N=n2, as from another terminal: its own process group.
 	restart := exec.Command("bash", script, "restart", "n2")
 	restart.Env = env
 	restart.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	b, err := restart.CombinedOutput()
+	b, err = restart.CombinedOutput()
 	require.NoError(t, err, "restart n2: %s", b)
 	pids := nodePids(t, data)
 	for _, p := range pids {
