@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/core"
+	"github.com/ticketd/ticketd/server/lessor"
 )
 
 // This file connects the replicated lock table to the node-local state: the
@@ -136,10 +137,12 @@ func (n *Node) proposeExpire(ctx context.Context, key string, token, seen uint64
 	if b == nil {
 		return core.ErrStopped
 	}
+	due, _ := n.lessor.ExpiryDue(key, token)
 	res, err := b.Propose(ctx, core.ExpireSeen(key, token, seen))
 	if err == nil && res.Existed {
-		n.met.expired.Inc()
-		n.log.Debug("lease expired", zap.String("key", key), zap.Uint64("token", token))
+		late := n.expired(due)
+		n.log.Debug("lease expired", zap.String("key", key), zap.Uint64("token", token),
+			zap.Duration("late", late), zap.Time("office", due.Office))
 	}
 	return err
 }
@@ -153,12 +156,29 @@ func (n *Node) proposeExpireSession(ctx context.Context, id, seen uint64) error 
 	if b == nil {
 		return core.ErrStopped
 	}
+	due, _ := n.lessor.SessionExpiryDue(id)
 	res, err := b.Propose(ctx, core.ExpireSession(id, seen))
 	if err == nil && res.Existed {
-		n.met.expired.Inc()
-		n.log.Debug("session expired", zap.Uint64("session", id), zap.Int("locks", len(res.Ended.Locks)))
+		late := n.expired(due)
+		n.log.Debug("session expired", zap.Uint64("session", id), zap.Int("locks", len(res.Ended.Locks)),
+			zap.Duration("late", late), zap.Time("office", due.Office))
 	}
 	return err
+}
+
+// expired counts a lease (a lock's own or a session's) that an Expire of
+// this leader removed, due as the lessor said before it was proposed
+// (lessor.Lessor.ExpiryDue), and returns how late that was
+// (ticketd_lease_expiry_lateness_seconds): the time from the moment the
+// lease could first be expired here, by this node's final measure of it or
+// its taking office, to the local apply of its Expire. Beyond one expiry
+// round it is the round's own delay: a starved process, a slow disk, a
+// quorum slow to answer (docs/design.md#leases).
+func (n *Node) expired(due lessor.Due) time.Duration {
+	late := n.lessor.Late(due)
+	n.met.expired.Inc()
+	n.met.expiryLateness.Observe(late.Seconds())
+	return late
 }
 
 // onDelayEnd is the lessor's OnDelayEnd hook: a key's lock-delay has passed,

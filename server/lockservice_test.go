@@ -337,6 +337,9 @@ func TestExpiryAfterLease(t *testing.T) {
 	require.NoError(t, a.err, "the waiter is granted when the expiry applies")
 	assert.Equal(t, h.GetToken()+1, a.res.GetToken())
 	assert.Equal(t, 1.0, metric(t, in, "ticketd_leases_expired_total"))
+	// expired on time by the node's clock: one expiry, zero lateness
+	assert.Equal(t, 1.0, metric(t, in, "ticketd_lease_expiry_lateness_seconds_count"))
+	assert.Equal(t, 0.0, metric(t, in, "ticketd_lease_expiry_lateness_seconds_sum"))
 }
 
 func TestRenewKeepsLockPastLease(t *testing.T) {

@@ -52,6 +52,10 @@ type metrics struct {
 	rpc     map[string]*rpcMetrics
 	expired prometheus.Counter
 	ghosts  prometheus.Counter
+	// expiryLateness times each expiry this leader made, from the moment
+	// the lease could first be expired here to its Expire's local apply
+	// (Node.expired).
+	expiryLateness prometheus.Observer
 	// handoffsPipelined counts turns handed to a head waiter as the
 	// holder's Release was proposed (releasehandoff.go); handoffGrantsRejected
 	// counts the Grants of such turns that applied while the key was still
@@ -145,6 +149,12 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 		Buckets: prometheus.ExponentialBuckets(.001, 4, 10),
 	})
 	m.acquireWait = acquireWait
+	expiryLateness := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "ticketd", Name: "lease_expiry_lateness_seconds",
+		Help:    "Leader: for each lease (a lock's own or a session's) an Expire of this node removed, the time from the moment it could first be expired here (its deadline by this node's measure, lowered to the voters' reports, or this node's taking office if later) to the local apply of that Expire. One expiry round (a quorum confirmation and a commit) is normal; more means a starved process, a slow disk or a quorum slow to answer (docs/design.md#leases).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	})
+	m.expiryLateness = expiryLateness
 	m.renewRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "ticketd", Name: "renewals_refused_total",
 		Help: "Renew requests refused with not_found (lease ended or released, or not the holder's token), counted on the node the client called.",
@@ -166,7 +176,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 	var clusterCs []prometheus.Collector
 	m.cluster, clusterCs = newClusterMetrics(n)
 	cs := []prometheus.Collector{
-		requests, durations, m.expired, m.ghosts, m.watchEvents, m.forwarded, acquireWait, m.renewRefused,
+		requests, durations, m.expired, expiryLateness, m.ghosts, m.watchEvents, m.forwarded, acquireWait, m.renewRefused,
 		m.quotaRefusals, newQuotaCollector(n, m.principalLabels),
 		m.handoffsPipelined, m.handoffGrantsRejected,
 		gauge("watchers", "Watch streams open on this node.", func() float64 { return float64(n.hub.Watchers()) }),

@@ -1,15 +1,12 @@
 package e2e_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
@@ -21,10 +18,11 @@ import (
 // lock, and an abandoned session, ends no later than max(its lease measured
 // from the acknowledgement of its last Grant/Renew/KeepAlive, the moment the
 // last leader took office) + one election + one expiry round, whatever the
-// kills, restarts and transfers — and never before its lease. A node that
-// measured a replayed lease from its replay would keep these alive for up to
-// restartLease past its restart: 1.5× at half the lease, well past
-// boundSlack.
+// kills, restarts and transfers — and never before its lease (checkBound,
+// which adds the measured lateness of the expiry on a loaded machine). A
+// node that measured a replayed lease from its replay would keep these
+// alive for up to restartLease past its restart: 1.5× at half the lease,
+// well past boundSlack, and would expire them on time by that measure.
 
 // restartLease is the lease of the lock and the TTL of the session of the
 // restart tests (L): long enough that a restart at L/2 measured from the
@@ -36,9 +34,6 @@ type restartRun struct {
 	c     *ticketdtest.Cluster
 	w     *lockWatch
 	taken time.Time // when the first lease was sent
-
-	mu     sync.Mutex
-	office time.Time // when the test last saw a new leader agreed on
 }
 
 // startRestartRun starts a three-node cluster of backend with the failover
@@ -48,7 +43,7 @@ type restartRun struct {
 func startRestartRun(t *testing.T, backend string, edit ...func(*ticketdtest.Options)) *restartRun {
 	c := startBoundCluster(t, backend, 3, edit...)
 	ctx := ctxT(t)
-	r := &restartRun{c: c, w: watchLocks(t, c), office: time.Now()}
+	r := &restartRun{c: c, w: watchLocks(t, c)}
 	leader := c.Leader(t)
 
 	r.taken = time.Now()
@@ -62,44 +57,19 @@ func startRestartRun(t *testing.T, backend string, edit ...func(*ticketdtest.Opt
 	acked := time.Now()
 	held, err := c.Lock(leader).Acquire(ctx, &ticketv1.AcquireRequest{Key: "restart/session", Owner: "restart-session", Session: s.GetSession()})
 	require.NoError(t, err)
-	r.w.add(&boundLock{what: "session", key: "restart/session", token: held.GetToken(), sent: sent, acked: acked})
+	r.w.add(&boundLock{what: "session", key: "restart/session", token: held.GetToken(), session: s.GetSession(), sent: sent, acked: acked})
 	return r
-}
-
-// tookOffice records that a new leader was agreed on now (at or after the
-// moment it took office: the bound this gives is the looser one).
-func (r *restartRun) tookOffice() {
-	r.mu.Lock()
-	r.office = time.Now()
-	r.mu.Unlock()
 }
 
 // since returns how long ago the first lease was sent.
 func (r *restartRun) since() time.Duration { return time.Since(r.taken) }
 
-// check waits until both leases have ended and checks each lifetime: at
-// least restartLease from its send, and ended no later than max(its ack +
-// restartLease, the last office) + boundSlack. It logs the worst lifetime
-// ÷ lease beside the bound's.
+// check waits until both leases have ended and checks each against the
+// bound (checkBound). It logs the worst lifetime ÷ lease beside the
+// bound's.
 func (r *restartRun) check(t *testing.T, backend, pattern string) {
-	locks := r.w.waitGone(t)
-	r.mu.Lock()
-	office := r.office
-	r.mu.Unlock()
-	worst, worstBound := 0.0, 0.0
-	for _, l := range locks {
-		life := l.goneAt.Sub(l.sent)
-		end := l.acked.Add(restartLease)
-		if office.After(end) {
-			end = office
-		}
-		bound := end.Add(boundSlack).Sub(l.sent)
-		worst = max(worst, float64(life)/float64(restartLease))
-		worstBound = max(worstBound, float64(bound)/float64(restartLease))
-		assert.GreaterOrEqual(t, life, restartLease, "%s removed before its lease", l.what)
-		assert.LessOrEqual(t, life, bound, "%s outlived max(ack + lease, office) + slack", l.what)
-	}
-	t.Logf("%s, %s: worst lifetime / lease = %.3f (bound %.3f)", backend, pattern, worst, worstBound)
+	worst, worstBound, late := checkBound(t, r.c, r.w, restartLease)
+	t.Logf("%s, %s: worst lifetime / lease = %.3f (bound %.3f; latest expiry %v late)", backend, pattern, worst, worstBound, late)
 }
 
 // caughtUp reports whether node i runs, has replayed its log and applied
@@ -170,7 +140,6 @@ func wipeApplyTimes(t *testing.T) func(c *ticketdtest.Cluster, f int) {
 func restartThenTransfer(t *testing.T, backend, pattern string, whileDown func(c *ticketdtest.Cluster, f int), edit ...func(*ticketdtest.Options)) {
 	r := startRestartRun(t, backend, edit...)
 	c := r.c
-	ctx := ctxT(t)
 	time.Sleep(restartLease/2 - r.since())
 	leader := c.Leader(t)
 	f := (leader + 1) % c.Len()
@@ -180,15 +149,7 @@ func restartThenTransfer(t *testing.T, backend, pattern string, whileDown func(c
 	}
 	c.Restart(f)
 	eventually(t, func() bool { return caughtUp(c, f, c.Leader(t)) }, "the restarted follower catches up")
-	eventually(t, func() bool {
-		if l := c.Leader(t); l != f {
-			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, _ = c.Cluster(l).TransferLeader(tctx, &ticketv1.TransferLeaderRequest{Id: c.Node(f).ID})
-			cancel()
-		}
-		return c.Leader(t) == f
-	}, "leadership moves to the restarted node")
-	r.tookOffice()
+	moveLeader(t, c, c.Leader(t), f)
 	t.Logf("n%d restarted and leads %v after the grant", f+1, r.since())
 	r.check(t, backend, pattern)
 }
@@ -216,7 +177,6 @@ func TestLeaseBoundKillRestartLeader(t *testing.T) {
 			restarted[leader] = r.since()
 			kills++
 			nl := c.WaitLeader(t, safety)
-			r.tookOffice()
 			t.Logf("kill %d: n%d killed and restarted at %v; n%d leads", kills, leader+1, restarted[leader], nl+1)
 		}
 		r.check(t, backend, fmt.Sprintf("%d leader kills with restarts", kills))

@@ -78,7 +78,11 @@
 //     of the table's holders and SessionReports for pages of its sessions;
 //     on that leader, pass each page of answers to Lower with the term it
 //     was promoted in (answers of an older term are discarded).
-//  6. Close on shutdown.
+//  6. In Expire and ExpireSession, ask ExpiryDue (SessionExpiryDue) when
+//     the lease became due on this leader before proposing, and Late how
+//     late that was once the Expire applied: the expiry round's own delay,
+//     apart from how the lease was measured (lateness.go).
+//  7. Close on shutdown.
 //
 // Example:
 //

@@ -170,6 +170,7 @@ type Lessor struct {
 	primary   bool
 	epoch     uint64            // bumped by Promote and Demote: work of an older epoch is dropped
 	term      uint64            // the Raft term Promote was given; Confirm must confirm it
+	office    time.Time         // when Promote last made this lessor primary (lateness.go)
 	items     map[leaseID]*item // locks timed on their own, and sessions
 	sessions  int               // how many of items are sessions
 	under     map[lockID]uint64 // holders under a session: holder -> session
@@ -270,6 +271,7 @@ func (l *Lessor) Promote(table Table, term uint64) {
 	l.epoch++
 	l.term = term
 	l.primary = true
+	l.office = now
 	for id := range l.proposing {
 		if it, ok := l.items[id]; ok {
 			l.mark(it) // re-armed when that proposal fails (settle)
