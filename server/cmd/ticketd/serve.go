@@ -109,7 +109,10 @@ func newLogger(c config.Log) (*zap.Logger, error) {
 	}
 	zc.Level = zap.NewAtomicLevelAt(lvl)
 	zc.Sampling = nil
-	return zc.Build()
+	// A stack trace only from DPanic up: production's default (Error and
+	// up) printed one under every refusal at start (a missing watermark, a
+	// damaged log), whose message already names the cause and the fix.
+	return zc.Build(zap.AddStacktrace(zapcore.DPanicLevel))
 }
 
 // serve runs the node until ctx ends, then shuts it down gracefully.
