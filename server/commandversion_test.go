@@ -84,16 +84,7 @@ func TestRenewalsOneEntryEachBelowVersion4(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint32(core.CommandVersion3), st.GetMaxCommandVersion())
 
-	var sessions []uint64
-	for range renewalsInFlight + 3 {
-		sessions = append(sessions, createSession(t, in, 10_000))
-	}
-	var tokens []uint64
-	for i := range 2 {
-		res, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: fmt.Sprintf("old/%d", i), LeaseMs: 20_000})
-		require.NoError(t, err)
-		tokens = append(tokens, res.GetToken())
-	}
+	sessions, tokens := renewalFixture(ctx, t, in, "old/")
 
 	mem.HoldProposals(true)
 	out := make(chan error, len(sessions)+len(tokens))

@@ -20,6 +20,23 @@ import (
 // proposed on their own before renewals wait to share one.
 const renewalsInFlight = 4
 
+// renewalFixture creates renewalsInFlight+3 sessions (10 s TTL) and takes
+// two locks, prefix+"0" and prefix+"1" (20 s leases), on in: more renewals
+// than the leader keeps in flight, of both kinds. It returns the session ids
+// and the two locks' tokens.
+func renewalFixture(ctx context.Context, t *testing.T, in *nodetest.Instance, prefix string) (sessions, tokens []uint64) {
+	t.Helper()
+	for range renewalsInFlight + 3 {
+		sessions = append(sessions, createSession(t, in, 10_000))
+	}
+	for i := range 2 {
+		res, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: fmt.Sprintf("%s%d", prefix, i), LeaseMs: 20_000})
+		require.NoError(t, err)
+		tokens = append(tokens, res.GetToken())
+	}
+	return sessions, tokens
+}
+
 // TestRenewalsShareEntries: with as many renewal entries in flight as the
 // leader keeps, KeepAlives of other sessions and Renews of other locks
 // wait, and are written together as one RenewBatch entry once an entry in
@@ -31,16 +48,7 @@ func TestRenewalsShareEntries(t *testing.T) {
 	in, mem := memNode(t)
 	ctx := ctxT(t)
 	eventually(t, func() bool { return metric(t, in, "ticketd_cluster_command_version") == 4 }, "the lone member applies version 4")
-	var sessions []uint64
-	for range renewalsInFlight + 3 {
-		sessions = append(sessions, createSession(t, in, 10_000))
-	}
-	var tokens []uint64
-	for i := range 2 {
-		res, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: fmt.Sprintf("rb/%d", i), LeaseMs: 20_000})
-		require.NoError(t, err)
-		tokens = append(tokens, res.GetToken())
-	}
+	sessions, tokens := renewalFixture(ctx, t, in, "rb/")
 	events := watchEvents(t, in, "rb/")
 
 	type applied struct {

@@ -266,12 +266,7 @@ func fillDisk(t *testing.T, dataDir string) {
 // disk is injected below the storage layer (badgerlog.FreeBytes).
 func testDiskFullStops(t *testing.T, open Factory) {
 	ctx := testContext(t)
-	fatal := &fatalLog{errs: map[string][]error{}}
-	c := NewCluster(t, open)
-	c.Tune = fatal.tune
-	c.Start(3)
-	l := c.WaitLeader()
-	grantMany(ctx, t, c, "full", 5)
+	fatal, c, l := startFatalWatched(ctx, t, open, "full")
 
 	fillDisk(t, l.DataDir)
 	pctx, cancel := context.WithTimeout(ctx, 2*ElectionTimeout)
@@ -286,6 +281,19 @@ func testDiskFullStops(t *testing.T, open Factory) {
 		t.Fatalf("grant on the new leader: %v", err)
 	}
 	fatal.checkNone(t, others)
+}
+
+// startFatalWatched starts a three-node cluster whose OnFatal calls fatal
+// records, waits for its leader and commits five grants under prefix.
+func startFatalWatched(ctx context.Context, t *testing.T, open Factory, prefix string) (*fatalLog, *Cluster, *Peer) {
+	t.Helper()
+	fatal := &fatalLog{errs: map[string][]error{}}
+	c := NewCluster(t, open)
+	c.Tune = fatal.tune
+	c.Start(3)
+	l := c.WaitLeader()
+	grantMany(ctx, t, c, prefix, 5)
+	return fatal, c, l
 }
 
 // checkStoppedFull waits until p has stopped through OnFatal saying its
@@ -323,12 +331,7 @@ func (f *fatalLog) checkNone(t *testing.T, peers []*Peer) {
 // two elect a leader and commit.
 func testDiskFullRestartStops(t *testing.T, open Factory) {
 	ctx := testContext(t)
-	fatal := &fatalLog{errs: map[string][]error{}}
-	c := NewCluster(t, open)
-	c.Tune = fatal.tune
-	c.Start(3)
-	l := c.WaitLeader()
-	grantMany(ctx, t, c, "before", 5)
+	fatal, c, l := startFatalWatched(ctx, t, open, "before")
 	settle(c)
 	full := follower(c, l)
 	for _, p := range c.Live() {
