@@ -106,7 +106,7 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 		rpc: map[string]*rpcMetrics{},
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "ticketd", Name: "leases_expired_total",
-			Help: "Locks removed by an Expire this node proposed as leader.",
+			Help: "Leases ended by an Expire this node proposed as leader: a lock's own lease or a session's (whose locks end with it).",
 		}),
 		ghosts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "ticketd", Name: "ghost_releases_total",
