@@ -171,11 +171,11 @@ func checkFailStop(t *testing.T, k *target, v int) {
 // (status 1, a `disk full` line, no Go crash dump), and once space is freed
 // start again and catch up with every acknowledged grant. It needs root.
 //
-// With 48 MiB free (less than the reserve), the node writes a new term (as
-// a candidate, or as a voter asked for its vote) before anything is
-// appended to it. On badger the term write checks the reserve and fails;
-// the node must stop through its fail-stop, not through hashicorp/raft's
-// panic on a failed term write. On wal the term goes to raft-wal's bolt
+// With 48 MiB free (less than the reserve): on badger the store checks the
+// reserve when it opens (badger would map new files it cannot fill, and
+// die of SIGBUS) and the node refuses to start, saying the disk is full.
+// On wal the node writes a new term (as a candidate, or as a voter asked
+// for its vote) before anything is appended to it; the term goes to raft-wal's bolt
 // file, which does not check the reserve, and the node stops at its first
 // append, the same way.
 //

@@ -2,7 +2,6 @@ package applytime_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ticketd/ticketd/backends/tmpfstest"
 	"github.com/ticketd/ticketd/server/applytime"
 )
 
@@ -86,13 +86,13 @@ func TestOpenAllocates(t *testing.T) {
 func TestOpenOnFullDisk(t *testing.T) {
 	t.Run("sparse record kept", func(t *testing.T) {
 		allocators(t, func(t *testing.T) {
-			dir := mountTmpfs(t, 256<<10)
+			dir := tmpfstest.Mount(t, 256<<10)
 			path, h := filepath.Join(dir, applytime.FileName), &testHost{epoch: "boot-1", since: time.Hour}
 			r, err := openRecord(t, path, h, false)
 			require.NoError(t, err)
 			applyThree(t, r, h)
 			makeSparse(t, path) // as an older binary left it
-			filler := fillUp(t, dir, 0)
+			filler := tmpfstest.Fill(t, dir, 0)
 
 			_, err = openRecord(t, path, h, true)
 			requireNoSpace(t, err, path)
@@ -106,9 +106,9 @@ func TestOpenOnFullDisk(t *testing.T) {
 	})
 	t.Run("new record, room for one page", func(t *testing.T) {
 		allocators(t, func(t *testing.T) {
-			dir := mountTmpfs(t, 256<<10)
+			dir := tmpfstest.Mount(t, 256<<10)
 			path, h := filepath.Join(dir, applytime.FileName), &testHost{epoch: "boot-1", since: time.Hour}
-			filler := fillUp(t, dir, int64(os.Getpagesize()))
+			filler := tmpfstest.Fill(t, dir, int64(os.Getpagesize()))
 
 			_, err := openRecord(t, path, h, false)
 			requireNoSpace(t, err, path)
@@ -126,49 +126,6 @@ func requireNoSpace(t *testing.T, err error, path string) {
 	require.Error(t, err, "Open on a full disk")
 	require.ErrorIs(t, err, syscall.ENOSPC)
 	require.ErrorContains(t, err, path, "the error names the file")
-}
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory, unmounted
-// when the test ends (after the records opened later are closed), and
-// returns the directory. It skips the test unless it runs as root.
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs that can be filled (mount -t tmpfs)")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Fatalf("mount a tmpfs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount the tmpfs on %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillUp writes a file in dir until its file system is full, then gives
-// back free bytes (a whole number of pages) and checks that exactly that
-// much is free; it returns the file's path.
-func fillUp(t *testing.T, dir string, free int64) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	require.NoError(t, err)
-	chunk := make([]byte, 64<<10)
-	for err == nil {
-		_, err = f.Write(chunk)
-	}
-	require.ErrorIs(t, err, syscall.ENOSPC)
-	fi, err := f.Stat()
-	require.NoError(t, err)
-	require.NoError(t, f.Truncate(fi.Size()-free))
-	require.NoError(t, f.Close())
-	var st unix.Statfs_t
-	require.NoError(t, unix.Statfs(dir, &st))
-	require.Equal(t, free, int64(st.Bavail)*st.Bsize, "free bytes after filling %s", dir)
-	return path
 }
 
 // requireAllocated fails the test unless every byte of the file at path

@@ -55,13 +55,23 @@ func Options(dir string, logger *zap.Logger) badger.Options {
 // data dir is dataDir, at DBDir(dataDir), with Options. On first open it
 // records backend (for example "hashicorp") under MarkerKey; a later Open with
 // another backend name fails with an error wrapping ErrWrongBackend and leaves
-// the database untouched. The caller closes the returned DB.
+// the database untouched. On a file system with less than ReserveBytes
+// free it fails with an error wrapping ErrDiskFull before badger touches
+// the database. The caller closes the returned DB.
 func Open(dataDir, backend string, logger *zap.Logger) (*badger.DB, error) {
 	if backend == "" {
 		return nil, errors.New("badgerlog: open: empty backend name")
 	}
 	dir := DBDir(dataDir)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("badgerlog: open %s: %w", dir, err)
+	}
+	// badger.Open writes through mmap into sparse files (its LOCK file, a
+	// new memtable write-ahead log): on a disk without room for them that
+	// is a SIGBUS inside badger, or an error that reads like a damaged log.
+	// Refuse first, saying the disk is full (fail-stop,
+	// docs/design.md#storage-and-recovery).
+	if err := CheckSpace(dir); err != nil {
 		return nil, fmt.Errorf("badgerlog: open %s: %w", dir, err)
 	}
 	db, err := badger.Open(Options(dir, logger))
