@@ -8,6 +8,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 
+	"github.com/ticketd/ticketd/backends/etcd/internal/hoptrace"
 	"github.com/ticketd/ticketd/backends/etcd/internal/transport"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 	"github.com/ticketd/ticketd/core"
@@ -231,6 +232,7 @@ func (n *Node) step(first inbound) {
 	in := first
 	for i := 0; ; i++ {
 		for _, m := range in.msgs {
+			hopStep(n.id, m)
 			n.noteContact(m)
 			if err := n.rn.Step(m); err != nil {
 				n.log.Debug("step", zap.Stringer("type", m.GetType()), zap.Uint64("from", m.GetFrom()), zap.Error(err))
@@ -306,9 +308,11 @@ func (n *Node) handleReady() error {
 		return err
 	}
 	saveStart := time.Now()
+	hopSave(n, rd.Entries, "saveStart")
 	if err := n.store.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 		return fmt.Errorf("etcd: save ready: %w", err)
 	}
+	hopSave(n, rd.Entries, "saveEnd")
 	if len(rd.Entries) > 0 || !raft.IsEmptySnap(rd.Snapshot) {
 		if err := n.raiseWatermark(); err != nil {
 			return err
@@ -365,6 +369,7 @@ func needsDurableState(t pb.MessageType) bool {
 // after Advance) when the DropMessage hook partitions it away or the
 // transport cannot queue it.
 func (n *Node) send(m *pb.Message) {
+	hopSend(n.id, m)
 	if n.cfg.DropMessage != nil && n.cfg.DropMessage(n.cfg.ID, n.book[m.GetTo()].ID) {
 		n.failedSends = append(n.failedSends, m)
 		return
@@ -411,4 +416,53 @@ func (n *Node) emitLeader(term uint64) {
 	}
 	n.lastEvent = key
 	n.note.push(core.LeaderEvent{IsLeader: key.isLeader, Leader: n.member(n.lead), Term: term})
+}
+
+// hopStep marks, for package hoptrace, a follower stepping a MsgApp and the
+// leader stepping a MsgAppResp.
+func hopStep(id uint64, m *pb.Message) {
+	switch {
+	case m.GetType() == pb.MsgApp && len(m.GetEntries()) > 0:
+		hoptrace.Mark(id, m.GetFrom(), "F.step", m.GetEntries()[len(m.GetEntries())-1].GetIndex())
+	case m.GetType() == pb.MsgAppResp:
+		hoptrace.Mark(id, m.GetFrom(), "L.stepResp", m.GetIndex())
+	}
+}
+
+// hopSend marks the leader queueing a MsgApp and a follower queueing its
+// MsgAppResp.
+func hopSend(id uint64, m *pb.Message) {
+	switch {
+	case m.GetType() == pb.MsgApp && len(m.GetEntries()) > 0:
+		hoptrace.Mark(id, m.GetTo(), "L.sendApp", m.GetEntries()[len(m.GetEntries())-1].GetIndex())
+	case m.GetType() == pb.MsgAppResp:
+		hoptrace.Mark(id, m.GetTo(), "F.sendResp", m.GetIndex())
+	}
+}
+
+// hopSave marks ev ("saveStart", "saveEnd") of the Save of ents, and on
+// the leader, at "saveStart", when each proposal was submitted and taken
+// by the loop (the entries' indexes are known from here on).
+func hopSave(n *Node, ents []*pb.Entry, ev string) {
+	if len(ents) == 0 {
+		return
+	}
+	role := "F."
+	if n.state == raft.StateLeader {
+		role = "L."
+		if ev == "saveStart" {
+			for _, e := range ents {
+				if len(e.GetData()) == 0 {
+					continue
+				}
+				id, _, err := decodeEntry(e.GetData())
+				if p, ok := n.pending[id]; err == nil && ok {
+					p.idx = e.GetIndex()
+					hoptrace.MarkAt(n.id, 0, "P.submit", p.idx, p.tSubmit)
+					hoptrace.MarkAt(n.id, 0, "L.take", p.idx, p.tTake)
+				}
+			}
+		}
+	}
+	hoptrace.Mark(n.id, 0, role+ev, ents[len(ents)-1].GetIndex())
 }

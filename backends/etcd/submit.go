@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/ticketd/ticketd/backends/etcd/internal/hoptrace"
+
 	"github.com/ticketd/ticketd/core"
 )
 
@@ -28,7 +30,7 @@ func (n *Node) Submit(ctx context.Context, cmd core.Command) (func(context.Conte
 		return nil, err
 	}
 	begin := time.Now()
-	p := &proposal{ctx: ctx, id: n.nextID.Add(1), done: make(chan proposalResult, 1)}
+	p := &proposal{ctx: ctx, id: n.nextID.Add(1), done: make(chan proposalResult, 1), tSubmit: hoptrace.Now()}
 	p.data = encodeEntry(p.id, payload)
 	select {
 	case n.propc <- p:
@@ -41,6 +43,7 @@ func (n *Node) Submit(ctx context.Context, cmd core.Command) (func(context.Conte
 		var r proposalResult
 		select {
 		case r = <-p.done:
+			hoptrace.Mark(n.id, 0, "P.woken", p.idx)
 		case <-ctx.Done():
 			return core.Result{}, ctx.Err()
 		case <-n.done:
