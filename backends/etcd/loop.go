@@ -284,6 +284,23 @@ func (n *Node) handleReady() error {
 	// before the fsync. Votes and append acknowledgements (raft's
 	// msgsAfterAppend), and everything when the term or vote changed, go after.
 	termChanged := rd.HardState != nil && (rd.HardState.GetTerm() != n.hs.GetTerm() || rd.HardState.GetVote() != n.hs.GetVote())
+	persist := len(rd.Entries) > 0 || !raft.IsEmptySnap(rd.Snapshot)
+	// Step 3 first when there is nothing to write: committed entries are
+	// durable on a quorum already and no fsync is there for the sends to
+	// overlap, so the proposers are answered, and given the processor
+	// (handOff), before the commit index the leader broadcasts is
+	// marshalled and queued.
+	applied := false
+	if !persist {
+		before := n.answered
+		if err := n.applyEntries(rd.CommittedEntries); err != nil {
+			return err
+		}
+		applied = true
+		if n.answered > before {
+			handOff()
+		}
+	}
 	var after []*pb.Message
 	sent := 0
 	for _, m := range rd.Messages {
@@ -294,15 +311,14 @@ func (n *Node) handleReady() error {
 		n.send(m)
 		sent++
 	}
-	if sent > 0 && (len(rd.Entries) > 0 || !raft.IsEmptySnap(rd.Snapshot)) {
+	if sent > 0 && persist {
 		handOff()
 	}
 	// Step 3 before step 1 when there is no snapshot: committed entries are
 	// durable on a quorum already, so applying them need not wait for this
 	// Ready's fsync of newer entries (their proposers are answered a whole
 	// fsync earlier under load).
-	applied := false
-	if raft.IsEmptySnap(rd.Snapshot) {
+	if !applied && raft.IsEmptySnap(rd.Snapshot) {
 		if err := n.applyEntries(rd.CommittedEntries); err != nil {
 			return err
 		}
