@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ticketd/ticketd/backends/etcd/internal/hoptrace"
 	"github.com/ticketd/ticketd/core"
 )
 
@@ -48,7 +47,6 @@ func (n *Node) applyEntries(ents []*pb.Entry) error {
 			}
 			if p, ok := n.pending[id]; ok {
 				delete(n.pending, id)
-				hoptrace.Mark(n.id, 0, "L.apply", idx)
 				p.done <- proposalResult{res: res}
 				n.answered++
 			}

@@ -2,14 +2,12 @@ package etcd
 
 import (
 	"fmt"
-	"runtime"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 
-	"github.com/ticketd/ticketd/backends/etcd/internal/hoptrace"
 	"github.com/ticketd/ticketd/backends/etcd/internal/transport"
 	"github.com/ticketd/ticketd/backends/internal/badgerlog"
 	"github.com/ticketd/ticketd/core"
@@ -233,7 +231,6 @@ func (n *Node) step(first inbound) {
 	in := first
 	for i := 0; ; i++ {
 		for _, m := range in.msgs {
-			hopStep(n.id, m)
 			n.noteContact(m)
 			if err := n.rn.Step(m); err != nil {
 				n.log.Debug("step", zap.Stringer("type", m.GetType()), zap.Uint64("from", m.GetFrom()), zap.Error(err))
@@ -284,41 +281,20 @@ func (n *Node) handleReady() error {
 	// before the fsync. Votes and append acknowledgements (raft's
 	// msgsAfterAppend), and everything when the term or vote changed, go after.
 	termChanged := rd.HardState != nil && (rd.HardState.GetTerm() != n.hs.GetTerm() || rd.HardState.GetVote() != n.hs.GetVote())
-	persist := len(rd.Entries) > 0 || !raft.IsEmptySnap(rd.Snapshot)
-	// Step 3 first when there is nothing to write: committed entries are
-	// durable on a quorum already and no fsync is there for the sends to
-	// overlap, so the proposers are answered, and given the processor
-	// (handOff), before the commit index the leader broadcasts is
-	// marshalled and queued.
-	applied := false
-	if !persist {
-		before := n.answered
-		if err := n.applyEntries(rd.CommittedEntries); err != nil {
-			return err
-		}
-		applied = true
-		if n.answered > before {
-			handOff()
-		}
-	}
 	var after []*pb.Message
-	sent := 0
 	for _, m := range rd.Messages {
 		if termChanged || needsDurableState(m.GetType()) {
 			after = append(after, m)
 			continue
 		}
 		n.send(m)
-		sent++
-	}
-	if sent > 0 && persist {
-		handOff()
 	}
 	// Step 3 before step 1 when there is no snapshot: committed entries are
 	// durable on a quorum already, so applying them need not wait for this
 	// Ready's fsync of newer entries (their proposers are answered a whole
 	// fsync earlier under load).
-	if !applied && raft.IsEmptySnap(rd.Snapshot) {
+	applied := false
+	if raft.IsEmptySnap(rd.Snapshot) {
 		if err := n.applyEntries(rd.CommittedEntries); err != nil {
 			return err
 		}
@@ -330,11 +306,9 @@ func (n *Node) handleReady() error {
 		return err
 	}
 	saveStart := time.Now()
-	hopSave(n, rd.Entries, "saveStart")
 	if err := n.store.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 		return fmt.Errorf("etcd: save ready: %w", err)
 	}
-	hopSave(n, rd.Entries, "saveEnd")
 	if len(rd.Entries) > 0 || !raft.IsEmptySnap(rd.Snapshot) {
 		if err := n.raiseWatermark(); err != nil {
 			return err
@@ -387,22 +361,10 @@ func needsDurableState(t pb.MessageType) bool {
 	return t == pb.MsgAppResp || t == pb.MsgVoteResp || t == pb.MsgPreVoteResp
 }
 
-// handOff lets the goroutines this one just made runnable — the transport's
-// peer senders, woken by the messages Send queued — run before the loop
-// blocks in the fsync that follows. Go's scheduler leaves goroutines readied
-// by a goroutine on that goroutine's processor, and a processor blocked in
-// a system call is given to them only when another thread is woken to
-// steal them or sysmon takes it back; until then the MsgApp sits in its
-// queue (BenchmarkCommitHops: about 120 µs at load 20, nearly the leader's
-// whole fsync), and the leader's write does not overlap replication as
-// Raft thesis §10.2.1 means it to.
-func handOff() { runtime.Gosched() }
-
 // send hands m to the transport, or records it as failed (reported to raft
 // after Advance) when the DropMessage hook partitions it away or the
 // transport cannot queue it.
 func (n *Node) send(m *pb.Message) {
-	hopSend(n.id, m)
 	if n.cfg.DropMessage != nil && n.cfg.DropMessage(n.cfg.ID, n.book[m.GetTo()].ID) {
 		n.failedSends = append(n.failedSends, m)
 		return
@@ -449,53 +411,4 @@ func (n *Node) emitLeader(term uint64) {
 	}
 	n.lastEvent = key
 	n.note.push(core.LeaderEvent{IsLeader: key.isLeader, Leader: n.member(n.lead), Term: term})
-}
-
-// hopStep marks, for package hoptrace, a follower stepping a MsgApp and the
-// leader stepping a MsgAppResp.
-func hopStep(id uint64, m *pb.Message) {
-	switch {
-	case m.GetType() == pb.MsgApp && len(m.GetEntries()) > 0:
-		hoptrace.Mark(id, m.GetFrom(), "F.step", m.GetEntries()[len(m.GetEntries())-1].GetIndex())
-	case m.GetType() == pb.MsgAppResp:
-		hoptrace.Mark(id, m.GetFrom(), "L.stepResp", m.GetIndex())
-	}
-}
-
-// hopSend marks the leader queueing a MsgApp and a follower queueing its
-// MsgAppResp.
-func hopSend(id uint64, m *pb.Message) {
-	switch {
-	case m.GetType() == pb.MsgApp && len(m.GetEntries()) > 0:
-		hoptrace.Mark(id, m.GetTo(), "L.sendApp", m.GetEntries()[len(m.GetEntries())-1].GetIndex())
-	case m.GetType() == pb.MsgAppResp:
-		hoptrace.Mark(id, m.GetTo(), "F.sendResp", m.GetIndex())
-	}
-}
-
-// hopSave marks ev ("saveStart", "saveEnd") of the Save of ents, and on
-// the leader, at "saveStart", when each proposal was submitted and taken
-// by the loop (the entries' indexes are known from here on).
-func hopSave(n *Node, ents []*pb.Entry, ev string) {
-	if len(ents) == 0 {
-		return
-	}
-	role := "F."
-	if n.state == raft.StateLeader {
-		role = "L."
-		if ev == "saveStart" {
-			for _, e := range ents {
-				if len(e.GetData()) == 0 {
-					continue
-				}
-				id, _, err := decodeEntry(e.GetData())
-				if p, ok := n.pending[id]; err == nil && ok {
-					p.idx = e.GetIndex()
-					hoptrace.MarkAt(n.id, 0, "P.submit", p.idx, p.tSubmit)
-					hoptrace.MarkAt(n.id, 0, "L.take", p.idx, p.tTake)
-				}
-			}
-		}
-	}
-	hoptrace.Mark(n.id, 0, role+ev, ents[len(ents)-1].GetIndex())
 }

@@ -9,7 +9,6 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 
-	"github.com/ticketd/ticketd/backends/etcd/internal/hoptrace"
 	"github.com/ticketd/ticketd/core"
 )
 
@@ -19,11 +18,6 @@ type proposal struct {
 	id   uint64
 	data []byte
 	done chan proposalResult // buffered: the loop never blocks on it
-
-	// For package hoptrace: when Submit was called and the loop took the
-	// proposal (hoptrace.Now), and the entry's index once known.
-	tSubmit, tTake int64
-	idx            uint64
 }
 
 // proposalResult answers a proposal: the state machine's result or the error.
@@ -90,7 +84,6 @@ func (n *Node) settleProposers(k int) {
 // propose drains every waiting proposal and hands them to raft as one MsgProp
 // (one log append, one fsync, one MsgApp per follower).
 func (n *Node) propose(first *proposal) {
-	first.tTake = hoptrace.Now()
 	batch := []*proposal{first}
 drain:
 	for len(batch) < maxProposalBatch {

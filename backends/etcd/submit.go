@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/ticketd/ticketd/backends/etcd/internal/hoptrace"
-
 	"github.com/ticketd/ticketd/core"
 )
 
@@ -30,7 +28,7 @@ func (n *Node) Submit(ctx context.Context, cmd core.Command) (func(context.Conte
 		return nil, err
 	}
 	begin := time.Now()
-	p := &proposal{ctx: ctx, id: n.nextID.Add(1), done: make(chan proposalResult, 1), tSubmit: hoptrace.Now()}
+	p := &proposal{ctx: ctx, id: n.nextID.Add(1), done: make(chan proposalResult, 1)}
 	p.data = encodeEntry(p.id, payload)
 	select {
 	case n.propc <- p:
@@ -43,7 +41,6 @@ func (n *Node) Submit(ctx context.Context, cmd core.Command) (func(context.Conte
 		var r proposalResult
 		select {
 		case r = <-p.done:
-			hoptrace.Mark(n.id, 0, "P.woken", p.idx)
 		case <-ctx.Done():
 			return core.Result{}, ctx.Err()
 		case <-n.done:

@@ -24,7 +24,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ticketd/ticketd/backends"
-	"github.com/ticketd/ticketd/backends/etcd/internal/hoptrace"
 	"github.com/ticketd/ticketd/backends/internal/peergate"
 	"github.com/ticketd/ticketd/backends/internal/peerlimit"
 )
@@ -461,9 +460,6 @@ func (t *Transport) SetPeer(id uint64, addr string) {
 		return
 	}
 	p := &peer{t: t, id: id, queue: make(chan []byte, t.cfg.QueueSize), stop: make(chan struct{})}
-	if hoptrace.On {
-		p.dbg = make(chan hopItem, t.cfg.QueueSize)
-	}
 	p.addr.Store(&addr)
 	t.peers[id] = p
 	t.wg.Add(1)
@@ -512,46 +508,11 @@ func (t *Transport) Send(m *pb.Message) bool {
 		go t.sendSnapshot(p, b)
 		return true
 	}
-	if p.dbg != nil && len(p.queue) < cap(p.queue) {
-		select {
-		case p.dbg <- hopEv(m):
-		default:
-		}
-	}
 	select {
 	case p.queue <- b:
 		return true
 	default:
 		return false
-	}
-}
-
-// hopItem names a queued message for package hoptrace (HOPTRACE set): the
-// side of the commit it belongs to ("L." a leader's MsgApp, "F." a
-// follower's MsgAppResp) and its log index.
-type hopItem struct {
-	role string
-	idx  uint64
-}
-
-// hopEv is m's hopItem (empty for the messages hoptrace does not follow).
-func hopEv(m *pb.Message) hopItem {
-	switch {
-	case m.GetType() == pb.MsgApp && len(m.GetEntries()) > 0:
-		return hopItem{"L.", m.GetEntries()[len(m.GetEntries())-1].GetIndex()}
-	case m.GetType() == pb.MsgAppResp:
-		return hopItem{"F.", m.GetIndex()}
-	}
-	return hopItem{}
-}
-
-// hopRecv marks ev of a received message hoptrace follows.
-func hopRecv(node uint64, m *pb.Message, ev string) {
-	switch {
-	case m.GetType() == pb.MsgApp && len(m.GetEntries()) > 0:
-		hoptrace.Mark(node, m.GetFrom(), "F."+ev, m.GetEntries()[len(m.GetEntries())-1].GetIndex())
-	case m.GetType() == pb.MsgAppResp:
-		hoptrace.Mark(node, m.GetFrom(), "L."+ev, m.GetIndex())
 	}
 }
 
@@ -764,7 +725,6 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
 			if bound && t.checkSender(r, want, m) != nil {
 				return
 			}
-			hopRecv(t.cfg.NodeID, m, "Rread")
 			msgs = append(msgs, m)
 		}
 		if len(msgs) == 0 {
@@ -779,9 +739,6 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
 		}
 		if err := t.cfg.Deliver(r.Context(), from, slices.Clone(msgs)); err != nil {
 			return
-		}
-		for _, m := range msgs {
-			hopRecv(t.cfg.NodeID, m, "Rdeliv")
 		}
 	}
 }
@@ -907,7 +864,6 @@ type peer struct {
 	id     uint64
 	addr   atomic.Pointer[string]
 	queue  chan []byte
-	dbg    chan hopItem // the queue's messages for hoptrace, in order (nil unless hoptrace.On)
 	stop   chan struct{}
 	writes atomic.Int64 // batches written to streams (tests read it)
 }
@@ -957,31 +913,12 @@ func (p *peer) run() {
 				break drain
 			}
 		}
-		var hops []hopItem
-		for range batch {
-			if p.dbg == nil {
-				break
-			}
-			select {
-			case h := <-p.dbg:
-				hops = append(hops, h)
-				if h.role != "" {
-					hoptrace.Mark(p.t.cfg.NodeID, p.id, h.role+"Tdeq", h.idx)
-				}
-			default:
-			}
-		}
 		err := error(nil)
 		if st == nil {
 			st, err = p.t.openStream(p)
 		}
 		if err == nil {
 			err = st.write(encodeBatch(batch))
-			for _, h := range hops {
-				if h.role != "" {
-					hoptrace.Mark(p.t.cfg.NodeID, p.id, h.role+"Twrote", h.idx)
-				}
-			}
 			p.writes.Add(1)
 			if err != nil {
 				p.t.countError(*p.addr.Load(), "write")
