@@ -49,7 +49,12 @@
 // 10.9k vs 18.3k commits/s, then 44.9k vs 23.6k (docs/benchmarks.md has the
 // rows and the commit that holds the code, to measure it again quietly).
 // This loop already sends MsgApp before its own fsync (step 1), the part of
-// Raft thesis §10.2.1 that overlaps the leader's write with replication.
+// Raft thesis §10.2.1 that overlaps the leader's write with replication —
+// as far as Go's scheduler lets it: Send only queues the message, and its
+// peer sender, made runnable on the loop's processor, often runs only once
+// another thread steals it or the fsync returns (docs/benchmarks.md, "Where
+// an etcd commit's time goes at one client", which also has why a yield
+// before the fsync was not kept).
 //
 // Entries carry an envelope (envelope.go): a version byte and an 8-byte
 // proposal id in front of core.Encode's bytes. Snapshots carry the address
