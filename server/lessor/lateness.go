@@ -43,7 +43,7 @@ func (l *Lessor) expiryDue(id leaseID) (Due, bool) {
 	if !ok {
 		return Due{}, false
 	}
-	d := Due{At: it.deadline}
+	d := Due{At: l.at(it.deadline)}
 	if l.primary {
 		d.Office = l.office
 		if l.office.After(d.At) {

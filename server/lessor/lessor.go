@@ -129,14 +129,19 @@ func (c Config) Validate() error {
 }
 
 // item is one lease the lessor tracks: a lock holder's own, or a session's.
+//
+// The lessor keeps one per held lock, so its size is a cost per lock
+// (docs/benchmarks.md#scale-a-million-locks): times are mono (8 bytes, not
+// a time.Time's 24) and the heap position an int32, which with leaseID's
+// 24 bytes fits the 64-byte allocation class.
 type item struct {
 	id       leaseID
 	leaseMS  int64
-	deadline time.Time // this node's apply of the last Grant/Renew (KeepAlive) + lease_ms (monotonic)
-	due      time.Time // when the expiry loop next looks at it: deadline, or a retry's time
-	seen     uint64    // log index of that Grant/Renew: the Expire's seen_index
-	expiring bool      // primary only: an Expire was (or is about to be) decided; never renew
-	index    int       // position in the deadline heap, -1 when not in it
+	deadline mono   // this node's apply of the last Grant/Renew (KeepAlive) + lease_ms
+	due      mono   // when the expiry loop next looks at it: deadline, or a retry's time
+	seen     uint64 // log index of that Grant/Renew: the Expire's seen_index
+	index    int32  // position in the deadline heap, -1 when not in it
+	expiring bool   // primary only: an Expire was (or is about to be) decided; never renew
 }
 
 // Lessor tracks the lease deadline of every held lock on every node, and
@@ -163,8 +168,9 @@ type item struct {
 // All methods are safe for concurrent use. Track, Removed, Delay and
 // Reconcile are called from the backend's apply hook and do not block.
 type Lessor struct {
-	cfg Config
-	log *zap.Logger
+	cfg  Config
+	log  *zap.Logger
+	base time.Time // the Clock's reading at New: what every mono counts from
 
 	mu        sync.Mutex
 	primary   bool
@@ -220,6 +226,7 @@ func New(cfg Config) (*Lessor, error) {
 	ctx, quit := context.WithCancel(context.Background())
 	l := &Lessor{
 		cfg:       cfg,
+		base:      cfg.Clock.Now(),
 		log:       cfg.Logger,
 		items:     map[leaseID]*item{},
 		under:     map[lockID]uint64{},
@@ -362,11 +369,12 @@ func (l *Lessor) track(id leaseID, leaseMS int64, index uint64, deadline time.Ti
 	if !ok {
 		it = &item{id: id, index: -1}
 		l.items[id] = it
-		if id.session != 0 {
+		if id.session() != 0 {
 			l.sessions++
 		}
 	}
-	it.leaseMS, it.seen, it.deadline, it.due = leaseMS, index, deadline, deadline
+	it.leaseMS, it.seen, it.deadline = leaseMS, index, l.mono(deadline)
+	it.due = it.deadline
 	l.unmark(it)
 	l.enqueue(it)
 	if it.index == 0 {
@@ -393,7 +401,7 @@ func (l *Lessor) Removed(key string, token uint64) {
 func (l *Lessor) remove(it *item) {
 	delete(l.items, it.id)
 	delete(l.marked, it.id)
-	if it.id.session != 0 {
+	if it.id.session() != 0 {
 		l.sessions--
 	}
 	l.unqueue(it)
@@ -448,12 +456,12 @@ func (l *Lessor) renewable(key string, token uint64, now time.Time) (*item, erro
 	id := l.leaseOf(key, token)
 	it, err := l.renewableLease(id, now)
 	switch {
-	case errors.Is(err, ErrNotHeld) && id.session != 0:
-		return nil, fmt.Errorf("no session %d of the lock on %q with token %d: %w", id.session, key, token, err)
+	case errors.Is(err, ErrNotHeld) && id.session() != 0:
+		return nil, fmt.Errorf("no session %d of the lock on %q with token %d: %w", id.session(), key, token, err)
 	case errors.Is(err, ErrNotHeld):
 		return nil, fmt.Errorf("no lock on %q with token %d: %w", key, token, err)
-	case errors.Is(err, ErrExpired) && id.session != 0:
-		return nil, fmt.Errorf("session %d of the lock on %q with token %d: %w", id.session, key, token, err)
+	case errors.Is(err, ErrExpired) && id.session() != 0:
+		return nil, fmt.Errorf("session %d of the lock on %q with token %d: %w", id.session(), key, token, err)
 	case errors.Is(err, ErrExpired):
 		return nil, fmt.Errorf("lock on %q with token %d: %w", key, token, err)
 	}
@@ -470,7 +478,7 @@ func (l *Lessor) renewableLease(id leaseID, now time.Time) (*item, error) {
 		return nil, ErrNotPrimary
 	case !ok:
 		return nil, ErrNotHeld
-	case it.expiring || !now.Before(it.deadline) || l.proposing[id] > 0:
+	case it.expiring || l.mono(now) >= it.deadline || l.proposing[id] > 0:
 		return nil, ErrExpired
 	default:
 		return it, nil
@@ -496,10 +504,10 @@ func (l *Lessor) remaining(id leaseID, now time.Time) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	if it.expiring || !now.Before(it.deadline) {
+	if it.expiring || l.mono(now) >= it.deadline {
 		return 0, true
 	}
-	return it.deadline.Sub(now), true
+	return time.Duration(it.deadline - l.mono(now)), true
 }
 
 // Expiring reports whether the lease of (key, token) has ended by this node's
@@ -517,7 +525,7 @@ func (l *Lessor) Expiring(key string, token uint64) bool {
 // expiry was decided; l.mu held.
 func (l *Lessor) expired(id leaseID, now time.Time) bool {
 	it, ok := l.items[id]
-	return ok && (it.expiring || !now.Before(it.deadline))
+	return ok && (it.expiring || l.mono(now) >= it.deadline)
 }
 
 // Len returns the number of lock holders this node tracks (every node tracks
@@ -560,17 +568,33 @@ type lockID struct {
 	token uint64
 }
 
-// leaseID names one timed lease: a holder's own (key, token; session 0) or a
-// session's (session; key "" and token 0, never a held key's: keys are not
-// empty).
+// leaseID names one timed lease: a holder's own (key, token) or a
+// session's (key "" and the session's id in token, never a held key's:
+// keys are not empty). 24 bytes: it is the key of the lessor's map of
+// every lease and is kept in every item.
 type leaseID struct {
-	key     string
-	token   uint64
-	session uint64
+	key   string
+	token uint64
 }
 
 func lockLease(key string, token uint64) leaseID { return leaseID{key: key, token: token} }
 
-func sessionLease(id uint64) leaseID { return leaseID{session: id} }
+func sessionLease(id uint64) leaseID { return leaseID{token: id} }
+
+// session is the id of the session whose lease id is (0: a holder's own).
+func (id leaseID) session() uint64 {
+	if id.key != "" {
+		return 0
+	}
+	return id.token
+}
+
+// lockToken is the token of the holder whose lease id is (0: a session's).
+func (id leaseID) lockToken() uint64 {
+	if id.key == "" {
+		return 0
+	}
+	return id.token
+}
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -110,7 +110,7 @@ func (l *Lessor) load(table Table, now time.Time) {
 	})
 	l.items = make(map[leaseID]*item, len(leases))
 	for i, it := range leases {
-		it.index = i
+		it.index = int32(i)
 		l.items[it.id] = it
 	}
 	l.sessions = sessions
@@ -123,7 +123,7 @@ func (l *Lessor) load(table Table, now time.Time) {
 // granted or renewed at log index seen, measured from this node's first
 // apply of seen (start); not in the heap yet.
 func (l *Lessor) newLease(id leaseID, leaseMS int64, seen uint64, now time.Time) *item {
-	deadline := l.start(seen, now).Add(ms(leaseMS))
+	deadline := l.mono(l.start(seen, now).Add(ms(leaseMS)))
 	return &item{id: id, leaseMS: leaseMS, deadline: deadline, due: deadline, seen: seen, index: -1}
 }
 
