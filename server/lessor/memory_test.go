@@ -1,10 +1,18 @@
 package lessor_test
 
 import (
+	"flag"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"testing"
+
+	"github.com/ticketd/ticketd/core"
 )
+
+// lockHeap is BenchmarkNodeMemory's -lockheap flag.
+var lockHeap = flag.String("lockheap", "", "BenchmarkNodeMemory: write a heap profile (inuse_space, alloc counts) of its 1M-lock table and lessor to this file")
 
 // liveHeap is the bytes of live heap objects after two full collections.
 func liveHeap() uint64 {
@@ -58,4 +66,53 @@ func BenchmarkTrackMemory(b *testing.B) {
 	for b.Loop() {
 		b.ReportMetric(trackLocks(b, 1_000_000), "bytes/lock")
 	}
+}
+
+// BenchmarkNodeMemory reports what a node's heap holds per exclusive lock
+// at 1M locks (bytes/lock) in the lock table and the lessor together, the
+// locks granted as a node applies them: Grant entries decoded from their
+// log encoding (ApplyEntry), with owner ids of the SDK's form and length,
+// each then tracked as the server's apply hook does (Track). With
+// -lockheap FILE it writes the heap profile at that point, for
+// `go tool pprof -sample_index=inuse_space` (docs/benchmarks.md#scale-a-million-locks).
+func BenchmarkNodeMemory(b *testing.B) {
+	const n = 1_000_000
+	entries := make([][]byte, n)
+	for i := range entries {
+		owner := fmt.Sprintf("ip-10-0-0-1.internal/12345/0123456789abcdef-%d", i+1)
+		data, err := core.Encode(core.Grant(fmt.Sprintf("scale/lock/%08d", i), 86_400_000, owner))
+		if err != nil {
+			b.Fatal(err)
+		}
+		entries[i] = data
+	}
+	for b.Loop() {
+		before := liveHeap()
+		sm := core.NewStateMachine()
+		l := newBenchLessor(b)
+		for i, data := range entries {
+			index := uint64(i + 1)
+			cmd, res, err := sm.ApplyEntry(index, data)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Track(cmd.Key, res.Token, res.LeaseMS, index)
+		}
+		b.ReportMetric(float64(int64(liveHeap())-int64(before))/n, "bytes/lock")
+		if *lockHeap != "" {
+			f, err := os.Create(*lockHeap)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.KeepAlive(sm)
+		_ = l.Close()
+	}
+	runtime.KeepAlive(entries)
 }
