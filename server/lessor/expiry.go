@@ -159,7 +159,7 @@ func (l *Lessor) decide(epoch, term uint64, d leaseID) (uint64, bool) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	it, ok := l.items[d]
+	it, ok := l.items.get(d)
 	if l.closed || !l.primary || l.epoch != epoch || l.term != term ||
 		!ok || !it.expiring || l.mono(now) < it.deadline {
 		return 0, false
@@ -183,7 +183,7 @@ func (l *Lessor) settle(epoch uint64, d leaseID, err error) {
 	if err == nil || l.epoch == epoch || !l.primary || l.proposing[d] > 0 {
 		return
 	}
-	if it, ok := l.items[d]; ok && it.expiring && it.index < 0 {
+	if it, ok := l.items.get(d); ok && it.expiring && it.index < 0 {
 		it.due = l.mono(now)
 		l.enqueue(it)
 		l.kick()
@@ -204,7 +204,7 @@ func (l *Lessor) retry(epoch uint64, batch []leaseID) {
 		return
 	}
 	for _, d := range batch {
-		it, ok := l.items[d]
+		it, ok := l.items.get(d)
 		if !ok || !it.expiring || it.index >= 0 {
 			continue
 		}

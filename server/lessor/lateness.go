@@ -39,7 +39,7 @@ func (l *Lessor) SessionExpiryDue(id uint64) (Due, bool) {
 func (l *Lessor) expiryDue(id leaseID) (Due, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	it, ok := l.items[id]
+	it, ok := l.items.get(id)
 	if !ok {
 		return Due{}, false
 	}

@@ -177,7 +177,7 @@ type Lessor struct {
 	epoch     uint64            // bumped by Promote and Demote: work of an older epoch is dropped
 	term      uint64            // the Raft term Promote was given; Confirm must confirm it
 	office    time.Time         // when Promote last made this lessor primary (lateness.go)
-	items     map[leaseID]*item // locks timed on their own, and sessions
+	items     leaseMap          // locks timed on their own, and sessions
 	sessions  int               // how many of items are sessions
 	under     map[lockID]uint64 // holders under a session: holder -> session
 	members   map[uint64]map[lockID]struct{}
@@ -228,7 +228,7 @@ func New(cfg Config) (*Lessor, error) {
 		cfg:       cfg,
 		base:      cfg.Clock.Now(),
 		log:       cfg.Logger,
-		items:     map[leaseID]*item{},
+		items:     newLeaseMap(0, 0),
 		under:     map[lockID]uint64{},
 		members:   map[uint64]map[lockID]struct{}{},
 		marked:    map[leaseID]*item{},
@@ -280,7 +280,7 @@ func (l *Lessor) Promote(table Table, term uint64) {
 	l.primary = true
 	l.office = now
 	for id := range l.proposing {
-		if it, ok := l.items[id]; ok {
+		if it, ok := l.items.get(id); ok {
 			l.mark(it) // re-armed when that proposal fails (settle)
 			l.unqueue(it)
 		}
@@ -365,10 +365,10 @@ func (l *Lessor) start(index uint64, now time.Time) time.Time {
 
 // track sets the lease id to deadline with seen index; l.mu held.
 func (l *Lessor) track(id leaseID, leaseMS int64, index uint64, deadline time.Time) {
-	it, ok := l.items[id]
+	it, ok := l.items.get(id)
 	if !ok {
 		it = &item{id: id, index: -1}
-		l.items[id] = it
+		l.items.put(it)
 		if id.session() != 0 {
 			l.sessions++
 		}
@@ -390,7 +390,7 @@ func (l *Lessor) track(id leaseID, leaseMS int64, index uint64, deadline time.Ti
 func (l *Lessor) Removed(key string, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if it, ok := l.items[lockLease(key, token)]; ok {
+	if it, ok := l.items.get(lockLease(key, token)); ok {
 		l.remove(it)
 	}
 	l.detach(lockID{key, token})
@@ -399,7 +399,7 @@ func (l *Lessor) Removed(key string, token uint64) {
 
 // remove deletes it from items and the heap; l.mu held.
 func (l *Lessor) remove(it *item) {
-	delete(l.items, it.id)
+	l.items.remove(it.id)
 	delete(l.marked, it.id)
 	if it.id.session() != 0 {
 		l.sessions--
@@ -471,7 +471,7 @@ func (l *Lessor) renewable(key string, token uint64, now time.Time) (*item, erro
 // renewableLease returns the item of lease id if it may be renewed at now;
 // errors are the bare sentinels; l.mu held.
 func (l *Lessor) renewableLease(id leaseID, now time.Time) (*item, error) {
-	switch it, ok := l.items[id]; {
+	switch it, ok := l.items.get(id); {
 	case l.closed:
 		return nil, ErrClosed
 	case !l.primary:
@@ -500,7 +500,7 @@ func (l *Lessor) Remaining(key string, token uint64) (time.Duration, bool) {
 
 // remaining is Remaining of lease id; l.mu held.
 func (l *Lessor) remaining(id leaseID, now time.Time) (time.Duration, bool) {
-	it, ok := l.items[id]
+	it, ok := l.items.get(id)
 	if !ok {
 		return 0, false
 	}
@@ -524,7 +524,7 @@ func (l *Lessor) Expiring(key string, token uint64) bool {
 // expired reports whether lease id is tracked and its deadline passed or its
 // expiry was decided; l.mu held.
 func (l *Lessor) expired(id leaseID, now time.Time) bool {
-	it, ok := l.items[id]
+	it, ok := l.items.get(id)
 	return ok && (it.expiring || l.mono(now) >= it.deadline)
 }
 
@@ -533,7 +533,7 @@ func (l *Lessor) expired(id leaseID, now time.Time) bool {
 func (l *Lessor) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.items) - l.sessions + len(l.under)
+	return l.items.len() - l.sessions + len(l.under)
 }
 
 // Close stops the expiry loop and waits for in-flight expiry work. Safe to

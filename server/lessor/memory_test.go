@@ -25,12 +25,12 @@ func liveHeap() uint64 {
 
 // maxTrackBytesPerLock bounds the lessor's heap per lock timed on its own
 // (Track), its key's bytes not counted (the table's, shared): a 64-byte
-// item, its slot in the lease map (a 24-byte leaseID and a pointer, in a
-// map that runs between half and seven eighths full) and its slot in the
+// item, its 16-byte slot in the lease map (filed by token: leases.go; the
+// map runs between half and seven eighths full) and its slot in the
 // deadline heap (docs/benchmarks.md#scale-a-million-locks). The layout
-// before (time.Time deadlines, a 32-byte leaseID: a 112-byte item) costs
-// about 170; this one about 110.
-const maxTrackBytesPerLock = 135
+// before (time.Time deadlines, a 112-byte item filed under a 32-byte
+// (key, token, session) id) costs about 170; this one about 80.
+const maxTrackBytesPerLock = 110
 
 // trackLocks tracks n locks of distinct keys on a fresh lessor and returns
 // the live heap per lock it added.

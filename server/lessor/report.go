@@ -46,7 +46,7 @@ func (l *Lessor) LockReports(locks []core.Lock, out []Report) []Report {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, lk := range locks {
-		if it, ok := l.items[lockLease(lk.Key, lk.Token)]; ok {
+		if it, ok := l.items.get(lockLease(lk.Key, lk.Token)); ok {
 			out = append(out, report(it, l.mono(now)))
 		}
 	}
@@ -60,7 +60,7 @@ func (l *Lessor) SessionReports(sessions []core.Session, out []Report) []Report 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range sessions {
-		if it, ok := l.items[sessionLease(s.ID)]; ok {
+		if it, ok := l.items.get(sessionLease(s.ID)); ok {
 			out = append(out, report(it, l.mono(now)))
 		}
 	}
@@ -133,7 +133,7 @@ func (l *Lessor) Lower(term uint64, reports []Report) LowerResult {
 		if r.Session != 0 {
 			id = sessionLease(r.Session)
 		}
-		it, ok := l.items[id]
+		it, ok := l.items.get(id)
 		switch {
 		case !ok || it.seen != r.Seen:
 			res.Stale++
