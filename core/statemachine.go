@@ -106,7 +106,9 @@ func NewStateMachine() *StateMachine {
 // every decoded entry is). It runs in O(log n + h) for n holders and h
 // holders of the key (of the session, for a session's end), and does not
 // allocate on a grant or release cycle of an exclusive or shared lock (see
-// BenchmarkApply). Call it from one goroutine only.
+// BenchmarkApply) held without a principal, lock-delay, limit or session
+// (a holder with any of these keeps them in a small record of its own:
+// holder.go). Call it from one goroutine only.
 func (s *StateMachine) Apply(index uint64, cmd Command) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
