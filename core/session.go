@@ -145,10 +145,11 @@ func (s *StateMachine) endSession(index, id, seenIndex uint64) (*SessionEnd, boo
 	// them.
 	var delayMS int64
 	for i, r := range refs {
-		held, ok := s.locks.Delete(Lock{Key: r.key, Token: r.token})
+		h, ok := s.locks.Delete(holderID(r.key, r.token))
 		if !ok { // the index and the table always agree; be safe anyway
 			continue
 		}
+		held := h.lock()
 		left, _, _ := s.removed(index, held, false)
 		end.Locks = append(end.Locks, held)
 		delayMS = max(delayMS, held.LockDelayMS)
@@ -270,8 +271,8 @@ func (s *StateMachine) SessionLocks(id uint64) []Lock {
 		if r.session != id {
 			return false
 		}
-		if l, ok := s.locks.Get(Lock{Key: r.key, Token: r.token}); ok {
-			out = append(out, l)
+		if h, ok := s.locks.Get(holderID(r.key, r.token)); ok {
+			out = append(out, h.lock())
 		}
 		return true
 	})

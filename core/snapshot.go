@@ -63,7 +63,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // (the B-tree is cloned copy-on-write) and safe to write while Apply goes on,
 // as hashicorp raft.FSMSnapshot.Persist requires.
 type Snapshot struct {
-	locks     *btree.BTreeG[Lock]
+	locks     *btree.BTreeG[holder]
 	delays    *btree.BTreeG[LockDelay]
 	sessions  *btree.BTreeG[Session]
 	members   map[string]string
@@ -134,7 +134,8 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		SessionCount:   uint64(sn.sessions.Len()),
 	})
 	var rec corepb.LockRecord
-	sn.locks.Ascend(func(l Lock) bool {
+	sn.locks.Ascend(func(h holder) bool {
+		l := h.lock()
 		rec.Key, rec.Token, rec.LeaseMs, rec.Owner = l.Key, l.Token, l.LeaseMS, l.Owner
 		rec.ModIndex, rec.LockDelayMs, rec.Principal = l.ModIndex, l.LockDelayMS, l.Principal
 		rec.Mode, rec.Limit, rec.Session = uint32(l.Mode), l.Limit, l.Session
@@ -263,7 +264,7 @@ func (sr *snapshotReader) next(m proto.Message) error {
 
 // decodedSnapshot is the state a snapshot holds, verified.
 type decodedSnapshot struct {
-	locks     *btree.BTreeG[Lock]
+	locks     *btree.BTreeG[holder]
 	delays    *btree.BTreeG[LockDelay]
 	sessions  *btree.BTreeG[Session]
 	sessLocks *btree.BTreeG[sessionLock]
@@ -303,7 +304,7 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 		return nil, fmt.Errorf("%w: version %d snapshot with session records", ErrDecode, version)
 	}
 	st := &decodedSnapshot{
-		locks:       btree.NewG(btreeDegree, lockLess),
+		locks:       newLockTree(),
 		delays:      btree.NewG(btreeDegree, delayLess),
 		sessions:    btree.NewG(btreeDegree, sessionLess),
 		sessLocks:   btree.NewG(btreeDegree, sessionLockLess),
@@ -369,8 +370,8 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 // held reports whether key has a holder in the decoded lock table.
 func (st *decodedSnapshot) held(key string) bool {
 	found := false
-	st.locks.AscendGreaterOrEqual(Lock{Key: key}, func(l Lock) bool {
-		found = l.Key == key
+	st.locks.AscendGreaterOrEqual(holderKey(key), func(h holder) bool {
+		found = h.key == key
 		return false
 	})
 	return found
@@ -424,7 +425,7 @@ func (st *decodedSnapshot) readLocks(sr *snapshotReader, hdr *corepb.SnapshotHea
 		if l.Session != 0 {
 			st.sessLocks.ReplaceOrInsert(sessionLock{session: l.Session, key: l.Key, token: l.Token})
 		}
-		st.locks.ReplaceOrInsert(l)
+		st.locks.ReplaceOrInsert(holderOf(l))
 		st.holdersBy[l.Principal]++
 		prev = l
 	}
@@ -457,8 +458,8 @@ func (st *decodedSnapshot) readSessions(sr *snapshotReader, hdr *corepb.Snapshot
 	var err error
 	st.sessLocks.Ascend(func(r sessionLock) bool {
 		se, ok := st.sessions.Get(Session{ID: r.session})
-		l, _ := st.locks.Get(Lock{Key: r.key, Token: r.token})
-		if !ok || se.Principal != l.Principal {
+		h, _ := st.locks.Get(holderID(r.key, r.token))
+		if !ok || se.Principal != h.lock().Principal {
 			err = fmt.Errorf("%w: snapshot lock %q token %d under unknown session %d", ErrDecode, r.key, r.token, r.session)
 		}
 		return err == nil

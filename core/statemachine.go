@@ -29,7 +29,7 @@ import (
 // from its own apply (docs/design.md#leases).
 type StateMachine struct {
 	mu        sync.RWMutex
-	locks     *btree.BTreeG[Lock]        // every holder, ordered by (Key, Token): sorted snapshots and prefix listing
+	locks     *btree.BTreeG[holder]      // every holder (compact: holder.go), ordered by (Key, Token): sorted snapshots and prefix listing
 	delays    *btree.BTreeG[LockDelay]   // ordered by Key; a key is never both held and delayed
 	sessions  *btree.BTreeG[Session]     // ordered by ID
 	sessLocks *btree.BTreeG[sessionLock] // derived: holders by session, ordered by (Session, Key, Token)
@@ -59,19 +59,12 @@ type StateMachine struct {
 	// Apply-goroutine scratch for holdersOf, so that a grant does not allocate.
 	scanKey string
 	scan    []Lock
-	collect func(Lock) bool
+	collect func(holder) bool
 }
 
 // btreeDegree is the B-tree fan-out; 32 keeps nodes within a few cache lines of
 // pointers while keeping the tree shallow at a million keys.
 const btreeDegree = 32
-
-func lockLess(a, b Lock) bool {
-	if a.Key != b.Key {
-		return a.Key < b.Key
-	}
-	return a.Token < b.Token
-}
 
 func delayLess(a, b LockDelay) bool { return a.Key < b.Key }
 
@@ -87,7 +80,7 @@ func plain(l Lock) bool { return l.Mode == ModeExclusive && l.Limit == 0 }
 // LastToken 0, AppliedIndex 0.
 func NewStateMachine() *StateMachine {
 	s := &StateMachine{
-		locks:       btree.NewG(btreeDegree, lockLess),
+		locks:       newLockTree(),
 		delays:      btree.NewG(btreeDegree, delayLess),
 		sessions:    btree.NewG(btreeDegree, sessionLess),
 		sessLocks:   btree.NewG(btreeDegree, sessionLockLess),
@@ -113,7 +106,9 @@ func NewStateMachine() *StateMachine {
 // every decoded entry is). It runs in O(log n + h) for n holders and h
 // holders of the key (of the session, for a session's end), and does not
 // allocate on a grant or release cycle of an exclusive or shared lock (see
-// BenchmarkApply). Call it from one goroutine only.
+// BenchmarkApply) held without a principal, lock-delay, limit or session
+// (a holder with any of these keeps them in a small record of its own:
+// holder.go). Call it from one goroutine only.
 func (s *StateMachine) Apply(index uint64, cmd Command) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -188,15 +183,15 @@ func (s *StateMachine) Skip(index uint64) {
 // that the next call reuses (apply goroutine only, under the write lock).
 func (s *StateMachine) holdersOf(key string) []Lock {
 	s.scanKey, s.scan = key, s.scan[:0]
-	s.locks.AscendGreaterOrEqual(Lock{Key: key}, s.collect)
+	s.locks.AscendGreaterOrEqual(holderKey(key), s.collect)
 	return s.scan
 }
 
-func (s *StateMachine) collectHolder(l Lock) bool {
-	if l.Key != s.scanKey {
+func (s *StateMachine) collectHolder(h holder) bool {
+	if h.key != s.scanKey {
 		return false
 	}
-	s.scan = append(s.scan, l)
+	s.scan = append(s.scan, h.lock())
 	return true
 }
 
@@ -230,7 +225,7 @@ func (s *StateMachine) grant(index uint64, cmd Command) Result {
 				// A retried request: idempotent, the same holder, whose
 				// lease restarts from this entry as with a Renew.
 				h.ModIndex = index
-				s.locks.ReplaceOrInsert(h)
+				s.touch(h.Key, h.Token, index)
 				return keyResult(Result{Outcome: OutcomeGranted, Token: h.Token, LeaseMS: h.LeaseMS, Session: h.Session}, h, len(holders))
 			}
 		}
@@ -254,7 +249,7 @@ func (s *StateMachine) grant(index uint64, cmd Command) Result {
 		ModIndex: index, LockDelayMS: cmd.LockDelayMS, Principal: cmd.Principal,
 		Mode: mode, Limit: cmd.Limit, Session: cmd.Session,
 	}
-	s.locks.ReplaceOrInsert(lock)
+	s.locks.ReplaceOrInsert(holderOf(lock))
 	s.lastToken = lock.Token
 	s.holdersBy[lock.Principal]++
 	if len(holders) == 0 {
@@ -306,10 +301,11 @@ func (s *StateMachine) removed(index uint64, held Lock, expired bool) (int, Lock
 // release applies a Release at index: the holder of cmd.Key with cmd.Token
 // is removed; anything else is NotFound.
 func (s *StateMachine) release(index uint64, cmd Command) Result {
-	held, ok := s.locks.Delete(Lock{Key: cmd.Key, Token: cmd.Token})
+	h, ok := s.locks.Delete(holderID(cmd.Key, cmd.Token))
 	if !ok {
 		return Result{Outcome: OutcomeNotFound}
 	}
+	held := h.lock()
 	left, _, _ := s.removed(index, held, false)
 	return keyResult(Result{Outcome: OutcomeReleased}, held, left)
 }
@@ -317,13 +313,23 @@ func (s *StateMachine) release(index uint64, cmd Command) Result {
 // renew applies a Renew at index: the holder of cmd.Key with cmd.Token gets
 // ModIndex index; anything else is NotFound.
 func (s *StateMachine) renew(index uint64, cmd Command) Result {
-	held, ok := s.locks.Get(Lock{Key: cmd.Key, Token: cmd.Token})
+	h, ok := s.touch(cmd.Key, cmd.Token, index)
 	if !ok {
 		return Result{Outcome: OutcomeNotFound}
 	}
-	held.ModIndex = index
-	s.locks.ReplaceOrInsert(held)
-	return Result{Outcome: OutcomeRenewed, LeaseMS: held.LeaseMS}
+	return Result{Outcome: OutcomeRenewed, LeaseMS: h.leaseMS}
+}
+
+// touch sets the ModIndex of key's holder with token to index, in place of
+// the stored holder (its ext shared, not copied), and returns it.
+func (s *StateMachine) touch(key string, token, index uint64) (holder, bool) {
+	h, ok := s.locks.Get(holderID(key, token))
+	if !ok {
+		return holder{}, false
+	}
+	h.modIndex = index
+	s.locks.ReplaceOrInsert(h)
+	return h, true
 }
 
 // expire applies an Expire at index: it removes the holder of cmd.Key with
@@ -334,14 +340,15 @@ func (s *StateMachine) renew(index uint64, cmd Command) Result {
 // walk when the holder is removed (the common case), and a holder that stays
 // is put back unchanged.
 func (s *StateMachine) expire(index uint64, cmd Command) Result {
-	held, ok := s.locks.Delete(Lock{Key: cmd.Key, Token: cmd.Token})
+	h, ok := s.locks.Delete(holderID(cmd.Key, cmd.Token))
 	if !ok {
 		return Result{Outcome: OutcomeExpired}
 	}
-	if cmd.SeenIndex != 0 && held.ModIndex > cmd.SeenIndex {
-		s.locks.ReplaceOrInsert(held)
+	if cmd.SeenIndex != 0 && h.modIndex > cmd.SeenIndex {
+		s.locks.ReplaceOrInsert(h)
 		return Result{Outcome: OutcomeExpired}
 	}
+	held := h.lock()
 	left, d, _ := s.removed(index, held, true)
 	return keyResult(Result{Outcome: OutcomeExpired, Existed: true, LockDelayMS: d.LockDelayMS}, held, left)
 }
@@ -417,8 +424,8 @@ func (s *StateMachine) Get(key string) (Lock, bool) {
 	defer s.mu.RUnlock()
 	var out Lock
 	var ok bool
-	s.locks.AscendGreaterOrEqual(Lock{Key: key}, func(l Lock) bool {
-		out, ok = l, l.Key == key
+	s.locks.AscendGreaterOrEqual(holderKey(key), func(h holder) bool {
+		out, ok = h.lock(), h.key == key
 		return false
 	})
 	if !ok {
@@ -433,11 +440,11 @@ func (s *StateMachine) Holders(key string) []Lock {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []Lock
-	s.locks.AscendGreaterOrEqual(Lock{Key: key}, func(l Lock) bool {
-		if l.Key != key {
+	s.locks.AscendGreaterOrEqual(holderKey(key), func(h holder) bool {
+		if h.key != key {
 			return false
 		}
-		out = append(out, l)
+		out = append(out, h.lock())
 		return true
 	})
 	return out
@@ -448,7 +455,8 @@ func (s *StateMachine) Holders(key string) []Lock {
 func (s *StateMachine) Holder(key string, token uint64) (Lock, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.locks.Get(Lock{Key: key, Token: token})
+	h, ok := s.locks.Get(holderID(key, token))
+	return h.lock(), ok
 }
 
 // Range returns the holders of up to limit held keys whose key starts with
@@ -465,17 +473,17 @@ func (s *StateMachine) Range(prefix, after string, limit int) []Lock {
 	}
 	var out []Lock
 	keys := 0
-	s.locks.AscendGreaterOrEqual(Lock{Key: start}, func(l Lock) bool {
-		if !strings.HasPrefix(l.Key, prefix) {
+	s.locks.AscendGreaterOrEqual(holderKey(start), func(h holder) bool {
+		if !strings.HasPrefix(h.key, prefix) {
 			return false
 		}
-		if len(out) == 0 || out[len(out)-1].Key != l.Key {
+		if len(out) == 0 || out[len(out)-1].Key != h.key {
 			if limit > 0 && keys >= limit {
 				return false
 			}
 			keys++
 		}
-		out = append(out, l)
+		out = append(out, h.lock())
 		return true
 	})
 	return out
@@ -487,7 +495,7 @@ func (s *StateMachine) Range(prefix, after string, limit int) []Lock {
 func (s *StateMachine) Ascend(fn func(Lock) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	s.locks.Ascend(fn)
+	s.locks.Ascend(func(h holder) bool { return fn(h.lock()) })
 }
 
 // LockDelay returns the lock-delay record of key, if an Expire removed a lock

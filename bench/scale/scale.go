@@ -44,11 +44,12 @@ type Settings struct {
 	// ProbeOps is how many Acquires of fresh keys the step's latency comes
 	// from; 0 means DefaultProbeOps.
 	ProbeOps int
-	// Sessions sessions holding SessionLocks locks each are added at the
-	// last step, before its measurements (0: none).
+	// Sessions sessions holding SessionLocks locks each are added after
+	// the last step, as a step of their own measured like the others
+	// (0: none).
 	Sessions, SessionLocks int
-	// Renewals renewals of held locks run after the last step's
-	// measurements, then the data dirs are measured again (0: none).
+	// Renewals renewals of held locks run after the last step's (the
+	// sessions step's, when there is one) measurements, then the data dirs are measured again (0: none).
 	Renewals int
 	// Lease is every filled lock's (and session's) lease; 0 means
 	// DefaultLease.
@@ -138,7 +139,8 @@ func (c Config) serveArgs() []string {
 }
 
 // Run starts the cluster, measures every step as the package doc says and
-// stops the cluster. It returns one ScaleStep per step reached; a
+// stops the cluster. It returns one ScaleStep per step reached (the
+// sessions step last); a
 // measurement that failed is recorded in its step's Errors and the run goes
 // on, but a fill or a cluster that does not settle ends the run with that
 // error (the steps measured so far are returned). Errors: ErrInvalidConfig,
@@ -157,8 +159,19 @@ func Run(ctx context.Context, cfg Config) ([]report.ScaleStep, error) {
 	s := &scaler{cfg: cfg, c: c}
 	var out []report.ScaleStep
 	for i, locks := range cfg.Steps {
-		last := i == len(cfg.Steps)-1
-		st, err := s.step(ctx, locks, last)
+		// The renewals close the run: on the last exclusive step only when
+		// no sessions step follows it.
+		final := i == len(cfg.Steps)-1 && cfg.Sessions == 0
+		st, err := s.step(ctx, locks, false, final)
+		if st.System != "" {
+			out = append(out, st)
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	if cfg.Sessions > 0 {
+		st, err := s.step(ctx, cfg.Steps[len(cfg.Steps)-1], true, true)
 		if st.System != "" {
 			out = append(out, st)
 		}
@@ -177,39 +190,49 @@ type scaler struct {
 	tokens []uint64
 }
 
-// step fills the table to locks exclusive locks (and, on the last step,
-// the sessions) and measures it. A measurement's failure goes to the
-// step's Errors; a failed fill or settle is returned.
-func (s *scaler) step(ctx context.Context, locks int, last bool) (report.ScaleStep, error) {
+// step fills the table and measures it. Without sessions it fills it to
+// locks exclusive locks; with sessions (a step of its own after the last
+// exclusive one, locks being that step's count) it adds cfg.Sessions
+// sessions × cfg.SessionLocks locks, so the step's row holds both and says
+// so (report.ScaleStep.Label). final runs the renewals after the
+// measurements and measures the data dirs again. A measurement's failure
+// goes to the step's Errors; a failed fill or settle is returned.
+func (s *scaler) step(ctx context.Context, locks int, sessions, final bool) (report.ScaleStep, error) {
 	st := report.ScaleStep{System: s.cfg.Backend, Locks: locks}
+	if sessions {
+		st.Sessions, st.SessionLocks = s.cfg.Sessions, s.cfg.Sessions*s.cfg.SessionLocks
+	}
+	label := st.Label()
 	failed := func(what string, err error) {
 		st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", what, err))
-		s.cfg.logf("%s at %d locks: %s failed: %v", s.cfg.Backend, locks, what, err)
+		s.cfg.logf("%s at %s locks: %s failed: %v", s.cfg.Backend, label, what, err)
 	}
 	if _, err := s.settle(ctx); err != nil {
 		return report.ScaleStep{}, err
 	}
-	from := len(s.tokens)
-	took, err := s.fill(ctx, from, locks)
-	if err != nil {
-		return report.ScaleStep{}, fmt.Errorf("fill to %d locks: %w", locks, err)
-	}
-	st.FillPerSec = float64(locks-from) / took.Seconds()
-	s.cfg.logf("%s: filled %d → %d locks in %v (%.0f locks/s)", s.cfg.Backend, from, locks, took.Round(time.Millisecond), st.FillPerSec)
-	if last && s.cfg.Sessions > 0 {
+	if sessions {
 		took, err := s.fillSessions(ctx)
 		if err != nil {
 			return report.ScaleStep{}, fmt.Errorf("fill %d sessions × %d locks: %w", s.cfg.Sessions, s.cfg.SessionLocks, err)
 		}
-		st.Sessions, st.SessionLocks = s.cfg.Sessions, s.cfg.Sessions*s.cfg.SessionLocks
-		st.SessionFillPerSec = float64(st.SessionLocks) / took.Seconds()
-		s.cfg.logf("%s: %d sessions × %d locks in %v", s.cfg.Backend, s.cfg.Sessions, s.cfg.SessionLocks, took.Round(time.Millisecond))
+		st.FillPerSec = float64(st.SessionLocks) / took.Seconds()
+		st.SessionFillPerSec = st.FillPerSec
+		s.cfg.logf("%s: %d sessions × %d locks in %v (%.0f locks/s): %s locks", s.cfg.Backend, s.cfg.Sessions, s.cfg.SessionLocks,
+			took.Round(time.Millisecond), st.FillPerSec, label)
+	} else {
+		from := len(s.tokens)
+		took, err := s.fill(ctx, from, locks)
+		if err != nil {
+			return report.ScaleStep{}, fmt.Errorf("fill to %d locks: %w", locks, err)
+		}
+		st.FillPerSec = float64(locks-from) / took.Seconds()
+		s.cfg.logf("%s: filled %d → %d locks in %v (%.0f locks/s)", s.cfg.Backend, from, locks, took.Round(time.Millisecond), st.FillPerSec)
 	}
 	if _, err := s.settle(ctx); err != nil {
 		return st, err
 	}
 
-	if lat, err := s.acquireLatency(ctx, locks); err != nil {
+	if lat, err := s.acquireLatency(ctx, st.TotalLocks()); err != nil {
 		failed("acquire latency", err)
 	} else {
 		st.AcquireP50US, st.AcquireP99US, st.AcquireOps = lat.P50US, lat.P99US, int(lat.Count)
@@ -224,7 +247,7 @@ func (s *scaler) step(ctx context.Context, locks int, last bool) (report.ScaleSt
 		st.RestartReadyMS = ms(d)
 	}
 	for k := 1; k <= s.cfg.Kills; k++ {
-		r, err := s.transfer(ctx, fmt.Sprintf("scale/transfer/%d/%d", locks, k))
+		r, err := s.transfer(ctx, fmt.Sprintf("scale/transfer/%d/%d", st.TotalLocks(), k))
 		st.TransferWrites += r.Writes
 		st.TransferRefused += r.Refused
 		st.TransferRetried += r.Retried
@@ -238,7 +261,7 @@ func (s *scaler) step(ctx context.Context, locks int, last bool) (report.ScaleSt
 		st.TransferMS = append(st.TransferMS, ms(r.Took))
 	}
 	for k := 1; k <= s.cfg.Kills; k++ {
-		took, promo, promoted, err := s.failover(ctx, fmt.Sprintf("scale/failover/%d/%d", locks, k))
+		took, promo, promoted, err := s.failover(ctx, fmt.Sprintf("scale/failover/%d/%d", st.TotalLocks(), k))
 		if err != nil {
 			if ctx.Err() != nil {
 				return st, ctx.Err()
@@ -253,7 +276,7 @@ func (s *scaler) step(ctx context.Context, locks int, last bool) (report.ScaleSt
 			failed(fmt.Sprintf("promotion %d", k), errors.New("no Raft leadership → promotion pair in the survivors' logs"))
 		}
 	}
-	if last && s.cfg.Renewals > 0 {
+	if final && s.cfg.Renewals > 0 {
 		if err := s.renew(ctx, s.cfg.Renewals); err != nil {
 			failed(fmt.Sprintf("%d renewals", s.cfg.Renewals), err)
 		} else {

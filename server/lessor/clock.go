@@ -34,3 +34,16 @@ type realTimer struct{ t *time.Timer }
 
 func (r realTimer) C() <-chan time.Time { return r.t.C }
 func (r realTimer) Stop() bool          { return r.t.Stop() }
+
+// mono is a time on the lessor's Clock as nanoseconds since Lessor.base:
+// the 8 bytes every tracked lease keeps per deadline, where a time.Time
+// takes 24. Differences of monos are those of the times they came from
+// (time.Time.Sub: monotonic readings when both have them, as Clock.Now's
+// do), for about 292 years either side of base.
+type mono int64
+
+// mono is t as a mono.
+func (l *Lessor) mono(t time.Time) mono { return mono(t.Sub(l.base)) }
+
+// at is m as a time on the Clock.
+func (l *Lessor) at(m mono) time.Time { return l.base.Add(time.Duration(m)) }

@@ -57,13 +57,13 @@ func (l *Lessor) collect() ([]leaseID, uint64, []string, time.Duration) {
 	ended := l.endDelays(now, &next)
 	var batch []leaseID
 	if l.primary {
-		for len(l.due) > 0 && !now.Before(l.due[0].due) {
+		for len(l.due) > 0 && l.mono(now) >= l.due[0].due {
 			it := heap.Pop(&l.due).(*item)
 			l.mark(it)
 			batch = append(batch, it.id)
 		}
-		if len(l.due) > 0 && (next.IsZero() || l.due[0].due.Before(next)) {
-			next = l.due[0].due
+		if len(l.due) > 0 && (next.IsZero() || l.at(l.due[0].due).Before(next)) {
+			next = l.at(l.due[0].due)
 		}
 	}
 	if next.IsZero() {
@@ -117,15 +117,15 @@ func (l *Lessor) expire(epoch uint64, batch []leaseID) {
 			defer wg.Done()
 			defer func() { <-l.slots }()
 			var err error
-			if d.session != 0 {
-				err = l.cfg.ExpireSession(ctx, d.session, seen)
+			if d.session() != 0 {
+				err = l.cfg.ExpireSession(ctx, d.session(), seen)
 			} else {
 				err = l.cfg.Expire(ctx, d.key, d.token, seen)
 			}
 			l.settle(epoch, d, err)
 			if err != nil {
-				l.log.Debug("lessor: expire proposal failed", zap.String("key", d.key), zap.Uint64("token", d.token),
-					zap.Uint64("session", d.session), zap.Error(err))
+				l.log.Debug("lessor: expire proposal failed", zap.String("key", d.key), zap.Uint64("token", d.lockToken()),
+					zap.Uint64("session", d.session()), zap.Error(err))
 				mu.Lock()
 				failed = append(failed, d)
 				mu.Unlock()
@@ -159,9 +159,9 @@ func (l *Lessor) decide(epoch, term uint64, d leaseID) (uint64, bool) {
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	it, ok := l.items[d]
+	it, ok := l.items.get(d)
 	if l.closed || !l.primary || l.epoch != epoch || l.term != term ||
-		!ok || !it.expiring || now.Before(it.deadline) {
+		!ok || !it.expiring || l.mono(now) < it.deadline {
 		return 0, false
 	}
 	l.proposing[d]++
@@ -183,8 +183,8 @@ func (l *Lessor) settle(epoch uint64, d leaseID, err error) {
 	if err == nil || l.epoch == epoch || !l.primary || l.proposing[d] > 0 {
 		return
 	}
-	if it, ok := l.items[d]; ok && it.expiring && it.index < 0 {
-		it.due = now
+	if it, ok := l.items.get(d); ok && it.expiring && it.index < 0 {
+		it.due = l.mono(now)
 		l.enqueue(it)
 		l.kick()
 	}
@@ -204,11 +204,11 @@ func (l *Lessor) retry(epoch uint64, batch []leaseID) {
 		return
 	}
 	for _, d := range batch {
-		it, ok := l.items[d]
+		it, ok := l.items.get(d)
 		if !ok || !it.expiring || it.index >= 0 {
 			continue
 		}
-		it.due = deadline
+		it.due = l.mono(deadline)
 		l.enqueue(it)
 	}
 	l.kick()
@@ -217,7 +217,7 @@ func (l *Lessor) retry(epoch uint64, batch []leaseID) {
 // enqueue puts it in the deadline heap or fixes its place; l.mu held.
 func (l *Lessor) enqueue(it *item) {
 	if it.index >= 0 {
-		heap.Fix(&l.due, it.index)
+		heap.Fix(&l.due, int(it.index))
 		return
 	}
 	heap.Push(&l.due, it)
@@ -226,7 +226,7 @@ func (l *Lessor) enqueue(it *item) {
 // unqueue takes it out of the deadline heap if it is there; l.mu held.
 func (l *Lessor) unqueue(it *item) {
 	if it.index >= 0 {
-		heap.Remove(&l.due, it.index)
+		heap.Remove(&l.due, int(it.index))
 	}
 }
 
@@ -234,15 +234,15 @@ func (l *Lessor) unqueue(it *item) {
 type deadlineHeap []*item
 
 func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].due < h[j].due }
 func (h deadlineHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
+	h[i].index = int32(i)
+	h[j].index = int32(j)
 }
 func (h *deadlineHeap) Push(x any) {
 	it := x.(*item)
-	it.index = len(*h)
+	it.index = int32(len(*h))
 	*h = append(*h, it)
 }
 func (h *deadlineHeap) Pop() any {

@@ -39,11 +39,11 @@ func (l *Lessor) SessionExpiryDue(id uint64) (Due, bool) {
 func (l *Lessor) expiryDue(id leaseID) (Due, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	it, ok := l.items[id]
+	it, ok := l.items.get(id)
 	if !ok {
 		return Due{}, false
 	}
-	d := Due{At: it.deadline}
+	d := Due{At: l.at(it.deadline)}
 	if l.primary {
 		d.Office = l.office
 		if l.office.After(d.At) {

@@ -129,14 +129,19 @@ func (c Config) Validate() error {
 }
 
 // item is one lease the lessor tracks: a lock holder's own, or a session's.
+//
+// The lessor keeps one per held lock, so its size is a cost per lock
+// (docs/benchmarks.md#scale-a-million-locks): times are mono (8 bytes, not
+// a time.Time's 24) and the heap position an int32, which with leaseID's
+// 24 bytes fits the 64-byte allocation class.
 type item struct {
 	id       leaseID
 	leaseMS  int64
-	deadline time.Time // this node's apply of the last Grant/Renew (KeepAlive) + lease_ms (monotonic)
-	due      time.Time // when the expiry loop next looks at it: deadline, or a retry's time
-	seen     uint64    // log index of that Grant/Renew: the Expire's seen_index
-	expiring bool      // primary only: an Expire was (or is about to be) decided; never renew
-	index    int       // position in the deadline heap, -1 when not in it
+	deadline mono   // this node's apply of the last Grant/Renew (KeepAlive) + lease_ms
+	due      mono   // when the expiry loop next looks at it: deadline, or a retry's time
+	seen     uint64 // log index of that Grant/Renew: the Expire's seen_index
+	index    int32  // position in the deadline heap, -1 when not in it
+	expiring bool   // primary only: an Expire was (or is about to be) decided; never renew
 }
 
 // Lessor tracks the lease deadline of every held lock on every node, and
@@ -163,15 +168,16 @@ type item struct {
 // All methods are safe for concurrent use. Track, Removed, Delay and
 // Reconcile are called from the backend's apply hook and do not block.
 type Lessor struct {
-	cfg Config
-	log *zap.Logger
+	cfg  Config
+	log  *zap.Logger
+	base time.Time // the Clock's reading at New: what every mono counts from
 
 	mu        sync.Mutex
 	primary   bool
 	epoch     uint64            // bumped by Promote and Demote: work of an older epoch is dropped
 	term      uint64            // the Raft term Promote was given; Confirm must confirm it
 	office    time.Time         // when Promote last made this lessor primary (lateness.go)
-	items     map[leaseID]*item // locks timed on their own, and sessions
+	items     leaseMap          // locks timed on their own, and sessions
 	sessions  int               // how many of items are sessions
 	under     map[lockID]uint64 // holders under a session: holder -> session
 	members   map[uint64]map[lockID]struct{}
@@ -220,8 +226,9 @@ func New(cfg Config) (*Lessor, error) {
 	ctx, quit := context.WithCancel(context.Background())
 	l := &Lessor{
 		cfg:       cfg,
+		base:      cfg.Clock.Now(),
 		log:       cfg.Logger,
-		items:     map[leaseID]*item{},
+		items:     newLeaseMap(0, 0),
 		under:     map[lockID]uint64{},
 		members:   map[uint64]map[lockID]struct{}{},
 		marked:    map[leaseID]*item{},
@@ -273,7 +280,7 @@ func (l *Lessor) Promote(table Table, term uint64) {
 	l.primary = true
 	l.office = now
 	for id := range l.proposing {
-		if it, ok := l.items[id]; ok {
+		if it, ok := l.items.get(id); ok {
 			l.mark(it) // re-armed when that proposal fails (settle)
 			l.unqueue(it)
 		}
@@ -358,15 +365,16 @@ func (l *Lessor) start(index uint64, now time.Time) time.Time {
 
 // track sets the lease id to deadline with seen index; l.mu held.
 func (l *Lessor) track(id leaseID, leaseMS int64, index uint64, deadline time.Time) {
-	it, ok := l.items[id]
+	it, ok := l.items.get(id)
 	if !ok {
 		it = &item{id: id, index: -1}
-		l.items[id] = it
-		if id.session != 0 {
+		l.items.put(it)
+		if id.session() != 0 {
 			l.sessions++
 		}
 	}
-	it.leaseMS, it.seen, it.deadline, it.due = leaseMS, index, deadline, deadline
+	it.leaseMS, it.seen, it.deadline = leaseMS, index, l.mono(deadline)
+	it.due = it.deadline
 	l.unmark(it)
 	l.enqueue(it)
 	if it.index == 0 {
@@ -382,7 +390,7 @@ func (l *Lessor) track(id leaseID, leaseMS int64, index uint64, deadline time.Ti
 func (l *Lessor) Removed(key string, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if it, ok := l.items[lockLease(key, token)]; ok {
+	if it, ok := l.items.get(lockLease(key, token)); ok {
 		l.remove(it)
 	}
 	l.detach(lockID{key, token})
@@ -391,9 +399,9 @@ func (l *Lessor) Removed(key string, token uint64) {
 
 // remove deletes it from items and the heap; l.mu held.
 func (l *Lessor) remove(it *item) {
-	delete(l.items, it.id)
+	l.items.remove(it.id)
 	delete(l.marked, it.id)
-	if it.id.session != 0 {
+	if it.id.session() != 0 {
 		l.sessions--
 	}
 	l.unqueue(it)
@@ -448,12 +456,12 @@ func (l *Lessor) renewable(key string, token uint64, now time.Time) (*item, erro
 	id := l.leaseOf(key, token)
 	it, err := l.renewableLease(id, now)
 	switch {
-	case errors.Is(err, ErrNotHeld) && id.session != 0:
-		return nil, fmt.Errorf("no session %d of the lock on %q with token %d: %w", id.session, key, token, err)
+	case errors.Is(err, ErrNotHeld) && id.session() != 0:
+		return nil, fmt.Errorf("no session %d of the lock on %q with token %d: %w", id.session(), key, token, err)
 	case errors.Is(err, ErrNotHeld):
 		return nil, fmt.Errorf("no lock on %q with token %d: %w", key, token, err)
-	case errors.Is(err, ErrExpired) && id.session != 0:
-		return nil, fmt.Errorf("session %d of the lock on %q with token %d: %w", id.session, key, token, err)
+	case errors.Is(err, ErrExpired) && id.session() != 0:
+		return nil, fmt.Errorf("session %d of the lock on %q with token %d: %w", id.session(), key, token, err)
 	case errors.Is(err, ErrExpired):
 		return nil, fmt.Errorf("lock on %q with token %d: %w", key, token, err)
 	}
@@ -463,14 +471,14 @@ func (l *Lessor) renewable(key string, token uint64, now time.Time) (*item, erro
 // renewableLease returns the item of lease id if it may be renewed at now;
 // errors are the bare sentinels; l.mu held.
 func (l *Lessor) renewableLease(id leaseID, now time.Time) (*item, error) {
-	switch it, ok := l.items[id]; {
+	switch it, ok := l.items.get(id); {
 	case l.closed:
 		return nil, ErrClosed
 	case !l.primary:
 		return nil, ErrNotPrimary
 	case !ok:
 		return nil, ErrNotHeld
-	case it.expiring || !now.Before(it.deadline) || l.proposing[id] > 0:
+	case it.expiring || l.mono(now) >= it.deadline || l.proposing[id] > 0:
 		return nil, ErrExpired
 	default:
 		return it, nil
@@ -492,14 +500,14 @@ func (l *Lessor) Remaining(key string, token uint64) (time.Duration, bool) {
 
 // remaining is Remaining of lease id; l.mu held.
 func (l *Lessor) remaining(id leaseID, now time.Time) (time.Duration, bool) {
-	it, ok := l.items[id]
+	it, ok := l.items.get(id)
 	if !ok {
 		return 0, false
 	}
-	if it.expiring || !now.Before(it.deadline) {
+	if it.expiring || l.mono(now) >= it.deadline {
 		return 0, true
 	}
-	return it.deadline.Sub(now), true
+	return time.Duration(it.deadline - l.mono(now)), true
 }
 
 // Expiring reports whether the lease of (key, token) has ended by this node's
@@ -516,8 +524,8 @@ func (l *Lessor) Expiring(key string, token uint64) bool {
 // expired reports whether lease id is tracked and its deadline passed or its
 // expiry was decided; l.mu held.
 func (l *Lessor) expired(id leaseID, now time.Time) bool {
-	it, ok := l.items[id]
-	return ok && (it.expiring || !now.Before(it.deadline))
+	it, ok := l.items.get(id)
+	return ok && (it.expiring || l.mono(now) >= it.deadline)
 }
 
 // Len returns the number of lock holders this node tracks (every node tracks
@@ -525,7 +533,7 @@ func (l *Lessor) expired(id leaseID, now time.Time) bool {
 func (l *Lessor) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.items) - l.sessions + len(l.under)
+	return l.items.len() - l.sessions + len(l.under)
 }
 
 // Close stops the expiry loop and waits for in-flight expiry work. Safe to
@@ -560,17 +568,33 @@ type lockID struct {
 	token uint64
 }
 
-// leaseID names one timed lease: a holder's own (key, token; session 0) or a
-// session's (session; key "" and token 0, never a held key's: keys are not
-// empty).
+// leaseID names one timed lease: a holder's own (key, token) or a
+// session's (key "" and the session's id in token, never a held key's:
+// keys are not empty). 24 bytes: it is the key of the lessor's map of
+// every lease and is kept in every item.
 type leaseID struct {
-	key     string
-	token   uint64
-	session uint64
+	key   string
+	token uint64
 }
 
 func lockLease(key string, token uint64) leaseID { return leaseID{key: key, token: token} }
 
-func sessionLease(id uint64) leaseID { return leaseID{session: id} }
+func sessionLease(id uint64) leaseID { return leaseID{token: id} }
+
+// session is the id of the session whose lease id is (0: a holder's own).
+func (id leaseID) session() uint64 {
+	if id.key != "" {
+		return 0
+	}
+	return id.token
+}
+
+// lockToken is the token of the holder whose lease id is (0: a session's).
+func (id leaseID) lockToken() uint64 {
+	if id.key == "" {
+		return 0
+	}
+	return id.token
+}
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -73,7 +73,7 @@ func (l *Lessor) Loads() uint64 { return l.loads.Load() }
 func (l *Lessor) reconcile(table Table, now time.Time) {
 	l.reconciles.Add(1)
 	l.restores.Store(table.Restores()) // read first: a later restore is noticed next time
-	if len(l.items) == 0 && len(l.under) == 0 && len(l.delays) == 0 {
+	if l.items.len() == 0 && len(l.under) == 0 && len(l.delays) == 0 {
 		l.loads.Add(1)
 		l.load(table, now)
 	} else {
@@ -108,10 +108,10 @@ func (l *Lessor) load(table Table, now time.Time) {
 		sessions++
 		return true
 	})
-	l.items = make(map[leaseID]*item, len(leases))
+	l.items = newLeaseMap(len(leases)-sessions, sessions)
 	for i, it := range leases {
-		it.index = i
-		l.items[it.id] = it
+		it.index = int32(i)
+		l.items.put(it)
 	}
 	l.sessions = sessions
 	l.due = leases
@@ -123,7 +123,7 @@ func (l *Lessor) load(table Table, now time.Time) {
 // granted or renewed at log index seen, measured from this node's first
 // apply of seen (start); not in the heap yet.
 func (l *Lessor) newLease(id leaseID, leaseMS int64, seen uint64, now time.Time) *item {
-	deadline := l.start(seen, now).Add(ms(leaseMS))
+	deadline := l.mono(l.start(seen, now).Add(ms(leaseMS)))
 	return &item{id: id, leaseMS: leaseMS, deadline: deadline, due: deadline, seen: seen, index: -1}
 }
 
@@ -133,11 +133,11 @@ func (l *Lessor) newLease(id leaseID, leaseMS int64, seen uint64, now time.Time)
 func (l *Lessor) diff(table Table, now time.Time) {
 	applied := table.AppliedIndex()
 	delays := readDelays(table)
-	held := make(map[leaseID]bool, len(l.items))
+	held := make(map[leaseID]bool, l.items.len())
 	attached := make(map[lockID]bool, len(l.under))
 	keep := func(id leaseID, leaseMS int64, modIndex uint64) {
 		held[id] = true
-		if it, ok := l.items[id]; ok && it.seen >= modIndex {
+		if it, ok := l.items.get(id); ok && it.seen >= modIndex {
 			return
 		}
 		seen := seenIndex(modIndex, applied)
@@ -157,7 +157,7 @@ func (l *Lessor) diff(table Table, now time.Time) {
 		keep(sessionLease(s.ID), s.TTLMS, s.ModIndex)
 		return true
 	})
-	for id, it := range l.items {
+	for id, it := range l.items.all() {
 		if !held[id] {
 			l.remove(it)
 		}

@@ -75,7 +75,7 @@ func reconcileTable(b *testing.B, locks int) *core.StateMachine {
 }
 
 // newBenchLessor returns a lessor on the real clock that never expires.
-func newBenchLessor(b *testing.B) *lessor.Lessor {
+func newBenchLessor(b testing.TB) *lessor.Lessor {
 	l, err := lessor.New(lessor.Config{
 		Confirm:       func(context.Context) (uint64, error) { return 0, context.Canceled },
 		Expire:        func(context.Context, string, uint64, uint64) error { return nil },

@@ -81,18 +81,18 @@ func stateOf(t *rapid.T, l *Lessor) lessorState {
 		leases: map[leaseID]leaseState{}, sessions: l.sessions, under: map[lockID]uint64{},
 		members: map[uint64]map[lockID]struct{}{}, delays: map[string]time.Time{}, marked: len(l.marked),
 	}
-	for id, it := range l.items {
+	for id, it := range l.items.all() {
 		if it.id != id {
 			t.Fatalf("lease %+v filed under %+v", it.id, id)
 		}
 		queued := it.index >= 0
-		if queued && (it.index >= len(l.due) || l.due[it.index] != it) {
+		if queued && (int(it.index) >= len(l.due) || l.due[it.index] != it) {
 			t.Fatalf("lease %+v says heap place %d, which holds another", id, it.index)
 		}
-		st.leases[id] = leaseState{it.leaseMS, it.deadline, it.due, it.seen, it.expiring, queued}
+		st.leases[id] = leaseState{it.leaseMS, l.at(it.deadline), l.at(it.due), it.seen, it.expiring, queued}
 	}
-	if len(l.due) != len(l.items)-len(l.marked) {
-		t.Fatalf("deadline heap holds %d leases, %d tracked and %d marked", len(l.due), len(l.items), len(l.marked))
+	if len(l.due) != l.items.len()-len(l.marked) {
+		t.Fatalf("deadline heap holds %d leases, %d tracked and %d marked", len(l.due), l.items.len(), len(l.marked))
 	}
 	for i := range l.due {
 		if i > 0 && l.due.Less(i, (i-1)/2) {

@@ -46,8 +46,8 @@ func (l *Lessor) LockReports(locks []core.Lock, out []Report) []Report {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, lk := range locks {
-		if it, ok := l.items[lockLease(lk.Key, lk.Token)]; ok {
-			out = append(out, report(it, now))
+		if it, ok := l.items.get(lockLease(lk.Key, lk.Token)); ok {
+			out = append(out, report(it, l.mono(now)))
 		}
 	}
 	return out
@@ -60,20 +60,20 @@ func (l *Lessor) SessionReports(sessions []core.Session, out []Report) []Report 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, s := range sessions {
-		if it, ok := l.items[sessionLease(s.ID)]; ok {
-			out = append(out, report(it, now))
+		if it, ok := l.items.get(sessionLease(s.ID)); ok {
+			out = append(out, report(it, l.mono(now)))
 		}
 	}
 	return out
 }
 
 // report is it's Report at now, rounded up to whole milliseconds; l.mu held.
-func report(it *item, now time.Time) Report {
-	left := max(it.deadline.Sub(now), 0)
+func report(it *item, now mono) Report {
+	left := max(time.Duration(it.deadline-now), 0)
 	if r := left % time.Millisecond; r != 0 {
 		left += time.Millisecond - r
 	}
-	return Report{Key: it.id.key, Token: it.id.token, Session: it.id.session, Seen: it.seen, Remaining: left}
+	return Report{Key: it.id.key, Token: it.id.lockToken(), Session: it.id.session(), Seen: it.seen, Remaining: left}
 }
 
 // LowerResult counts what Lower did with a batch of reports.
@@ -133,7 +133,7 @@ func (l *Lessor) Lower(term uint64, reports []Report) LowerResult {
 		if r.Session != 0 {
 			id = sessionLease(r.Session)
 		}
-		it, ok := l.items[id]
+		it, ok := l.items.get(id)
 		switch {
 		case !ok || it.seen != r.Seen:
 			res.Stale++
@@ -142,8 +142,8 @@ func (l *Lessor) Lower(term uint64, reports []Report) LowerResult {
 			res.Invalid++ // no node measures more than the lease from its apply
 			continue
 		}
-		deadline := now.Add(r.Remaining)
-		if it.expiring || !deadline.Before(it.deadline) {
+		deadline := l.mono(now.Add(r.Remaining))
+		if it.expiring || deadline >= it.deadline {
 			res.Kept++
 			continue
 		}

@@ -34,7 +34,7 @@ func (l *Lessor) TrackUnder(key string, token, session uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.clearDelay(key)
-	if it, ok := l.items[lockLease(key, token)]; ok {
+	if it, ok := l.items.get(lockLease(key, token)); ok {
 		l.remove(it)
 	}
 	l.attach(lockID{key, token}, session)
@@ -47,7 +47,7 @@ func (l *Lessor) TrackUnder(key string, token, session uint64) {
 func (l *Lessor) SessionEnded(id uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if it, ok := l.items[sessionLease(id)]; ok {
+	if it, ok := l.items.get(sessionLease(id)); ok {
 		l.remove(it)
 	}
 	for h := range l.members[id] {

@@ -246,8 +246,9 @@ func TestParseFlags(t *testing.T) {
 }
 
 // TestSmokeScale runs the scale workload at a tiny size on both backends —
-// steps of 200 and 500 locks, 2 sessions × 5 locks added and 300 renewals
-// after the last — and checks that every figure of every step is measured,
+// steps of 200 and 500 locks, then 2 sessions × 5 locks added as a step of
+// their own and 300 renewals after it — and checks that every figure of
+// every step is measured,
 // the promotion read from the new leader's log and the graceful transfer
 // with its writers' counts included, and reported.
 func TestSmokeScale(t *testing.T) {
@@ -266,9 +267,10 @@ func TestSmokeScale(t *testing.T) {
 	require.Contains(t, md, "## Scale")
 	require.Empty(t, rep.Notes, "no part may have failed")
 	require.Empty(t, rep.Measurements, "only the scale workload ran")
-	require.Len(t, rep.Scale, 2*len(suite.Backends()))
+	require.Len(t, rep.Scale, 3*len(suite.Backends()), "two exclusive steps and the sessions step per backend")
+	require.Contains(t, md, "| 500 + 2 sessions × 5 = 510 |", "the sessions step is labelled with what its table holds")
 	for _, st := range rep.Scale {
-		name := fmt.Sprintf("%s at %d locks", st.System, st.Locks)
+		name := fmt.Sprintf("%s at %s locks", st.System, st.Label())
 		require.Empty(t, st.Errors, name)
 		require.Positive(t, st.FillPerSec, name)
 		require.Equal(t, 20, st.AcquireOps, name)
@@ -292,7 +294,8 @@ func TestSmokeScale(t *testing.T) {
 			require.Positive(t, st.DataDirBytes[i], name)
 			require.Positive(t, st.RSSBytes[i], name)
 		}
-		if st.Locks == 500 {
+		if st.SessionLocks > 0 {
+			require.Equal(t, 500, st.Locks, name)
 			require.Equal(t, 2, st.Sessions, name)
 			require.Equal(t, 10, st.SessionLocks, name)
 			require.Positive(t, st.SessionFillPerSec, name)

@@ -115,11 +115,11 @@ func Open(db *badger.DB, snapDir string) (*Store, error) {
 	if s.snap.GetMetadata().GetIndex() > 0 && len(s.snap.GetData()) == 0 {
 		// The record names a file; a record with Data is an older
 		// version's, whose snapshot lived inside it.
-		snap, err := readSnapFile(snapDir, s.snap)
+		snap, err := readSnapFile(snapDir, s.snap) // checked now; Snapshot reads it again
 		if err != nil {
 			return nil, fmt.Errorf("open: %w", err)
 		}
-		s.snap = snap
+		s.snap = metadataOnly(snap)
 		s.snapName = snapFileName(snap.GetMetadata().GetTerm(), snap.GetMetadata().GetIndex())
 	}
 	if err := s.verify(); err != nil {
@@ -307,11 +307,22 @@ func (s *Store) FirstIndex() (uint64, error) {
 }
 
 // Snapshot implements raft.Storage: the latest snapshot (index 0 when there is
-// none). The returned snapshot is shared and must not be modified.
+// none), its Data read from its file (readSnapFile), which stays until a
+// newer snapshot's record replaces it. The store keeps only the metadata in
+// memory: the Data, the whole lock table encoded (tens of MB at a million
+// locks), is needed only when raft sends a snapshot to a follower behind
+// the log's start and when the node restores at start
+// (docs/benchmarks.md#scale-a-million-locks, what a lock costs in memory).
+// A snapshot of an older version's record, whose Data lived in the record,
+// is kept whole. The returned snapshot is shared and must not be modified.
+// Errors: readSnapFile's.
 func (s *Store) Snapshot() (*pb.Snapshot, error) {
-	s.mu.Lock()
+	s.mu.Lock() // no newer snapshot's record, nor file purge, meanwhile
 	defer s.mu.Unlock()
-	return s.snap, nil
+	if raft.IsEmptySnap(s.snap) || len(s.snap.GetData()) > 0 {
+		return s.snap, nil
+	}
+	return readSnapFile(s.snapDir, s.snap)
 }
 
 // Save durably records one raft.Ready's HardState, Entries and Snapshot (any
@@ -388,7 +399,7 @@ func (s *Store) Save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) erro
 		}
 		set(keySnapshot, rec)
 		garbageFrom, garbageTo = truncIndex, min(si, s.lastIndex())
-		truncIndex, truncTerm, newSnap, logEnts = si, st, snap, nil
+		truncIndex, truncTerm, newSnap, logEnts = si, st, metadataOnly(snap), nil
 	}
 
 	newHS := s.hs
@@ -545,9 +556,6 @@ func (s *Store) CreateSnapshot(snap *pb.Snapshot, compactTo uint64) error {
 	if err := badgerlog.Batch(s.db, len(ops), func(txn *badger.Txn, i int) error { return ops[i](txn) }); err != nil {
 		return fmt.Errorf("raftstore: create snapshot %d: %w", si, err)
 	}
-	if err := removeSnapFiles(s.snapDir, name, si, false); err != nil {
-		return err
-	}
 	// The compacted entries go in the background, in bounded chunks: the
 	// record above already makes them garbage (Open drops what a crash
 	// leaves of them).
@@ -557,9 +565,11 @@ func (s *Store) CreateSnapshot(snap *pb.Snapshot, compactTo uint64) error {
 	copy(kept, s.ents[truncIndex-s.truncIndex:])
 	s.mu.Lock()
 	s.hs, s.hsDisk, s.hsDirty = newHS, newHS, false
-	s.snap, s.snapName, s.truncIndex, s.truncTerm, s.ents = snap, name, truncIndex, truncTerm, kept
+	s.snap, s.snapName, s.truncIndex, s.truncTerm, s.ents = metadataOnly(snap), name, truncIndex, truncTerm, kept
 	s.mu.Unlock()
-	return nil
+	// The older files go once the store names the new one: Snapshot reads
+	// the file of the snapshot the store names, under s.mu.
+	return removeSnapFiles(s.snapDir, name, si, false)
 }
 
 // checkNewSnapshot returns raft.ErrSnapOutOfDate when snap is not newer

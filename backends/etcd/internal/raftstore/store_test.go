@@ -243,6 +243,36 @@ func TestSnapshotFromLeaderReplacesLog(t *testing.T) {
 	require.NoError(t, st.Close())
 }
 
+// TestSnapshotDataNotKeptInMemory: the store keeps a snapshot's metadata
+// only, whether the snapshot was taken here (CreateSnapshot), received from
+// the leader (Save) or found at Open, and Snapshot reads its Data back from
+// its file.
+func TestSnapshotDataNotKeptInMemory(t *testing.T) {
+	dir, st, db := newStore(t)
+	requireSnapshot := func(index uint64) {
+		t.Helper()
+		st.mu.Lock()
+		kept := st.snap.GetData()
+		st.mu.Unlock()
+		require.Nil(t, kept, "the Data stays in its file")
+		sn, err := st.Snapshot()
+		require.NoError(t, err)
+		require.Equal(t, index, sn.GetMetadata().GetIndex())
+		require.Equal(t, []byte("state"), sn.GetData())
+	}
+	require.NoError(t, st.Save(hardState(1, 0, 10), ents(1, 10, 1), nil))
+	require.NoError(t, st.CreateSnapshot(snapshot(8, 1, 1), 5))
+	requireSnapshot(8)
+	received := snapshot(20, 2, 1)
+	require.NoError(t, st.Save(hardState(2, 0, 20), nil, received))
+	requireSnapshot(20)
+	require.Equal(t, []byte("state"), received.GetData(), "the caller's snapshot is left as it was")
+	st, db = reopen(t, dir, st, db)
+	defer db.Close()
+	requireSnapshot(20)
+	require.NoError(t, st.Close())
+}
+
 func TestCreateSnapshotCompacts(t *testing.T) {
 	dir, st, db := newStore(t)
 	require.NoError(t, st.Save(hardState(2, 0, 100), ents(1, 100, 2), nil))

@@ -59,6 +59,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Store is a raft.Storage (its embedded MemoryStorage) whose writes go to
 // etcd's WAL and snapshot files first. Safe for concurrent use: raft
 // reads while the node's loop writes.
+//
+// The MemoryStorage holds the latest snapshot's metadata only: its Data,
+// the whole lock table encoded (tens of MB at a million locks), is read
+// back from its file by Snapshot, the one call that returns it (raft
+// sends it to a follower behind the log's start; the node restores from it
+// at start), rather than kept in memory between snapshots
+// (docs/benchmarks.md#scale-a-million-locks, what a lock costs in memory).
 type Store struct {
 	*raft.MemoryStorage
 	lg             *zap.Logger
@@ -117,7 +124,7 @@ func Open(dir string, lg *zap.Logger) (*Store, error) {
 	if sn != nil {
 		md := sn.GetMetadata()
 		walSnap = &walpb.Snapshot{Index: new(md.GetIndex()), Term: new(md.GetTerm()), ConfState: md.GetConfState()}
-		if err := s.ApplySnapshot(sn); err != nil {
+		if err := s.ApplySnapshot(withoutData(sn)); err != nil {
 			return nil, fmt.Errorf("walstore: snapshot %d: %w", md.GetIndex(), err)
 		}
 	}
@@ -191,7 +198,7 @@ func (s *Store) save(hs *pb.HardState, ents []*pb.Entry, sn *pb.Snapshot) error 
 		if err := s.saveSnap(sn); err != nil {
 			return err
 		}
-		if err := s.ApplySnapshot(sn); err != nil {
+		if err := s.ApplySnapshot(withoutData(sn)); err != nil {
 			return err
 		}
 	}
@@ -251,7 +258,7 @@ func (s *Store) CreateSnapshot(sn *pb.Snapshot, compactTo uint64) error {
 	if err := s.checkNewSnapshot(md.GetIndex()); err != nil {
 		return err // its file is older than the one in force: the next purge deletes it
 	}
-	if _, err := s.MemoryStorage.CreateSnapshot(md.GetIndex(), md.GetConfState(), sn.GetData()); err != nil {
+	if _, err := s.MemoryStorage.CreateSnapshot(md.GetIndex(), md.GetConfState(), nil); err != nil {
 		return fmt.Errorf("walstore: create snapshot %d: %w", md.GetIndex(), err)
 	}
 	if err := s.saveSnapRecord(md); err != nil {
@@ -278,6 +285,38 @@ func (s *Store) checkNewSnapshot(index uint64) error {
 	}
 	return nil
 }
+
+// Snapshot implements raft.Storage: the latest snapshot (index 0 when there
+// is none), its Data read from its file, which stays on disk at least until
+// the next snapshot is recorded (release keeps the newest keepSnapshots).
+// The returned snapshot is the caller's. Errors: the file's (missing,
+// damaged: snap.Read checks its CRC).
+func (s *Store) Snapshot() (*pb.Snapshot, error) {
+	s.mu.Lock() // no snapshot is recorded, nor file purged, meanwhile
+	defer s.mu.Unlock()
+	sn, err := s.MemoryStorage.Snapshot()
+	if err != nil || raft.IsEmptySnap(sn) {
+		return sn, err
+	}
+	md := sn.GetMetadata()
+	full, err := snap.Read(s.lg, filepath.Join(s.snapDr, snapFileName(md)))
+	if err != nil {
+		return nil, fmt.Errorf("walstore: read snapshot %d: %w", md.GetIndex(), err)
+	}
+	if full.GetMetadata().GetIndex() != md.GetIndex() || full.GetMetadata().GetTerm() != md.GetTerm() {
+		return nil, fmt.Errorf("walstore: snapshot file %s holds index %d term %d", snapFileName(md), full.GetMetadata().GetIndex(), full.GetMetadata().GetTerm())
+	}
+	return full, nil
+}
+
+// snapFileName is the name snap.Snapshotter gives the file of the snapshot
+// md describes: term and index in 16 hex digits each.
+func snapFileName(md *pb.SnapshotMetadata) string {
+	return fmt.Sprintf("%016x-%016x.snap", md.GetTerm(), md.GetIndex())
+}
+
+// withoutData is sn's metadata, for the MemoryStorage (see Store).
+func withoutData(sn *pb.Snapshot) *pb.Snapshot { return &pb.Snapshot{Metadata: sn.GetMetadata()} }
 
 // saveSnap writes sn's file, then its WAL record (etcd's order: a WAL
 // snapshot record always has its file).

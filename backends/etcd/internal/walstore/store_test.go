@@ -88,6 +88,47 @@ func TestReopen(t *testing.T) {
 	require.Equal(t, uint64(2), e[0].GetTerm(), "the overwritten suffix is the new term's")
 }
 
+// TestSnapshotDataNotKeptInMemory: the MemoryStorage keeps a snapshot's
+// metadata only, whether the snapshot was taken here (CreateSnapshot),
+// received from the leader (Save) or found at Open, and Snapshot reads its
+// Data back from its file; a missing file is an error, not an empty
+// snapshot.
+func TestSnapshotDataNotKeptInMemory(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	cs := &pb.ConfState{Voters: []uint64{1}}
+	inMemory := func() []byte {
+		sn, err := s.MemoryStorage.Snapshot()
+		require.NoError(t, err)
+		return sn.GetData()
+	}
+	requireSnapshot := func(index uint64, data string) {
+		t.Helper()
+		require.Nil(t, inMemory(), "the Data stays in its file")
+		sn, err := s.Snapshot()
+		require.NoError(t, err)
+		require.Equal(t, index, sn.GetMetadata().GetIndex())
+		require.Equal(t, []byte(data), sn.GetData())
+		require.Equal(t, cs.GetVoters(), sn.GetMetadata().GetConfState().GetVoters())
+	}
+	require.NoError(t, s.Save(hardState(1, 1, 10), ents(1, 10, 1), nil))
+	require.NoError(t, s.CreateSnapshot(&pb.Snapshot{Data: []byte("taken"), Metadata: &pb.SnapshotMetadata{Index: new(uint64(8)), Term: new(uint64(1)), ConfState: cs}}, 8))
+	requireSnapshot(8, "taken")
+
+	received := &pb.Snapshot{Data: []byte("received"), Metadata: &pb.SnapshotMetadata{Index: new(uint64(40)), Term: new(uint64(3)), ConfState: cs}}
+	require.NoError(t, s.Save(hardState(3, 1, 40), nil, received))
+	requireSnapshot(40, "received")
+	require.Equal(t, []byte("received"), received.GetData(), "the caller's snapshot is left as it was")
+	require.NoError(t, s.Close())
+
+	s = open(t, dir)
+	requireSnapshot(40, "received")
+	require.NoError(t, os.Remove(filepath.Join(dir, "snap", snapFileName(received.GetMetadata()))))
+	_, err := s.Snapshot()
+	require.Error(t, err, "a snapshot whose file is gone")
+	require.NoError(t, s.Close())
+}
+
 // TestGapRefused: entries that start past the log's end, and a snapshot
 // past it, are errors, not panics inside MemoryStorage.
 func TestGapRefused(t *testing.T) {
