@@ -104,7 +104,9 @@ func Encode(c Command) ([]byte, error) {
 	}
 	buf := make([]byte, 1, 1+proto.Size(&m))
 	buf[0] = version
-	buf, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(buf, &m)
+	// UseCachedSize: the sizes proto.Size has just cached in m (unchanged
+	// since) are reused, rather than computed again by the marshal.
+	buf, err := proto.MarshalOptions{Deterministic: true, UseCachedSize: true}.MarshalAppend(buf, &m)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %v: %v", ErrInvalidArgument, c.Op, err)
 	}

@@ -274,7 +274,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 	n.bg.Add(1)
 	n.http.Workers().Go(func() { // a worker keeps its grown stack (httpapi/workerpool.go)
 		defer n.bg.Done()
-		pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
+		pctx := n.detached()
 		res, err := n.raft.Propose(pctx, cmd)
 		if proposed != nil {
 			proposed()
@@ -282,7 +282,6 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 		if err != nil && pctx.Err() != nil && n.life.Err() == nil {
 			err = fmt.Errorf("%w: grant of %q: %v", ErrOutcomeUnknown, cmd.Key, err)
 		}
-		cancel()
 		granted := err == nil && res.Outcome == core.OutcomeGranted
 		if err == nil && res.Outcome == core.OutcomeGrantRejected && turn.Pipelined() {
 			n.met.handoffGrantsRejected.Inc()

@@ -133,10 +133,9 @@ func (n *Node) runKeepAlives(id uint64, r *keepAliveRound) {
 
 // keepAliveEntry writes one KeepAliveSession of session id into the log,
 // in an entry of its own or shared with other renewals (renewbatch.go),
-// bounded by proposeTimeout and the node's life.
+// bounded by proposeTimeout and the node's life (Node.detached).
 func (n *Node) keepAliveEntry(id uint64) (int64, error) {
-	pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
-	defer cancel()
+	pctx := n.detached()
 	res, err := n.proposeRenewal(pctx, renewal{session: id})
 	if err != nil {
 		if pctx.Err() != nil && n.life.Err() == nil {

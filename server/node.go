@@ -134,8 +134,9 @@ type Node struct {
 	hub    *watch.Hub // watch events, fed by onApply (watchservice.go)
 	met    *metrics
 
-	proposeTimeout time.Duration // proposeTimeout; tests shorten it
-	role           *role         // promoted, term, closing, the leader wait (role.go)
+	proposeTimeout time.Duration  // proposeTimeout; tests shorten it
+	bounds         proposalBounds // the shared bounds of detached proposals (proposalbound.go)
+	role           *role          // promoted, term, closing, the leader wait (role.go)
 
 	// joinMembers holds the ids of the members the --join member named
 	// (learnPeers): whom a node in no configuration yet takes for members

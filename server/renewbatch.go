@@ -256,8 +256,7 @@ func (n *Node) renewalEntry(items []renewal) ([]core.Result, error) {
 		cmd = core.RenewBatch(sessions, locks)
 		n.lead.renewals.wrote(len(items))
 	}
-	pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
-	defer cancel()
+	pctx := n.detached()
 	res, err := n.raft.Propose(pctx, cmd)
 	if err != nil {
 		if pctx.Err() != nil && n.life.Err() == nil {

@@ -172,12 +172,11 @@ func (n *Node) proposeClose(ctx context.Context, id uint64) (core.Result, error)
 	n.bg.Add(1)
 	go func() {
 		defer n.bg.Done()
-		pctx, cancel := context.WithTimeout(n.life, n.proposeTimeout)
+		pctx := n.detached()
 		res, err := n.raft.Propose(pctx, core.CloseSession(id))
 		if err != nil && pctx.Err() != nil && n.life.Err() == nil {
 			err = fmt.Errorf("%w: close of session %d: %v", ErrOutcomeUnknown, id, err)
 		}
-		cancel()
 		n.lessor.UnmarkClosing(id)
 		if err != nil {
 			for _, lk := range n.sm.SessionLocks(id) {

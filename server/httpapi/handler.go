@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -33,8 +35,9 @@ const maxRequestBytes = 1 << 20
 // unary calls served on the workers (workerpool.go), the write bound on
 // each message of a stream (streamwrite.go), CORS when origins are
 // allowed (cors.go), the caller recorded for the audit log
-// (auditcaller.go), the request-body read timeout (bodytimeout.go) and the
-// hints for malformed calls (hints.go).
+// (auditcaller.go), the request-body read timeout (bodytimeout.go), the
+// hints for malformed calls (hints.go) and the routes of the API's
+// procedures, which skip the mux (procroutes.go).
 func (s *Server) handler(c Config) http.Handler {
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(c.Metrics, loggingInterceptor(c.Log.Named("rpc")), c.Auth.Interceptor()),
@@ -43,8 +46,12 @@ func (s *Server) handler(c Config) http.Handler {
 		connect.WithReadMaxBytes(maxRequestBytes),
 	}
 	mux := http.NewServeMux()
-	mux.Handle(ticketv1connect.NewLockServiceHandler(c.LockService, opts...))
-	mux.Handle(ticketv1connect.NewClusterServiceHandler(c.ClusterService, opts...))
+	lockPath, lockHandler := ticketv1connect.NewLockServiceHandler(c.LockService, opts...)
+	clusterPath, clusterHandler := ticketv1connect.NewClusterServiceHandler(c.ClusterService, opts...)
+	services := map[string]http.Handler{lockPath: lockHandler, clusterPath: clusterHandler}
+	for path, h := range services {
+		mux.Handle(path, h)
+	}
 	if c.PeerService != nil {
 		path, h := peerpbconnect.NewPeerServiceHandler(c.PeerService, opts...)
 		mux.Handle(path, withWriteLimit(c.PeerCallLimit, h))
@@ -64,7 +71,8 @@ func (s *Server) handler(c Config) http.Handler {
 		mux.Handle("/metrics", s.metricsHandler)
 	}
 	body := ms(c.Config.Limits.BodyReadTimeoutMS)
-	h := withCORS(c.Config.CORSAllowedOrigins, withCaller(withBodyTimeout(body, withHints(mux))))
+	api := withProcedureRoutes(slices.Collect(maps.Keys(apiMethods())), services, mux)
+	h := withCORS(c.Config.CORSAllowedOrigins, withCaller(withBodyTimeout(body, withHints(api))))
 	return s.workers.wrap(withStreamWriteLimit(ms(c.Config.Limits.StreamWriteTimeoutMS), apiStreams(), c.Log.Named("http"), h))
 }
 

@@ -205,8 +205,15 @@ func (h *Hub) trimLocked() {
 		h.floor = oldest + 1
 	}
 	if h.head > 64 && h.head > (len(h.hist)-h.head) {
-		h.hist = append([]Event(nil), h.hist[h.head:]...)
-		h.head = 0
+		// Move the live events to the front of the same array: a new one
+		// sized to them would fill up and be copied again at the next
+		// append, an allocation and a copy of the whole history every
+		// MaxHistoryEntries entries on every node. Every reader copies
+		// what it takes under h.mu (Watch's backlog), so nothing else
+		// holds the old positions.
+		n := copy(h.hist, h.hist[h.head:])
+		clear(h.hist[n:]) // no stale strings kept alive behind len
+		h.hist, h.head = h.hist[:n], 0
 	}
 }
 
