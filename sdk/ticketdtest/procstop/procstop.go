@@ -2,11 +2,11 @@
 // pause has taken hold: every thread of the process is stopped.
 //
 // kill(2) with SIGSTOP returns as soon as the signal is queued, before the
-// process stops. Stopping is a group stop (signal(7), "job control"): the
-// kernel wakes one thread of the process, and only when that thread gets a
-// CPU does it stop itself and tell the others to stop. Until then the other
-// threads run on. For a Go program (ticketd) those are the network poller,
-// the Raft log's fsync, the senders: on a loaded machine they have
+// process stops. Stopping is a group stop (Linux kernel/signal.c:
+// complete_signal wakes one thread; do_signal_stop, run by that thread once
+// it gets a CPU, stops it and tells the others to stop): until then the
+// other threads run on. For a Go program (ticketd) those are the network
+// poller, the Raft log's fsync, the senders: on a loaded machine they have
 // milliseconds in which a "stopped" follower receives an append, syncs it
 // and acknowledges it, so a leader commits a write the test expected to
 // block. Stop closes that window by waiting for every thread.
