@@ -17,6 +17,7 @@ import (
 // holders together, and a batch of readers served at once.
 
 func TestAcquireModeAndLimitValidation(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t, withConfig(func(c *config.Config) { c.Lease.MinMS = 100; c.Lease.MaxMS = 60_000 }))
 	ctx := ctxT(t)
 	tests := []struct {
@@ -47,6 +48,7 @@ func TestAcquireModeAndLimitValidation(t *testing.T) {
 }
 
 func TestAcquireUnknownSession(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	// lease_ms may be 0 under a session (its TTL applies): the request
 	// passes validation and the state machine refuses the unknown session.
@@ -57,6 +59,7 @@ func TestAcquireUnknownSession(t *testing.T) {
 }
 
 func TestAcquireLimitMismatch(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	ctx := ctxT(t)
 	_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "s", LeaseMs: 5000, Owner: "a", Limit: 2})
@@ -81,6 +84,7 @@ func TestAcquireLimitMismatch(t *testing.T) {
 }
 
 func TestSharedReadersThenWriter(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	ctx := ctxT(t)
 	w0, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "d", LeaseMs: 5000, Owner: "w0"})
@@ -125,6 +129,7 @@ func TestSharedReadersThenWriter(t *testing.T) {
 // key's too), a holder's retry is not a new one, and the refusal names the
 // key, as the session caps' messages do.
 func TestMaxLocksCountsHolders(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t, withConfig(func(c *config.Config) { c.Limits.MaxLocks = 2 }))
 	ctx := ctxT(t)
 	shared := func(owner string) *ticketv1.AcquireRequest {

@@ -17,6 +17,7 @@ import (
 // TestFollowerForwardsEverything serves every leader-only RPC through a
 // follower of a real three-node hashicorp cluster.
 func TestFollowerForwardsEverything(t *testing.T) {
+	t.Parallel()
 	c := nodetest.Start(t, 3)
 	ctx := ctxT(t)
 	leader := c.Leader(t)
@@ -63,6 +64,7 @@ func TestFollowerForwardsEverything(t *testing.T) {
 // TestTransferFailsWaitersWithHint moves leadership while requests wait: they
 // fail with Unavailable naming the new leader, and a retry there succeeds.
 func TestTransferFailsWaitersWithHint(t *testing.T) {
+	t.Parallel()
 	c := nodetest.Start(t, 3)
 	ctx := ctxT(t)
 	leader := c.Leader(t)
@@ -94,6 +96,7 @@ func TestTransferFailsWaitersWithHint(t *testing.T) {
 
 // TestRestartKeepsState restarts a lone hashicorp node from its data dir.
 func TestRestartKeepsState(t *testing.T) {
+	t.Parallel()
 	c := nodetest.Start(t, 1)
 	ctx := ctxT(t)
 	in := c.Nodes[0]
@@ -121,6 +124,7 @@ func TestRestartKeepsState(t *testing.T) {
 // TestJoinAndRemoveMember grows a three-node cluster to four through join,
 // then removes the new member again.
 func TestJoinAndRemoveMember(t *testing.T) {
+	t.Parallel()
 	c := nodetest.Start(t, 3)
 	ctx := ctxT(t)
 	f := c.Follower(t)
@@ -154,6 +158,7 @@ func TestJoinAndRemoveMember(t *testing.T) {
 // TestGracefulCloseHandsOverLeadership closes the leader (SIGTERM path): a
 // follower takes over at once and the held lock keeps its token.
 func TestGracefulCloseHandsOverLeadership(t *testing.T) {
+	t.Parallel()
 	c := nodetest.Start(t, 3)
 	ctx := ctxT(t)
 	leader := c.Leader(t)

@@ -77,6 +77,7 @@ func addMember(ctx context.Context, in *nodetest.Instance, f *fakeMember) error 
 // once, each in its own entry, as before renewals shared entries. Status
 // publishes the version the node applies.
 func TestRenewalsOneEntryEachBelowVersion4(t *testing.T) {
+	t.Parallel()
 	in, mem := memNodeWith(t, []server.Option{server.WithCommandVersion(core.CommandVersion3)})
 	ctx := ctxT(t)
 	eventually(t, func() bool { return metric(t, in, "ticketd_cluster_command_version") == 3 }, "the leader's cluster command version")
@@ -121,6 +122,7 @@ func TestRenewalsOneEntryEachBelowVersion4(t *testing.T) {
 // proposals wait as long as their clients do (a KeepAlive's is bounded by
 // the server's proposal timeout), while the leader's next check comes.
 func TestRenewalRoundAfterTheGateCloses(t *testing.T) {
+	t.Parallel()
 	in, mem := memNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*versionRounds)
 	defer cancel()
@@ -171,6 +173,7 @@ func TestRenewalRoundAfterTheGateCloses(t *testing.T) {
 // older binary): it could stop on an entry already in the log. A member
 // of this release is added.
 func TestAddMemberRefusesOlderCommandVersion(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	ctx := ctxT(t)
 	for _, v := range []byte{0, core.CommandVersion3} {
@@ -262,6 +265,7 @@ func renewalLoad(t *testing.T, ctx context.Context, in *nodetest.Instance, prefi
 // restarted on the current version, the leader's next check sees it, and
 // batches are written and applied on every node, that one included.
 func TestRenewBatchWaitsForEveryMember(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("three-node cluster")
 	}
@@ -329,6 +333,7 @@ func renewBatchWaitsForEveryMember(t *testing.T, backend string) {
 // reason, and it stays out of the configuration; restarted on this
 // release, it joins.
 func TestJoinOfAnOlderBinaryRefused(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("four-node cluster")
 	}

@@ -97,6 +97,7 @@ func loadDashboard(t *testing.T) dashboard {
 // and refIds, panels inside the 24-column grid without overlaps, and every
 // target an expression on the dashboard's Prometheus data source.
 func TestDashboardSchema(t *testing.T) {
+	t.Parallel()
 	d := loadDashboard(t)
 	require.NotEmpty(t, d.UID)
 	require.NotEmpty(t, d.Title)
@@ -182,6 +183,7 @@ func usedMetrics(t *testing.T) []string {
 // there, the leader-only per-follower series included (they appear with
 // the backend's first report, about a second after the election).
 func TestDashboardMetricsExist(t *testing.T) {
+	t.Parallel()
 	used := usedMetrics(t)
 	require.NotEmpty(t, used)
 	for _, m := range []string{"ticketd_raft_follower_lag_entries", "ticketd_raft_follower_last_contact_seconds", "ticketd_peer_transport_errors_total"} {

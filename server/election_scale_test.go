@@ -38,6 +38,7 @@ const scaleWait = 2 * time.Minute
 // (docs/design.md#leases). Every node still tracks every lock, and the new
 // leader serves.
 func TestElectionDoesNotReadTheTable(t *testing.T) {
+	t.Parallel()
 	h, data := lockSnapshot(t, electionLocks)
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 )
 
 func TestCodeOf(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		err  error
@@ -67,6 +68,7 @@ func hintOf(t *testing.T, err error) *ticketv1.LeaderHint {
 }
 
 func TestToConnect(t *testing.T) {
+	t.Parallel()
 	sm := core.NewStateMachine()
 	_, err := sm.Apply(1, core.SetMember("n2", "127.0.0.1:7002"))
 	require.NoError(t, err)

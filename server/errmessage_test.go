@@ -16,6 +16,7 @@ import (
 // "invalid_argument: ticketd: invalid argument: lease_ms 50 ...",
 // "waitq: key is held", "lessor: no lock with that token").
 func TestErrorMessages(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t, withConfig(func(c *config.Config) { c.Lease.MinMS, c.Lease.MaxMS = 100, 600_000 }))
 	ctx := ctxT(t)
 	first, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000, Owner: "a"})

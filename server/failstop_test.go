@@ -30,6 +30,7 @@ func healthStatus(t *testing.T, addr string) string {
 }
 
 func TestFailStopOnFatalBackendError(t *testing.T) {
+	t.Parallel()
 	s := nodetest.StartStandalone(t, nil)
 	assert.Contains(t, healthStatus(t, s.Addr), `"SERVING_STATUS_SERVING"`)
 	require.NotNil(t, s.Backend.OnFatal, "the node gives the backend its fail-stop hook")

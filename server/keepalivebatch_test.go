@@ -35,6 +35,7 @@ func countKeepAlives(mem interface {
 // of the first going away fails none of the others (unmerged, 16
 // connections on one session write 700–1600 entries a second).
 func TestKeepAlivesShareEntries(t *testing.T) {
+	t.Parallel()
 	in, mem := memNode(t)
 	ctx := ctxT(t)
 	id := createSession(t, in, 10_000)
@@ -87,6 +88,7 @@ func TestKeepAlivesShareEntries(t *testing.T) {
 // TestKeepAliveRoundOfEndedSession: KeepAlives that share a round whose
 // session was closed before its entry applied all get NotFound.
 func TestKeepAliveRoundOfEndedSession(t *testing.T) {
+	t.Parallel()
 	in, mem := memNode(t)
 	ctx := ctxT(t)
 	id := createSession(t, in, 10_000)
@@ -144,6 +146,7 @@ func TestKeepAliveRoundOfEndedSession(t *testing.T) {
 // arrives), so the test sends up to 10 bursts and asks that one of them
 // shares entries; the exact merging is TestKeepAlivesShareEntries' job.
 func TestKeepAlivesShareEntriesOnBackends(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
 			c := nodetest.Start(t, 1, nodetest.WithBackend(backend))

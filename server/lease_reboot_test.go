@@ -25,6 +25,7 @@ import (
 // left since the acknowledgement, not since its replay, and is never less
 // than the client is owed.
 func TestRebootedLeaderTakesVotersLeases(t *testing.T) {
+	t.Parallel()
 	const (
 		lease = 60 * time.Second
 		// lag is how much later than the others the follower's replay

@@ -18,6 +18,7 @@ import (
 // not grow back towards the full lease across the restart, and is never
 // less than the client is owed.
 func TestRestartedNodeMeasuresReplayedLeases(t *testing.T) {
+	t.Parallel()
 	const lease = 60 * time.Second
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {

@@ -37,6 +37,7 @@ func askLeases(ctx context.Context, p nodetest.PKI, addr string, cert tls.Certif
 // certificate of the same CA and a node certificate for an id no member
 // has (docs/security.md#peer-identity-is-membership).
 func TestLeaseRemainingIsPeerOnly(t *testing.T) {
+	t.Parallel()
 	p := nodetest.NewPKI(t)
 	n9, err := p.CA.Issue(security.CertOptions{CommonName: "n9", Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
 	require.NoError(t, err)
@@ -96,6 +97,7 @@ func TestLeaseRemainingIsPeerOnly(t *testing.T) {
 // through the handshake; the member's current certificate is answered
 // (docs/security.md#revocation).
 func TestLeaseRemainingRefusesPeerRevokedCertificate(t *testing.T) {
+	t.Parallel()
 	p, stolen, member, s := startWithPeerRevokedKey(t, nil)
 	ctx := ctxT(t)
 
@@ -116,6 +118,7 @@ func TestLeaseRemainingRefusesPeerRevokedCertificate(t *testing.T) {
 // may make that call. A caller that reads gets its whole answer, over
 // HTTP/2 and over HTTP/1.1.
 func TestLeaseRemainingCutsStalledReader(t *testing.T) {
+	t.Parallel()
 	const limit = 2 * time.Second
 	in, _ := memNodeWith(t, []server.Option{server.WithPeerCallLimit(limit)})
 	ctx := ctxT(t)

@@ -21,6 +21,7 @@ import (
 )
 
 func TestAcquireReleaseRoundTrip(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	ctx := ctxT(t)
 	res, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "jobs/a", LeaseMs: 5000, Owner: "me"})
@@ -62,6 +63,7 @@ func TestAcquireReleaseRoundTrip(t *testing.T) {
 }
 
 func TestHeldKey(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	ctx := ctxT(t)
 	first, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000, Owner: "a"})
@@ -81,6 +83,7 @@ func TestHeldKey(t *testing.T) {
 }
 
 func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t, withConfig(func(c *config.Config) { c.Lease.MinMS = 100; c.Lease.MaxMS = 60_000 }))
 	ctx := ctxT(t)
 	res, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000})
@@ -214,6 +217,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 }
 
 func TestListLocksPages(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	ctx := ctxT(t)
 	for _, k := range []string{"a/1", "a/2", "a/3", "b/1", "a/0"} {
@@ -244,6 +248,7 @@ func TestListLocksPages(t *testing.T) {
 }
 
 func TestWaitersFIFO(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	ctx := ctxT(t)
 	h, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000, Owner: "h"})
@@ -280,6 +285,7 @@ func TestWaitersFIFO(t *testing.T) {
 }
 
 func TestWaitRunsOut(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	_, err := in.Lock.Acquire(ctxT(t), &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000})
 	require.NoError(t, err)
@@ -293,6 +299,7 @@ func TestWaitRunsOut(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t, withConfig(func(c *config.Config) { c.Limits.MaxLocks = 2; c.Limits.MaxWaitersPerKey = 1 }))
 	ctx := ctxT(t)
 	for _, k := range []string{"a", "b"} {
@@ -316,6 +323,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestExpiryAfterLease(t *testing.T) {
+	t.Parallel()
 	clock := fakeclock.New()
 	in, _ := memNodeWith(t, []server.Option{server.WithClock(clock)})
 	ctx := ctxT(t)
@@ -343,6 +351,7 @@ func TestExpiryAfterLease(t *testing.T) {
 }
 
 func TestRenewKeepsLockPastLease(t *testing.T) {
+	t.Parallel()
 	clock := fakeclock.New()
 	in, _ := memNodeWith(t, []server.Option{server.WithClock(clock)})
 	ctx := ctxT(t)
@@ -359,6 +368,7 @@ func TestRenewKeepsLockPastLease(t *testing.T) {
 }
 
 func TestDemotionFailsWaitersWithLeaderHint(t *testing.T) {
+	t.Parallel()
 	in, mem := memNode(t)
 	ctx := ctxT(t)
 	// n9 is not running: AddMember would refuse it (no quorum of members
@@ -414,6 +424,7 @@ func holdGrants(mem interface{ SetProposeHook(func(core.Command)) }, first int) 
 }
 
 func TestGhostGrantIsReleased(t *testing.T) {
+	t.Parallel()
 	in, mem := memNode(t)
 	ctx := ctxT(t)
 	heldCh, release := holdGrants(mem, 1)
@@ -431,6 +442,7 @@ func TestGhostGrantIsReleased(t *testing.T) {
 }
 
 func TestRetryAfterGhostGetsFreshToken(t *testing.T) {
+	t.Parallel()
 	in, mem := memNode(t)
 	ctx := ctxT(t)
 	heldCh, release := holdGrants(mem, 1)
@@ -455,6 +467,7 @@ func TestRetryAfterGhostGetsFreshToken(t *testing.T) {
 }
 
 func TestStatusAndHealth(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	ctx := ctxT(t)
 	_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "k", LeaseMs: 5000})

@@ -39,6 +39,7 @@ func sample(t *testing.T, in *nodetest.Instance, name string) float64 {
 // leader; the leader's rpc_requests_total does not count it again. The
 // Raft gauges and build info are exported.
 func TestForwardedCountedOnce(t *testing.T) {
+	t.Parallel()
 	c := nodetest.Start(t, 3)
 	l, f := c.Leader(t), c.Follower(t)
 	const proc = `procedure="/ticket.v1.LockService/Acquire"`

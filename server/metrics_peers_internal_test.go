@@ -54,6 +54,7 @@ func series(t *testing.T, reg *prometheus.Registry, name, peer string) (float64,
 // the first report while none), series are exported only on the leader,
 // dropped on reset and once a follower is no longer reported.
 func TestPeerMetricsFollowerSeries(t *testing.T) {
+	t.Parallel()
 	leader := true
 	pm, clk, reg := newTestPeerMetrics(&leader)
 	const lag, contact = "ticketd_raft_follower_lag_entries", "ticketd_raft_follower_last_contact_seconds"
@@ -92,6 +93,7 @@ func TestPeerMetricsFollowerSeries(t *testing.T) {
 // from the start; distinct unknown peers past maxPeerLabels count as
 // "other".
 func TestPeerMetricsTransportErrors(t *testing.T) {
+	t.Parallel()
 	leader := true
 	pm, _, reg := newTestPeerMetrics(&leader, "n2", "n3")
 	const name = "ticketd_peer_transport_errors_total"
@@ -148,6 +150,7 @@ func errorCount(t *testing.T, reg *prometheus.Registry, peer, kind string) float
 // count under its IP alone, where an alert sees them (found by a new user:
 // a refused certificate reconnecting from new ports was one series each).
 func TestPeerMetricsLabelByMember(t *testing.T) {
+	t.Parallel()
 	leader := true
 	pm, _, reg := newTestPeerMetrics(&leader, "n2", "n3")
 	pm.transportError("192.0.2.1:7101", "dial") // n2's raft address

@@ -84,6 +84,7 @@ func requireFollowerSeries(t *testing.T, c *nodetest.Cluster, li int) {
 // last-contact age grows past the running follower's and its lag grows
 // with new writes.
 func TestFollowerProgressMetrics(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"hashicorp", "etcd"} {
 		t.Run(backend, func(t *testing.T) {
 			c := nodetest.Start(t, 3, nodetest.WithBackend(backend))

@@ -65,6 +65,7 @@ func requireQuota(t *testing.T, err error, principal string, limit int, kind, ke
 // anything is proposed, while bob's succeeds and an idempotent retry of
 // alice's own lock is still answered; a Release frees a place.
 func TestLockQuota(t *testing.T) {
+	t.Parallel()
 	in, mem, alice, bob := quotaNode(t, quotaPolicy)
 	ctx := ctxT(t)
 	a1, err := alice.Acquire(ctx, &ticketv1.AcquireRequest{Key: "s/a", LeaseMs: 60_000, Owner: "a1"})
@@ -123,6 +124,7 @@ func TestLockQuota(t *testing.T) {
 // with her whole quota in flight the next one is refused at once, and once
 // they apply she holds exactly her quota. Bob's grant goes through meanwhile.
 func TestLockQuotaGrantsInFlight(t *testing.T) {
+	t.Parallel()
 	_, mem, alice, bob := quotaNode(t, quotaPolicy)
 	ctx := ctxT(t)
 	mem.HoldProposals(true)
@@ -163,6 +165,7 @@ func TestLockQuotaGrantsInFlight(t *testing.T) {
 // the commit latency of a real log lets them overlap); bob is served
 // beside her.
 func TestLockQuotaConcurrent(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
 			c := nodetest.Start(t, 3, nodetest.WithBackend(backend),
@@ -204,6 +207,7 @@ func TestLockQuotaConcurrent(t *testing.T) {
 // waiters quota; past it her next waiting Acquire is refused while bob's
 // still waits; one that leaves frees its place.
 func TestWaiterQuota(t *testing.T) {
+	t.Parallel()
 	in, _, alice, bob := quotaNode(t, quotaPolicy)
 	ctx := ctxT(t)
 	carol := lockAs(in, "carol")
@@ -287,6 +291,7 @@ func watchErr(s *connect.ServerStreamForClient[ticketv1.WatchEvent], err error) 
 // quota; past it her next Watch is refused while bob's is opened; a closed
 // stream frees its place.
 func TestWatcherQuota(t *testing.T) {
+	t.Parallel()
 	in, _, _, _ := quotaNode(t, quotaPolicy)
 	ctx := ctxT(t)
 	first, err := watchAs(t, ctx, in, "alice")
@@ -313,6 +318,7 @@ func TestWatcherQuota(t *testing.T) {
 // TestSessionQuota: alice's sessions count against her sessions quota, and
 // bob's against default_quota, each refusal naming the key it comes from.
 func TestSessionQuota(t *testing.T) {
+	t.Parallel()
 	in, _, alice, bob := quotaNode(t, quotaPolicy+"  - {principal: bob, locks: 5}\n"+
 		"  - {principal: carol, sessions: 0}\n")
 	ctx := ctxT(t)
@@ -332,6 +338,7 @@ func TestSessionQuota(t *testing.T) {
 // TestSessionQuotaFromDefault: a principal without its own quota gets
 // default_quota's, and the refusal says so.
 func TestSessionQuotaFromDefault(t *testing.T) {
+	t.Parallel()
 	in, _, alice, bob := quotaNode(t, sessionPolicy+"default_quota: {sessions: 1}\n")
 	ctx := ctxT(t)
 	_, err := openSession(ctx, bob)
@@ -347,6 +354,7 @@ func TestSessionQuotaFromDefault(t *testing.T) {
 // quota admits the next Acquire, a smaller one refuses it. (A policy whose
 // quotas do not parse is refused on reload like any bad policy: e2e.)
 func TestQuotaReload(t *testing.T) {
+	t.Parallel()
 	// Keep the process alive whatever the order of signal handlers: the
 	// node's reload loop notifies on its own channel beside this one.
 	hup := make(chan os.Signal, 1)
@@ -399,6 +407,7 @@ func metricsText(t *testing.T, in *nodetest.Instance) string {
 // TestQuotaMetricsPrincipalLabels: with metrics_principal_labels the
 // refusals and the usage carry the principal.
 func TestQuotaMetricsPrincipalLabels(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t, withConfig(func(c *config.Config) {
 		withQuotaAuth(t, c, quotaPolicy)
 		c.MetricsPrincipalLabels = true

@@ -46,6 +46,7 @@ func recorded(ctx context.Context, in *nodetest.Instance, ids ...string) bool {
 // n1 and n3 keep both grants; and the replacement (remove n2, start it on
 // the refused data dir with --join) brings n2 back with the grants.
 func TestWipedVoterRefusesToBootstrap(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
 			ctx := ctxT(t)
@@ -114,6 +115,7 @@ func TestWipedVoterRefusesToBootstrap(t *testing.T) {
 // because the cluster has never heard from it; it then catches up, and a
 // restart with its data intact works too.
 func TestLateFoundingMemberBootstraps(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		for _, late := range []int{0, 2} {
 			t.Run(backend+"/"+[]string{"n1", "n2", "n3"}[late], func(t *testing.T) {
@@ -156,6 +158,7 @@ func TestLateFoundingMemberBootstraps(t *testing.T) {
 // first, while n1 stays down and n3 is not up yet; n3 starts a second
 // later, inside n2's wait, and its answer refuses n2's start.
 func TestWipedVoterRefusedWhenPeerComesUpDuringTheWait(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	c := nodetest.Start(t, 3)
 	n1, n2 := c.Nodes[0], c.Nodes[1]

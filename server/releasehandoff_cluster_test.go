@@ -40,6 +40,7 @@ const (
 // A run whose leader changed is retried (a new term may drop a Release and
 // let its Grant commit, rejected, in the next one: allowed, not measured).
 func TestPipelinedHandoffOneCommit(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
 			c := nodetest.Start(t, 3, nodetest.WithBackend(backend))

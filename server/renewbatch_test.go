@@ -45,6 +45,7 @@ func renewalFixture(ctx context.Context, t *testing.T, in *nodetest.Instance, pr
 // batch's index, and Watch reports each lock's renewal. Without the batch
 // they would be five entries.
 func TestRenewalsShareEntries(t *testing.T) {
+	t.Parallel()
 	in, mem := memNode(t)
 	ctx := ctxT(t)
 	eventually(t, func() bool { return metric(t, in, "ticketd_cluster_command_version") == 4 }, "the lone member applies version 4")
@@ -142,6 +143,7 @@ func TestRenewalsShareEntries(t *testing.T) {
 // reports every lock renewal on Watch: one RENEWED event per Renew
 // answered, whether its entry was shared or not.
 func TestRenewBatchOnCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("three-node cluster")
 	}

@@ -16,6 +16,7 @@ import (
 // Unavailable and says so in Status, so a stale read never goes backwards
 // across a restart (docs/design.md#reads); linearizable reads are unaffected.
 func TestStaleReadsRefusedWhileReplaying(t *testing.T) {
+	t.Parallel()
 	in, mem := memNode(t)
 	ctx := ctxT(t)
 	_, err := in.Lock.Acquire(ctx, &ticketv1.AcquireRequest{Key: "a", LeaseMs: 10_000, Owner: "o"})
@@ -50,6 +51,7 @@ func TestStaleReadsRefusedWhileReplaying(t *testing.T) {
 // stop or refuses it with Unavailable while Status says it is replaying; it
 // never answers that a lock it had applied is free.
 func TestRestartedNodeNeverReadsBackwards(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
 			c := nodetest.Start(t, 3, nodetest.WithBackend(backend))

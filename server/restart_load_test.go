@@ -20,6 +20,7 @@ import (
 // per start): a fresh process tracks nothing to compare with
 // (docs/design.md#leases). Every lock is tracked and timed after it.
 func TestStartFromSnapshotLoadsLeases(t *testing.T) {
+	t.Parallel()
 	const locks = 10_000
 	h, data := lockSnapshot(t, locks)
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {

@@ -17,6 +17,7 @@ import (
 // its indexes named the old log, and the restored node must not measure its
 // leases from them (docs/design.md#leases).
 func TestRestoreRemovesApplyTimes(t *testing.T) {
+	t.Parallel()
 	h, data := lockSnapshot(t, 3)
 	cfg := config.DefaultConfig()
 	cfg.ID, cfg.APIAddr, cfg.RaftAddr = "n1", "127.0.0.1:1", "127.0.0.1:2"

@@ -45,6 +45,7 @@ func (c *cut) drop(from, to string) bool {
 // missed the releases silently. The follower's lessor tracks exactly the
 // locks the restored table holds.
 func TestWatchEndsOnSnapshotInstall(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
 			var part cut

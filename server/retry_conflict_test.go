@@ -21,6 +21,7 @@ import (
 // holder and a request outside the session the holder is under. Nothing is
 // granted by a refusal; the same request is still a retry.
 func TestRetryInAnotherModeRefusedOnBackends(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
 			c := nodetest.Start(t, 3, nodetest.WithBackend(backend))

@@ -15,6 +15,7 @@ import (
 // that holder has the request's mode, limit and session; core's Result of a
 // plain exclusive holder carries zero Mode and Limit.
 func TestRetryConflict(t *testing.T) {
+	t.Parallel()
 	excl := acquireRequest{key: "k", owner: "o"}
 	shared := acquireRequest{key: "k", owner: "o", mode: core.ModeShared}
 	slot := acquireRequest{key: "k", owner: "o", limit: 3}

@@ -29,6 +29,7 @@ import (
 // adds the second one, the node reloads the list by itself and refuses it
 // too, without a restart.
 func TestRevokedClientRefusedOnAPIPort(t *testing.T) {
+	t.Parallel()
 	p := nodetest.NewPKI(t)
 	bob, err := security.CreateClient(p.Dir, "bob", time.Hour, false)
 	require.NoError(t, err)
@@ -75,6 +76,7 @@ func TestRevokedClientRefusedOnAPIPort(t *testing.T) {
 // the list names (an earlier certificate of the node's own id, as after a
 // key compromise and re-issue), while its current certificate is accepted.
 func TestRevokedPeerRefusedOnPeerPort(t *testing.T) {
+	t.Parallel()
 	for backend, alpn := range map[string][]string{config.BackendHashicorp: nil, config.BackendEtcd: {"h2"}} {
 		t.Run(backend, func(t *testing.T) {
 			p := nodetest.NewPKI(t)
@@ -136,6 +138,7 @@ func peerHandshake(t *testing.T, addr string, alpn []string, p nodetest.PKI, kp 
 // the follower; etcd's leader sends nothing more to a follower whose
 // replies never arrive.)
 func TestRevokedPeerCutOff(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
 			p := nodetest.NewPKI(t)
@@ -223,6 +226,7 @@ func handshakeErrors(t *testing.T, in *nodetest.Instance) float64 {
 // forwards the same principal and is served as it
 // (docs/security.md#forwarding-keeps-the-callers-principal).
 func TestForwardedPrincipalRefusedFromPeerRevokedCertificate(t *testing.T) {
+	t.Parallel()
 	p, stolen, member, s := startWithPeerRevokedKey(t, func(c *config.Config) {
 		withSessionAuth(t, c) // alice may lock under s/
 	})

@@ -14,6 +14,7 @@ import (
 )
 
 func TestInsecureExposureRefused(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		edit func(c *config.Config)

@@ -76,6 +76,7 @@ func acquireUnder(t *testing.T, in *nodetest.Instance, key string, session uint6
 // events at one index) and the waiters on both keys get them
 // (docs/design.md#sessions).
 func TestSessionKeepAliveAndExpiry(t *testing.T) {
+	t.Parallel()
 	clock := fakeclock.New()
 	in, _ := memNodeWith(t, []server.Option{server.WithClock(clock)})
 	ctx := ctxT(t)
@@ -141,6 +142,7 @@ func TestSessionKeepAliveAndExpiry(t *testing.T) {
 // it are no longer valid (CheckToken) and the session cannot be kept alive;
 // the entry then removes them.
 func TestExpiringSessionInvalidatesItsLocks(t *testing.T) {
+	t.Parallel()
 	clock := fakeclock.New()
 	in, mem := memNodeWith(t, []server.Option{server.WithClock(clock)})
 	ctx := ctxT(t)
@@ -175,6 +177,7 @@ func TestExpiringSessionInvalidatesItsLocks(t *testing.T) {
 // session in one entry (RELEASED events at one index); a lock under a
 // session may be released on its own first.
 func TestCloseSessionReleasesAll(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	ctx := ctxT(t)
 	id := createSession(t, in, 5000)
@@ -217,6 +220,7 @@ func TestCloseSessionReleasesAll(t *testing.T) {
 // TestSessionRefusals: bad input is InvalidArgument and changes nothing;
 // unknown sessions are NotFound; limits.max_sessions is ResourceExhausted.
 func TestSessionRefusals(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t, withConfig(func(c *config.Config) { c.Limits.MaxSessions = 2 }))
 	ctx := ctxT(t)
 	before := state(t, in)
@@ -247,6 +251,7 @@ func TestSessionRefusals(t *testing.T) {
 // per holder with the newest token as current_token; force release ends
 // every holder of the key.
 func TestSharedHoldersReads(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t)
 	ctx := ctxT(t)
 	acq := func(req *ticketv1.AcquireRequest) uint64 {
@@ -342,6 +347,7 @@ func TestSharedHoldersReads(t *testing.T) {
 // new leader accepts its KeepAlive, and once it is no longer kept alive the
 // new leader's lessor ends it, releasing its locks.
 func TestSessionAcrossFailover(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{config.BackendHashicorp, config.BackendEtcd} {
 		t.Run(backend, func(t *testing.T) {
 			c := nodetest.Start(t, 3, nodetest.WithBackend(backend))

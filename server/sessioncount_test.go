@@ -80,6 +80,7 @@ func openSession(ctx context.Context, c ticketv1connect.LockServiceClient) (uint
 // closing a session frees its place; Status and /metrics count the open
 // sessions (docs/security.md#quotas).
 func TestSessionCapPerPrincipal(t *testing.T) {
+	t.Parallel()
 	in, mem := memNode(t, withConfig(func(c *config.Config) {
 		withSessionAuth(t, c)
 		c.Limits.MaxSessionsPerPrincipal = 3
@@ -144,6 +145,7 @@ func TestSessionCapPerPrincipal(t *testing.T) {
 // TestSessionCapWithoutAuthorization: with authorization off every client is
 // one anonymous principal, and only limits.max_sessions applies.
 func TestSessionCapWithoutAuthorization(t *testing.T) {
+	t.Parallel()
 	in, _ := memNode(t, withConfig(func(c *config.Config) {
 		c.Limits.MaxSessionsPerPrincipal = 1
 		c.Limits.MaxSessions = 3

@@ -19,6 +19,7 @@ import (
 // idempotent retry of a lock the session holds is still answered; locks
 // under another session or none do not count; releasing one makes room.
 func TestMaxLocksPerSession(t *testing.T) {
+	t.Parallel()
 	in, mem := memNode(t, withConfig(func(c *config.Config) { c.Limits.MaxLocksPerSession = 3 }))
 	ctx := ctxT(t)
 	id := createSession(t, in, 60_000)

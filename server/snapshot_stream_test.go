@@ -16,6 +16,7 @@ import (
 // at most 1 MiB, the header in the first only, and the bytes verify against
 // it (size, SHA-256, and core accepts them with its index and last token).
 func TestSnapshotStreamsInChunks(t *testing.T) {
+	t.Parallel()
 	const locks = 100_000
 	h, data := lockSnapshot(t, locks)
 	require.Greater(t, len(data), 2<<20, "several chunks")

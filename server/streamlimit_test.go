@@ -89,6 +89,7 @@ func TestStreamWriteLimitResetsStalledStreams(t *testing.T) {
 // the limit and through changes spread over longer than it, and gets
 // every event.
 func TestWatchOutlivesStreamWriteLimit(t *testing.T) {
+	t.Parallel()
 	const limit = 500 * time.Millisecond
 	c := nodetest.Start(t, 1, withConfig(func(c *config.Config) { c.Limits.StreamWriteTimeoutMS = limit.Milliseconds() }))
 	in := c.Nodes[0]

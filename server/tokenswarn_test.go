@@ -21,6 +21,7 @@ import (
 // TestTokensWithoutTLSWarn: a node given a tokens file but no client TLS
 // logs a warning naming the file at start; with client TLS it does not.
 func TestTokensWithoutTLSWarn(t *testing.T) {
+	t.Parallel()
 	for _, withTLS := range []bool{false, true} {
 		p := nodetest.NewPKI(t)
 		tokens := filepath.Join(p.Dir, "tokens.yaml")

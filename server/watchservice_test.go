@@ -15,6 +15,7 @@ import (
 )
 
 func TestWatchCodes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		err  error
@@ -34,6 +35,7 @@ func TestWatchCodes(t *testing.T) {
 }
 
 func TestOutOfRangeNamesOldestIndex(t *testing.T) {
+	t.Parallel()
 	n := &Node{cfg: config.Config{ID: "n1"}, sm: core.NewStateMachine()}
 	err := n.toConnect(&watch.CompactedError{StartIndex: 1, OldestIndex: 9})
 	require.Equal(t, connect.CodeOutOfRange, connect.CodeOf(err))
@@ -51,6 +53,7 @@ func TestOutOfRangeNamesOldestIndex(t *testing.T) {
 }
 
 func TestRangeAtIndexReflectsTheList(t *testing.T) {
+	t.Parallel()
 	sm := core.NewStateMachine()
 	n := &Node{sm: sm}
 	for i := range 3 {

@@ -127,7 +127,7 @@ func agreedLeader(ctx context.Context, k Cluster) (int, error) {
 
 func (k *target) Kill(i int) error   { k.c.Kill(i); return nil }
 func (k *target) Start(i int) error  { k.c.Restart(i); return nil }
-func (k *target) Pause(i int) error  { k.c.Stop(i); return nil }
+func (k *target) Pause(i int) error  { return k.c.Pause(i) }
 func (k *target) Resume(i int) error { k.c.Cont(i); return nil }
 
 // Cut rewrites the rules file atomically (write, then rename).

@@ -24,6 +24,7 @@ import (
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 	"github.com/ticketd/ticketd/sdk/ticketdtest"
+	"github.com/ticketd/ticketd/sdk/ticketdtest/procstop"
 )
 
 // Ports every node listens on, on its own host address.
@@ -108,6 +109,17 @@ func (n *Node) Running() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.cmd != nil && !isClosed(n.exited)
+}
+
+// process returns the node's process (ticketd's own: `ip netns exec` execs
+// it in place), or nil when it is not running.
+func (n *Node) process() *os.Process {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || isClosed(n.exited) {
+		return nil
+	}
+	return n.cmd.Process
 }
 
 func isClosed(ch chan struct{}) bool {
@@ -470,10 +482,17 @@ func (c *Cluster) Restart(i int) error {
 	return c.start(i)
 }
 
-// Pause stops node i with SIGSTOP; Resume continues it (SIGCONT).
+// Pause stops node i with SIGSTOP and returns once every thread of it has
+// stopped (procstop.Stop: until then its network reader and log sync may
+// still receive, sync and acknowledge); Resume continues it (SIGCONT). On
+// error the node runs on.
 func (c *Cluster) Pause(i int) error {
-	c.signal(i, syscall.SIGSTOP)
 	n := c.Node(i)
+	if p := n.process(); p != nil {
+		if err := procstop.Stop(p); err != nil {
+			return fmt.Errorf("hosts: pause %s: %w", n.ID, err)
+		}
+	}
 	n.mu.Lock()
 	n.paused = true
 	n.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
+	"github.com/ticketd/ticketd/sdk/ticketdtest/procstop"
 )
 
 // Options configures Start. The zero value starts three hashicorp nodes.
@@ -333,13 +334,21 @@ func (c *Cluster) Lock(i int) ticketv1connect.LockServiceClient { return c.lock[
 // Cluster returns a ClusterService client of node i.
 func (c *Cluster) Cluster(i int) ticketv1connect.ClusterServiceClient { return c.cluster[i] }
 
-// signal sends sig to node i's process, if running.
-func (c *Cluster) signal(i int, sig syscall.Signal) {
+// process returns node i's process, or nil when it is not running.
+func (c *Cluster) process(i int) *os.Process {
 	n := c.nodes[i]
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.cmd != nil && n.cmd.Process != nil && !isClosed(n.exited) {
-		_ = n.cmd.Process.Signal(sig)
+		return n.cmd.Process
+	}
+	return nil
+}
+
+// signal sends sig to node i's process, if running.
+func (c *Cluster) signal(i int, sig syscall.Signal) {
+	if p := c.process(i); p != nil {
+		_ = p.Signal(sig)
 	}
 }
 
@@ -371,12 +380,30 @@ func (c *Cluster) Kill(i int) {
 }
 
 // Stop pauses node i with SIGSTOP: it keeps its sockets but answers nothing,
-// like a stalled process or a long GC pause. Cont resumes it.
+// like a stalled process or a long GC pause. It returns once every thread
+// of the node has stopped (procstop.Stop), so that nothing sent to the node
+// afterwards is received, synced or acknowledged before Cont; it fails the
+// test when they do not stop. Cont resumes it.
 func (c *Cluster) Stop(i int) {
-	c.signal(i, syscall.SIGSTOP)
+	c.t.Helper()
+	if err := c.Pause(i); err != nil {
+		c.t.Fatalf("ticketdtest: stop %s: %v", c.nodes[i].ID, err)
+	}
+}
+
+// Pause is Stop returning its error instead of failing the test, for a
+// caller on a goroutine other than the test's (a fault injector). On error
+// the node runs on (procstop.Stop continues it).
+func (c *Cluster) Pause(i int) error {
+	if p := c.process(i); p != nil {
+		if err := procstop.Stop(p); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	c.stopped[i] = true
 	c.mu.Unlock()
+	return nil
 }
 
 // Cont resumes node i after Stop (SIGCONT).

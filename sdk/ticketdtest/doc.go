@@ -9,8 +9,8 @@
 // built once per test process with `go build
 // github.com/ticketd/ticketd/server/cmd/ticketd`, which needs the ticketd
 // go.work workspace (run the tests from inside the repository). The package
-// depends only on the standard library and the generated API in sdk/gen, so
-// the sdk module does not depend on the server module.
+// depends only on the standard library, the generated API in sdk/gen and
+// its own procstop, so the sdk module does not depend on the server module.
 //
 // # Usage
 //
@@ -22,8 +22,9 @@
 //  3. Find the leader with c.Leader(t) or c.WaitLeader(t, timeout); read a
 //     node's gauges and counters with c.Metric(i, "ticketd_waiters").
 //  4. Inject faults: c.Kill(i) (kill -9), c.Stop(i)/c.Cont(i) (pause and
-//     resume), c.Restart(i) (same addresses and data), c.Terminate(i)
-//     (graceful SIGTERM).
+//     resume; Stop returns once every thread of the node has stopped, see
+//     package procstop), c.Restart(i) (same addresses and data),
+//     c.Terminate(i) (graceful SIGTERM).
 //
 // Example:
 //

@@ -10,9 +10,10 @@
 //     go.work workspace) or set TICKETD_BIN to a prebuilt binary.
 //  2. Choose the backends with TICKETD_TEST_BACKENDS (comma-separated;
 //     default "hashicorp,etcd"); every test runs once per backend as a
-//     subtest. The tests run side by side, each on clusters of its own
-//     (parallel tests; go test's -parallel, by default the number of CPUs,
-//     bounds how many run at once), after the few that run alone.
+//     subtest. Every test runs side by side with the others, each on
+//     clusters, ports and data dirs of its own (parallel tests and
+//     subtests): go test's -parallel bounds how many run at once, four
+//     unless given (the tests mostly wait on timers, not on the CPU).
 //  3. go test -p 1 ./e2e
 //
 // Example:

@@ -39,10 +39,10 @@ func backends() []string {
 }
 
 // matrix runs fn as one subtest per backend, the backends side by side and
-// beside the other tests that call matrix (parallel tests and subtests, up
-// to go test's -parallel at once): each has its own cluster on its own ports
-// and data dirs, and most of a test's time is spent waiting on timers
-// (leases, elections), not on the CPU. It makes t parallel: the caller must
+// beside the other tests (every test here is parallel; up to go test's
+// -parallel at once, parallelDefault unless given): each has its own
+// cluster on its own ports and data dirs, and most of a test's time is
+// spent waiting on timers (leases, elections), not on the CPU. It makes t parallel: the caller must
 // not use t.Setenv, nor do anything after matrix returns (parallel subtests
 // start only once the calling test function has returned).
 func matrix(t *testing.T, fn func(t *testing.T, backend string)) {

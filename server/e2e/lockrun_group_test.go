@@ -62,6 +62,7 @@ func waitExit(t *testing.T, cmd *exec.Cmd) int {
 // lock while the command runs: the command's own child (a background sleep
 // under sh) is terminated with it, and ticketctl exits 5.
 func TestLockRunKillsProcessGroupOnForceRelease(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0])
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cmd, _, stderr := ctlCmd(t, c, append([]string{"lock", "run", "group/a", "--ttl", "1s", "--kill-timeout", "5s", "--"},
@@ -81,6 +82,7 @@ func TestLockRunKillsProcessGroupOnForceRelease(t *testing.T) {
 // the command's child is terminated too, the lock is released, and
 // ticketctl exits 143.
 func TestLockRunKillsProcessGroupOnSIGTERM(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0])
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cmd, _, stderr := ctlCmd(t, c, append([]string{"lock", "run", "group/b", "--kill-timeout", "5s", "--"},
@@ -99,6 +101,7 @@ func TestLockRunKillsProcessGroupOnSIGTERM(t *testing.T) {
 // process in its group: that process is terminated before the lock is
 // released, and ticketctl exits with the command's status.
 func TestLockRunReapsLeftovers(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0])
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cmd, _, stderr := ctlCmd(t, c, "lock", "run", "group/c", "--kill-timeout", "5s", "--",
@@ -115,6 +118,7 @@ func TestLockRunReapsLeftovers(t *testing.T) {
 // TICKETD_FENCING_TOKEN; TICKETD_TOKEN, the bearer token, only with
 // --pass-token, even when ticketctl's own environment has it.
 func TestLockRunEnvironment(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0])
 	dir := t.TempDir()
 	for _, pass := range []bool{false, true} {
@@ -145,6 +149,7 @@ func TestLockRunEnvironment(t *testing.T) {
 // outside terminates the command's whole process group (exit 5); a command
 // that exits closes its session.
 func TestSessionRun(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0])
 	dir := t.TempDir()
 	sessFile, pidFile := filepath.Join(dir, "session"), filepath.Join(dir, "pid")
@@ -179,6 +184,7 @@ func TestSessionRun(t *testing.T) {
 // and their locks in the API's JSON; --prefix keeps the sessions holding a
 // lock under it; an unknown session exits 3.
 func TestSessionListGet(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0])
 	ctx := ctxT(t)
 	lock := c.Lock(c.Leader(t))
@@ -218,6 +224,7 @@ func TestSessionListGet(t *testing.T) {
 // TestElectObserve: "elect --observe" prints the leader, then each change
 // (no leader once it resigned), without campaigning itself.
 func TestElectObserve(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0])
 	obs, _, obsErr := ctlCmd(t, c, "-o", "json", "elect", "--observe", "el/a")
 	obs.Stdout = nil

@@ -39,6 +39,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // that reads the terminal gets its input instead of being stopped by
 // SIGTTIN as a background job; ticketctl exits with its status.
 func TestLockRunCommandReadsTerminal(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0])
 	master, slave := openPTY(t)
 	out := filepath.Join(t.TempDir(), "line")

@@ -19,6 +19,7 @@ import (
 // removes nothing; once the node has stopped it removes the data root and
 // the build dir. A pid file whose process is not that node does not count.
 func TestMakeCleanRefusesLiveNodes(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := ticketdtest.Start(t, ticketdtest.Options{Nodes: 1})
 	data := filepath.Dir(c.Node(0).DataDir)
 	pidFile := filepath.Join(data, "n1.pid")

@@ -51,6 +51,7 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 // still stop every node whose pid file it knows. Here the script alone gets
 // SIGINT, so every node it leaves would stay up.
 func TestMakeRunStopsEveryNodeWhenStdoutIsGone(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	root := repoRoot(t)
 	ticketd, err := buildTicketd()
 	require.NoError(t, err)
@@ -147,6 +148,7 @@ func TestMakeRunStopsEveryNodeWhenStdoutIsGone(t *testing.T) {
 // starts the cluster secure again (client TLS, authorization on), and says
 // so; it does not fall back to a plaintext API with authorization off.
 func TestMakeRunRemembersSecure(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	root := repoRoot(t)
 	ticketd, err := buildTicketd()
 	require.NoError(t, err)

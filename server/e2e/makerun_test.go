@@ -33,12 +33,14 @@ import (
 // a certificate of its own node (CN = its id) made under DATA/certs/. The
 // ticketctl command it prints, on these non-default addresses, names them.
 func TestMakeRunPeersSpeakMutualTLS(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	root := repoRoot(t)
 	ticketd, err := buildTicketd()
 	require.NoError(t, err)
 	ctl := ticketctlBin(t)
 	for _, backend := range []string{"hashicorp", "etcd"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel() // its own ports and data dir: beside the other backend
 			data := filepath.Join(t.TempDir(), "data")
 			api, peer := ticketdtest.FreeAddrs(t, 3), ticketdtest.FreeAddrs(t, 3)
 			out := startClusterScript(t, root, data, backend, ticketd, ctl, api, peer)

@@ -192,6 +192,7 @@ func withFlag(args []string, flag, v string) []string {
 // lock table (backend-neutral bytes; the header's backend is informative),
 // so a cluster can change its consensus engine this way (docs/operations.md#backup-and-restore).
 func TestRestoreAcrossBackends(t *testing.T) {
+	t.Parallel() // its directions' clusters are its own: beside the others (see matrix)
 	for _, tc := range []struct{ from, to string }{
 		{from: "hashicorp", to: "etcd"},
 		{from: "etcd", to: "hashicorp"},

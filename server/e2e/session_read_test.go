@@ -27,6 +27,7 @@ func sessionIDs(sessions []*ticketv1.SessionInfo) []uint64 {
 // every session; the principal and key-prefix filters and paging; a closed
 // session is gone from both reads.
 func TestSessionReads(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c, dir := startAuthCluster(t, backends()[0])
 	ctx := ctxT(t)
 	leader := c.Leader(t)

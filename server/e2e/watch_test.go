@@ -168,6 +168,7 @@ func TestWatchEveryChangeOnceInOrder(t *testing.T) {
 // -9) half way; the SDK resumes on another node from the last index, with
 // no gap and no duplicate.
 func TestWatchResumesAfterNodeKill(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0])
 	f := follower(t, c)
 	order := []int{f}
@@ -191,6 +192,7 @@ func TestWatchResumesAfterNodeKill(t *testing.T) {
 // then re-lists (an EventReset and the held locks) and converges with the
 // lock table.
 func TestWatchOutOfRangeThenRelist(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0], "--limits-watch-history-entries=3")
 	ctx := ctxT(t)
 	l := c.Leader(t)
@@ -240,6 +242,7 @@ func TestWatchOutOfRangeThenRelist(t *testing.T) {
 // TestWatchEndsOnShutdown: a node shutting down (SIGTERM) ends its watch
 // streams with Unavailable instead of holding the shutdown.
 func TestWatchEndsOnShutdown(t *testing.T) {
+	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	c := start(t, backends()[0])
 	f := follower(t, c)
 	ctx := ctxT(t)
