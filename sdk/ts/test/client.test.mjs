@@ -150,7 +150,7 @@ describe("client against a three-node cluster", () => {
     const ac = new AbortController();
     try {
       const { it, first, at } = await openWatch(w.watch("ts/cut/", { signal: ac.signal }), "ts/cut/");
-      cluster.stop(f);
+      await cluster.stop(f);
       const a = await client.tryLock("ts/cut/1", { ttlMs: 5000 });
       await a.release();
       await cluster.kill(f);
@@ -167,7 +167,7 @@ describe("client against a three-node cluster", () => {
 
   test("lease_lost_when_cluster_paused", async () => {
     const lease = await client.lock("ts/lost", { ttlMs: 400 });
-    cluster.pause();
+    await cluster.pause();
     try {
       const reason = await new Promise((resolve) => {
         if (lease.signal.aborted) resolve(lease.signal.reason);

@@ -2,7 +2,7 @@
 // ports picked at random, data in a fresh temporary directory, every
 // process killed by close(). TICKETD_BIN overrides the binary's path.
 import { spawn } from "node:child_process";
-import { mkdtempSync, openSync, rmSync, readFileSync } from "node:fs";
+import { mkdtempSync, openSync, readdirSync, rmSync, readFileSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -22,6 +22,43 @@ export async function freePorts(n) {
   const ports = servers.map((s) => s.address().port);
   await Promise.all(servers.map((s) => new Promise((res) => s.close(res))));
   return ports;
+}
+
+/**
+ * stopped resolves once every thread of process pid is in the stopped state
+ * ("T" in /proc/<pid>/task/<tid>/stat), polling every millisecond for up to
+ * 10 s. kill(2) returns as soon as SIGSTOP is queued; the kernel then stops
+ * the threads one by one as each is scheduled, so on a busy machine a
+ * "stopped" node can still read, fsync and answer for milliseconds (the Go
+ * tests' procstop package does the same). A thread or process that has
+ * exited counts as stopped. Linux only; elsewhere it resolves at once.
+ */
+export async function stopped(pid) {
+  if (process.platform !== "linux") return;
+  const end = Date.now() + 10_000;
+  for (;;) {
+    let running = [];
+    try {
+      for (const tid of readdirSync(`/proc/${pid}/task`)) {
+        let stat;
+        try {
+          stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+        } catch {
+          continue; // the thread exited
+        }
+        const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+        if (state !== "T" && state !== "t") running.push(`${tid}:${state}`);
+      }
+    } catch {
+      return; // the process exited
+    }
+    if (running.length === 0) return;
+    if (Date.now() > end) {
+      process.kill(pid, "SIGCONT");
+      throw new Error(`pid ${pid}: threads ${running.join(", ")} still running 10 s after SIGSTOP`);
+    }
+    await new Promise((res) => setTimeout(res, 1));
+  }
 }
 
 /**
@@ -95,13 +132,20 @@ export async function startCluster({ nodes = 3, args = [], token } = {}) {
       list[i].proc.kill("SIGKILL");
       await list[i].exited;
     },
-    /** stop stops node i (SIGSTOP): it holds its connections and answers nothing. */
-    stop(i) {
+    /**
+     * stop stops node i (SIGSTOP): it holds its connections and answers
+     * nothing. It resolves once every thread of the node has stopped
+     * (stopped below), not when the signal is queued.
+     */
+    async stop(i) {
       list[i].proc.kill("SIGSTOP");
+      await stopped(list[i].proc.pid);
     },
-    /** pause and resume stop and continue every node (SIGSTOP, SIGCONT). */
-    pause() {
-      for (const n of list) if (n.proc.exitCode === null) n.proc.kill("SIGSTOP");
+    /** pause and resume stop and continue every node (SIGSTOP, SIGCONT); pause waits as stop does. */
+    async pause() {
+      const live = list.filter((n) => n.proc.exitCode === null);
+      for (const n of live) n.proc.kill("SIGSTOP");
+      await Promise.all(live.map((n) => stopped(n.proc.pid)));
     },
     resume() {
       for (const n of list) if (n.proc.exitCode === null) n.proc.kill("SIGCONT");
