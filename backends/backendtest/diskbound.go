@@ -46,10 +46,10 @@ const (
 // saws between ~9 MB and ~84 MB; for the write-ahead logs,
 // the next segment, which etcd's WAL preallocates in the background, and
 // one more segment than the retained entries need, since compaction drops
-// whole segments (etcd's are 64 MiB, raft-wal's 16 MiB here).
+// whole segments (16 MiB on both backends: etcd's and raft-wal's).
 var diskBoundFixed = map[string]int64{
 	backends.LogStoreBadger: 8 * (16 << 20),
-	backends.LogStoreWAL:    2 * (64 << 20),
+	backends.LogStoreWAL:    2 * (16 << 20),
 }
 
 // RunDiskBound (docs/design.md#storage-and-recovery) renews a table of
