@@ -236,6 +236,8 @@ func TestRestoreRejects(t *testing.T) {
 			assert.Equal(t, before, snapshotBytes(t, sm), "state changed by a failed Restore")
 			_, err = core.CheckSnapshot(tt.data)
 			assert.ErrorIs(t, err, core.ErrDecode, "CheckSnapshot accepts what Restore refuses")
+			_, err = core.RebaseSnapshot(tt.data, 100)
+			assert.ErrorIs(t, err, core.ErrDecode, "RebaseSnapshot accepts what Restore refuses")
 		})
 	}
 }
@@ -255,7 +257,9 @@ func TestRestoreReaderError(t *testing.T) {
 
 // FuzzRestore checks that Restore never panics, that it rejects with ErrDecode
 // and no change of state, that CheckSnapshot accepts and refuses the same
-// inputs (and describes the accepted ones as Restore does), and that whatever it accepts is written back byte
+// inputs (and describes the accepted ones as Restore does), that
+// RebaseSnapshot of an accepted input is what Restore, Skip and WriteTo
+// give, and that whatever it accepts is written back byte
 // for byte (a version 1 snapshot: as a version 2 one that restores to the
 // same bytes again; versions 2 and 3 as themselves). Each input is tried as given and, so that the fuzzer gets past
 // the checksum, as a body with its CRC-32C appended. The seed corpus (valid
@@ -309,6 +313,18 @@ func FuzzRestore(f *testing.F) {
 			}
 			if want := (core.SnapshotSummary{AppliedIndex: sm.AppliedIndex(), LastToken: sm.LastToken(), Keys: sm.Len()}); sum != want {
 				t.Fatalf("CheckSnapshot says %+v, Restore gives %+v", sum, want)
+			}
+			rebased, err := core.RebaseSnapshot(in, sm.AppliedIndex()+7)
+			if err != nil {
+				t.Fatalf("RebaseSnapshot refused %x, which Restore accepted: %v", in, err)
+			}
+			moved := core.NewStateMachine()
+			if err := moved.Restore(bytes.NewReader(in)); err != nil {
+				t.Fatal(err)
+			}
+			moved.Skip(sm.AppliedIndex() + 7)
+			if want := snapshotBytes(t, moved); !bytes.Equal(rebased, want) {
+				t.Fatalf("RebaseSnapshot(%x) = %x; Restore, Skip and WriteTo give %x", in, rebased, want)
 			}
 			out := snapshotBytes(t, sm)
 			if in[0] == core.SnapshotVersion1 {
