@@ -60,8 +60,10 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // BenchmarkSnapshotCodec measures writing a snapshot (Snapshot.WriteTo
-// into io.Discard) and restoring one (StateMachine.Restore, which decodes,
-// verifies and builds the table) of scale-shaped tables: 100k and 1M
+// into io.Discard), restoring one (StateMachine.Restore, which decodes,
+// verifies and builds the table) and checking one (CheckSnapshot, what
+// `ticketctl snapshot save` and `ticketd restore` verify) of scale-shaped
+// tables: 100k and 1M
 // exclusive locks, and 1M plus 10k sessions × 100 locks (the scale
 // workload's last step). MB/s is snapshot bytes per second of wall time;
 // cpu-ms/op is the process's CPU time per operation (garbage collection
@@ -105,6 +107,23 @@ func BenchmarkSnapshotCodec(b *testing.B) {
 			cpu := cpuTime(b)
 			for b.Loop() {
 				if err := core.NewStateMachine().Restore(bytes.NewReader(data)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime(b)-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
+		})
+		b.Run("check/"+tb.name, func(b *testing.B) {
+			var buf bytes.Buffer
+			if _, err := scaleTable(b, tb.locks, tb.sessions, tb.perSesion).Snapshot().WriteTo(&buf); err != nil {
+				b.Fatal(err)
+			}
+			data := buf.Bytes()
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := cpuTime(b)
+			for b.Loop() {
+				if _, err := core.CheckSnapshot(data); err != nil {
 					b.Fatal(err)
 				}
 			}
