@@ -58,7 +58,7 @@ var diskBoundFixed = map[string]int64{
 // 3 × (snapshot + retained log) + the store's fixed overhead: superseded
 // snapshots and compacted entries are reclaimed, whatever the log store.
 // The retained log is at most the log a snapshot waits for
-// (backends.SnapshotLogRatio × the snapshot, and at least
+// (backends.SnapshotLogPercent of the snapshot, and at least
 // SnapshotThreshold entries) plus TrailingLogs entries. Sizes are measured
 // in allocated blocks (du), so sparse and preallocated files count for
 // what they hold on disk. It is not timed.
@@ -100,7 +100,7 @@ func RunDiskBound(t *testing.T, open Factory) {
 		t.Fatal(err)
 	}
 	entryBytes := int64(len(renew)) + diskBoundEntryOverhead
-	retainedLog := backends.SnapshotLogRatio*snapBytes + (diskBoundThreshold+diskBoundTrailing)*entryBytes
+	retainedLog := backends.SnapshotLogPercent*snapBytes/100 + (diskBoundThreshold+diskBoundTrailing)*entryBytes
 	bound := 3*(snapBytes+retainedLog) + base + diskBoundFixed[store]
 	t.Logf("%s: snapshot %d bytes, renew entry about %d bytes, retained log up to %d bytes, bootstrap data dir %d bytes: bound %d bytes",
 		store, snapBytes, entryBytes, retainedLog, base, bound)
