@@ -21,31 +21,42 @@ type RestoreFunc func(cfg Config, snapshot io.Reader) error
 // RestoredState is the state a restored cluster starts from (see
 // LoadRestore).
 type RestoredState struct {
-	// StateMachine holds the snapshot's lock table and token counter, with
-	// its AppliedIndex moved to Index.
-	StateMachine *core.StateMachine
+	// Snapshot is the core snapshot the new cluster starts from: the lock
+	// table and token counter of the snapshot read, with its applied index
+	// moved to Index (core.RebaseSnapshot), in the bytes core writes.
+	Snapshot []byte
 	// Index is the Raft index of the new cluster's initial snapshot: one past
 	// the snapshot's applied index, so that every entry of the new cluster
 	// has an index the state machine has not applied yet (core ignores an
 	// index at or below AppliedIndex) and no index of the old cluster is
 	// reused.
 	Index uint64
+	// LastToken is the snapshot's last fencing token.
+	LastToken uint64
 }
 
-// LoadRestore reads and verifies a core snapshot (core.StateMachine.Restore
-// checks its version and checksum before changing anything) and returns the
-// state a restored cluster starts from. The token counter carries over:
-// the next grant gets a token above every token the snapshot's cluster had
-// issued up to the snapshot. Errors: core.ErrDecode (wrapped) for a damaged
-// or unknown snapshot, or r's.
+// LoadRestore reads and verifies a core snapshot (core.CheckSnapshot: its
+// version, checksum and every record, as a restore checks them) and returns
+// the state a restored cluster starts from, without building the lock
+// table (core.RebaseSnapshot). The token counter carries over: the next
+// grant gets a token above every token the snapshot's cluster had issued up
+// to the snapshot. Errors: core.ErrDecode (wrapped) for a damaged or
+// unknown snapshot, or r's.
 func LoadRestore(r io.Reader) (RestoredState, error) {
-	sm := core.NewStateMachine()
-	if err := sm.Restore(r); err != nil {
+	data, err := io.ReadAll(r)
+	if err != nil {
 		return RestoredState{}, fmt.Errorf("backends: restore: read snapshot: %w", err)
 	}
-	idx := sm.AppliedIndex() + 1
-	sm.Skip(idx)
-	return RestoredState{StateMachine: sm, Index: idx}, nil
+	info, err := core.CheckSnapshot(data)
+	if err != nil {
+		return RestoredState{}, fmt.Errorf("backends: restore: read snapshot: %w", err)
+	}
+	idx := info.AppliedIndex + 1
+	snap, err := core.RebaseSnapshot(data, idx)
+	if err != nil {
+		return RestoredState{}, fmt.Errorf("backends: restore: read snapshot: %w", err)
+	}
+	return RestoredState{Snapshot: snap, Index: idx, LastToken: info.LastToken}, nil
 }
 
 // CheckRestoreTarget returns an error wrapping ErrDataDirInUse when dir

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"slices"
 
 	"github.com/google/btree"
@@ -133,13 +134,9 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 		LockDelayCount: uint64(sn.delays.Len()),
 		SessionCount:   uint64(sn.sessions.Len()),
 	})
-	var rec corepb.LockRecord
 	sn.locks.Ascend(func(h holder) bool {
 		l := h.lock()
-		rec.Key, rec.Token, rec.LeaseMs, rec.Owner = l.Key, l.Token, l.LeaseMS, l.Owner
-		rec.ModIndex, rec.LockDelayMs, rec.Principal = l.ModIndex, l.LockDelayMS, l.Principal
-		rec.Mode, rec.Limit, rec.Session = uint32(l.Mode), l.Limit, l.Session
-		cw.record(&rec)
+		cw.lockRecord(&l)
 		return cw.err == nil
 	})
 	for _, id := range ids {
@@ -184,6 +181,17 @@ func (c *checksumWriter) write(p []byte) {
 	c.err = err
 }
 
+// lockRecord writes l as a LockRecord (appendLockRecord: no protobuf
+// marshaller per holder).
+func (c *checksumWriter) lockRecord(l *Lock) {
+	var err error
+	c.buf, err = appendLockRecord(c.buf[:0], l)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	c.write(c.buf)
+}
+
 func (c *checksumWriter) record(m proto.Message) {
 	c.buf = protowire.AppendVarint(c.buf[:0], uint64(proto.Size(m)))
 	var err error
@@ -216,7 +224,7 @@ func (s *StateMachine) Restore(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("snapshot: read: %w", err)
 	}
-	st, err := decodeSnapshot(data)
+	st, err := decodeSnapshot(data, true)
 	if err != nil {
 		return err
 	}
@@ -227,6 +235,30 @@ func (s *StateMachine) Restore(r io.Reader) error {
 	s.byPrincipal, s.holdersBy = st.byPrincipal, st.holdersBy
 	s.restores++
 	return nil
+}
+
+// SnapshotSummary describes a snapshot CheckSnapshot accepted.
+type SnapshotSummary struct {
+	// AppliedIndex is the log index the snapshot was taken at.
+	AppliedIndex uint64
+	// LastToken is the last fencing token granted when it was taken.
+	LastToken uint64
+	// Keys is the number of held keys (StateMachine.Len after a Restore).
+	Keys int
+}
+
+// CheckSnapshot verifies data, snapshot bytes, exactly as Restore does
+// (it accepts what Restore accepts and refuses the rest with the same
+// errors, wrapping ErrDecode) without building the lock table: for a
+// reader of the bytes that keeps no table (a backup's checksum check,
+// `ticketctl snapshot save`), it costs a pass over the records instead of a
+// B-tree insert per holder.
+func CheckSnapshot(data []byte) (SnapshotSummary, error) {
+	st, err := decodeSnapshot(data, false)
+	if err != nil {
+		return SnapshotSummary{}, err
+	}
+	return SnapshotSummary{AppliedIndex: st.applied, LastToken: st.lastToken, Keys: st.keys}, nil
 }
 
 // snapshotReader reads the length-prefixed records of a snapshot body.
@@ -262,12 +294,22 @@ func (sr *snapshotReader) next(m proto.Message) error {
 	return nil
 }
 
-// decodedSnapshot is the state a snapshot holds, verified.
+// decodedSnapshot is the state a snapshot holds, verified. A snapshot
+// only checked (decodeSnapshot without build) has no tables: its locks,
+// delays, sessions and sessLocks are empty.
 type decodedSnapshot struct {
+	build     bool
 	locks     *btree.BTreeG[holder]
 	delays    *btree.BTreeG[LockDelay]
 	sessions  *btree.BTreeG[Session]
 	sessLocks *btree.BTreeG[sessionLock]
+	// heldKeys are the held keys in ascending order, kept instead of locks
+	// when the snapshot is only checked (for held).
+	heldKeys []string
+	// sessionHolders names, per session some holder is under, that
+	// holder's principal (all holders of a session must share it) and the
+	// holder, until readSessions finds the session's record.
+	sessionHolders map[uint64]sessionHolder
 	// byPrincipal counts the sessions by principal (derived, as sessLocks).
 	byPrincipal map[string]int
 	// holdersBy counts the holders by principal (derived, as sessLocks).
@@ -279,7 +321,16 @@ type decodedSnapshot struct {
 	applied   uint64
 }
 
-func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
+// sessionHolder is a holder under a session, as decodedSnapshot keeps it
+// to check the session's record.
+type sessionHolder struct {
+	principal, key string
+	token          uint64
+}
+
+// decodeSnapshot verifies data and, with build, returns the state it holds;
+// without build, only the header's figures and the counts (CheckSnapshot).
+func decodeSnapshot(data []byte, build bool) (*decodedSnapshot, error) {
 	if len(data) < 5 {
 		return nil, fmt.Errorf("%w: snapshot of %d bytes is too short", ErrDecode, len(data))
 	}
@@ -304,14 +355,16 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 		return nil, fmt.Errorf("%w: version %d snapshot with session records", ErrDecode, version)
 	}
 	st := &decodedSnapshot{
-		locks:       newLockTree(),
-		delays:      btree.NewG(btreeDegree, delayLess),
-		sessions:    btree.NewG(btreeDegree, sessionLess),
-		sessLocks:   btree.NewG(btreeDegree, sessionLockLess),
-		byPrincipal: map[string]int{},
-		holdersBy:   map[string]int{},
-		lastToken:   hdr.GetLastToken(),
-		applied:     hdr.GetAppliedIndex(),
+		build:          build,
+		locks:          newLockTree(),
+		delays:         btree.NewG(btreeDegree, delayLess),
+		sessions:       btree.NewG(btreeDegree, sessionLess),
+		sessLocks:      btree.NewG(btreeDegree, sessionLockLess),
+		byPrincipal:    map[string]int{},
+		holdersBy:      map[string]int{},
+		sessionHolders: map[uint64]sessionHolder{},
+		lastToken:      hdr.GetLastToken(),
+		applied:        hdr.GetAppliedIndex(),
 	}
 	if err := st.readLocks(sr, &hdr, version); err != nil {
 		return nil, err
@@ -352,7 +405,9 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 		if st.held(d.GetKey()) {
 			return nil, fmt.Errorf("%w: snapshot key %q is both held and delayed", ErrDecode, d.GetKey())
 		}
-		st.delays.ReplaceOrInsert(LockDelay{Key: d.GetKey(), LockDelayMS: d.GetLockDelayMs(), Index: d.GetIndex()})
+		if st.build {
+			st.delays.ReplaceOrInsert(LockDelay{Key: d.GetKey(), LockDelayMS: d.GetLockDelayMs(), Index: d.GetIndex()})
+		}
 	}
 	if err := st.readSessions(sr, &hdr); err != nil {
 		return nil, err
@@ -360,7 +415,7 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 	if len(sr.rest) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing snapshot bytes", ErrDecode, len(sr.rest))
 	}
-	if v3 != (st.extended > 0 || st.sessions.Len() > 0) {
+	if v3 != (st.extended > 0 || hdr.GetSessionCount() > 0) {
 		// WriteTo writes version 3 exactly when the state has a mode, limit or session.
 		return nil, fmt.Errorf("%w: version %d snapshot is not the form WriteTo gives its state", ErrDecode, version)
 	}
@@ -369,6 +424,10 @@ func decodeSnapshot(data []byte) (*decodedSnapshot, error) {
 
 // held reports whether key has a holder in the decoded lock table.
 func (st *decodedSnapshot) held(key string) bool {
+	if !st.build {
+		_, found := slices.BinarySearch(st.heldKeys, key)
+		return found
+	}
 	found := false
 	st.locks.AscendGreaterOrEqual(holderKey(key), func(h holder) bool {
 		found = h.key == key
@@ -385,7 +444,7 @@ func (st *decodedSnapshot) readLocks(sr *snapshotReader, hdr *corepb.SnapshotHea
 	var prev Lock
 	holders := 0
 	for i := uint64(0); i < hdr.GetLockCount(); i++ {
-		if err := sr.next(&rec); err != nil {
+		if err := sr.nextLock(&rec); err != nil {
 			return err
 		}
 		l := Lock{
@@ -415,6 +474,9 @@ func (st *decodedSnapshot) readLocks(sr *snapshotReader, hdr *corepb.SnapshotHea
 		} else {
 			holders = 1
 			st.keys++
+			if !st.build {
+				st.heldKeys = append(st.heldKeys, l.Key)
+			}
 		}
 		if (l.Limit > 0 && holders > int(l.Limit)) || (l.Limit == 0 && l.Mode == ModeExclusive && holders > 1) {
 			return fmt.Errorf("%w: snapshot key %q has more holders than it admits", ErrDecode, l.Key)
@@ -423,9 +485,20 @@ func (st *decodedSnapshot) readLocks(sr *snapshotReader, hdr *corepb.SnapshotHea
 			st.extended++
 		}
 		if l.Session != 0 {
-			st.sessLocks.ReplaceOrInsert(sessionLock{session: l.Session, key: l.Key, token: l.Token})
+			if h, ok := st.sessionHolders[l.Session]; !ok {
+				st.sessionHolders[l.Session] = sessionHolder{principal: l.Principal, key: l.Key, token: l.Token}
+			} else if h.principal != l.Principal {
+				// They cannot both be of the session's principal.
+				return fmt.Errorf("%w: snapshot locks %q token %d and %q token %d under session %d are of different principals",
+					ErrDecode, h.key, h.token, l.Key, l.Token, l.Session)
+			}
+			if st.build {
+				st.sessLocks.ReplaceOrInsert(sessionLock{session: l.Session, key: l.Key, token: l.Token})
+			}
 		}
-		st.locks.ReplaceOrInsert(holderOf(l))
+		if st.build {
+			st.locks.ReplaceOrInsert(holderOf(l))
+		}
 		st.holdersBy[l.Principal]++
 		prev = l
 	}
@@ -452,17 +525,66 @@ func (st *decodedSnapshot) readSessions(sr *snapshotReader, hdr *corepb.Snapshot
 			return fmt.Errorf("%w: snapshot session %d changed at index %d, applied_index is %d", ErrDecode, se.ID, se.ModIndex, st.applied)
 		}
 		prev = se.ID
-		st.sessions.ReplaceOrInsert(se)
+		if h, ok := st.sessionHolders[se.ID]; ok {
+			if h.principal != se.Principal {
+				return fmt.Errorf("%w: snapshot lock %q token %d under session %d of another principal", ErrDecode, h.key, h.token, se.ID)
+			}
+			delete(st.sessionHolders, se.ID)
+		}
+		if st.build {
+			st.sessions.ReplaceOrInsert(se)
+		}
 		st.byPrincipal[se.Principal]++
 	}
-	var err error
-	st.sessLocks.Ascend(func(r sessionLock) bool {
-		se, ok := st.sessions.Get(Session{ID: r.session})
-		h, _ := st.locks.Get(holderID(r.key, r.token))
-		if !ok || se.Principal != h.lock().Principal {
-			err = fmt.Errorf("%w: snapshot lock %q token %d under unknown session %d", ErrDecode, r.key, r.token, r.session)
+	if len(st.sessionHolders) > 0 {
+		// Name the holder of the lowest such session, so the error is the
+		// same on every run.
+		id := slices.Min(slices.Collect(maps.Keys(st.sessionHolders)))
+		h := st.sessionHolders[id]
+		return fmt.Errorf("%w: snapshot lock %q token %d under unknown session %d", ErrDecode, h.key, h.token, id)
+	}
+	return nil
+}
+
+// RebaseSnapshot returns the snapshot that a state machine restored from
+// data and then moved to applied (Skip) writes, having verified data as
+// Restore does (errors wrap ErrDecode). A version 2 or 3 snapshot is
+// already in the form WriteTo writes (Restore accepts nothing else), so
+// only its header's applied_index and its checksum change: no table is
+// built, which is what lets `ticketd restore` of a million locks write a
+// new member's snapshot in a pass over the bytes. A version 1 snapshot is
+// restored and written back (the upgrade to version 2). An applied at or
+// below the snapshot's own leaves it unchanged, as Skip does.
+func RebaseSnapshot(data []byte, applied uint64) ([]byte, error) {
+	st, err := decodeSnapshot(data, false)
+	if err != nil {
+		return nil, err
+	}
+	if data[0] == SnapshotVersion1 {
+		sm := NewStateMachine()
+		if err := sm.Restore(bytes.NewReader(data)); err != nil {
+			return nil, err
 		}
-		return err == nil
-	})
-	return err
+		sm.Skip(applied)
+		var buf bytes.Buffer
+		if _, err := sm.Snapshot().WriteTo(&buf); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}
+	sr := &snapshotReader{rest: data[1 : len(data)-4]}
+	var hdr corepb.SnapshotHeader
+	if err := sr.next(&hdr); err != nil {
+		return nil, err // decodeSnapshot read it already
+	}
+	hdr.AppliedIndex = max(applied, st.applied)
+	hb, err := proto.MarshalOptions{Deterministic: true}.Marshal(&hdr)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: marshal: %w", err)
+	}
+	out := make([]byte, 0, 1+protowire.SizeBytes(len(hb))+len(sr.rest)+4)
+	out = append(out, data[0])
+	out = protowire.AppendBytes(out, hb)
+	out = append(out, sr.rest...)
+	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, castagnoli)), nil
 }

@@ -234,6 +234,10 @@ func TestRestoreRejects(t *testing.T) {
 			err := sm.Restore(bytes.NewReader(tt.data))
 			assert.ErrorIs(t, err, core.ErrDecode)
 			assert.Equal(t, before, snapshotBytes(t, sm), "state changed by a failed Restore")
+			_, err = core.CheckSnapshot(tt.data)
+			assert.ErrorIs(t, err, core.ErrDecode, "CheckSnapshot accepts what Restore refuses")
+			_, err = core.RebaseSnapshot(tt.data, 100)
+			assert.ErrorIs(t, err, core.ErrDecode, "RebaseSnapshot accepts what Restore refuses")
 		})
 	}
 }
@@ -252,7 +256,10 @@ func TestRestoreReaderError(t *testing.T) {
 }
 
 // FuzzRestore checks that Restore never panics, that it rejects with ErrDecode
-// and no change of state, and that whatever it accepts is written back byte
+// and no change of state, that CheckSnapshot accepts and refuses the same
+// inputs (and describes the accepted ones as Restore does), that
+// RebaseSnapshot of an accepted input is what Restore, Skip and WriteTo
+// give, and that whatever it accepts is written back byte
 // for byte (a version 1 snapshot: as a version 2 one that restores to the
 // same bytes again; versions 2 and 3 as themselves). Each input is tried as given and, so that the fuzzer gets past
 // the checksum, as a body with its CRC-32C appended. The seed corpus (valid
@@ -288,7 +295,11 @@ func FuzzRestore(f *testing.F) {
 		for _, in := range [][]byte{data, withChecksum(data)} {
 			sm := sampleState(t)
 			before := snapshotBytes(t, sm)
+			sum, checkErr := core.CheckSnapshot(in)
 			if err := sm.Restore(bytes.NewReader(in)); err != nil {
+				if checkErr == nil {
+					t.Fatalf("CheckSnapshot accepted %x, Restore refused it: %v", in, err)
+				}
 				if !errors.Is(err, core.ErrDecode) {
 					t.Fatalf("Restore error does not wrap ErrDecode: %v", err)
 				}
@@ -296,6 +307,24 @@ func FuzzRestore(f *testing.F) {
 					t.Fatalf("a failed Restore changed the state")
 				}
 				continue
+			}
+			if checkErr != nil {
+				t.Fatalf("Restore accepted %x, CheckSnapshot refused it: %v", in, checkErr)
+			}
+			if want := (core.SnapshotSummary{AppliedIndex: sm.AppliedIndex(), LastToken: sm.LastToken(), Keys: sm.Len()}); sum != want {
+				t.Fatalf("CheckSnapshot says %+v, Restore gives %+v", sum, want)
+			}
+			rebased, err := core.RebaseSnapshot(in, sm.AppliedIndex()+7)
+			if err != nil {
+				t.Fatalf("RebaseSnapshot refused %x, which Restore accepted: %v", in, err)
+			}
+			moved := core.NewStateMachine()
+			if err := moved.Restore(bytes.NewReader(in)); err != nil {
+				t.Fatal(err)
+			}
+			moved.Skip(sm.AppliedIndex() + 7)
+			if want := snapshotBytes(t, moved); !bytes.Equal(rebased, want) {
+				t.Fatalf("RebaseSnapshot(%x) = %x; Restore, Skip and WriteTo give %x", in, rebased, want)
 			}
 			out := snapshotBytes(t, sm)
 			if in[0] == core.SnapshotVersion1 {

@@ -108,6 +108,9 @@ func TestRestoreRejectsVersion3(t *testing.T) {
 	holder := func(key string, token uint64, mode, limit uint32, session uint64) []byte {
 		return rawRecord(t, &corepb.LockRecord{Key: key, Token: token, LeaseMs: 1000, Owner: "o", Mode: mode, Limit: limit, Session: session})
 	}
+	holderOf := func(key string, token, session uint64, principal string) []byte {
+		return rawRecord(t, &corepb.LockRecord{Key: key, Token: token, LeaseMs: 1000, Owner: "o", Session: session, Principal: principal})
+	}
 	session := func(id, modIndex uint64, principal string) []byte {
 		return rawRecord(t, &corepb.SessionRecord{Id: id, TtlMs: 1000, ModIndex: modIndex, Principal: principal})
 	}
@@ -130,6 +133,10 @@ func TestRestoreRejectsVersion3(t *testing.T) {
 		{"shared_with_limit", buildSnapshot(v3, hdr(1, 0), holder("a", 1, 1, 2, 0))},
 		{"holder_under_unknown_session", buildSnapshot(v3, hdr(1, 1), holder("a", 1, 0, 0, 2), session(1, 1, ""))},
 		{"holder_of_another_principal", buildSnapshot(v3, hdr(1, 1), holder("a", 1, 0, 0, 1), session(1, 1, "svc"))},
+		{"holders_of_one_session_of_two_principals", buildSnapshot(v3, hdr(2, 1),
+			holderOf("a", 1, 1, ""), holderOf("b", 2, 1, "svc"), session(1, 1, "svc"))},
+		{"holders_of_one_session_of_two_principals_first_wrong", buildSnapshot(v3, hdr(2, 1),
+			holderOf("a", 1, 1, "svc"), holderOf("b", 2, 1, ""), session(1, 1, "svc"))},
 		{"sessions_out_of_order", buildSnapshot(v3, hdr(0, 2), session(2, 2, ""), session(1, 1, ""))},
 		{"duplicate_session", buildSnapshot(v3, hdr(0, 2), session(1, 1, ""), session(1, 1, ""))},
 		{"session_zero", buildSnapshot(v3, hdr(0, 1), session(0, 1, ""))},
@@ -146,6 +153,8 @@ func TestRestoreRejectsVersion3(t *testing.T) {
 			err := sm.Restore(bytes.NewReader(tt.data))
 			assert.ErrorIs(t, err, core.ErrDecode)
 			assert.Equal(t, before, snapshotBytes(t, sm), "state changed by a failed Restore")
+			_, err = core.CheckSnapshot(tt.data)
+			assert.ErrorIs(t, err, core.ErrDecode, "CheckSnapshot accepts what Restore refuses")
 		})
 	}
 	// The well-formed neighbours of the cases above restore, so each case
@@ -155,8 +164,11 @@ func TestRestoreRejectsVersion3(t *testing.T) {
 		buildSnapshot(v3, hdr(2, 0), holder("a", 1, 0, 2, 0), holder("a", 2, 0, 2, 0)),
 		buildSnapshot(v3, hdr(2, 0), holder("a", 1, 1, 0, 0), holder("a", 2, 1, 0, 0)),
 		buildSnapshot(v3, hdr(1, 1), holder("a", 1, 0, 0, 1), session(1, 1, "")),
+		buildSnapshot(v3, hdr(2, 1), holderOf("a", 1, 1, "svc"), holderOf("b", 2, 1, "svc"), session(1, 1, "svc")),
 		buildSnapshot(v3, hdr(0, 2), session(1, 1, ""), session(2, 10, "")),
 	} {
 		require.NoError(t, core.NewStateMachine().Restore(bytes.NewReader(ok)))
+		_, err := core.CheckSnapshot(ok)
+		require.NoError(t, err)
 	}
 }

@@ -46,10 +46,10 @@ const (
 // saws between ~9 MB and ~84 MB; for the write-ahead logs,
 // the next segment, which etcd's WAL preallocates in the background, and
 // one more segment than the retained entries need, since compaction drops
-// whole segments (etcd's are 64 MiB, raft-wal's 16 MiB here).
+// whole segments (16 MiB on both backends: etcd's and raft-wal's).
 var diskBoundFixed = map[string]int64{
 	backends.LogStoreBadger: 8 * (16 << 20),
-	backends.LogStoreWAL:    2 * (64 << 20),
+	backends.LogStoreWAL:    2 * (16 << 20),
 }
 
 // RunDiskBound (docs/design.md#storage-and-recovery) renews a table of
@@ -58,7 +58,7 @@ var diskBoundFixed = map[string]int64{
 // 3 × (snapshot + retained log) + the store's fixed overhead: superseded
 // snapshots and compacted entries are reclaimed, whatever the log store.
 // The retained log is at most the log a snapshot waits for
-// (backends.SnapshotLogRatio × the snapshot, and at least
+// (backends.SnapshotLogPercent of the snapshot, and at least
 // SnapshotThreshold entries) plus TrailingLogs entries. Sizes are measured
 // in allocated blocks (du), so sparse and preallocated files count for
 // what they hold on disk. It is not timed.
@@ -100,7 +100,7 @@ func RunDiskBound(t *testing.T, open Factory) {
 		t.Fatal(err)
 	}
 	entryBytes := int64(len(renew)) + diskBoundEntryOverhead
-	retainedLog := backends.SnapshotLogRatio*snapBytes + (diskBoundThreshold+diskBoundTrailing)*entryBytes
+	retainedLog := backends.SnapshotLogPercent*snapBytes/100 + (diskBoundThreshold+diskBoundTrailing)*entryBytes
 	bound := 3*(snapBytes+retainedLog) + base + diskBoundFixed[store]
 	t.Logf("%s: snapshot %d bytes, renew entry about %d bytes, retained log up to %d bytes, bootstrap data dir %d bytes: bound %d bytes",
 		store, snapBytes, entryBytes, retainedLog, base, bound)

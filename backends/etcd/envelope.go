@@ -3,6 +3,7 @@ package etcd
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -52,8 +53,9 @@ func decodeEntry(data []byte) (id uint64, payload []byte, err error) {
 // so a node that joins by snapshot learns its peers' addresses with the state.
 const snapshotVersion byte = 1
 
-// encodeSnapshotData builds the Data of a snapshot.
-func encodeSnapshotData(book addressBook, sm *core.Snapshot) ([]byte, error) {
+// encodeSnapshotData builds the Data of a snapshot: sm writes the core
+// snapshot (a core.Snapshot, or the bytes of one).
+func encodeSnapshotData(book addressBook, sm io.WriterTo) ([]byte, error) {
 	b := book.encode()
 	out := append([]byte{snapshotVersion}, protowire.AppendVarint(nil, uint64(len(b)))...)
 	out = append(out, b...)

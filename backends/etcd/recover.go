@@ -57,7 +57,7 @@ func Restore(cfg backends.Config, snapshot io.Reader) error {
 		return err
 	}
 	hs := &pb.HardState{Term: new(uint64(restoreTerm)), Vote: new(uint64(raft.None)), Commit: new(st.Index)}
-	errs := []error{writeInitialState(store, hs, book, voters, st.StateMachine.Snapshot(), st.Index)}
+	errs := []error{writeInitialState(store, hs, book, voters, bytes.NewReader(st.Snapshot), st.Index)}
 	errs = append(errs, store.Close())
 	if err := errors.Join(errs...); err == nil {
 		// New refuses Raft state without a watermark beside it.
@@ -95,7 +95,7 @@ func bootstrapBook(members []core.Member) (addressBook, []uint64, error) {
 // the address book. This is the shape etcd raft's doc recommends for a new
 // cluster ("a Storage that has a first index > 1 and which stores the
 // desired ConfState").
-func writeInitialState(store raftStorage, hs *pb.HardState, book addressBook, voters []uint64, sm *core.Snapshot, index uint64) error {
+func writeInitialState(store raftStorage, hs *pb.HardState, book addressBook, voters []uint64, sm io.WriterTo, index uint64) error {
 	data, err := encodeSnapshotData(book, sm)
 	if err != nil {
 		return err

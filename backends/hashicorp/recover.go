@@ -96,7 +96,11 @@ func writeRestoreSnapshot(cfg backends.Config, st backends.RestoredState) error 
 	if err != nil {
 		return fmt.Errorf("hashicorp: restore: create snapshot: %w", err)
 	}
-	if err := (&fsmSnapshot{snap: st.StateMachine.Snapshot()}).Persist(sink); err != nil {
+	if _, err := sink.Write(st.Snapshot); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("hashicorp: restore: write snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
 		return fmt.Errorf("hashicorp: restore: write snapshot: %w", err)
 	}
 	return nil

@@ -37,20 +37,21 @@ const MaxHeaderBytes = 64 << 10
 
 // NewHeader describes data, core snapshot bytes: FormatVersion, Index (the
 // applied index), LastToken, LocksHeld, SizeBytes and Sha256, read by
-// restoring data into a scratch state machine (which verifies it). The
-// caller fills in Backend, Term, NodeId and CreatedUnixMs. Errors wrap
-// ErrChecksum (and core.ErrDecode) for data core refuses.
+// core.CheckSnapshot (which verifies data exactly as a restore does,
+// without building the table). The caller fills in Backend, Term, NodeId
+// and CreatedUnixMs. Errors wrap ErrChecksum (and core.ErrDecode) for data
+// core refuses.
 func NewHeader(data []byte) (*ticketv1.SnapshotHeader, error) {
-	sm := core.NewStateMachine()
-	if err := sm.Restore(bytes.NewReader(data)); err != nil {
+	info, err := core.CheckSnapshot(data)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrChecksum, err)
 	}
 	sum := sha256.Sum256(data)
 	return &ticketv1.SnapshotHeader{
 		FormatVersion: FormatVersion,
-		Index:         sm.AppliedIndex(),
-		LastToken:     sm.LastToken(),
-		LocksHeld:     int64(sm.Len()),
+		Index:         info.AppliedIndex,
+		LastToken:     info.LastToken,
+		LocksHeld:     int64(info.Keys),
 		Sha256:        sum[:],
 		SizeBytes:     uint64(len(data)),
 	}, nil

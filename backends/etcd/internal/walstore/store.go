@@ -5,7 +5,7 @@
 // `wal` log store (backends.LogStoreWAL). It offers the same calls as
 // package raftstore (the badger store), so the node uses either.
 //
-// Layout under <data-dir>/wal-etcd: wal/ (the WAL's segments, 64 MiB,
+// Layout under <data-dir>/wal-etcd: wal/ (the WAL's segments, 16 MiB,
 // preallocated; every record carries a CRC chained over the records
 // before it), snap/ (one file per snapshot, with a CRC), peers (the
 // backend's address book, with a CRC-32C).
@@ -51,8 +51,30 @@ var (
 	ErrCorrupt = errors.New("walstore: damaged record")
 )
 
-// keepSnapshots is how many snapshot files stay in snap/ after a new one.
+// keepSnapshots is how many snapshot files stay in snap/ after a new one,
+// at most: an older one stays only while the WAL still holds the entries
+// after it (release), since only then can Open start from it should the
+// newest file be unreadable (snap.Snapshotter.LoadNewestAvailable falls
+// back to it).
 const keepSnapshots = 2
+
+// segmentBytes is the size of the WAL's segments (bytes), preallocated,
+// as raft-wal's on the hashicorp backend, instead of etcd's 64 MiB
+// default: a data dir holds the segment being written, the next one
+// (preallocated ahead) and one partly compacted, so the segment size is
+// paid about three times over whatever the table. Any segment size reads
+// back: etcd's WAL finds records by their frames, not by offsets.
+const segmentBytes = 16 << 20
+
+// segmentSize sets etcd's WAL segment size (a package variable of
+// go.etcd.io/etcd/server/v3/storage/wal) to segmentBytes, once per
+// process, before the first WAL is created or opened, so no WAL that
+// reads it is running when it changes. Only processes that open a Store
+// change it (ticketbench's embedded etcd peer runs in a process that
+// opens none).
+var segmentSize sync.Once
+
+func useSegmentSize() { segmentSize.Do(func() { wal.SegmentSizeBytes = segmentBytes }) }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -84,6 +106,7 @@ func Open(dir string, lg *zap.Logger) (*Store, error) {
 	if lg == nil {
 		lg = zap.NewNop()
 	}
+	useSegmentSize()
 	s := &Store{MemoryStorage: raft.NewMemoryStorage(), lg: lg, dir: dir,
 		walDir: filepath.Join(dir, "wal"), snapDr: filepath.Join(dir, "snap")}
 	for _, d := range []string{dir, s.snapDr} {
@@ -231,7 +254,7 @@ func (s *Store) save(hs *pb.HardState, ents []*pb.Entry, sn *pb.Snapshot) error 
 // index within the log, as the latest snapshot (its file, then its WAL
 // record) and compacts the in-memory log up to compactTo (capped at the
 // snapshot's index); WAL segments wholly before the snapshot and snapshot
-// files older than the newest keepSnapshots are deleted.
+// files no longer of use are deleted (release).
 //
 // It may run on a goroutine of its own while Save goes on (etcd's server
 // snapshots beside its raft loop the same way): the snapshot file, the
@@ -350,9 +373,12 @@ func (s *Store) saveSnapRecord(md *pb.SnapshotMetadata) error {
 	return nil
 }
 
-// release lets the WAL drop its segments before index and deletes them
-// and the snapshot files older than the newest keepSnapshots. A segment
-// the WAL still holds locked is never deleted (etcd's fileutil.PurgeFile).
+// release lets the WAL drop its segments before index and deletes them,
+// then the snapshot files older than the newest keepSnapshots and those
+// older than the WAL's first segment: with the entries after it gone, such
+// a file can never be restarted from (wal.Open finds no segment to read
+// after it), and at a large table it is as big as the table. A segment the
+// WAL still holds locked is never deleted (etcd's fileutil.PurgeFile).
 func (s *Store) release(index uint64) error {
 	if err := s.w.ReleaseLockTo(index); err != nil {
 		return fmt.Errorf("walstore: release wal: %w", err)
@@ -373,16 +399,44 @@ func (s *Store) release(index uint64) error {
 			return fmt.Errorf("walstore: purge %s: %w", path, err)
 		}
 	}
+	walFrom, err := firstSegmentIndex(s.walDir)
+	if err != nil {
+		return err
+	}
 	snaps, err := names(s.snapDr, ".snap")
 	if err != nil {
 		return err
 	}
-	for _, name := range snaps[:max(0, len(snaps)-keepSnapshots)] {
+	for i, name := range snaps {
+		newest := i == len(snaps)-1
+		var term, at uint64
+		_, perr := fmt.Sscanf(name, "%016x-%016x.snap", &term, &at)
+		unreachable := perr == nil && at < walFrom
+		if newest || (i >= len(snaps)-keepSnapshots && !unreachable) {
+			continue
+		}
 		if err := os.Remove(filepath.Join(s.snapDr, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("walstore: purge snapshot %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// firstSegmentIndex is the index in the name of the WAL's first segment
+// in dir ("<seq>-<index>.wal", both 16 hex digits: the first index the
+// segment may hold), 0 when there is none or its name is not of that
+// form. wal.Open can start from a snapshot at index i only if a segment's
+// index is at most i.
+func firstSegmentIndex(dir string) (uint64, error) {
+	segs, err := names(dir, ".wal")
+	if err != nil || len(segs) == 0 {
+		return 0, err
+	}
+	var seq, index uint64
+	if _, err := fmt.Sscanf(segs[0], "%016x-%016x.wal", &seq, &index); err != nil {
+		return 0, nil
+	}
+	return index, nil
 }
 
 // names lists the files of dir ending in ext, in name order (oldest first:

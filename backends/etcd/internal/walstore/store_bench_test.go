@@ -21,7 +21,7 @@ const compactEntries = 8192
 // the backend the snapshot runs on a goroutine of its own beside the
 // loop's Saves, as here. "compaction=segment" makes the WAL cut a segment
 // every 256 KiB, so every snapshot is written to disk and releases
-// segments (what happens once per 64 MiB of log otherwise). One op is one
+// segments (what happens once per 16 MiB of log otherwise). One op is one
 // round: compactEntries entries saved (unmeasured), then the snapshot with
 // Saves beside it.
 func BenchmarkCompactionStall(b *testing.B) {
@@ -29,6 +29,7 @@ func BenchmarkCompactionStall(b *testing.B) {
 		b.Run("compaction="+mode, func(b *testing.B) {
 			on := mode != "off"
 			if mode == "segment" {
+				useSegmentSize() // before Open would, so the 256 KiB stays
 				was := wal.SegmentSizeBytes
 				wal.SegmentSizeBytes = 256 << 10
 				b.Cleanup(func() { wal.SegmentSizeBytes = was })
