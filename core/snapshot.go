@@ -272,26 +272,35 @@ type snapshotReader struct {
 // deterministic marshalling of what it decodes to), so that anything Restore
 // accepts is written back byte for byte.
 func (sr *snapshotReader) next(m proto.Message) error {
-	size, n := protowire.ConsumeVarint(sr.rest)
-	if n < 0 || uint64(len(sr.rest)-n) < size {
-		return fmt.Errorf("%w: truncated snapshot record", ErrDecode)
+	raw, rest, err := sr.record()
+	if err != nil {
+		return err
 	}
-	if n != protowire.SizeVarint(size) {
-		return fmt.Errorf("%w: non-minimal snapshot record length", ErrDecode)
-	}
-	raw := sr.rest[n : n+int(size)]
 	if err := proto.Unmarshal(raw, m); err != nil {
 		return fmt.Errorf("%w: snapshot record: %v", ErrDecode, err)
 	}
 	if len(m.ProtoReflect().GetUnknown()) != 0 {
 		return fmt.Errorf("%w: snapshot record with unknown fields", ErrDecode)
 	}
-	var err error
 	if sr.canon, err = (proto.MarshalOptions{Deterministic: true}).MarshalAppend(sr.canon[:0], m); err != nil || !bytes.Equal(sr.canon, raw) {
 		return fmt.Errorf("%w: snapshot record not in canonical form", ErrDecode)
 	}
-	sr.rest = sr.rest[n+int(size):]
+	sr.rest = rest
 	return nil
+}
+
+// record splits the next length-prefixed record off the unread bytes: its
+// bytes and what follows it. The length must be a minimal varint and the
+// record whole (errors wrap ErrDecode).
+func (sr *snapshotReader) record() (raw, rest []byte, err error) {
+	size, n := protowire.ConsumeVarint(sr.rest)
+	if n < 0 || uint64(len(sr.rest)-n) < size {
+		return nil, nil, fmt.Errorf("%w: truncated snapshot record", ErrDecode)
+	}
+	if n != protowire.SizeVarint(size) {
+		return nil, nil, fmt.Errorf("%w: non-minimal snapshot record length", ErrDecode)
+	}
+	return sr.rest[n : n+int(size)], sr.rest[n+int(size):], nil
 }
 
 // decodedSnapshot is the state a snapshot holds, verified. A snapshot

@@ -103,18 +103,14 @@ func appendStringField(b []byte, num protowire.Number, s string) []byte {
 // mode or limit within uint32, strings valid UTF-8. The strings of one
 // record share one allocation (one per holder, not one per field).
 func (sr *snapshotReader) nextLock(rec *corepb.LockRecord) error {
-	size, n := protowire.ConsumeVarint(sr.rest)
-	if n < 0 || uint64(len(sr.rest)-n) < size {
-		return fmt.Errorf("%w: truncated snapshot record", ErrDecode)
+	raw, rest, err := sr.record()
+	if err != nil {
+		return err
 	}
-	if n != protowire.SizeVarint(size) {
-		return fmt.Errorf("%w: non-minimal snapshot record length", ErrDecode)
-	}
-	raw := sr.rest[n : n+int(size)]
 	if err := decodeLockRecord(raw, rec); err != nil {
 		return fmt.Errorf("%w: snapshot record: %v", ErrDecode, err)
 	}
-	sr.rest = sr.rest[n+int(size):]
+	sr.rest = rest
 	return nil
 }
 
