@@ -84,16 +84,10 @@ func BenchmarkSnapshotCodec(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(n)
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu := cpuTime(b)
-			for b.Loop() {
-				if _, err := sm.Snapshot().WriteTo(io.Discard); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64((cpuTime(b)-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
+			timeOp(b, n, func() error {
+				_, err := sm.Snapshot().WriteTo(io.Discard)
+				return err
+			})
 		})
 		b.Run("decode/"+tb.name, func(b *testing.B) {
 			timeOnSnapshot(b, scaleTable(b, tb.locks, tb.sessions, tb.perSesion), func(data []byte) error {
@@ -109,20 +103,25 @@ func BenchmarkSnapshotCodec(b *testing.B) {
 	}
 }
 
-// timeOnSnapshot times op on sm's snapshot bytes: MB/s of them, allocations
-// and cpu-ms/op (cpuTime) per call.
+// timeOnSnapshot times op on sm's snapshot bytes (timeOp).
 func timeOnSnapshot(b *testing.B, sm *core.StateMachine, op func(data []byte) error) {
 	var buf bytes.Buffer
 	if _, err := sm.Snapshot().WriteTo(&buf); err != nil {
 		b.Fatal(err)
 	}
 	data := buf.Bytes()
-	b.SetBytes(int64(len(data)))
+	timeOp(b, int64(len(data)), func() error { return op(data) })
+}
+
+// timeOp times op over n snapshot bytes per call: MB/s of them,
+// allocations and cpu-ms/op (cpuTime) per call.
+func timeOp(b *testing.B, n int64, op func() error) {
+	b.SetBytes(n)
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := cpuTime(b)
 	for b.Loop() {
-		if err := op(data); err != nil {
+		if err := op(); err != nil {
 			b.Fatal(err)
 		}
 	}
