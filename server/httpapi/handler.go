@@ -33,7 +33,8 @@ const maxRequestBytes = 1 << 20
 // service (its answers written within PeerCallLimit, writelimit.go), health, reflection, the web console, the probes and, unless it
 // has its own listener (listen_metrics_addr), /metrics. Around it, from the outside in: the
 // unary calls served on the workers (workerpool.go), the write bound on
-// each message of a stream (streamwrite.go), CORS when origins are
+// each message of a stream (streamwrite.go), the write bound on an
+// HTTP/1.x unary call's response (http1write.go), CORS when origins are
 // allowed (cors.go), the caller recorded for the audit log
 // (auditcaller.go), the request-body read timeout (bodytimeout.go), the
 // hints for malformed calls (hints.go) and the routes of the API's
@@ -73,7 +74,9 @@ func (s *Server) handler(c Config) http.Handler {
 	body := ms(c.Config.Limits.BodyReadTimeoutMS)
 	api := withProcedureRoutes(slices.Collect(maps.Keys(apiMethods())), services, mux)
 	h := withCORS(c.Config.CORSAllowedOrigins, withCaller(withBodyTimeout(body, withHints(api))))
-	return s.workers.wrap(withStreamWriteLimit(ms(c.Config.Limits.StreamWriteTimeoutMS), apiStreams(), c.Log.Named("http"), h))
+	write, streams := ms(c.Config.Limits.StreamWriteTimeoutMS), apiStreams()
+	h = withHTTP1WriteLimit(write, streams, h) // http1write.go
+	return s.workers.wrap(withStreamWriteLimit(write, streams, c.Log.Named("http"), h))
 }
 
 // apiStreams is the paths of every procedure mounted here that sends a
