@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	mrand "math/rand/v2"
@@ -73,7 +74,7 @@ type node struct {
 }
 
 // New returns a client for the cluster whose API endpoints are given as
-// "host:port" (plaintext; https with WithTLS) or as URLs
+// "host:port" (plain HTTP/2, h2c; https with WithTLS) or as URLs
 // ("http://…", "https://…"; all of one scheme). One reachable endpoint is
 // enough; the client learns the leader from it. It follows a leader named by
 // a server only to a configured endpoint or to a member listed by a
@@ -113,7 +114,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	}
 	c.hc = cfg.httpClient
 	if c.hc == nil {
-		c.hc, c.ownHC = newHTTPClient(cfg), true // unarytransport.go
+		c.hc, c.ownHC = newHTTPClient(cfg.keepAlive, cfg.tls), true
 	}
 	c.ownerBase = ownerBase(cfg.ownerPrefix)
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
@@ -226,6 +227,29 @@ func baseURL(addr string) (string, error) {
 		addr = "http://" + addr
 	}
 	return strings.TrimRight(addr, "/"), nil
+}
+
+// newHTTPClient returns an HTTP/2-only client: h2c (prior knowledge) for
+// http:// URLs, HTTP/2 over TLS (with tlsCfg, when set) for https://.
+// Connections are pinged after keepAlive of silence and closed when a ping
+// goes unanswered for keepAlive, so calls to a stopped node fail instead of
+// hanging.
+func newHTTPClient(keepAlive time.Duration, tlsCfg *tls.Config) *http.Client {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+		ForceAttemptHTTP2:   true,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 5 * time.Second,
+		TLSClientConfig:     tlsCfg,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: keepAlive,
+			PingTimeout:     keepAlive,
+		},
+	}
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP2(true)
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: tr}
 }
 
 // goBackground runs fn in a goroutine that Close waits for, passing a ctx

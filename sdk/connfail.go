@@ -115,16 +115,6 @@ func cutBeforeAnswer(err error) bool {
 		strings.Contains(err.Error(), h2ConnNotEstablished)
 }
 
-// plaintextToTLSServer reports whether err is what a plaintext request
-// meets at a TLS server: over HTTP/2 the server cuts the connection on the
-// preface (cutBeforeAnswer); over HTTP/1.1, whose request line looks like
-// HTTP to it, net/http's TLS server answers 400 "Client sent an HTTP
-// request to an HTTPS server", which the built-in transport turns into
-// errPlaintextRefused (unarytransport.go).
-func plaintextToTLSServer(err error) bool {
-	return cutBeforeAnswer(err) || errors.Is(err, errPlaintextRefused)
-}
-
 // probeTLS reports whether the server at base (an http:// URL) answers a
 // TLS handshake: a TLS ServerHello is proof that it speaks TLS, whatever
 // its certificate. Nothing but a ClientHello is sent, and the certificate
@@ -148,11 +138,10 @@ func probeTLS(ctx context.Context, base string) bool {
 }
 
 // plaintextToTLS reports whether a plaintext client's attempt at n failed
-// because n speaks TLS: the connection was cut before any answer, or
-// answered as plaintext sent to TLS (plaintextToTLSServer), and a TLS
+// because n speaks TLS: the connection was cut before any answer and a TLS
 // handshake with n succeeds.
 func (c *Client) plaintextToTLS(ctx context.Context, n *node, err error) bool {
-	return c.scheme == "http" && plaintextToTLSServer(err) && probeTLS(ctx, n.url)
+	return c.scheme == "http" && cutBeforeAnswer(err) && probeTLS(ctx, n.url)
 }
 
 // refusals counts, over one call, the configured endpoints that refused
@@ -201,7 +190,7 @@ func ConnCause(ctx context.Context, base string, err error) error {
 	if cause := certCause(err); cause != nil {
 		return cause
 	}
-	if strings.HasPrefix(base, "http://") && plaintextToTLSServer(err) && probeTLS(ctx, base) {
+	if strings.HasPrefix(base, "http://") && cutBeforeAnswer(err) && probeTLS(ctx, base) {
 		return ErrServerSpeaksTLS
 	}
 	return nil

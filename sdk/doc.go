@@ -33,10 +33,8 @@
 // The client finds the leader (Status, and the LeaderHint detail that
 // non-leaders attach to Unavailable errors), talks to it directly, fails over
 // between endpoints and retries Unavailable with exponential backoff and
-// jitter, within the ctx of each call. It speaks the Connect protocol by
-// default (unary calls bounded by the request timeout over HTTP/1.1
-// keep-alive connections, streams and waits over HTTP/2; see NewHTTPClient),
-// gRPC over HTTP/2 with WithGRPC.
+// jitter, within the ctx of each call. It speaks the Connect protocol over
+// HTTP/2 by default, gRPC with WithGRPC.
 //
 // # Usage
 //

@@ -45,9 +45,6 @@ type fakeCluster struct {
 	// before its reply: a non-nil error replaces the reply. It is called
 	// without mu held.
 	hook func(ctx context.Context, method string, req any) error
-	// protos holds the HTTP major version of each request served, by
-	// procedure name ("Acquire"), in arrival order (takeProtos).
-	protos map[string][]int
 }
 
 // fakeCall records one request a node received.
@@ -75,39 +72,16 @@ func newFakeCluster(t *testing.T, n int) *fakeCluster {
 
 // startFakeCluster starts a fake cluster of n nodes; close stops it.
 func startFakeCluster(n int) *fakeCluster {
-	c := &fakeCluster{locks: map[string]*ticketv1.Lock{}, sessions: map[uint64]int64{}, lastSess: 1000, changed: make(chan struct{}),
-		protos: map[string][]int{}}
+	c := &fakeCluster{locks: map[string]*ticketv1.Lock{}, sessions: map[uint64]int64{}, lastSess: 1000, changed: make(chan struct{})}
 	for i := range n {
 		fn := &fakeNode{c: c, idx: i}
-		fn.srv = sdk.NewH2CServer(fn.handler())
+		mux := http.NewServeMux()
+		mux.Handle(ticketv1connect.NewLockServiceHandler(fn))
+		mux.Handle(ticketv1connect.NewClusterServiceHandler(fn))
+		fn.srv = sdk.NewH2CServer(mux)
 		c.nodes = append(c.nodes, fn)
 	}
 	return c
-}
-
-// handler serves n's Connect services, recording each request's HTTP
-// version (takeProtos).
-func (n *fakeNode) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle(ticketv1connect.NewLockServiceHandler(n))
-	mux.Handle(ticketv1connect.NewClusterServiceHandler(n))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.c.mu.Lock()
-		proc := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
-		n.c.protos[proc] = append(n.c.protos[proc], r.ProtoMajor)
-		n.c.mu.Unlock()
-		mux.ServeHTTP(w, r)
-	})
-}
-
-// takeProtos returns the HTTP major version of every request served since
-// the last call, by procedure name, and forgets them.
-func (c *fakeCluster) takeProtos() map[string][]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.protos
-	c.protos = map[string][]int{}
-	return p
 }
 
 func (c *fakeCluster) close() {

@@ -36,9 +36,7 @@ const (
 	// DefaultKeepAlive is how long an HTTP/2 connection may stay silent before
 	// the client pings it; a node that does not answer the ping within the
 	// same time (a stopped or partitioned process) has its connection closed,
-	// which fails the calls waiting on it so they move to another node. A
-	// call over HTTP/1.1 that has waited as long on a node silent as long
-	// has the node probed the same way (NewHTTPClient).
+	// which fails the calls waiting on it so they move to another node.
 	DefaultKeepAlive = 2 * time.Second
 	// DefaultSessionTTL is the lease of the client's default session (see
 	// WithSessionTTL): etcd clientv3/concurrency.NewSession's default of
@@ -80,25 +78,21 @@ func defaultConfig() config {
 }
 
 // WithGRPC makes the client speak the gRPC protocol instead of the default
-// Connect protocol (connect.WithGRPC), every call over HTTP/2 (the built-in
-// client sends Connect's unary calls over HTTP/1.1); servers accept either
-// on the same port.
+// Connect protocol (connect.WithGRPC). Both run over HTTP/2; servers accept
+// either on the same port.
 func WithGRPC() Option {
 	return func(c *config) { c.grpc = true }
 }
 
-// WithHTTPClient replaces the built-in HTTP client (NewHTTPClient: unary
-// calls over HTTP/1.1, streams and waits over HTTP/2, h2c for http://
-// endpoints, ALPN over TLS for https://) and everything it does, its
-// watch for silent nodes included. Use it for a custom dialer or proxy.
-// The client must speak HTTP/2 for gRPC and for streams; Connect's unary
-// calls work over HTTP/1.1 too, but then nothing detects a stopped node
-// before a call's deadline.
+// WithHTTPClient replaces the built-in HTTP client (h2c for http:// endpoints,
+// HTTP/2 over TLS for https://). Use it for TLS settings or a custom dialer.
+// The client must speak HTTP/2 for gRPC; Connect works over HTTP/1.1 too,
+// but a Lock waiting on HTTP/1.1 is not health-checked by pings.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *config) { c.httpClient = hc }
 }
 
-// WithTLS makes the built-in HTTP client speak TLS with cfg
+// WithTLS makes the built-in HTTP client speak HTTP/2 over TLS with cfg
 // (RootCAs: the cluster's CA; Certificates: a client certificate when the
 // servers run with --client-cert-auth). Endpoints given as "host:port" then
 // mean https://host:port, and leader hints are followed over https only.
@@ -156,9 +150,7 @@ func WithSafetyMargin(driftRate float64, minMargin time.Duration) Option {
 }
 
 // WithKeepAlive sets the HTTP/2 ping interval and ping timeout of the
-// built-in HTTP client, and the silence after which its HTTP/1.1 calls
-// probe their node and the probe's timeout (DefaultKeepAlive). Ignored
-// with WithHTTPClient.
+// built-in HTTP client (DefaultKeepAlive). Ignored with WithHTTPClient.
 func WithKeepAlive(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {

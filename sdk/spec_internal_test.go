@@ -263,7 +263,7 @@ func TestSpecClassify(t *testing.T) {
 	mux.Handle(ticketv1connect.NewLockServiceHandler(&specServer{rows: rows}))
 	srv := NewH2CServer(mux)
 	t.Cleanup(srv.Close)
-	hc := NewHTTPClient(WithRequestTimeout(10 * time.Second)) // Connect calls with 10 s deadlines over HTTP/1.1, gRPC over HTTP/2
+	hc := newHTTPClient(DefaultKeepAlive, nil)
 	t.Cleanup(hc.CloseIdleConnections)
 
 	for _, pr := range []struct {

@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"connectrpc.com/connect"
-
-	"github.com/ticketd/ticketd/sdk"
-	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 
+	"github.com/ticketd/ticketd/bench/apicluster"
 	"github.com/ticketd/ticketd/bench/handoff"
 	"github.com/ticketd/ticketd/bench/load"
 	"github.com/ticketd/ticketd/bench/loadproc"
@@ -28,14 +25,10 @@ func ServeClients() bool {
 }
 
 // measureClients runs spec's workload (a report.Workload… name) through
-// ticketd's Connect API at spec.Target, the leader's base URL, over the
-// Go SDK's transport (sdk.NewHTTPClient), each call bounded as the SDK
-// bounds it (attemptDeadline). Errors: an unknown workload, the setup's
-// (sessions, locks to renew), load.Run's.
+// ticketd's Connect API at spec.Target, the leader's base URL. Errors: an
+// unknown workload, the setup's (sessions, locks to renew), load.Run's.
 func measureClients(ctx context.Context, spec loadproc.Spec) (load.Result, error) {
-	hc := sdk.NewHTTPClient()
-	defer hc.CloseIdleConnections()
-	client := ticketv1connect.NewLockServiceClient(hc, spec.Target, connect.WithInterceptors(attemptDeadline{}))
+	client := ticketv1connect.NewLockServiceClient(apicluster.HTTPClient(), spec.Target)
 	n, prefix := spec.Load.Concurrency, spec.Prefix
 	switch spec.Workload {
 	case report.WorkloadLock:
@@ -82,30 +75,4 @@ func (r *runner) clients(ctx context.Context, c lockCluster, workload string, n 
 		spec.Keys = report.KeepAliveKeys
 	}
 	return loadproc.Run(ctx, r.cfg.Clients, spec)
-}
-
-// attemptDeadline bounds every unary call but a waiting Acquire by
-// sdk.DefaultRequestTimeout, as an sdk.Client bounds each attempt of such a
-// call: the SDK's transport sends a call with that deadline over HTTP/1.1
-// (sdk.NewHTTPClient), and a waiting Acquire, bounded only by its caller,
-// over HTTP/2.
-type attemptDeadline struct{}
-
-func (attemptDeadline) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if acq, ok := req.Any().(*ticketv1.AcquireRequest); ok && acq.GetWait() {
-			return next(ctx, req)
-		}
-		ctx, cancel := context.WithTimeout(ctx, sdk.DefaultRequestTimeout)
-		defer cancel()
-		return next(ctx, req)
-	}
-}
-
-func (attemptDeadline) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (attemptDeadline) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }
