@@ -229,7 +229,9 @@ type Limits struct {
 	// (HTTP/2 RST_STREAM; the connection's other streams go on) and its
 	// handler returns. It is per message, not per stream: a watch idle
 	// for hours is never cut. An HTTP/2 connection on which no byte can be
-	// written for as long is closed. 0: no bound.
+	// written for as long is closed, and so is an HTTP/1.1 connection whose
+	// response to a unary call is not written within it of its first byte.
+	// 0: no bound.
 	StreamWriteTimeoutMS int64 `koanf:"stream_write_timeout_ms"`
 	// MaxHeaderBytes bounds a request's headers, in bytes.
 	MaxHeaderBytes int `koanf:"max_header_bytes"`
