@@ -124,9 +124,11 @@ type Config struct {
 	Addr   string
 	// BindAddr is the host:port to listen on ("127.0.0.1:0" picks a port).
 	BindAddr string
-	// Deliver receives the messages of one batch from the HTTP handler's
-	// goroutine, in the order sent. It may block until ctx (the request's) is
-	// done; an error answers the sender 503 (the node is stopping).
+	// Deliver receives the messages of one batch from the goroutine
+	// reading the stream or request, in the order sent. It may block until
+	// ctx is done (the request's, or Close for an upgraded stream); an
+	// error ends the stream, or answers a POSTed batch 503 (the node is
+	// stopping).
 	Deliver func(ctx context.Context, from Sender, msgs []*pb.Message) error
 	// Logger receives the transport's logs; nil means zap.NewNop().
 	Logger *zap.Logger
@@ -140,10 +142,11 @@ type Config struct {
 	SendTimeout     time.Duration
 	SnapshotTimeout time.Duration
 	// TLS, if set, is backends.Config.PeerTLS: the transport then serves and
-	// dials HTTP/2 over TLS 1.3 only, with client certificates required and
-	// verified against the peer CA (backends.PeerServerTLS and
-	// backends.PeerClientTLS); plaintext and unverified peers are refused at
-	// the handshake and logged. Nil: h2c, as before.
+	// dials TLS 1.3 only (HTTP/1.1 for upgraded streams, HTTP/2 for
+	// snapshots), with client certificates required and verified against
+	// the peer CA (backends.PeerServerTLS and backends.PeerClientTLS);
+	// plaintext and unverified peers are refused at the handshake and
+	// logged. Nil: cleartext (HTTP/1.1, and h2c with prior knowledge).
 	TLS *tls.Config
 	// MaxMessageBytes bounds every length read from a peer, in bytes: one
 	// message on a stream, one POSTed batch. Larger declared lengths are
@@ -411,7 +414,7 @@ func (t *Transport) countError(peer, kind string) {
 // Every accepted connection's goroutine is counted in t.wg from StateNew
 // (reported by the serve goroutine before it starts the connection's, so
 // the count never drops to zero meanwhile) to StateClosed, which that
-// goroutine reports last: Close waits for them. http.Server.Close closes
+// goroutine reports last, or to StateHijacked: Close waits for them. http.Server.Close closes
 // the connections but does not wait, and an HTTP/1 connection whose
 // handler left the request body unread (an oversized batch) lingers up to
 // half a second after its answer so the client reads it before a reset
@@ -423,6 +426,8 @@ func (t *Transport) connState(c net.Conn, state http.ConnState) {
 	case http.StateActive:
 		peerlimit.MarkEstablished(c)
 	case http.StateHijacked:
+		// An upgraded stream (serveUpgrade), which counts its goroutine
+		// itself from here on.
 		t.wg.Done()
 	case http.StateClosed:
 		defer t.wg.Done()

@@ -219,8 +219,9 @@ func servePreviousRelease(t *testing.T, tr *Transport, cfg *tls.Config) string {
 	return ln.Addr().String()
 }
 
-// TestPreviousReleaseInterop (docs/operations.md#rolling-upgrade): a node of
-// this release and one of the previous release exchange messages both
+// TestPreviousReleaseInterop
+// (docs/operations.md#peer-transport-between-releases-etcd-backend): a node
+// of this release and one of the previous release exchange messages both
 // ways, plaintext and over mutual TLS. Sending to the previous release, the
 // upgrade is refused (405 in plaintext, h2 negotiated over TLS) and the
 // sender falls back to the HTTP/2 stream; the previous release's HTTP/2
