@@ -2,7 +2,9 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +16,29 @@ import (
 // waits for it, as a leader and a follower exchange an append (each loop is
 // a goroutine reading what Deliver hands it, like the etcd backend's raft
 // loop). It reports the round trip's p50 and p99 in microseconds.
+//
+// With syscall=100us each loop also spends 100 µs in a blocking system call
+// where the etcd backend's loop calls fdatasync: the leader's after its
+// Send, the follower's before its answer. The loop's thread then holds its
+// processor in the system call, which is where the hand-offs between
+// goroutines cost the most (docs/benchmarks.md, "Where an etcd commit's
+// time goes at one client").
 func BenchmarkRoundTrip(b *testing.B) {
+	for _, block := range []time.Duration{0, 100 * time.Microsecond} {
+		b.Run(fmt.Sprintf("syscall=%v", block), func(b *testing.B) { benchRoundTrip(b, block) })
+	}
+}
+
+// blockIn spends d in one blocking system call (select(2) with a timeout),
+// holding the calling thread as fdatasync does; nothing when d is zero.
+func blockIn(d time.Duration) {
+	if d > 0 {
+		tv := syscall.NsecToTimeval(d.Nanoseconds())
+		_, _ = syscall.Select(0, nil, nil, nil, &tv)
+	}
+}
+
+func benchRoundTrip(b *testing.B, block time.Duration) {
 	aIn := make(chan *pb.Message, 64)
 	bIn := make(chan *pb.Message, 64)
 	deliverTo := func(ch chan *pb.Message) func(context.Context, Sender, []*pb.Message) error {
@@ -47,6 +71,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		for {
 			select {
 			case m := <-bIn:
+				blockIn(block)
 				tb.Send(&pb.Message{Type: pb.MsgAppResp.Enum(), To: new(uint64(1)), From: new(uint64(2)), Index: m.Index})
 			case <-done:
 				return
@@ -58,6 +83,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		start := time.Now()
 		entry.Index = new(i)
 		ta.Send(&pb.Message{Type: pb.MsgApp.Enum(), To: new(uint64(2)), From: new(uint64(1)), Index: new(i), Entries: []*pb.Entry{entry}})
+		blockIn(block)
 		select {
 		case <-aIn:
 		case <-time.After(10 * time.Second):
