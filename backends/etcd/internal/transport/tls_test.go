@@ -45,9 +45,10 @@ func TestTLSPeersExchangeMessages(t *testing.T) {
 	}
 }
 
-// TestTLSRefusesStrangers: a plaintext h2c client, a TLS client without a
+// TestTLSRefusesStrangers: a plaintext client, a TLS client without a
 // certificate and one with a certificate from another CA cannot deliver a
-// message to a TLS transport; each refusal is logged.
+// message to a TLS transport, neither in a POSTed batch over HTTP/2 nor on
+// an upgraded stream; each refusal is logged.
 func TestTLSRefusesStrangers(t *testing.T) {
 	pki := backendtest.NewPKI(t, "peer CA")
 	other := backendtest.NewPKI(t, "another CA")
@@ -89,10 +90,28 @@ func TestTLSRefusesStrangers(t *testing.T) {
 			t.Logf("refused: %v", err)
 		})
 	}
+	for _, tc := range []struct {
+		name string
+		cfg  *tls.Config
+	}{
+		{"upgrade_plaintext", nil},
+		{"upgrade_no_client_certificate", &tls.Config{RootCAs: pki.Pool}},
+		{"upgrade_certificate_from_another_ca", &tls.Config{RootCAs: pki.Pool,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &foreign, nil }}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := openRawStream(t, addr, 2, framingUpgraded, tc.cfg)
+			if err == nil {
+				_, _ = s.w.Write(encodeBatch([][]byte{mustMarshal(t, msg(2, pb.MessageType_MsgVote, 1))}))
+				t.Fatal("upgraded stream opened by a stranger")
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
 	in.mu.Lock()
 	require.Zero(t, len(in.msgs), "messages delivered from strangers")
 	in.mu.Unlock()
-	require.Eventually(t, func() bool { return logs.FilterMessageSnippet("TLS handshake error").Len() >= 3 },
+	require.Eventually(t, func() bool { return logs.FilterMessageSnippet("TLS handshake error").Len() >= 6 },
 		10*time.Second, 10*time.Millisecond, "refused handshakes not logged")
 }
 
