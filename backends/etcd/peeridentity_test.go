@@ -146,12 +146,7 @@ type upgradedStream struct {
 }
 
 func (s *upgradedStream) WaitClosed(timeout time.Duration) error {
-	select {
-	case <-s.ended:
-		return nil
-	case <-time.After(timeout):
-		return fmt.Errorf("upgraded stream still open after %v", timeout)
-	}
+	return waitEnded(s.ended, timeout, "upgraded stream")
 }
 
 func (s *upgradedStream) Close() {
@@ -223,11 +218,17 @@ type openStream struct {
 }
 
 func (s *openStream) WaitClosed(timeout time.Duration) error {
+	return waitEnded(s.ended, timeout, "HTTP/2 stream")
+}
+
+// waitEnded returns nil once ended is closed, an error naming what is
+// still open after timeout.
+func waitEnded(ended <-chan struct{}, timeout time.Duration, what string) error {
 	select {
-	case <-s.ended:
+	case <-ended:
 		return nil
 	case <-time.After(timeout):
-		return fmt.Errorf("stream still open after %v", timeout)
+		return fmt.Errorf("%s still open after %v", what, timeout)
 	}
 }
 

@@ -714,13 +714,8 @@ func (t *Transport) serveBatch(w http.ResponseWriter, r *http.Request) {
 // answers 200 at once (so the sender's request returns while its body goes
 // on), then reads messages until the stream ends (receive).
 func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
-	if to, err := strconv.ParseUint(r.Header.Get(headerTo), 10, 64); err != nil || to != t.cfg.NodeID {
-		http.Error(w, ErrMisdirected.Error(), http.StatusMisdirectedRequest)
-		return
-	}
-	in, err := t.inbound(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusForbidden)
+	in, ok := t.acceptStream(w, r)
+	if !ok {
 		return
 	}
 	if in.bound {
@@ -752,14 +747,25 @@ type inboundStream struct {
 	bound  bool
 }
 
-// inbound returns r's stream sender; the error is sender's.
-func (t *Transport) inbound(r *http.Request) (inboundStream, error) {
+// acceptStream checks the request opening a message stream, in either
+// framing: it answers 421 when this node is not the addressee, 403 when the
+// peer certificate names no current member (sender), and false then;
+// otherwise it returns the stream's sender, having written nothing.
+func (t *Transport) acceptStream(w http.ResponseWriter, r *http.Request) (inboundStream, bool) {
+	if to, err := strconv.ParseUint(r.Header.Get(headerTo), 10, 64); err != nil || to != t.cfg.NodeID {
+		http.Error(w, ErrMisdirected.Error(), http.StatusMisdirectedRequest)
+		return inboundStream{}, false
+	}
 	cn, want, bound, err := t.sender(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return inboundStream{}, false
+	}
 	return inboundStream{
 		remote: r.RemoteAddr,
 		from:   Sender{ID: r.Header.Get(headerFromID), Addr: r.Header.Get(headerFromAddr)},
 		cn:     cn, want: want, bound: bound,
-	}, err
+	}, true
 }
 
 // receive reads length-prefixed messages from br until it fails (the

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -149,13 +148,8 @@ func (t *Transport) serveUpgrade(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "transport: "+StreamPath+" takes a GET upgrading an HTTP/1.1 connection to "+UpgradeProtocol, http.StatusUpgradeRequired)
 		return
 	}
-	if to, err := strconv.ParseUint(r.Header.Get(headerTo), 10, 64); err != nil || to != t.cfg.NodeID {
-		http.Error(w, ErrMisdirected.Error(), http.StatusMisdirectedRequest)
-		return
-	}
-	in, err := t.inbound(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusForbidden)
+	in, ok := t.acceptStream(w, r)
+	if !ok {
 		return
 	}
 	// Counted from here: once hijacked, the connection's goroutine (this

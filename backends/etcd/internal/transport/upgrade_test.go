@@ -157,18 +157,28 @@ func breakUpgraded(tr *Transport) {
 	}
 }
 
+// pairConfig is the TLS configuration of two transports a and b (nil:
+// plaintext).
+type pairConfig struct {
+	name string
+	a, b *tls.Config
+}
+
+// plaintextAndTLS returns a plaintext pair and a pair with certificates of
+// one CA for a and b.
+func plaintextAndTLS(t *testing.T) []pairConfig {
+	pki := backendtest.NewPKI(t, "peer CA")
+	return []pairConfig{
+		{"plaintext", nil, nil},
+		{"mutual_tls", pki.PeerTLS(t, "a"), pki.PeerTLS(t, "b")},
+	}
+}
+
 // TestStreamsAreUpgraded: between two transports of this release, plaintext
 // and over mutual TLS, messages travel in order on an upgraded connection
 // (the receiver reads it in its handler), not on an HTTP/2 stream.
 func TestStreamsAreUpgraded(t *testing.T) {
-	pki := backendtest.NewPKI(t, "peer CA")
-	for _, tc := range []struct {
-		name string
-		a, b *tls.Config
-	}{
-		{"plaintext", nil, nil},
-		{"mutual_tls", pki.PeerTLS(t, "a"), pki.PeerTLS(t, "b")},
-	} {
+	for _, tc := range plaintextAndTLS(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			bIn := newInbox()
 			ta := startTLS(t, 1, "a", newInbox(), tc.a, nil)
@@ -227,14 +237,7 @@ func servePreviousRelease(t *testing.T, tr *Transport, cfg *tls.Config) string {
 // sender falls back to the HTTP/2 stream; the previous release's HTTP/2
 // stream is still read.
 func TestPreviousReleaseInterop(t *testing.T) {
-	pki := backendtest.NewPKI(t, "peer CA")
-	for _, tc := range []struct {
-		name string
-		a, b *tls.Config
-	}{
-		{"plaintext", nil, nil},
-		{"mutual_tls", pki.PeerTLS(t, "a"), pki.PeerTLS(t, "b")},
-	} {
+	for _, tc := range plaintextAndTLS(t) {
 		t.Run(tc.name+"/to_previous_release", func(t *testing.T) {
 			bIn := newInbox()
 			ta := startTLS(t, 1, "a", newInbox(), tc.a, nil)
