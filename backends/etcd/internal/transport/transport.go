@@ -414,11 +414,12 @@ func (t *Transport) countError(peer, kind string) {
 // Every accepted connection's goroutine is counted in t.wg from StateNew
 // (reported by the serve goroutine before it starts the connection's, so
 // the count never drops to zero meanwhile) to StateClosed, which that
-// goroutine reports last, or to StateHijacked: Close waits for them. http.Server.Close closes
-// the connections but does not wait, and an HTTP/1 connection whose
-// handler left the request body unread (an oversized batch) lingers up to
-// half a second after its answer so the client reads it before a reset
-// (net/http's rstAvoidanceDelay, RFC 7230 section 6.6).
+// goroutine reports last, or to StateHijacked: Close waits for them.
+// http.Server.Close closes the connections but does not wait, and an
+// HTTP/1 connection whose handler left the request body unread (an
+// oversized batch) lingers up to half a second after its answer so the
+// client reads it before a reset (net/http's rstAvoidanceDelay, RFC 7230
+// section 6.6).
 func (t *Transport) connState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew:
