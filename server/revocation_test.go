@@ -100,12 +100,12 @@ func TestRevokedPeerRefusedOnPeerPort(t *testing.T) {
 }
 
 // peerHandshake dials a peer port with kp as the client certificate and
-// reports whether the server refused it (alpn: the protocols the peer
-// port speaks; etcd's is HTTP/2 only). In TLS 1.3 the client's handshake
-// ends before the server has checked the client's certificate, so the
-// answer is read: a refusal arrives as an alert (an error that is not a
-// timeout); an accepted connection stays silent, waiting for a peer
-// message, until the read deadline (nil).
+// reports whether the server refused it (alpn: the protocol to offer; etcd's
+// peer port speaks h2, and http/1.1 for its upgraded message streams). In
+// TLS 1.3 the client's handshake ends before the server has checked the
+// client's certificate, so the answer is read: a refusal arrives as an
+// alert (an error that is not a timeout); an accepted connection stays
+// silent, waiting for a peer message, until the read deadline (nil).
 func peerHandshake(t *testing.T, addr string, alpn []string, p nodetest.PKI, kp *security.KeyPair) error {
 	t.Helper()
 	cfg := &tls.Config{RootCAs: p.Pool(), ServerName: "127.0.0.1", Certificates: []tls.Certificate{kp.TLS()},

@@ -4,7 +4,9 @@
 // store Config.LogStore names — badger/v4 (internal/raftstore) or etcd's own
 // write-ahead log and snapshot files (internal/walstore, the only part of
 // etcd's server module it uses) — and whose peer traffic is our own batched
-// HTTP/2 transport (internal/transport).
+// transport (internal/transport): each peer's messages on one HTTP/1.1
+// connection upgraded to a raw stream that the peer's send goroutine
+// writes and the receiver's handler reads itself, snapshots over HTTP/2.
 //
 // One goroutine drives a raft.RawNode as etcd raft's doc.go prescribes: it
 // ticks every HeartbeatInterval (ElectionTick = ElectionTimeout /
@@ -54,7 +56,11 @@
 // peer sender, made runnable on the loop's processor, often runs only once
 // another thread steals it or the fsync returns (docs/benchmarks.md, "Where
 // an etcd commit's time goes at one client", which also has why a yield
-// before the fsync was not kept).
+// before the fsync was not kept). From there a message passes two
+// goroutines to the receiving loop (the sender writing its connection, the
+// receiver's handler reading it), not five as over HTTP/2; at one client
+// that moved commit p50 by less than the machine's noise
+// (docs/benchmarks.md, "An upgraded peer stream for the etcd backend").
 //
 // Entries carry an envelope (envelope.go): a version byte and an 8-byte
 // proposal id in front of core.Encode's bytes. Snapshots carry the address

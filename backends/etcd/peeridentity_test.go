@@ -1,10 +1,12 @@
 package etcd_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"testing"
@@ -67,7 +69,94 @@ func (msgForger) Send(t *testing.T, cfg *tls.Config, target *backendtest.Peer, a
 	return nil
 }
 
+// Open opens one message stream in each framing the node reads: an
+// HTTP/1.1 connection upgraded to upgradeProtocol, and the previous
+// release's HTTP/2 POST. The returned PeerConn is closed once both are.
 func (msgForger) Open(t *testing.T, cfg *tls.Config, target *backendtest.Peer, as string) (backendtest.PeerConn, error) {
+	up, err := openUpgradedStream(cfg, target, as)
+	if err != nil {
+		return nil, fmt.Errorf("upgraded stream: %w", err)
+	}
+	h2, err := openHTTP2Stream(t, cfg, target, as)
+	if err != nil {
+		up.Close()
+		return nil, fmt.Errorf("HTTP/2 stream: %w", err)
+	}
+	return streams{up, h2}, nil
+}
+
+// upgradeProtocol is the Upgrade token of the transport's message stream
+// (package doc).
+const upgradeProtocol = "ticketd-raft-stream/1"
+
+// openUpgradedStream opens the message stream on an HTTP/1.1 connection
+// upgraded to upgradeProtocol, over TLS with cfg.
+func openUpgradedStream(cfg *tls.Config, target *backendtest.Peer, as string) (*upgradedStream, error) {
+	c := cfg.Clone()
+	c.NextProtos = []string{"http/1.1"}
+	c.ServerName = "127.0.0.1"
+	conn, err := tls.Dial("tcp", target.Addr, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	req, err := http.NewRequest(http.MethodGet, "https://"+target.Addr+streamPath, nil)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", upgradeProtocol)
+	req.Header.Set(headerTo, strconv.FormatUint(nodeID(target.ID), 10))
+	req.Header.Set(headerFromID, as)
+	req.Header.Set(headerFromAddr, "127.0.0.1:1")
+	br := bufio.NewReader(conn)
+	var resp *http.Response
+	if err = req.Write(conn); err == nil {
+		resp, err = http.ReadResponse(br, req)
+	}
+	if err == nil {
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			err = fmt.Errorf("upgrade answered %d", resp.StatusCode)
+		}
+	}
+	if err == nil {
+		err = conn.SetDeadline(time.Time{})
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	s := &upgradedStream{conn: conn, ended: make(chan struct{})}
+	go func() {
+		defer close(s.ended)
+		_, _ = io.Copy(io.Discard, br) // the node never writes after its 101: this ends with the connection
+	}()
+	return s, nil
+}
+
+// upgradedStream is an upgraded message stream a msgForger opened.
+type upgradedStream struct {
+	conn  net.Conn
+	ended chan struct{} // closed when the node ended the stream
+}
+
+func (s *upgradedStream) WaitClosed(timeout time.Duration) error {
+	return waitEnded(s.ended, timeout, "upgraded stream")
+}
+
+func (s *upgradedStream) Close() {
+	_ = s.conn.Close()
+	<-s.ended
+}
+
+// openHTTP2Stream opens the previous release's message stream: a POST over
+// HTTP/2 on TLS with cfg whose body stays open.
+func openHTTP2Stream(t *testing.T, cfg *tls.Config, target *backendtest.Peer, as string) (*openStream, error) {
 	var protocols http.Protocols
 	protocols.SetHTTP2(true)
 	rt := &http.Transport{Protocols: &protocols, TLSClientConfig: cfg}
@@ -101,7 +190,26 @@ func (msgForger) Open(t *testing.T, cfg *tls.Config, target *backendtest.Peer, a
 	return s, nil
 }
 
-// openStream is a message stream a msgForger opened.
+// streams is the pair of streams Open opened, closed once both are.
+type streams []backendtest.PeerConn
+
+func (ss streams) WaitClosed(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, s := range ss {
+		if err := s.WaitClosed(time.Until(deadline)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (ss streams) Close() {
+	for _, s := range ss {
+		s.Close()
+	}
+}
+
+// openStream is an HTTP/2 message stream a msgForger opened.
 type openStream struct {
 	rt     *http.Transport
 	cancel context.CancelFunc
@@ -110,11 +218,17 @@ type openStream struct {
 }
 
 func (s *openStream) WaitClosed(timeout time.Duration) error {
+	return waitEnded(s.ended, timeout, "HTTP/2 stream")
+}
+
+// waitEnded returns nil once ended is closed, an error naming what is
+// still open after timeout.
+func waitEnded(ended <-chan struct{}, timeout time.Duration, what string) error {
 	select {
-	case <-s.ended:
+	case <-ended:
 		return nil
 	case <-time.After(timeout):
-		return fmt.Errorf("stream still open after %v", timeout)
+		return fmt.Errorf("%s still open after %v", what, timeout)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package transport carries etcd raft messages (raftpb.Message) between the
-// nodes of a ticketd cluster over HTTP/2, in place of etcd's rafthttp, which
-// would drag in all of etcd's server module: cleartext (h2c) by default, or
-// HTTP/2 over mutual TLS 1.3 when Config.TLS is set (etcd's
+// nodes of a ticketd cluster, in place of etcd's rafthttp, which would drag
+// in all of etcd's server module: each peer's messages on one HTTP/1.1
+// connection upgraded to a raw stream, snapshots over HTTP/2; cleartext by
+// default, or over mutual TLS 1.3 when Config.TLS is set (etcd's
 // --peer-client-cert-auth: both sides present a certificate of the peer CA;
 // a plaintext client, one without a certificate or one from another CA is
 // refused at the handshake and the refusal logged at Warn).
@@ -14,10 +15,11 @@
 // Every message being read takes its buffer from one budget shared by all
 // inbound streams (Config.MaxBufferedBytes; ErrBudget past it). The server
 // admits at most Config.MaxConns connections (Config.MaxConnsPerIP per
-// remote IP; package backends/internal/peerlimit), at most
-// MaxConcurrentStreams streams on each, and closes a connection with no
-// stream, or ends a stream with no byte, after Config.IdleTimeout; senders
-// write an empty keepalive frame every IdleTimeout/4 on an open stream.
+// remote IP; package backends/internal/peerlimit; an upgraded stream keeps
+// its connection's slot), at most MaxConcurrentStreams HTTP/2 streams on
+// each, and closes a connection with no stream, or ends a message stream
+// with no byte, after Config.IdleTimeout; senders write an empty keepalive
+// frame every IdleTimeout/4 on an open stream.
 //
 // The sender headers are an unverified claim: the receiver hands them to
 // Deliver, but a node must never take a member's address from them (the etcd
@@ -26,34 +28,51 @@
 // messages from that member's raft id (ErrForgedSender).
 //
 // Each peer has one ordered, bounded send queue drained by one goroutine
-// into one long-lived stream: a POST to /raft/v1/stream whose request body
-// stays open while the peer is up (etcd rafthttp's stream, over one HTTP/2
-// stream instead of a chunked HTTP/1 body). Every write carries all the
-// messages queued so far, so a burst of appends costs one write, and messages
-// to a peer arrive in the order they were sent. Send never blocks the raft
-// loop: when a queue is full the message is dropped and Send returns false,
-// so the caller reports the peer unreachable, as for a broken stream (etcd
-// raft doc.go; rafthttp's behaviour). A broken stream is reopened on the next
-// message. Snapshot messages (MsgSnap) go in their own POST to
-// /raft/v1/messages outside the queue, and their outcome is reported for
-// RawNode.ReportSnapshot.
+// into one long-lived stream (etcd rafthttp's stream). Every write carries
+// all the messages queued so far, so a burst of appends costs one write,
+// and messages to a peer arrive in the order they were sent. Send never
+// blocks the raft loop: when a queue is full the message is dropped and
+// Send returns false, so the caller reports the peer unreachable, as for a
+// broken stream (etcd raft doc.go; rafthttp's behaviour). A broken stream
+// is reopened on the next message (or keepalive). Snapshot messages
+// (MsgSnap) go in their own POST to /raft/v1/messages outside the queue,
+// and their outcome is reported for RawNode.ReportSnapshot.
 //
-// The wire format of both requests:
+// The stream is a GET to /raft/v1/stream that upgrades its HTTP/1.1
+// connection (Connection: Upgrade, Upgrade: ticketd-raft-stream/1, as
+// WebSocket and h2c upgrade theirs); after the receiver's 101 the peer's
+// send goroutine writes batches straight to the connection (each write
+// bounded by SendTimeout) and the receiver's handler goroutine, which
+// hijacked it, reads them straight off it and hands them to Deliver: two
+// goroutines between the raft loops, where HTTP/2 adds its body writer,
+// frame reader and serve loop. Over TLS the sender offers http/1.1 and h2
+// by ALPN and the receiver prefers http/1.1. A receiver of the previous
+// release has no upgrade (it negotiates h2, or answers 405): the sender
+// then opens that release's stream, a POST to /raft/v1/stream over HTTP/2
+// whose request body stays open while the peer is up, which this release
+// still serves, so nodes of the two releases talk both ways during a
+// rolling upgrade. Every reconnect tries the upgrade first.
+//
+// The wire format of the three requests:
 //
 //	headers  Ticketd-Raft-To: <receiver raft id, decimal>
 //	         Ticketd-Raft-From-Id: <sender's member id>
 //	         Ticketd-Raft-From-Addr: <sender's advertised raft address>
 //	body     repeated { uvarint length, marshalled raftpb.Message }
+//	         (after the 101 on an upgraded connection; the request body
+//	         of a POST)
 //
 // The receiver answers 421 when it is not the addressed node (a stale
-// address). On a stream it answers 200 at once and then only reads; on
-// /raft/v1/messages it answers 204 once every message has been handed to
-// Deliver, 400 for a body that does not parse.
+// address) and 403 to a certificate naming no current member. To the GET
+// it answers 101 and then only reads (426 without the upgrade headers); to
+// a POSTed stream 200 at once and then only reads; on /raft/v1/messages
+// 204 once every message has been handed to Deliver, 400 for a body that
+// does not parse.
 //
 // # Usage
 //
 //  1. New(cfg) listens on cfg.BindAddr and serves; received batches go to
-//     cfg.Deliver on the HTTP handler's goroutine.
+//     cfg.Deliver on the goroutine reading the stream.
 //  2. SetPeer(id, addr) for every other member, again whenever its address
 //     changes; RemovePeer(id) when it leaves.
 //  3. From the raft loop, Send(m) each message of a Ready, in order; when it

@@ -3,12 +3,10 @@ package transport
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"io"
 	"net/http"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -47,9 +45,10 @@ func TestTLSPeersExchangeMessages(t *testing.T) {
 	}
 }
 
-// TestTLSRefusesStrangers: a plaintext h2c client, a TLS client without a
+// TestTLSRefusesStrangers: a plaintext client, a TLS client without a
 // certificate and one with a certificate from another CA cannot deliver a
-// message to a TLS transport; each refusal is logged.
+// message to a TLS transport, neither in a POSTed batch over HTTP/2 nor on
+// an upgraded stream; each refusal is logged.
 func TestTLSRefusesStrangers(t *testing.T) {
 	pki := backendtest.NewPKI(t, "peer CA")
 	other := backendtest.NewPKI(t, "another CA")
@@ -91,10 +90,28 @@ func TestTLSRefusesStrangers(t *testing.T) {
 			t.Logf("refused: %v", err)
 		})
 	}
+	for _, tc := range []struct {
+		name string
+		cfg  *tls.Config
+	}{
+		{"upgrade_plaintext", nil},
+		{"upgrade_no_client_certificate", &tls.Config{RootCAs: pki.Pool}},
+		{"upgrade_certificate_from_another_ca", &tls.Config{RootCAs: pki.Pool,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &foreign, nil }}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := openRawStream(t, addr, 2, framingUpgraded, tc.cfg)
+			if err == nil {
+				_, _ = s.w.Write(encodeBatch([][]byte{mustMarshal(t, msg(2, pb.MessageType_MsgVote, 1))}))
+				t.Fatal("upgraded stream opened by a stranger")
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
 	in.mu.Lock()
 	require.Zero(t, len(in.msgs), "messages delivered from strangers")
 	in.mu.Unlock()
-	require.Eventually(t, func() bool { return logs.FilterMessageSnippet("TLS handshake error").Len() >= 3 },
+	require.Eventually(t, func() bool { return logs.FilterMessageSnippet("TLS handshake error").Len() >= 6 },
 		10*time.Second, 10*time.Millisecond, "refused handshakes not logged")
 }
 
@@ -137,53 +154,44 @@ func TestReadMessageBoundsDeclaredLength(t *testing.T) {
 	}
 }
 
-// TestOversizedStreamMessageIsRefused: a peer that opens a stream and
-// declares a 1 GiB message has its stream ended without the transport
-// allocating the message, and nothing is delivered; the refusal is logged.
+// TestOversizedStreamMessageIsRefused: a peer that opens a stream, in
+// either framing, and declares a 1 GiB message has its stream ended
+// without the transport allocating the message, and nothing is delivered;
+// the refusal is logged.
 func TestOversizedStreamMessageIsRefused(t *testing.T) {
-	in := newInbox()
-	obs, logs := observer.New(zap.WarnLevel)
-	tr, err := New(Config{NodeID: 2, ID: "b", Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0", Deliver: in.deliver, Logger: zap.New(obs)})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, tr.Close()) })
+	for _, framing := range framings {
+		t.Run(framing, func(t *testing.T) {
+			in := newInbox()
+			obs, logs := observer.New(zap.WarnLevel)
+			tr, err := New(Config{NodeID: 2, ID: "b", Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0", Deliver: in.deliver, Logger: zap.New(obs)})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, tr.Close()) })
 
-	var h2c http.Protocols
-	h2c.SetUnencryptedHTTP2(true)
-	rt := &http.Transport{Protocols: &h2c}
-	defer rt.CloseIdleConnections()
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+tr.Addr().String()+StreamPath, pr)
-	require.NoError(t, err)
-	req.Header.Set(headerTo, strconv.Itoa(2))
-	before := totalAlloc()
-	resp, err := rt.RoundTrip(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	go func() {
-		_, _ = pw.Write(protowire.AppendVarint(nil, 1<<30))
-		_, _ = pw.Write(bytes.Repeat([]byte{'x'}, 1024))
-		// Keep the body open: only the receiver may end the stream.
-	}()
-	_, err = io.Copy(io.Discard, resp.Body)
-	_ = pw.Close()
-	require.NoError(t, ctx.Err(), "stream still open after a 1 GiB declaration (read: %v)", err)
-	require.Less(t, totalAlloc()-before, uint64(256<<20), "bytes allocated while refusing a 1 GiB message")
-	require.Eventually(t, func() bool {
-		return logs.FilterMessage("refused peer stream").Len() == 1
-	}, 10*time.Second, 10*time.Millisecond)
-	var tooLarge bool
-	for _, e := range logs.FilterMessage("refused peer stream").All() {
-		if err, ok := e.ContextMap()["error"].(string); ok && bytes.Contains([]byte(err), []byte("too large")) {
-			tooLarge = true
-		}
+			before := totalAlloc()
+			s, err := openRawStream(t, tr.Addr().String(), 2, framing, nil)
+			require.NoError(t, err)
+			go func() {
+				_, _ = s.w.Write(protowire.AppendVarint(nil, 1<<30))
+				_, _ = s.w.Write(bytes.Repeat([]byte{'x'}, 1024))
+				// Keep the stream open: only the receiver may end it.
+			}()
+			s.waitEnded(t)
+			require.Less(t, totalAlloc()-before, uint64(256<<20), "bytes allocated while refusing a 1 GiB message")
+			require.Eventually(t, func() bool {
+				return logs.FilterMessage("refused peer stream").Len() == 1
+			}, 10*time.Second, 10*time.Millisecond)
+			var tooLarge bool
+			for _, e := range logs.FilterMessage("refused peer stream").All() {
+				if err, ok := e.ContextMap()["error"].(string); ok && bytes.Contains([]byte(err), []byte("too large")) {
+					tooLarge = true
+				}
+			}
+			require.True(t, tooLarge, "refusal does not say the message is too large")
+			in.mu.Lock()
+			require.Zero(t, len(in.msgs))
+			in.mu.Unlock()
+		})
 	}
-	require.True(t, tooLarge, "refusal does not say the message is too large")
-	in.mu.Lock()
-	require.Zero(t, len(in.msgs))
-	in.mu.Unlock()
 }
 
 // TestOversizedBatchIsRefused: a POSTed batch longer than MaxMessageBytes is

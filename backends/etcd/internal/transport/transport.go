@@ -52,9 +52,11 @@ var (
 	ErrTooLarge = errors.New("transport: message too large")
 )
 
-// URL paths: StreamPath carries a peer's long-lived message stream (one POST
-// whose request body never ends while the peer is up); Path takes one batch
-// per POST (snapshots).
+// URL paths: StreamPath carries a peer's long-lived message stream, either
+// a GET that upgrades its HTTP/1.1 connection to UpgradeProtocol (upgrade.go)
+// or, from a node of the previous release, one HTTP/2 POST whose request
+// body never ends while the peer is up; Path takes one batch per POST
+// (snapshots).
 const (
 	StreamPath = "/raft/v1/stream"
 	Path       = "/raft/v1/messages"
@@ -122,9 +124,11 @@ type Config struct {
 	Addr   string
 	// BindAddr is the host:port to listen on ("127.0.0.1:0" picks a port).
 	BindAddr string
-	// Deliver receives the messages of one batch from the HTTP handler's
-	// goroutine, in the order sent. It may block until ctx (the request's) is
-	// done; an error answers the sender 503 (the node is stopping).
+	// Deliver receives the messages of one batch from the goroutine
+	// reading the stream or request, in the order sent. It may block until
+	// ctx is done (the request's, or Close for an upgraded stream); an
+	// error ends the stream, or answers a POSTed batch 503 (the node is
+	// stopping).
 	Deliver func(ctx context.Context, from Sender, msgs []*pb.Message) error
 	// Logger receives the transport's logs; nil means zap.NewNop().
 	Logger *zap.Logger
@@ -138,10 +142,11 @@ type Config struct {
 	SendTimeout     time.Duration
 	SnapshotTimeout time.Duration
 	// TLS, if set, is backends.Config.PeerTLS: the transport then serves and
-	// dials HTTP/2 over TLS 1.3 only, with client certificates required and
-	// verified against the peer CA (backends.PeerServerTLS and
-	// backends.PeerClientTLS); plaintext and unverified peers are refused at
-	// the handshake and logged. Nil: h2c, as before.
+	// dials TLS 1.3 only (HTTP/1.1 for upgraded streams, HTTP/2 for
+	// snapshots), with client certificates required and verified against
+	// the peer CA (backends.PeerServerTLS and backends.PeerClientTLS);
+	// plaintext and unverified peers are refused at the handshake and
+	// logged. Nil: cleartext (HTTP/1.1, and h2c with prior knowledge).
 	TLS *tls.Config
 	// MaxMessageBytes bounds every length read from a peer, in bytes: one
 	// message on a stream, one POSTed batch. Larger declared lengths are
@@ -200,6 +205,14 @@ type Transport struct {
 	srv    *http.Server
 	client *http.Client
 	budget atomic.Int64 // bytes of partly received messages (MaxBufferedBytes)
+
+	// dialer and clientTLS dial peers for both the HTTP/2 client and the
+	// upgraded streams (dial); clientTLS is nil without TLS.
+	dialer    *net.Dialer
+	clientTLS *tls.Config
+	// upgraded holds the accepted connections that became message streams
+	// (upgrade.go): http.Server.Close no longer knows them.
+	upgraded upgradedConns
 
 	peers   map[uint64]*peer
 	reports chan Report
@@ -264,13 +277,18 @@ func New(cfg Config) (*Transport, error) {
 		protocols.SetUnencryptedHTTP2(true)
 		clientProtocols.SetUnencryptedHTTP2(true) // h2c with prior knowledge
 	} else {
+		protocols.SetHTTP1(true)
 		protocols.SetHTTP2(true)
 		clientProtocols.SetHTTP2(true)
 		serverTLS = backends.PeerServerTLS(cfg.TLS)
 		if cfg.Gate != nil {
 			serverTLS = cfg.Gate.ServerTLS(cfg.TLS)
 		}
-		serverTLS.NextProtos = []string{"h2"}
+		// http/1.1 first: the server's order decides (crypto/tls), so a
+		// sender offering both for an upgraded stream gets HTTP/1.1,
+		// while a sender of the previous release, offering h2 alone,
+		// still gets HTTP/2.
+		serverTLS.NextProtos = []string{"http/1.1", "h2"}
 		clientTLS = backends.PeerClientTLS(cfg.TLS, "") // http.Transport sets ServerName per host
 		clientTLS.NextProtos = []string{"h2"}
 		ln = tls.NewListener(ln, serverTLS)
@@ -293,6 +311,7 @@ func New(cfg Config) (*Transport, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+Path, t.serveBatch)
 	mux.HandleFunc("POST "+StreamPath, t.serveStream)
+	mux.HandleFunc("GET "+StreamPath, t.serveUpgrade)
 	t.srv = &http.Server{
 		Handler:           mux,
 		Protocols:         &protocols,
@@ -309,47 +328,18 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.TLS != nil {
 		t.scheme = "https://"
 	}
-	dialer := &net.Dialer{Timeout: cfg.SendTimeout, KeepAlive: 30 * time.Second}
+	t.dialer = &net.Dialer{Timeout: cfg.SendTimeout, KeepAlive: 30 * time.Second}
+	t.clientTLS = clientTLS
 	rt := &http.Transport{
 		Protocols:       &clientProtocols,
 		TLSClientConfig: clientTLS,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
-			if err != nil {
-				t.countError(addr, "dial")
-			}
-			return c, err
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return t.dialTCP(ctx, addr)
 		},
 	}
 	if clientTLS != nil {
-		// Dial and handshake here rather than in http.Transport, so that a
-		// refused handshake is told apart from a failed dial.
-		rt.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := rt.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			host, _, _ := net.SplitHostPort(addr)
-			cfg := backends.PeerClientTLS(clientTLS, host)
-			if t.cfg.Gate != nil && t.cfg.RaftID != nil {
-				prev := cfg.VerifyConnection
-				cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-					if prev != nil {
-						if err := prev(cs); err != nil {
-							return err
-						}
-					}
-					return t.verifyServerIdentity(addr, cs)
-				}
-			}
-			tc := tls.Client(c, cfg)
-			if err := tc.HandshakeContext(ctx); err != nil {
-				t.log.Warn("peer TLS handshake failed", zap.String("peer", addr), zap.Error(err))
-				_ = c.Close()
-				t.countError(addr, "handshake")
-				return nil, err
-			}
-			return tc, nil
+		rt.DialTLSContext = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return t.dial(ctx, addr, []string{"h2"})
 		}
 	}
 	t.client = &http.Client{Transport: rt}
@@ -361,6 +351,50 @@ func New(cfg Config) (*Transport, error) {
 		}
 	}()
 	return t, nil
+}
+
+// dialTCP connects to addr, counting a failure as "dial".
+func (t *Transport) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	c, err := t.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.countError(addr, "dial")
+	}
+	return c, err
+}
+
+// dial connects to the peer at addr: plain TCP without TLS; with it, a
+// mutual TLS 1.3 handshake offering protos by ALPN, in which the server's
+// certificate must name the member set at addr (verifyServerIdentity,
+// with a Gate). The handshake is done here rather than in http.Transport
+// so that a refused one (logged, counted as "handshake") is told apart
+// from a failed dial (counted as "dial").
+func (t *Transport) dial(ctx context.Context, addr string, protos []string) (net.Conn, error) {
+	c, err := t.dialTCP(ctx, addr)
+	if err != nil || t.clientTLS == nil {
+		return c, err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	cfg := backends.PeerClientTLS(t.clientTLS, host)
+	cfg.NextProtos = protos
+	if t.cfg.Gate != nil && t.cfg.RaftID != nil {
+		prev := cfg.VerifyConnection
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if prev != nil {
+				if err := prev(cs); err != nil {
+					return err
+				}
+			}
+			return t.verifyServerIdentity(addr, cs)
+		}
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		t.log.Warn("peer TLS handshake failed", zap.String("peer", addr), zap.Error(err))
+		_ = c.Close()
+		t.countError(addr, "handshake")
+		return nil, err
+	}
+	return tc, nil
 }
 
 // countError passes one failure to Config.CountError, if set.
@@ -380,11 +414,12 @@ func (t *Transport) countError(peer, kind string) {
 // Every accepted connection's goroutine is counted in t.wg from StateNew
 // (reported by the serve goroutine before it starts the connection's, so
 // the count never drops to zero meanwhile) to StateClosed, which that
-// goroutine reports last: Close waits for them. http.Server.Close closes
-// the connections but does not wait, and an HTTP/1 connection whose
-// handler left the request body unread (an oversized batch) lingers up to
-// half a second after its answer so the client reads it before a reset
-// (net/http's rstAvoidanceDelay, RFC 7230 section 6.6).
+// goroutine reports last, or to StateHijacked: Close waits for them.
+// http.Server.Close closes the connections but does not wait, and an
+// HTTP/1 connection whose handler left the request body unread (an
+// oversized batch) lingers up to half a second after its answer so the
+// client reads it before a reset (net/http's rstAvoidanceDelay, RFC 7230
+// section 6.6).
 func (t *Transport) connState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew:
@@ -392,6 +427,8 @@ func (t *Transport) connState(c net.Conn, state http.ConnState) {
 	case http.StateActive:
 		peerlimit.MarkEstablished(c)
 	case http.StateHijacked:
+		// An upgraded stream (serveUpgrade), which counts its goroutine
+		// itself from here on.
 		t.wg.Done()
 	case http.StateClosed:
 		defer t.wg.Done()
@@ -543,13 +580,16 @@ func encodeBatch(batch [][]byte) []byte {
 	return body
 }
 
-// newRequest builds a POST to p at path with the sender headers.
-func (t *Transport) newRequest(ctx context.Context, p *peer, path string, body io.Reader) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.scheme+*p.addr.Load()+path, body)
+// newRequest builds a request with method to p at path with the sender
+// headers.
+func (t *Transport) newRequest(ctx context.Context, method string, p *peer, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, t.scheme+*p.addr.Load()+path, body)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/x-raft-messages")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/x-raft-messages")
+	}
 	req.Header.Set(headerTo, strconv.FormatUint(p.id, 10))
 	req.Header.Set(headerFromID, t.cfg.ID)
 	req.Header.Set(headerFromAddr, t.cfg.Addr)
@@ -560,7 +600,7 @@ func (t *Transport) newRequest(ctx context.Context, p *peer, path string, body i
 func (t *Transport) post(p *peer, batch [][]byte, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(t.ctx, timeout)
 	defer cancel()
-	req, err := t.newRequest(ctx, p, Path, bytes.NewReader(encodeBatch(batch)))
+	req, err := t.newRequest(ctx, http.MethodPost, p, Path, bytes.NewReader(encodeBatch(batch)))
 	if err != nil {
 		return err
 	}
@@ -604,15 +644,15 @@ func (t *Transport) sender(r *http.Request) (cn string, raftID uint64, bound boo
 }
 
 // checkSender fails with ErrForgedSender, logging and counting it, when m
-// is not from want.
-func (t *Transport) checkSender(r *http.Request, want uint64, m *pb.Message) error {
+// is not from want, the raft id of cn (the certificate of the connection
+// from remote).
+func (t *Transport) checkSender(remote, cn string, want uint64, m *pb.Message) error {
 	if m.GetFrom() == want {
 		return nil
 	}
-	cn := r.TLS.PeerCertificates[0].Subject.CommonName
 	err := fmt.Errorf("%w: from %d, certificate %q is %d", ErrForgedSender, m.GetFrom(), cn, want)
-	t.log.Warn("refused peer message: sender is not the member its certificate names", zap.String("remote", r.RemoteAddr), zap.Error(err))
-	t.countError(r.RemoteAddr, "identity")
+	t.log.Warn("refused peer message: sender is not the member its certificate names", zap.String("remote", remote), zap.Error(err))
+	t.countError(remote, "identity")
 	return err
 }
 
@@ -645,7 +685,7 @@ func (t *Transport) serveBatch(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	_, want, bound, err := t.sender(r)
+	cn, want, bound, err := t.sender(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
@@ -653,7 +693,7 @@ func (t *Transport) serveBatch(w http.ResponseWriter, r *http.Request) {
 	kept := msgs[:0]
 	for _, m := range msgs {
 		if bound {
-			if err := t.checkSender(r, want, m); err != nil {
+			if err := t.checkSender(r.RemoteAddr, cn, want, m); err != nil {
 				http.Error(w, err.Error(), http.StatusForbidden)
 				return
 			}
@@ -670,23 +710,18 @@ func (t *Transport) serveBatch(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// serveStream receives a peer's message stream: it answers 200 at once (so
-// the sender's request returns while its body goes on), then reads
-// length-prefixed messages until the stream ends, handing every run of
-// messages that arrived together to Deliver.
+// serveStream receives a peer's message stream over HTTP/2 (the framing of
+// the previous release's senders; upgrade.go has the current one): it
+// answers 200 at once (so the sender's request returns while its body goes
+// on), then reads messages until the stream ends (receive).
 func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
-	if to, err := strconv.ParseUint(r.Header.Get(headerTo), 10, 64); err != nil || to != t.cfg.NodeID {
-		http.Error(w, ErrMisdirected.Error(), http.StatusMisdirectedRequest)
+	in, ok := t.acceptStream(w, r)
+	if !ok {
 		return
 	}
-	cn, want, bound, err := t.sender(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusForbidden)
-		return
-	}
-	if bound {
+	if in.bound {
 		// The stream ends when cn's member is removed (Gate.Refresh).
-		defer t.cfg.Gate.Track(cn, r.RemoteAddr, func() { _ = r.Body.Close() })()
+		defer t.cfg.Gate.Track(in.cn, in.remote, func() { _ = r.Body.Close() })()
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.EnableFullDuplex() // HTTP/1 only; HTTP/2 streams are full duplex
@@ -694,12 +729,52 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
 	if err := rc.Flush(); err != nil {
 		return
 	}
-	from := Sender{ID: r.Header.Get(headerFromID), Addr: r.Header.Get(headerFromAddr)}
 	// A stream on which nothing arrives for IdleTimeout is ended: the
 	// sender's keepalive frames arrive four times as often.
 	idle := time.AfterFunc(t.cfg.IdleTimeout, func() { _ = r.Body.Close() })
 	defer idle.Stop()
-	br := bufio.NewReaderSize(&progressReader{r: r.Body, idle: idle, d: t.cfg.IdleTimeout}, 64<<10)
+	t.receive(r.Context(), bufio.NewReaderSize(&progressReader{r: r.Body, idle: idle, d: t.cfg.IdleTimeout}, 64<<10), in)
+}
+
+// inboundStream is what the receiving side knows of one message stream's
+// sender: the remote address, the claimed Sender, and, over TLS with a
+// Gate, the member its certificate names (cn) and that member's raft id
+// (want), which every message's From must be (bound).
+type inboundStream struct {
+	remote string
+	from   Sender
+	cn     string
+	want   uint64
+	bound  bool
+}
+
+// acceptStream checks the request opening a message stream, in either
+// framing: it answers 421 when this node is not the addressee, 403 when the
+// peer certificate names no current member (sender), and false then;
+// otherwise it returns the stream's sender, having written nothing.
+func (t *Transport) acceptStream(w http.ResponseWriter, r *http.Request) (inboundStream, bool) {
+	if to, err := strconv.ParseUint(r.Header.Get(headerTo), 10, 64); err != nil || to != t.cfg.NodeID {
+		http.Error(w, ErrMisdirected.Error(), http.StatusMisdirectedRequest)
+		return inboundStream{}, false
+	}
+	cn, want, bound, err := t.sender(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return inboundStream{}, false
+	}
+	return inboundStream{
+		remote: r.RemoteAddr,
+		from:   Sender{ID: r.Header.Get(headerFromID), Addr: r.Header.Get(headerFromAddr)},
+		cn:     cn, want: want, bound: bound,
+	}, true
+}
+
+// receive reads length-prefixed messages from br until it fails (the
+// stream ended, a read timed out, or a message was refused: too large, over
+// the budget, unparsable, or from another member than the certificate
+// names), handing every run of messages that arrived together to Deliver
+// with ctx. Refusals are logged and counted.
+func (t *Transport) receive(ctx context.Context, br *bufio.Reader, in inboundStream) {
 	var msgs []*pb.Message
 	for {
 		msgs = msgs[:0]
@@ -708,36 +783,33 @@ func (t *Transport) serveStream(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				switch {
 				case errors.Is(err, ErrTooLarge), errors.Is(err, ErrBudget):
-					t.log.Warn("refused peer stream", zap.String("remote", r.RemoteAddr), zap.Error(err))
-					t.countError(r.RemoteAddr, "oversize")
+					t.log.Warn("refused peer stream", zap.String("remote", in.remote), zap.Error(err))
+					t.countError(in.remote, "oversize")
 				case errors.Is(err, ErrBadBatch):
-					t.log.Warn("refused peer stream", zap.String("remote", r.RemoteAddr), zap.Error(err))
-					t.countError(r.RemoteAddr, "read")
-				case !errors.Is(err, io.EOF) && r.Context().Err() == nil:
-					t.log.Debug("read stream", zap.String("from", from.ID), zap.Error(err))
-					t.countError(r.RemoteAddr, "read")
+					t.log.Warn("refused peer stream", zap.String("remote", in.remote), zap.Error(err))
+					t.countError(in.remote, "read")
+				case !errors.Is(err, io.EOF) && ctx.Err() == nil:
+					t.log.Debug("read stream", zap.String("from", in.from.ID), zap.Error(err))
+					t.countError(in.remote, "read")
 				}
 				return
 			}
 			if m.GetTo() != t.cfg.NodeID {
 				continue // a keepalive frame, or a message for another node
 			}
-			if bound && t.checkSender(r, want, m) != nil {
+			if in.bound && t.checkSender(in.remote, in.cn, in.want, m) != nil {
 				return
 			}
 			msgs = append(msgs, m)
 		}
-		if len(msgs) == 0 {
-			continue
-		}
-		if bound {
+		if in.bound {
 			// Removed since the stream opened, and Refresh not yet run.
-			if err := t.cfg.Gate.Check(cn); err != nil {
-				t.cfg.Gate.Refuse(r.RemoteAddr, err)
+			if err := t.cfg.Gate.Check(in.cn); err != nil {
+				t.cfg.Gate.Refuse(in.remote, err)
 				return
 			}
 		}
-		if err := t.cfg.Deliver(r.Context(), from, slices.Clone(msgs)); err != nil {
+		if err := t.cfg.Deliver(ctx, in.from, slices.Clone(msgs)); err != nil {
 			return
 		}
 	}
@@ -852,6 +924,7 @@ func (t *Transport) Close() error {
 		close(t.stop)
 		t.cancel()
 		err = t.srv.Close()
+		t.upgraded.closeAll()
 		t.wg.Wait()
 		t.client.CloseIdleConnections()
 	})
@@ -866,15 +939,18 @@ type peer struct {
 	queue  chan []byte
 	stop   chan struct{}
 	writes atomic.Int64 // batches written to streams (tests read it)
+	// http2 is true while the peer's streams are the previous release's
+	// HTTP/2 POST (it refused the upgrade); only the run goroutine uses it.
+	http2 bool
 }
 
-// run sends the queue in batches over one long-lived stream (a POST whose
-// body stays open, like rafthttp's streams): a batch costs one write on an
-// open HTTP/2 stream, not a request. A broken stream is reported unreachable
-// and opened again on the next message, after a short pause.
+// run sends the queue in batches over one long-lived stream, like
+// rafthttp's streams: a batch costs one write on the open stream, not a
+// request. A broken stream is reported unreachable and opened again on the
+// next message, after a short pause.
 func (p *peer) run() {
 	defer p.t.wg.Done()
-	var st *stream
+	var st stream
 	defer func() {
 		if st != nil {
 			st.close()
@@ -959,23 +1035,64 @@ func (p *peer) run() {
 // raftpb.Message addressed to no node, which every receiver drops.
 var keepaliveFrame = []byte{0}
 
-// stream is one open message stream to a peer.
-type stream struct {
+// stream is one open message stream to a peer: the upgraded connection
+// (connStream, upgrade.go) or, to a node of the previous release, an
+// HTTP/2 POST (h2Stream).
+type stream interface {
+	// write sends body; an error means the stream is broken.
+	write(body []byte) error
+	// close ends the stream and waits for its goroutine.
+	close()
+}
+
+// openStream opens p's message stream: an upgraded connection, or, when
+// p refuses the upgrade (a node of the previous release: it negotiated
+// HTTP/2 by ALPN, or answered 404 or 405), the HTTP/2 POST stream that
+// release reads. Every open tries the upgrade first, so a peer that is
+// upgraded in place gets the upgraded stream at the first reconnect.
+func (t *Transport) openStream(p *peer) (stream, error) {
+	cs, err := t.openConnStream(p)
+	if err == nil {
+		if p.http2 {
+			p.http2 = false
+			t.log.Info("peer takes the upgraded message stream", zap.Uint64("to", p.id))
+		}
+		return cs, nil
+	}
+	if !errors.Is(err, errUpgradeRefused) {
+		return nil, err
+	}
+	if !p.http2 {
+		p.http2 = true
+		t.log.Info("peer refused the upgraded message stream; sending over HTTP/2 (previous release)",
+			zap.Uint64("to", p.id), zap.Error(err))
+	}
+	hs, err := t.openH2Stream(p)
+	if err != nil {
+		return nil, err
+	}
+	return hs, nil
+}
+
+// h2Stream is a message stream over HTTP/2: one POST whose request body
+// (pw) stays open.
+type h2Stream struct {
 	pw     *io.PipeWriter
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the request goroutine has finished
 }
 
-// openStream starts the streaming POST to p and waits for the receiver's 200.
-func (t *Transport) openStream(p *peer) (*stream, error) {
+// openH2Stream starts the streaming POST to p and waits for the receiver's
+// 200.
+func (t *Transport) openH2Stream(p *peer) (*h2Stream, error) {
 	ctx, cancel := context.WithCancel(t.ctx)
 	pr, pw := io.Pipe()
-	req, err := t.newRequest(ctx, p, StreamPath, pr)
+	req, err := t.newRequest(ctx, http.MethodPost, p, StreamPath, pr)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	st := &stream{pw: pw, cancel: cancel, done: make(chan struct{})}
+	st := &h2Stream{pw: pw, cancel: cancel, done: make(chan struct{})}
 	opened := make(chan error, 1)
 	t.wg.Add(1)
 	go func() {
@@ -1020,13 +1137,13 @@ func (t *Transport) openStream(p *peer) (*stream, error) {
 
 // write sends body on the stream; it returns once the HTTP/2 transport has
 // taken all of it (a broken stream returns an error).
-func (s *stream) write(body []byte) error {
+func (s *h2Stream) write(body []byte) error {
 	_, err := s.pw.Write(body)
 	return err
 }
 
 // close ends the stream and waits for its request goroutine.
-func (s *stream) close() {
+func (s *h2Stream) close() {
 	_ = s.pw.Close()
 	s.cancel()
 	<-s.done
