@@ -3,6 +3,7 @@ package etcd
 import (
 	"bytes"
 	"fmt"
+	"github.com/ticketd/ticketd/core/hoptrace"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -47,6 +48,7 @@ func (n *Node) applyEntries(ents []*pb.Entry) error {
 			}
 			if p, ok := n.pending[id]; ok {
 				delete(n.pending, id)
+				hoptrace.Mark("", "b.done")
 				p.done <- proposalResult{res: res}
 				n.answered++
 			}

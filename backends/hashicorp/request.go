@@ -3,6 +3,7 @@ package hashicorp
 import (
 	"context"
 	"errors"
+	"github.com/ticketd/ticketd/core/hoptrace"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -67,7 +68,9 @@ func (n *Node) start(ctx context.Context, fn func(timeout time.Duration) raft.Fu
 	s := &started{ctx: ctx, f: fn(timeout), done: make(chan error, 1)}
 	go func() {
 		defer n.inflight.Done()
-		s.done <- s.f.Error()
+		err := s.f.Error()
+		hoptrace.Mark("", "b.fut")
+		s.done <- err
 	}()
 	return s, nil
 }
