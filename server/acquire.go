@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ticketd/ticketd/core/hoptrace"
 
 	"github.com/ticketd/ticketd/core"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
@@ -26,7 +25,6 @@ const MaxLimit = 4096
 // is a counting semaphore of up to N holders
 // (docs/semantics.md#shared-locks-semaphores-and-sessions).
 func (s *lockService) Acquire(ctx context.Context, req *ticketv1.AcquireRequest) (*ticketv1.AcquireResponse, error) {
-	hoptrace.Mark("", "s.acq")
 	n := s.n
 	mode, modeErr := modeOf(req.GetMode())
 	lease := n.validateLease(req.GetLeaseMs())
@@ -46,7 +44,6 @@ func (s *lockService) Acquire(ctx context.Context, req *ticketv1.AcquireRequest)
 				key: req.GetKey(), leaseMS: req.GetLeaseMs(), owner: owner, wait: req.GetWait(),
 				lockDelayMS: req.GetLockDelayMs(), mode: mode, limit: req.GetLimit(), session: req.GetSession(),
 			})
-			hoptrace.Mark("", "s.acq.done")
 			if err != nil {
 				return nil, err
 			}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"github.com/ticketd/ticketd/core/hoptrace"
 	"time"
 
 	"go.uber.org/zap"
@@ -49,9 +48,6 @@ import (
 // core.StateMachine.Restores; docs/design.md#replicated-commands), so the
 // apply of an entry costs the same whatever the table's size.
 func (n *Node) onApply(index uint64, cmd core.Command, res core.Result) {
-	if cmd.Op == core.OpGrant || cmd.Op == core.OpRelease {
-		hoptrace.Mark(n.cfg.ID, "a.apply")
-	}
 	n.times.Applied(index)
 	n.hub.Apply(index, cmd, res)
 	n.lessor.Resync(n.sm)

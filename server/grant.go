@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/ticketd/ticketd/core/hoptrace"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -276,9 +275,7 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 	n.http.Workers().Go(func() { // a worker keeps its grown stack (httpapi/workerpool.go)
 		defer n.bg.Done()
 		pctx := n.detached()
-		hoptrace.Mark("", "s.g.prop")
 		res, err := n.raft.Propose(pctx, cmd)
-		hoptrace.Mark("", "s.g.propd")
 		if proposed != nil {
 			proposed()
 		}
@@ -323,7 +320,6 @@ func (n *Node) grant(ctx context.Context, turn *waitq.Turn, cmd core.Command, pr
 	})
 	select {
 	case o := <-out:
-		hoptrace.Mark("", "s.g.woke")
 		return o.res, o.err
 	case <-ctx.Done():
 		if claim.CompareAndSwap(claimPending, claimAbandoned) {

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/ticketd/ticketd/core/hoptrace"
 	"sync"
 	"time"
 
@@ -37,7 +36,6 @@ var _ ticketv1connect.LockServiceHandler = (*lockService)(nil)
 // semaphore; a holder under a session may be released on its own); with
 // force (admin), every holder of key.
 func (s *lockService) Release(ctx context.Context, req *ticketv1.ReleaseRequest) (*ticketv1.ReleaseResponse, error) {
-	hoptrace.Mark("", "s.rel")
 	n := s.n
 	invalid := errors.Join(core.ValidateKey(req.GetKey()), core.ValidateToken(req.GetToken()))
 	if req.GetForce() {
@@ -51,9 +49,7 @@ func (s *lockService) Release(ctx context.Context, req *ticketv1.ReleaseRequest)
 				}
 				return &ticketv1.ReleaseResponse{}, nil
 			}
-			err := n.release(ctx, req.GetKey(), req.GetToken())
-			hoptrace.Mark("", "s.rel.done")
-			if err != nil {
+			if err := n.release(ctx, req.GetKey(), req.GetToken()); err != nil {
 				return nil, err
 			}
 			return &ticketv1.ReleaseResponse{}, nil

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"github.com/ticketd/ticketd/core/hoptrace"
 	"time"
 
 	"connectrpc.com/connect"
@@ -237,9 +236,7 @@ func (m *metrics) interceptor() connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			start := time.Now()
-			hoptrace.Mark("", "s.intc")
 			res, err := next(ctx, req)
-			hoptrace.Mark("", "s.intc.ret")
 			if r, ok := m.rpc[req.Spec().Procedure]; ok {
 				code := connect.Code(0)
 				if err != nil {

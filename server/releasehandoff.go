@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"github.com/ticketd/ticketd/core/hoptrace"
 
 	"github.com/ticketd/ticketd/core"
 )
@@ -43,16 +42,12 @@ func (n *Node) proposeRelease(ctx context.Context, lk core.Lock) (core.Result, e
 	if lk.LockDelayMS != 0 || lk.Mode != core.ModeExclusive || lk.Limit != 0 {
 		return n.raft.Propose(ctx, cmd)
 	}
-	hoptrace.Mark("", "s.r.sub")
 	wait, err := n.raft.Submit(ctx, cmd)
 	if err != nil {
 		return core.Result{}, err
 	}
 	n.handoff(lk.Key)
-	hoptrace.Mark("", "s.r.wait")
-	res, err := wait(ctx)
-	hoptrace.Mark("", "s.r.waited")
-	return res, err
+	return wait(ctx)
 }
 
 // handoff hands key's turn to its head waiter (waitq.Queue.Handoff) and

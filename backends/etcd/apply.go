@@ -3,7 +3,6 @@ package etcd
 import (
 	"bytes"
 	"fmt"
-	"github.com/ticketd/ticketd/core/hoptrace"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -48,7 +47,6 @@ func (n *Node) applyEntries(ents []*pb.Entry) error {
 			}
 			if p, ok := n.pending[id]; ok {
 				delete(n.pending, id)
-				hoptrace.Mark("", "b.done")
 				p.done <- proposalResult{res: res}
 				n.answered++
 			}

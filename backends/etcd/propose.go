@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"github.com/ticketd/ticketd/core/hoptrace"
 	"runtime"
 	"time"
 
@@ -85,7 +84,6 @@ func (n *Node) settleProposers(k int) {
 // propose drains every waiting proposal and hands them to raft as one MsgProp
 // (one log append, one fsync, one MsgApp per follower).
 func (n *Node) propose(first *proposal) {
-	hoptrace.Mark("", "b.take")
 	batch := []*proposal{first}
 drain:
 	for len(batch) < maxProposalBatch {

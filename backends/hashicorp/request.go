@@ -3,7 +3,6 @@ package hashicorp
 import (
 	"context"
 	"errors"
-	"github.com/ticketd/ticketd/core/hoptrace"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -68,9 +67,7 @@ func (n *Node) start(ctx context.Context, fn func(timeout time.Duration) raft.Fu
 	s := &started{ctx: ctx, f: fn(timeout), done: make(chan error, 1)}
 	go func() {
 		defer n.inflight.Done()
-		err := s.f.Error()
-		hoptrace.Mark("", "b.fut")
-		s.done <- err
+		s.done <- s.f.Error()
 	}()
 	return s, nil
 }

@@ -1,11 +1,9 @@
 package apicluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,7 +18,6 @@ import (
 	"github.com/ticketd/ticketd/server/config"
 
 	"github.com/ticketd/ticketd/bench/loopback"
-	"github.com/ticketd/ticketd/core/hoptrace"
 )
 
 // Sentinel errors of package apicluster.
@@ -245,38 +242,7 @@ func (c *Cluster) Close() error {
 func HTTPClient() *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	if os.Getenv("HOPTRACE_H1") != "" {
-		p = http.Protocols{}
-		p.SetHTTP1(true)
-	}
-	var d net.Dialer
-	var rt http.RoundTripper = &http.Transport{Protocols: &p, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return hoptrace.Conn(c, "client", "c"), nil
-	}}
-	if os.Getenv("HOPTRACE_H1") == "2" {
-		rt = inMemoryBody{rt}
-	}
-	return &http.Client{Transport: rt}
-}
-
-// inMemoryBody sends a request body it can read again (GetBody) from a
-// bytes.Reader, which net/http's HTTP/1.1 client writes together with the
-// headers (one write) instead of flushing the headers first.
-type inMemoryBody struct{ http.RoundTripper }
-
-func (t inMemoryBody) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.GetBody != nil && r.ContentLength > 0 {
-		b, err := r.GetBody()
-		if err == nil {
-			data, _ := io.ReadAll(b)
-			r.Body = io.NopCloser(bytes.NewReader(data))
-		}
-	}
-	return t.RoundTripper.RoundTrip(r)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
 }
 
 // Term returns the Raft term the leader Start found reports through Status

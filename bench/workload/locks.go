@@ -8,7 +8,6 @@ import (
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 
 	"github.com/ticketd/ticketd/bench/load"
-	"github.com/ticketd/ticketd/core/hoptrace"
 )
 
 // Locks returns an Op for workers workers that each, per call, Acquire (not
@@ -27,20 +26,16 @@ func Locks(client ticketv1connect.LockServiceClient, workers int, prefix string)
 	}
 	return func(ctx context.Context, w int) error {
 		st := states[w]
-		hoptrace.Mark("client", "c.acq")
 		acq, err := client.Acquire(ctx, &ticketv1.AcquireRequest{Key: st.key, LeaseMs: LeaseMS, Owner: st.owner})
 		if err != nil {
 			return fmt.Errorf("acquire: %w", err)
 		}
-		hoptrace.Mark("client", "c.acq.ret")
 		if acq.GetToken() == 0 {
 			return fmt.Errorf("%w: acquire %s: token 0", ErrUnexpected, st.key)
 		}
-		hoptrace.Mark("client", "c.rel")
 		if _, err := client.Release(ctx, &ticketv1.ReleaseRequest{Key: st.key, Token: acq.GetToken()}); err != nil {
 			return fmt.Errorf("release %s token %d: %w", st.key, acq.GetToken(), err)
 		}
-		hoptrace.Mark("client", "c.rel.ret")
 		return nil
 	}
 }

@@ -3,8 +3,6 @@ package httpapi
 import (
 	"bufio"
 	"net"
-
-	"github.com/ticketd/ticketd/core/hoptrace"
 )
 
 // This file buffers the reads of the client API's plaintext connections.
@@ -43,7 +41,7 @@ func (l bufferedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &readBufferedConn{Conn: hoptrace.Conn(c, c.LocalAddr().String(), "s")}, nil
+	return &readBufferedConn{Conn: c}, nil
 }
 
 // readBufferedConn is a net.Conn whose Read makes at most one read of the

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"github.com/ticketd/ticketd/core/hoptrace"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -124,7 +123,6 @@ func (p *WorkerPool) wrap(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		hoptrace.Mark("", "s.wrap")
 		j := p.jobs.Get().(*handlerJob)
 		j.h, j.w, j.r = h, w, r
 		if !p.submit(j) {
@@ -134,7 +132,6 @@ func (p *WorkerPool) wrap(h http.Handler) http.Handler {
 			return
 		}
 		recovered := <-j.done
-		hoptrace.Mark("", "s.back")
 		j.h, j.w, j.r = nil, nil, nil
 		p.jobs.Put(j)
 		if recovered != nil {
@@ -161,7 +158,6 @@ func (p *WorkerPool) worker(j job) {
 // as well when it called runtime.Goexit (the worker then ends, and the
 // caller is not left waiting).
 func (j *handlerJob) run() {
-	hoptrace.Mark("", "s.job")
 	returned := false
 	defer func() {
 		if !returned {
@@ -169,7 +165,6 @@ func (j *handlerJob) run() {
 		}
 	}()
 	j.h.ServeHTTP(j.w, j.r)
-	hoptrace.Mark("", "s.job.end")
 	returned = true
 	j.done <- nil
 }
