@@ -2,10 +2,14 @@ package httpapi
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,4 +149,83 @@ func TestLoneResponseHeaders(t *testing.T) {
 	assert.False(t, loneResponseHeaders(append(frame(frameHeaders, flagEndHeaders, 1, 12), 0)), "more than one frame")
 	assert.False(t, loneResponseHeaders(frame(frameHeaders, flagEndHeaders, 1, 12)[:15]), "a partial frame")
 	assert.False(t, loneResponseHeaders([]byte("HTTP/1.1 200 OK\r\n")))
+}
+
+// recordingConn is a net.Conn below the hold that records its writes and
+// write deadlines, and fails writes once failing is set.
+type recordingConn struct {
+	net.Conn // nil: only the methods below are used
+	mu       sync.Mutex
+	log      []string // "write <bytes>" and "deadline set"/"deadline cleared", in order
+	failing  bool
+}
+
+func (c *recordingConn) Read(p []byte) (int, error) { return copy(p, h2Preface), nil }
+
+func (c *recordingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failing {
+		return 0, errors.New("broken pipe")
+	}
+	c.log = append(c.log, fmt.Sprintf("write %x", p))
+	return len(p), nil
+}
+
+func (c *recordingConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.IsZero() {
+		c.log = append(c.log, "deadline cleared")
+	} else {
+		c.log = append(c.log, "deadline set")
+	}
+	return nil
+}
+
+func (c *recordingConn) Close() error { return nil }
+
+func (c *recordingConn) entries() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.log)
+}
+
+// TestHoldTimerWrite: a held HEADERS frame that nothing follows is written
+// alone by the timer under a deadline of its own, which it clears; the
+// server's next write then gets its deadline set again; and once a timer's
+// write has failed, every later write fails with that error.
+func TestHoldTimerWrite(t *testing.T) {
+	headers := []byte{0, 0, 1, frameHeaders, flagEndHeaders, 0, 0, 0, 1, 0x88}
+	data := []byte{0, 0, 1, 0x0, flagEndStream, 0, 0, 0, 1, 'x'}
+	raw := &recordingConn{}
+	c := &headerHoldConn{Conn: raw, limit: time.Minute, hold: time.Millisecond}
+	_, err := c.Read(make([]byte, 64))
+	require.NoError(t, err)
+
+	n, err := c.Write(headers)
+	require.NoError(t, err)
+	assert.Equal(t, len(headers), n)
+	require.Eventually(t, func() bool { return len(raw.entries()) == 3 }, safetyBound, time.Millisecond,
+		"the timer writes the held frame")
+	assert.Equal(t, []string{"deadline set", fmt.Sprintf("write %x", headers), "deadline cleared"}, raw.entries())
+
+	n, err = c.Write(data)
+	require.NoError(t, err)
+	assert.Equal(t, len(data), n)
+	assert.Equal(t, []string{"deadline set", fmt.Sprintf("write %x", data)}, raw.entries()[3:],
+		"the server's deadline, cleared by the timer, is set again")
+
+	raw.mu.Lock()
+	raw.failing = true
+	raw.mu.Unlock()
+	_, err = c.Write(headers)
+	require.NoError(t, err, "held: nothing written yet")
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.err != nil
+	}, safetyBound, time.Millisecond, "the timer's write fails")
+	_, err = c.Write(data)
+	assert.ErrorContains(t, err, "broken pipe")
 }
