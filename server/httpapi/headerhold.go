@@ -12,30 +12,30 @@ import (
 // This file sends an h2c response's HEADERS frame in one write with the
 // DATA frame that follows it, on the client API's plaintext connections.
 //
-// net/http's HTTP/2 server writes a unary response as two frames, each
-// flushed to the socket by itself: the handler's goroutine hands the
-// HEADERS frame to the connection's serve loop and waits until it has been
-// written and flushed, and only then hands over the DATA frame (RFC 9113
-// §8.1: a response is a HEADERS frame and DATA frames). So an Acquire's
-// answer left in two write system calls, and the client was woken twice:
-// once for the headers, whose arrival wakes the caller, which then waits
-// again for the body. At one client that second wake-up was the largest
-// single cost of the request path beyond the commit on the machine it was
-// measured on (docs/benchmarks.md, "Where a lock cycle's time goes at one
+// net/http's HTTP/2 server hands a response to the connection's serve loop
+// frame by frame (RFC 9113 §8.1: a HEADERS frame, then DATA frames): the
+// handler's goroutine hands over the HEADERS frame and waits until it is in
+// the connection's buffer, and the serve loop, finding nothing else to send
+// just then, flushes it, usually before the handler is back with the DATA
+// frame. So an Acquire's answer left in two write system calls, and the
+// client was woken twice: for the headers, whose arrival wakes the caller,
+// and again for the body the caller then waits for. At one client that
+// second wake-up was the largest single cost of the request path beyond
+// the commit (docs/benchmarks.md, "Where a lock cycle's time goes at one
 // client"). gRPC-Go's server writes the frames of a response together (its
 // "loopy" writer); net/http has no option for it.
 //
 // So a write that is exactly one response HEADERS frame that does not end
-// its stream (a body follows) is held, and written together with the next
-// write (vectored, in order), which is normally that response's DATA
-// frame a few microseconds later. Nothing is reordered: whatever the
-// connection writes next goes out after the held bytes, in the same
-// system call (copied behind them). A stream whose body does not follow at once (a Watch that
-// sent its headers and waits for a change) has its headers written by a
-// timer after holdMax. Only HTTP/2 connections are held (those whose first
-// read is the client preface, RFC 9113 §3.4); HTTP/1.x connections write
-// as before. TLS connections are not wrapped: their frames are not
-// visible below crypto/tls.
+// its stream (a body follows) is held, and written in one system call with
+// the next write (copied behind it), which is normally that response's
+// DATA frame a few microseconds later. Nothing is reordered: whatever the
+// connection writes next goes out after the held bytes. A stream whose
+// body does not follow at once (a Watch that sent its headers and waits
+// for a change) has its headers written by a timer after holdMax. Only
+// HTTP/2 connections are held (those whose first read is the client
+// preface, RFC 9113 §3.4); HTTP/1.x connections write as before. TLS
+// connections are not wrapped: their frames are not visible below
+// crypto/tls.
 
 // holdMax is how long a held HEADERS frame waits for the next write before
 // a timer writes it alone (the most a stream's headers are delayed).
@@ -85,18 +85,18 @@ func (l holdListener) Accept() (net.Conn, error) {
 // (loneResponseHeaders) until the next write or holdMax, whichever comes
 // first. Reads, deadlines and the other writes are the connection's. Like
 // any net.Conn it expects one reader at a time; writes may come from any
-// goroutine (the HTTP/2 server writes from one at a time, the timer from
-// another).
+// goroutine (the HTTP/2 server writes from one goroutine at a time, the
+// timer from another).
 type headerHoldConn struct {
 	net.Conn
-	limit   time.Duration
-	hold    time.Duration
-	checked bool        // the first read has been looked at (reader only)
-	h2      atomic.Bool // the first read was the HTTP/2 preface
+	limit   time.Duration // the timer write's deadline (holdListener)
+	hold    time.Duration // how long a HEADERS frame is held (holdMax)
+	checked bool          // the first read has been looked at (reader only)
+	h2      atomic.Bool   // the first read was the HTTP/2 preface
 
 	mu      sync.Mutex
 	held    []byte      // a lone HEADERS frame not written yet
-	timer   *time.Timer // writes held after holdMax; made at the first hold
+	timer   *time.Timer // writes held after hold; made at the first hold
 	err     error       // the timer's failed write, returned by every later Write
 	cleared bool        // the timer cleared the write deadline since the last Write
 }
@@ -111,8 +111,8 @@ func (c *headerHoldConn) Read(p []byte) (int, error) {
 }
 
 // Write writes p, after the held frame if there is one (copied behind it,
-// in one write), or holds p when it is a lone response HEADERS frame. It returns
-// how much of p was written (all of a held p).
+// in one write), or holds p when it is a lone response HEADERS frame. It
+// returns how much of p was written (all of a held p).
 func (c *headerHoldConn) Write(p []byte) (int, error) {
 	if !c.h2.Load() {
 		return c.Conn.Write(p)
