@@ -27,11 +27,12 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// countingListener counts the reads of the connections it accepts: the
-// system calls a server makes to take in what its clients sent.
+// countingListener counts the reads and writes of the connections it
+// accepts: the system calls a server makes to take in what its clients
+// sent and to answer them.
 type countingListener struct {
 	net.Listener
-	reads atomic.Int64
+	reads, writes atomic.Int64
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
@@ -39,17 +40,22 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{Conn: c, reads: &l.reads}, nil
+	return &countingConn{Conn: c, l: l}, nil
 }
 
 type countingConn struct {
 	net.Conn
-	reads *atomic.Int64
+	l *countingListener
 }
 
 func (c *countingConn) Read(p []byte) (int, error) {
-	c.reads.Add(1)
+	c.l.reads.Add(1)
 	return c.Conn.Read(p)
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.l.writes.Add(1)
+	return c.Conn.Write(p)
 }
 
 // serveEcho serves, on a loopback listener wrapped by wrap, the API's

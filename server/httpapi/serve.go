@@ -64,7 +64,8 @@ func tlsProtocols() *http.Protocols {
 // Open connections are capped (limits.max_connections): a connection beyond
 // the cap takes the slot of the oldest idle one (or of one silent past its
 // grace), else it is refused (closed); see connLimiter. Plaintext
-// connections buffer their reads (readbuffer.go). It returns
+// connections buffer their reads (readbuffer.go) and write a response's
+// HEADERS frame together with its body (headerhold.go). It returns
 // http.ErrServerClosed after Close. Only one Serve call is allowed.
 func (s *Server) Serve(l net.Listener) error {
 	if !s.served.CompareAndSwap(false, true) {
@@ -73,5 +74,5 @@ func (s *Server) Serve(l net.Listener) error {
 	if s.api.TLSConfig != nil {
 		return s.api.ServeTLS(s.limiter.listener(l), "", "")
 	}
-	return s.api.Serve(s.limiter.listener(readBufferedListener(l)))
+	return s.api.Serve(s.limiter.listener(readBufferedListener(headerHoldListener(l, s.api.HTTP2.WriteByteTimeout))))
 }
