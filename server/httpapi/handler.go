@@ -35,7 +35,8 @@ const maxRequestBytes = 1 << 20
 // unary calls served on the workers (workerpool.go), the write bound on
 // each message of a stream (streamwrite.go), CORS when origins are
 // allowed (cors.go), the caller recorded for the audit log
-// (auditcaller.go), the request-body read timeout (bodytimeout.go), the
+// (auditcaller.go), the request-body read timeout, or a client stream's
+// idle limit (bodytimeout.go, bidistream.go), the
 // hints for malformed calls (hints.go) and the routes of the API's
 // procedures, which skip the mux (procroutes.go).
 func (s *Server) handler(c Config) http.Handler {
@@ -72,7 +73,8 @@ func (s *Server) handler(c Config) http.Handler {
 	}
 	body := ms(c.Config.Limits.BodyReadTimeoutMS)
 	api := withProcedureRoutes(slices.Collect(maps.Keys(apiMethods())), services, mux)
-	h := withCORS(c.Config.CORSAllowedOrigins, withCaller(withBodyTimeout(body, withHints(api))))
+	idle := ms(c.Config.Limits.IdleTimeoutMS)
+	h := withCORS(c.Config.CORSAllowedOrigins, withCaller(withBodyTimeout(body, idle, clientStreamProcedures(), withHints(api))))
 	return s.workers.wrap(withStreamWriteLimit(ms(c.Config.Limits.StreamWriteTimeoutMS), apiStreams(), c.Log.Named("http"), h))
 }
 
