@@ -30,10 +30,11 @@ type keepAliveNode struct {
 	streams   bool
 	perStream int
 
-	unary, opened, answered atomic.Int64
+	unary, opened, answered, status atomic.Int64
 }
 
 func (k *keepAliveNode) Status(context.Context, *ticketv1.StatusRequest) (*ticketv1.StatusResponse, error) {
+	k.status.Add(1)
 	return &ticketv1.StatusResponse{NodeId: "a", LeaderId: "a", LeaderAddr: k.self,
 		Members: []*ticketv1.Member{{Id: "a", ApiAddr: k.self, Voter: true}}}, nil
 }
@@ -104,8 +105,9 @@ func TestKeepAliveFallsBackToUnary(t *testing.T) {
 
 // TestKeepAliveUsesOneStream: keep-alives of a session go over one stream
 // (no unary call); a stream the node ended without error (idle) is
-// replaced within the next keep-alive, which succeeds; another session
-// has a stream of its own.
+// replaced within the next keep-alive, which succeeds at once (no failed
+// attempt: the client does not forget its leader and ask Status again);
+// another session has a stream of its own.
 func TestKeepAliveUsesOneStream(t *testing.T) {
 	k := &keepAliveNode{streams: true, perStream: 3}
 	c, procedures := startKeepAliveNode(t, k)
@@ -119,9 +121,11 @@ func TestKeepAliveUsesOneStream(t *testing.T) {
 	assert.Equal(t, int64(1), k.opened.Load(), "three keep-alives, one stream")
 	// The node has ended that stream (after its third message): the
 	// next keep-alive finds it ended and opens another at once.
+	asked := k.status.Load()
 	_, err := c.KeepAlive(ctx, 7)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), k.opened.Load())
+	assert.Equal(t, asked, k.status.Load(), "no attempt failed")
 	_, err = c.KeepAlive(ctx, 8)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), k.opened.Load(), "another session, another stream")

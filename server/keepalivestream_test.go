@@ -167,8 +167,8 @@ func TestKeepAliveStreamChecksOwnerPerMessage(t *testing.T) {
 }
 
 // TestKeepAliveStreamOnFollower: a follower does not forward a stream: it
-// ends it with Unavailable and a LeaderHint naming the leader, and writes
-// nothing.
+// ends it with Unavailable and a LeaderHint naming the leader as soon as
+// it opens (before any message), and writes nothing.
 func TestKeepAliveStreamOnFollower(t *testing.T) {
 	t.Parallel()
 	c := nodetest.Start(t, 3)
@@ -177,12 +177,19 @@ func TestKeepAliveStreamOnFollower(t *testing.T) {
 	follower := c.Follower(t)
 	before := state(t, leader).AppliedIndex
 
-	err := streamEnd(t, openKeepAlives(t, follower.Lock), id)
+	st := openKeepAlives(t, follower.Lock)
+	require.NoError(t, st.Send(nil)) // the headers alone: no keep-alive
+	_, err := st.Receive()
 	requireCode(t, connect.CodeUnavailable, err)
 	hint, ok := leaderHint(err)
 	require.True(t, ok, "a LeaderHint detail: %v", err)
 	assert.Equal(t, leader.ID, hint.GetLeaderId())
 	assert.Equal(t, leader.Addr, hint.GetLeaderAddr())
+	// A keep-alive sent at once gets the same end.
+	err = streamEnd(t, openKeepAlives(t, follower.Lock), id)
+	requireCode(t, connect.CodeUnavailable, err)
+	_, ok = leaderHint(err)
+	require.True(t, ok, "a LeaderHint detail: %v", err)
 	assert.Equal(t, before, state(t, leader).AppliedIndex, "nothing written")
 	assert.Zero(t, streamAnswered(t, follower))
 }
@@ -243,8 +250,17 @@ func TestKeepAliveStreamLimits(t *testing.T) {
 	assert.Equal(t, 2.0, metric(t, in, "ticketd_keepalive_streams"))
 
 	for _, st := range open { // nothing sent: the node ends them
-		_, err := st.Receive()
-		require.ErrorIs(t, err, io.EOF, "an idle stream ends without error")
+		ended := make(chan error, 1)
+		go func() {
+			_, err := st.Receive()
+			ended <- err
+		}()
+		select {
+		case err := <-ended:
+			require.ErrorIs(t, err, io.EOF, "an idle stream ends without error")
+		case <-time.After(safety):
+			t.Fatal("an idle stream is still open")
+		}
 	}
 	eventually(t, func() bool { return metric(t, in, "ticketd_keepalive_streams") == 0 }, "the idle streams are gone")
 	st := openKeepAlives(t, in.Lock)
