@@ -268,6 +268,36 @@ func TestKeepAliveStreamLimits(t *testing.T) {
 	require.Equal(t, int64(5000), answer(t, st), "a place is free again")
 }
 
+// TestKeepAliveStreamCapPerPrincipal: with authorization on, a principal
+// may have as many streams open on a node as it may open sessions
+// (limits.max_sessions_per_principal): past it only that principal is
+// refused (ResourceExhausted naming it); another one opens its own.
+func TestKeepAliveStreamCapPerPrincipal(t *testing.T) {
+	t.Parallel()
+	in, _ := memNode(t, withConfig(func(c *config.Config) {
+		withSessionAuth(t, c)
+		c.Limits.MaxSessionsPerPrincipal = 1
+	}), nodetest.WithClientOptions(bearer("ops")))
+	ctx := ctxT(t)
+	alice := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, streamBearer("alice"))
+	bob := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, streamBearer("bob"))
+	sa, err := openSession(ctx, alice)
+	require.NoError(t, err)
+	sb, err := openSession(ctx, bob)
+	require.NoError(t, err)
+
+	first := openKeepAlives(t, alice)
+	send(t, first, sa)
+	require.Equal(t, int64(10_000), answer(t, first))
+	err = streamEnd(t, openKeepAlives(t, alice), sa)
+	requireCode(t, connect.CodeResourceExhausted, err)
+	assert.Contains(t, err.Error(), `principal "alice"`)
+	assert.Contains(t, err.Error(), "limits.max_sessions_per_principal")
+	bs := openKeepAlives(t, bob)
+	send(t, bs, sb)
+	require.Equal(t, int64(10_000), answer(t, bs), "bob is not held back by alice's streams")
+}
+
 // TestKeepAliveStreamStalledReader: a client that sends a thousand
 // keep-alives on one stream and never reads its answers (no flow-control
 // window) costs the node a keep-alive or two: the node reads the next
