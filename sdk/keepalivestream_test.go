@@ -133,3 +133,39 @@ func TestKeepAliveUsesOneStream(t *testing.T) {
 	assert.Zero(t, k.unary.Load(), "no unary keep-alive")
 	assert.Zero(t, procedures[ticketv1connect.LockServiceKeepAliveProcedure].Load())
 }
+
+// TestKeepAliveAttemptCutEndsItsStream: a keep-alive whose attempt times
+// out before its answer ends its stream, and the retry goes on a new one
+// and succeeds; the late answer to the first is never taken for a later
+// keep-alive's (it went with the stream it was sent on).
+func TestKeepAliveAttemptCutEndsItsStream(t *testing.T) {
+	c := newFakeCluster(t, 1)
+	cl := newClient(t, c.endpoints(), sdk.WithRequestTimeout(100*time.Millisecond), sdk.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+	ctx := testCtx(t)
+	s, err := cl.CreateSession(ctx, 10*time.Second)
+	require.NoError(t, err)
+	var slow atomic.Bool
+	slow.Store(true)
+	release := make(chan struct{})
+	c.setHook(func(ctx context.Context, method string, _ any) error {
+		if method == "KeepAlive" && slow.CompareAndSwap(true, false) {
+			<-release // past the attempt's 100 ms: the client cuts the stream
+		}
+		return nil
+	})
+	t.Cleanup(func() { close(release) })
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second) // without the cut, the call waits for the late answer
+	defer cancel()
+	ttl, err := cl.KeepAlive(kctx, s.ID())
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Second, ttl)
+	keepAlives := 0
+	c.mu.Lock()
+	for _, call := range c.calls {
+		if call.method == "KeepAlive" {
+			keepAlives++
+		}
+	}
+	c.mu.Unlock()
+	assert.GreaterOrEqual(t, keepAlives, 2, "the first attempt was cut and retried")
+}
