@@ -53,6 +53,9 @@ type Client struct {
 	// for it.
 	sessStop   context.Context
 	sessCancel context.CancelFunc
+	// kaStreams are the sessions' keep-alive streams (keepalivestream.go),
+	// ended by Close through ctx.
+	kaStreams keepAliveStreams
 
 	mu     sync.Mutex
 	nodes  map[string]*node // by base URL

@@ -25,7 +25,9 @@
 // to n holders in at once (Curator InterProcessSemaphoreV2). Every holder
 // gets a fencing token of its own. A Session (etcd concurrency.Session,
 // Consul sessions) is one lease for many locks: one KeepAlive renews them
-// all, and when it ends they are all released in one committed entry. The
+// all (sent as a message on the session's KeepAliveStream to the leader,
+// etcd's LeaseKeepAlive), and when it ends they are all released in one
+// committed entry. The
 // client opens one default session on first use (WithSessionTTL) for RLock,
 // Semaphore.Acquire and Lock with ttl 0, and Close closes it; a ttl > 0
 // (or WithLease) gives a lock a lease of its own, renewed one by one.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -514,6 +515,27 @@ func (n *fakeNode) KeepAlive(ctx context.Context, req *ticketv1.KeepAliveRequest
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("session %d not found", req.GetSession()))
 	}
 	return &ticketv1.KeepAliveResponse{TtlMs: ttl}, nil
+}
+
+// KeepAliveStream serves every message as a KeepAlive (with its hooks and
+// call record) and ends the stream at the first error, as a node does.
+func (n *fakeNode) KeepAliveStream(ctx context.Context, stream *connect.BidiStream[ticketv1.KeepAliveRequest, ticketv1.KeepAliveResponse]) error {
+	for {
+		req, err := stream.Receive()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		res, err := n.KeepAlive(ctx, req)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(res); err != nil {
+			return err
+		}
+	}
 }
 
 // GetSession is not served by the fake: the real cluster's tests cover it.

@@ -127,7 +127,10 @@ func (s *Session) Close(ctx context.Context) error {
 // KeepAlive restarts the lease of session id, and with it the lease of
 // every lock held under it, in one replicated command, and returns the
 // session's TTL. A Session does this by itself; call it for a session
-// kept alive by hand (ticketctl session keepalive).
+// kept alive by hand (ticketctl session keepalive). The keep-alives of a
+// session go over one KeepAliveStream to the leader, opened by the first
+// and kept open for the next ones (CloseSession or Close ends it); a node
+// without it (an older ticketd) gets unary KeepAlive calls.
 //
 // Errors: ErrSessionNotFound (unknown or ended: its locks are gone; also
 // another principal's, which servers answer exactly as an unknown one), or
@@ -137,14 +140,16 @@ func (c *Client) KeepAlive(ctx context.Context, id uint64) (time.Duration, error
 	return ttl, err
 }
 
-// keepAlive sends KeepAlive with retries and returns the TTL and the send
-// time of the acknowledged attempt, with the per-attempt bounds of renew.
+// keepAlive sends a keep-alive with retries, over the session's
+// KeepAliveStream (unary KeepAlive to nodes without it), and returns the
+// TTL and the send time of the acknowledged attempt, with the per-attempt
+// bounds of renew.
 func (c *Client) keepAlive(ctx context.Context, id uint64, ttl time.Duration) (time.Duration, time.Time, error) {
 	req := &ticketv1.KeepAliveRequest{Session: id}
 	spec := callSpec{op: "keepalive", key: fmt.Sprint(id), toLeader: true, timeout: c.cfg.requestTimeout}
 	spec.boundRenewal(ttl)
 	res, out, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.KeepAliveResponse, error) {
-		return n.lock.KeepAlive(ctx, req)
+		return c.keepAliveAt(ctx, n, req) // over the session's stream (keepalivestream.go)
 	})
 	if err != nil {
 		return 0, time.Time{}, err
@@ -164,6 +169,7 @@ func (c *Client) keepAlive(ctx context.Context, id uint64, ttl time.Duration) (t
 func (c *Client) CloseSession(ctx context.Context, id uint64) error {
 	req := &ticketv1.CloseSessionRequest{Session: id}
 	spec := callSpec{op: "close session", key: fmt.Sprint(id), toLeader: true, timeout: c.cfg.requestTimeout, mutates: true}
+	c.kaStreams.closeSession(id)
 	_, out, err := invoke(ctx, c, spec, func(ctx context.Context, n *node) (*ticketv1.CloseSessionResponse, error) {
 		return n.lock.CloseSession(ctx, req)
 	})

@@ -59,6 +59,8 @@
 //     minimum, docs/design.md#leases).
 //   - sessionservice.go: CreateSession, KeepAlive, CloseSession.
 //   - sessionread.go: GetSession, ListSessions.
+//   - keepalivestream.go: KeepAliveStream, keep-alives as messages of one
+//     bidirectional stream, each served as a KeepAlive; its caps.
 //   - keepalivebatch.go: concurrent KeepAlives of a session merged into one
 //     entry in flight.
 //   - renewbatch.go: renewals (KeepAlive rounds, Renews) that arrive while

@@ -65,6 +65,10 @@ var (
 	// is proposed. ResourceExhausted: release locks of the session, or use
 	// another session.
 	ErrSessionFull = errors.New("the session holds too many locks")
+	// ErrTooManyStreams: a KeepAliveStream beyond this node's cap of open
+	// streams, or its principal's (keepalivestream.go). ResourceExhausted:
+	// close streams, or keep alive with the unary KeepAlive.
+	ErrTooManyStreams = errors.New("too many keep-alive streams")
 )
 
 // SessionNotFoundError is the ErrSessionNotFound of session Session.
@@ -114,7 +118,8 @@ const InvalidFieldHeader = "Ticketd-Invalid-Field"
 //     Retryable with the same owner.
 //   - ResourceExhausted: the lock table or the key's wait queue is full,
 //     limits.max_sessions sessions are open (ErrTooManySessions), the
-//     session holds limits.max_locks_per_session locks (ErrSessionFull); a
+//     session holds limits.max_locks_per_session locks (ErrSessionFull), a
+//     node's or a principal's cap of keep-alive streams (ErrTooManyStreams); a
 //     watcher too slow to keep up, or too many watchers; the principal is
 //     at its quota of locks, sessions, watchers or waiters
 //     (security.ErrQuotaExceeded, a *security.QuotaError naming it).
@@ -173,6 +178,7 @@ func codeOf(err error) connect.Code {
 	case errors.Is(err, context.Canceled):
 		return connect.CodeCanceled
 	case errors.Is(err, waitq.ErrFull), errors.Is(err, ErrTooManyLocks), errors.Is(err, ErrTooManySessions), errors.Is(err, ErrSessionFull),
+		errors.Is(err, ErrTooManyStreams),
 		errors.Is(err, watch.ErrSlow), errors.Is(err, watch.ErrTooManyWatchers), errors.Is(err, security.ErrQuotaExceeded):
 		return connect.CodeResourceExhausted
 	case errors.Is(err, watch.ErrCompacted):

@@ -180,6 +180,11 @@ func newMetrics(reg *prometheus.Registry, n *Node) (*metrics, error) {
 		m.quotaRefusals, newQuotaCollector(n, m.principalLabels),
 		m.handoffsPipelined, m.handoffGrantsRejected,
 		gauge("watchers", "Watch streams open on this node.", func() float64 { return float64(n.hub.Watchers()) }),
+		gauge("keepalive_streams", "KeepAliveStream streams open on this node.", func() float64 { return float64(n.kaStreams.open()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "ticketd", Name: "keepalive_stream_messages_total",
+			Help: "Session keep-alives this node answered on KeepAliveStream streams (unary KeepAlives are in rpc_requests_total).",
+		}, func() float64 { return float64(n.kaStreams.answered.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "ticketd", Name: "watchers_dropped_slow_total",
 			Help: "Watch streams ended with ResourceExhausted because their buffer filled.",

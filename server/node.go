@@ -134,6 +134,10 @@ type Node struct {
 	hub    *watch.Hub // watch events, fed by onApply (watchservice.go)
 	met    *metrics
 
+	// kaStreams counts the KeepAliveStream streams open on this node and
+	// ends them when it closes (keepalivestream.go).
+	kaStreams keepAliveStreams
+
 	proposeTimeout time.Duration  // proposeTimeout; tests shorten it
 	bounds         proposalBounds // the shared bounds of detached proposals (proposalbound.go)
 	role           *role          // promoted, term, closing, the leader wait (role.go)
@@ -392,7 +396,8 @@ func (n *Node) Close(ctx context.Context) error {
 	return n.http.Close(ctx, func() {
 		wasLeader := n.role.close()
 		n.queue.Close()
-		n.hub.Close() // Watch streams end (Unavailable) before Shutdown waits for them
+		n.hub.Close()          // Watch streams end (Unavailable) before Shutdown waits for them
+		n.kaStreams.closeAll() // and so do keep-alive streams
 		if wasLeader && len(n.raft.Status().Members) > 1 {
 			tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			if err := n.raft.TransferLeadership(tctx, ""); err != nil {

@@ -32,9 +32,10 @@
 // the peer of ticketd's Renew; output System "etcd-keepalive".
 // With -workload session-keepalive each worker's lease has -keys keys (10)
 // attached and is renewed by one KeepAliveOnce per operation: the peer of
-// ticketd's session KeepAlive, one call per keep-alive on both
-// sides; session-keepalive-stream renews on a LeaseKeepAlive stream each
-// worker keeps open instead, as clientv3 does in production (by hand only).
+// ticketd's session keep-alive (which the SDK sends on a KeepAliveStream
+// kept open per session); session-keepalive-stream renews on a
+// LeaseKeepAlive stream each worker keeps open instead, as clientv3 does in
+// production and as ticketd's SDK now does (by hand only).
 //
 // Example:
 //

@@ -20,17 +20,19 @@ import (
 //
 // With stream false (what ticketbench runs), each operation is one
 // clientv3 KeepAliveOnce: one LeaseKeepAlive call carrying one renewal, as
-// each ticketd KeepAlive is one unary call. Both sides then pay one HTTP/2
-// stream per keep-alive, so the figures compare what the servers do per
-// renewal (etcd's leader renews in memory, ticketd commits a Raft entry)
-// rather than the transport; ticketd has no streaming keep-alive to
-// compare a stream with.
+// each ticketd KeepAlive was one unary call when the aim was set, so that
+// both sides paid one HTTP/2 stream per keep-alive and the figures
+// compared what the servers do per renewal (etcd's leader renews in
+// memory, ticketd commits a Raft entry). ticketd's SDK now sends each
+// keep-alive as a message on a KeepAliveStream kept open per session, so
+// this mode gives etcd a stream per keep-alive against ticketd's stream
+// per session.
 //
 // With stream true, each worker opens one LeaseKeepAlive stream before the
 // window and each operation is one request and its response on it: how
 // clientv3's KeepAlive and concurrency.Session renew in production, and
-// etcd's cheapest path (no stream set-up per renewal). It is the bar for a
-// future streaming keep-alive, run by hand (-workload
+// etcd's cheapest path (no stream set-up per renewal): the like-for-like
+// bar for ticketd's KeepAliveStream, run by hand (-workload
 // session-keepalive-stream).
 func measureSessionKeepAlive(ctx context.Context, cli *clientv3.Client, cfg load.Config, prefix string, keys int, stream bool) (load.Result, error) {
 	leases := make([]clientv3.LeaseID, cfg.Concurrency)

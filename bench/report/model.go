@@ -27,12 +27,13 @@ const (
 	// WorkloadKeepAlive: one keep-alive of a session per operation: each
 	// worker holds a session of its own with KeepAliveKeys locks
 	// under it (opened before the measurement) and keeps it alive in a
-	// loop through ticketd's LockService.KeepAlive, one Raft entry renewing
+	// loop through the Go SDK (one message on the session's
+	// LockService.KeepAliveStream per keep-alive), one Raft entry renewing
 	// the session and every lock of it (systems SystemHashicorp and
 	// SystemEtcd); the peer (SystemEtcdKeepAlive) keeps alive a lease of the
 	// worker's own with KeepAliveKeys keys attached, one clientv3
-	// KeepAliveOnce per operation: one call per keep-alive on both sides
-	// (see bench/etcdpeer).
+	// KeepAliveOnce (one LeaseKeepAlive stream) per operation (see
+	// bench/etcdpeer).
 	WorkloadKeepAlive = "keepalive"
 	// WorkloadHandoff: the contended handoff workload: N workers
 	// on ONE key, each Acquire-with-wait then Release in a loop (ticketd's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ticketd/ticketd/sdk"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 
 	"github.com/ticketd/ticketd/bench/apicluster"
@@ -28,7 +29,8 @@ func ServeClients() bool {
 // ticketd's Connect API at spec.Target, the leader's base URL. Errors: an
 // unknown workload, the setup's (sessions, locks to renew), load.Run's.
 func measureClients(ctx context.Context, spec loadproc.Spec) (load.Result, error) {
-	client := ticketv1connect.NewLockServiceClient(apicluster.HTTPClient(), spec.Target)
+	hc := apicluster.HTTPClient()
+	client := ticketv1connect.NewLockServiceClient(hc, spec.Target)
 	n, prefix := spec.Load.Concurrency, spec.Prefix
 	switch spec.Workload {
 	case report.WorkloadLock:
@@ -40,7 +42,14 @@ func measureClients(ctx context.Context, spec loadproc.Spec) (load.Result, error
 		}
 		return load.Run(ctx, spec.Load, op)
 	case report.WorkloadKeepAlive:
-		op, closeAll, err := workload.KeepAlives(ctx, client, n, spec.Keys, prefix)
+		// The keep-alives go through the SDK, over one KeepAliveStream per
+		// session, on the same HTTP client as the setup's calls.
+		keeper, err := sdk.New([]string{spec.Target}, sdk.WithHTTPClient(hc))
+		if err != nil {
+			return load.Result{}, err
+		}
+		defer keeper.Close()
+		op, closeAll, err := workload.KeepAlives(ctx, client, keeper, n, spec.Keys, prefix)
 		if err != nil {
 			return load.Result{}, err
 		}

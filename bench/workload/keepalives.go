@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/ticketd/ticketd/sdk"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 
@@ -20,14 +21,16 @@ const setupParallel = 16
 // KeepAlives opens, for each of workers workers, a session (CreateSession,
 // TTL LeaseMS) and acquires keys locks under it, "bench/<prefix>/keepalive/
 // w<i>/k<j>", none of it timed; it returns an Op that keeps worker w's
-// session alive once per call (LockService.KeepAlive: one Raft entry renews
-// the session and every lock held under it), and a function that closes
-// every session opened (releasing its locks). client should reach the
-// leader, as etcd's client in bench/etcdpeer does. Errors: the first failed
-// setup call's, wrapped (the sessions opened so far are then closed); of
-// the Op: the KeepAlive's (a *connect.Error) wrapped with the session, or
-// ErrUnexpected for a keep-alive that reports no TTL.
-func KeepAlives(ctx context.Context, client ticketv1connect.LockServiceClient, workers, keys int, prefix string) (load.Op, func(context.Context) error, error) {
+// session alive once per call through the SDK (sdk.Client.KeepAlive: one
+// message on the session's KeepAliveStream, served as one KeepAlive, whose
+// Raft entry renews the session and every lock held under it), and a
+// function that closes every session opened (releasing its locks). client
+// (the setup's) and keeper should reach the leader, as etcd's client in
+// bench/etcdpeer does. Errors: the first failed setup call's, wrapped (the
+// sessions opened so far are then closed); of the Op: the keep-alive's
+// wrapped with the session, or ErrUnexpected for a keep-alive that reports
+// no TTL.
+func KeepAlives(ctx context.Context, client ticketv1connect.LockServiceClient, keeper *sdk.Client, workers, keys int, prefix string) (load.Op, func(context.Context) error, error) {
 	sessions := make([]uint64, workers)
 	closeAll := func(ctx context.Context) error {
 		var errs []error
@@ -66,12 +69,12 @@ func KeepAlives(ctx context.Context, client ticketv1connect.LockServiceClient, w
 		return nil, nil, first
 	}
 	return func(ctx context.Context, w int) error {
-		res, err := client.KeepAlive(ctx, &ticketv1.KeepAliveRequest{Session: sessions[w]})
+		ttl, err := keeper.KeepAlive(ctx, sessions[w])
 		if err != nil {
 			return fmt.Errorf("keep-alive session %d: %w", sessions[w], err)
 		}
-		if res.GetTtlMs() <= 0 {
-			return fmt.Errorf("%w: keep-alive session %d: ttl %d ms", ErrUnexpected, sessions[w], res.GetTtlMs())
+		if ttl <= 0 {
+			return fmt.Errorf("%w: keep-alive session %d: ttl %v", ErrUnexpected, sessions[w], ttl)
 		}
 		return nil
 	}, closeAll, nil

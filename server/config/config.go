@@ -220,7 +220,9 @@ type Limits struct {
 	// BodyReadTimeoutMS bounds reading a request's body (HTTP/1.1 and HTTP/2), in milliseconds
 	// (a body trickled slower is cut). Waiting for a lock is not reading.
 	BodyReadTimeoutMS int64 `koanf:"body_read_timeout_ms"`
-	// IdleTimeoutMS closes a keep-alive connection idle this long, in milliseconds.
+	// IdleTimeoutMS closes a keep-alive connection idle this long, in
+	// milliseconds, and ends a KeepAliveStream on which nothing arrives
+	// for as long.
 	IdleTimeoutMS int64 `koanf:"idle_timeout_ms"`
 	// StreamWriteTimeoutMS bounds the writing of each message of a stream
 	// the API sends (Watch, Snapshot, gRPC health's Watch; key
@@ -332,7 +334,7 @@ var keys = []struct {
 	{"limits.max_concurrent_streams", "most concurrent HTTP/2 streams per client connection", func(c *Config) any { return c.Limits.MaxConcurrentStreams }},
 	{"limits.read_header_timeout_ms", "time to read request headers or finish a TLS handshake, in milliseconds", func(c *Config) any { return c.Limits.ReadHeaderTimeoutMS }},
 	{"limits.body_read_timeout_ms", "time to read a request body (HTTP/1.1 and HTTP/2), in milliseconds", func(c *Config) any { return c.Limits.BodyReadTimeoutMS }},
-	{"limits.idle_timeout_ms", "keep-alive connections idle this long are closed, in milliseconds", func(c *Config) any { return c.Limits.IdleTimeoutMS }},
+	{"limits.idle_timeout_ms", "keep-alive connections idle this long are closed, and KeepAliveStream streams that receive nothing for as long are ended, in milliseconds", func(c *Config) any { return c.Limits.IdleTimeoutMS }},
 	{"limits.stream_write_timeout_ms", "time to write one message of a stream (Watch, Snapshot) to its client, in milliseconds; past it the stream is reset (0: no bound)", func(c *Config) any { return c.Limits.StreamWriteTimeoutMS }},
 	{"limits.watch_history_entries", "most watch events retained for resuming watchers", func(c *Config) any { return c.Limits.WatchHistoryEntries }},
 	{"limits.watch_history_bytes", "memory bound of the retained watch events, in bytes", func(c *Config) any { return c.Limits.WatchHistoryBytes }},

@@ -23,12 +23,22 @@ import (
 // through the connection's serve loop before every handler starts, which
 // delayed the start of the request's own deadline enough to change how a
 // client's cancellation races it (e2e TestGhostRelease).
-func withBodyTimeout(d time.Duration, h http.Handler) http.Handler {
-	if d <= 0 {
-		return h
-	}
+//
+// The body of a client stream over HTTP/2 (a path in streams:
+// KeepAliveStream), whose messages go on for as long as the stream is
+// open, is not bounded whole: it is cut once nothing arrives for idle
+// instead (limits.idle_timeout_ms, bidistream.go; idle <= 0: never).
+func withBodyTimeout(d, idle time.Duration, streams map[string]bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if r.ProtoMajor >= 2 && streams[r.URL.Path] {
+			serveClientStream(idle, h, w, r)
+			return
+		}
+		if d <= 0 {
 			h.ServeHTTP(w, r)
 			return
 		}

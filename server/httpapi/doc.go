@@ -18,6 +18,8 @@
 //     and which connection makes room for a new one.
 //   - bodytimeout.go: the bound on reading a request body
 //     (limits.body_read_timeout_ms).
+//   - bidistream.go: a client stream's body instead: cut when idle
+//     (limits.idle_timeout_ms) or by its handler (CutStream).
 //   - streamwrite.go: the bound on writing each message of a stream
 //     (limits.stream_write_timeout_ms), and StreamEnding, the bound on
 //     what a stream still writes once its handler ends it.

@@ -36,7 +36,8 @@ const maxRequestBytes = 1 << 20
 // each message of a stream (streamwrite.go), the write bound on an
 // HTTP/1.x unary call's response (http1write.go), CORS when origins are
 // allowed (cors.go), the caller recorded for the audit log
-// (auditcaller.go), the request-body read timeout (bodytimeout.go), the
+// (auditcaller.go), the request-body read timeout, or a client stream's
+// idle limit (bodytimeout.go, bidistream.go), the
 // hints for malformed calls (hints.go) and the routes of the API's
 // procedures, which skip the mux (procroutes.go).
 func (s *Server) handler(c Config) http.Handler {
@@ -73,7 +74,8 @@ func (s *Server) handler(c Config) http.Handler {
 	}
 	body := ms(c.Config.Limits.BodyReadTimeoutMS)
 	api := withProcedureRoutes(slices.Collect(maps.Keys(apiMethods())), services, mux)
-	h := withCORS(c.Config.CORSAllowedOrigins, withCaller(withBodyTimeout(body, withHints(api))))
+	idle := ms(c.Config.Limits.IdleTimeoutMS)
+	h := withCORS(c.Config.CORSAllowedOrigins, withCaller(withBodyTimeout(body, idle, clientStreamProcedures(), withHints(api))))
 	write, streams := ms(c.Config.Limits.StreamWriteTimeoutMS), apiStreams()
 	h = withHTTP1WriteLimit(write, streams, h) // http1write.go
 	return s.workers.wrap(withStreamWriteLimit(write, streams, c.Log.Named("http"), h))

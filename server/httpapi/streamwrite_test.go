@@ -25,6 +25,7 @@ func TestAPIStreamsAreEveryStream(t *testing.T) {
 	const reflect = "/ServerReflectionInfo"
 	require.Equal(t, map[string]bool{
 		ticketv1connect.LockServiceWatchProcedure:             true,
+		ticketv1connect.LockServiceKeepAliveStreamProcedure:   true,
 		ticketv1connect.ClusterServiceSnapshotProcedure:       true,
 		peerpbconnect.PeerServiceLeaseRemainingProcedure:      true,
 		"/" + grpchealth.HealthV1ServiceName + "/Watch":       true,

@@ -42,7 +42,8 @@ func prefixOf(msg any) string {
 // read covers GetLock, ListLocks, CheckToken and Watch; lock covers Acquire,
 // Renew and Release; admin the ClusterService mutations and Snapshot. Status
 // needs only authentication. Sessions: CreateSession needs lock
-// on at least one prefix; KeepAlive and CloseSession need only
+// on at least one prefix; KeepAlive (and KeepAliveStream, whose every
+// message is checked so) and CloseSession need only
 // authentication here, as the handler checks that the session is the
 // caller's (or, to close it, that the caller is an admin); GetSession and
 // ListSessions too, as the handler shows a principal only its own sessions
@@ -60,6 +61,7 @@ var needs = map[string]need{
 	ticketv1connect.LockServiceWatchProcedure:             {perm: PermRead, key: prefixOf, prefix: true},
 	ticketv1connect.LockServiceCreateSessionProcedure:     {perm: PermLock, anywhere: true},
 	ticketv1connect.LockServiceKeepAliveProcedure:         {},
+	ticketv1connect.LockServiceKeepAliveStreamProcedure:   {},
 	ticketv1connect.LockServiceCloseSessionProcedure:      {},
 	ticketv1connect.LockServiceGetSessionProcedure:        {},
 	ticketv1connect.LockServiceListSessionsProcedure:      {},

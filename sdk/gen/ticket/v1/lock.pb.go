@@ -2287,7 +2287,7 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"\foldest_index\x18\x01 \x01(\x04R\voldestIndex*+\n" +
 	"\x04Mode\x12\x12\n" +
 	"\x0eMODE_EXCLUSIVE\x10\x00\x12\x0f\n" +
-	"\vMODE_SHARED\x10\x012\x84\a\n" +
+	"\vMODE_SHARED\x10\x012\xd6\a\n" +
 	"\vLockService\x12@\n" +
 	"\aAcquire\x12\x19.ticket.v1.AcquireRequest\x1a\x1a.ticket.v1.AcquireResponse\x12@\n" +
 	"\aRelease\x12\x19.ticket.v1.ReleaseRequest\x1a\x1a.ticket.v1.ReleaseResponse\x12:\n" +
@@ -2298,7 +2298,8 @@ const file_ticket_v1_lock_proto_rawDesc = "" +
 	"CheckToken\x12\x1c.ticket.v1.CheckTokenRequest\x1a\x1d.ticket.v1.CheckTokenResponse\"\x03\x90\x02\x01\x12>\n" +
 	"\x05Watch\x12\x17.ticket.v1.WatchRequest\x1a\x15.ticket.v1.WatchEvent\"\x03\x90\x02\x010\x01\x12R\n" +
 	"\rCreateSession\x12\x1f.ticket.v1.CreateSessionRequest\x1a .ticket.v1.CreateSessionResponse\x12F\n" +
-	"\tKeepAlive\x12\x1b.ticket.v1.KeepAliveRequest\x1a\x1c.ticket.v1.KeepAliveResponse\x12O\n" +
+	"\tKeepAlive\x12\x1b.ticket.v1.KeepAliveRequest\x1a\x1c.ticket.v1.KeepAliveResponse\x12P\n" +
+	"\x0fKeepAliveStream\x12\x1b.ticket.v1.KeepAliveRequest\x1a\x1c.ticket.v1.KeepAliveResponse(\x010\x01\x12O\n" +
 	"\fCloseSession\x12\x1e.ticket.v1.CloseSessionRequest\x1a\x1f.ticket.v1.CloseSessionResponse\x12N\n" +
 	"\n" +
 	"GetSession\x12\x1c.ticket.v1.GetSessionRequest\x1a\x1d.ticket.v1.GetSessionResponse\"\x03\x90\x02\x01\x12T\n" +
@@ -2376,23 +2377,25 @@ var file_ticket_v1_lock_proto_depIdxs = []int32{
 	30, // 19: ticket.v1.LockService.Watch:input_type -> ticket.v1.WatchRequest
 	17, // 20: ticket.v1.LockService.CreateSession:input_type -> ticket.v1.CreateSessionRequest
 	19, // 21: ticket.v1.LockService.KeepAlive:input_type -> ticket.v1.KeepAliveRequest
-	21, // 22: ticket.v1.LockService.CloseSession:input_type -> ticket.v1.CloseSessionRequest
-	23, // 23: ticket.v1.LockService.GetSession:input_type -> ticket.v1.GetSessionRequest
-	25, // 24: ticket.v1.LockService.ListSessions:input_type -> ticket.v1.ListSessionsRequest
-	4,  // 25: ticket.v1.LockService.Acquire:output_type -> ticket.v1.AcquireResponse
-	7,  // 26: ticket.v1.LockService.Release:output_type -> ticket.v1.ReleaseResponse
-	9,  // 27: ticket.v1.LockService.Renew:output_type -> ticket.v1.RenewResponse
-	11, // 28: ticket.v1.LockService.GetLock:output_type -> ticket.v1.GetLockResponse
-	13, // 29: ticket.v1.LockService.ListLocks:output_type -> ticket.v1.ListLocksResponse
-	16, // 30: ticket.v1.LockService.CheckToken:output_type -> ticket.v1.CheckTokenResponse
-	31, // 31: ticket.v1.LockService.Watch:output_type -> ticket.v1.WatchEvent
-	18, // 32: ticket.v1.LockService.CreateSession:output_type -> ticket.v1.CreateSessionResponse
-	20, // 33: ticket.v1.LockService.KeepAlive:output_type -> ticket.v1.KeepAliveResponse
-	22, // 34: ticket.v1.LockService.CloseSession:output_type -> ticket.v1.CloseSessionResponse
-	24, // 35: ticket.v1.LockService.GetSession:output_type -> ticket.v1.GetSessionResponse
-	26, // 36: ticket.v1.LockService.ListSessions:output_type -> ticket.v1.ListSessionsResponse
-	25, // [25:37] is the sub-list for method output_type
-	13, // [13:25] is the sub-list for method input_type
+	19, // 22: ticket.v1.LockService.KeepAliveStream:input_type -> ticket.v1.KeepAliveRequest
+	21, // 23: ticket.v1.LockService.CloseSession:input_type -> ticket.v1.CloseSessionRequest
+	23, // 24: ticket.v1.LockService.GetSession:input_type -> ticket.v1.GetSessionRequest
+	25, // 25: ticket.v1.LockService.ListSessions:input_type -> ticket.v1.ListSessionsRequest
+	4,  // 26: ticket.v1.LockService.Acquire:output_type -> ticket.v1.AcquireResponse
+	7,  // 27: ticket.v1.LockService.Release:output_type -> ticket.v1.ReleaseResponse
+	9,  // 28: ticket.v1.LockService.Renew:output_type -> ticket.v1.RenewResponse
+	11, // 29: ticket.v1.LockService.GetLock:output_type -> ticket.v1.GetLockResponse
+	13, // 30: ticket.v1.LockService.ListLocks:output_type -> ticket.v1.ListLocksResponse
+	16, // 31: ticket.v1.LockService.CheckToken:output_type -> ticket.v1.CheckTokenResponse
+	31, // 32: ticket.v1.LockService.Watch:output_type -> ticket.v1.WatchEvent
+	18, // 33: ticket.v1.LockService.CreateSession:output_type -> ticket.v1.CreateSessionResponse
+	20, // 34: ticket.v1.LockService.KeepAlive:output_type -> ticket.v1.KeepAliveResponse
+	20, // 35: ticket.v1.LockService.KeepAliveStream:output_type -> ticket.v1.KeepAliveResponse
+	22, // 36: ticket.v1.LockService.CloseSession:output_type -> ticket.v1.CloseSessionResponse
+	24, // 37: ticket.v1.LockService.GetSession:output_type -> ticket.v1.GetSessionResponse
+	26, // 38: ticket.v1.LockService.ListSessions:output_type -> ticket.v1.ListSessionsResponse
+	26, // [26:39] is the sub-list for method output_type
+	13, // [13:26] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name

@@ -56,6 +56,9 @@ const (
 	LockServiceCreateSessionProcedure = "/ticket.v1.LockService/CreateSession"
 	// LockServiceKeepAliveProcedure is the fully-qualified name of the LockService's KeepAlive RPC.
 	LockServiceKeepAliveProcedure = "/ticket.v1.LockService/KeepAlive"
+	// LockServiceKeepAliveStreamProcedure is the fully-qualified name of the LockService's
+	// KeepAliveStream RPC.
+	LockServiceKeepAliveStreamProcedure = "/ticket.v1.LockService/KeepAliveStream"
 	// LockServiceCloseSessionProcedure is the fully-qualified name of the LockService's CloseSession
 	// RPC.
 	LockServiceCloseSessionProcedure = "/ticket.v1.LockService/CloseSession"
@@ -106,6 +109,19 @@ type LockServiceClient interface {
 	// session renew). An unknown or ended session is NOT_FOUND: its locks are
 	// gone.
 	KeepAlive(context.Context, *v1.KeepAliveRequest) (*v1.KeepAliveResponse, error)
+	// KeepAliveStream is KeepAlive over one bidirectional stream (etcd's
+	// LeaseKeepAlive): every request message is one KeepAlive, served on the
+	// leader exactly as the unary call (the session's principal checked per
+	// message, one Raft entry per commit round shared with other renewals),
+	// and answered by one response message, one message at a time, in order.
+	// The first refusal ends the stream with the code the unary call would
+	// return (NOT_FOUND, INVALID_ARGUMENT, UNAVAILABLE with a LeaderHint
+	// detail on a node that is not the leader, which does not forward
+	// streams); a stream that receives nothing for limits.idle_timeout_ms is
+	// ended without error. Streams open on a node are capped by
+	// limits.max_sessions, and a principal's by its sessions quota
+	// (RESOURCE_EXHAUSTED). Needs HTTP/2 (browsers: use KeepAlive).
+	KeepAliveStream(context.Context) (*connect.BidiStreamForClientSimple[v1.KeepAliveRequest, v1.KeepAliveResponse], error)
 	// CloseSession ends a session and releases every lock held under it in one
 	// Raft entry (etcd LeaseRevoke, Consul session destroy). NOT_FOUND if the
 	// session is unknown or already ended.
@@ -192,6 +208,12 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(lockServiceMethods.ByName("KeepAlive")),
 			connect.WithClientOptions(opts...),
 		),
+		keepAliveStream: connect.NewClient[v1.KeepAliveRequest, v1.KeepAliveResponse](
+			httpClient,
+			baseURL+LockServiceKeepAliveStreamProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("KeepAliveStream")),
+			connect.WithClientOptions(opts...),
+		),
 		closeSession: connect.NewClient[v1.CloseSessionRequest, v1.CloseSessionResponse](
 			httpClient,
 			baseURL+LockServiceCloseSessionProcedure,
@@ -217,18 +239,19 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 
 // lockServiceClient implements LockServiceClient.
 type lockServiceClient struct {
-	acquire       *connect.Client[v1.AcquireRequest, v1.AcquireResponse]
-	release       *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
-	renew         *connect.Client[v1.RenewRequest, v1.RenewResponse]
-	getLock       *connect.Client[v1.GetLockRequest, v1.GetLockResponse]
-	listLocks     *connect.Client[v1.ListLocksRequest, v1.ListLocksResponse]
-	checkToken    *connect.Client[v1.CheckTokenRequest, v1.CheckTokenResponse]
-	watch         *connect.Client[v1.WatchRequest, v1.WatchEvent]
-	createSession *connect.Client[v1.CreateSessionRequest, v1.CreateSessionResponse]
-	keepAlive     *connect.Client[v1.KeepAliveRequest, v1.KeepAliveResponse]
-	closeSession  *connect.Client[v1.CloseSessionRequest, v1.CloseSessionResponse]
-	getSession    *connect.Client[v1.GetSessionRequest, v1.GetSessionResponse]
-	listSessions  *connect.Client[v1.ListSessionsRequest, v1.ListSessionsResponse]
+	acquire         *connect.Client[v1.AcquireRequest, v1.AcquireResponse]
+	release         *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
+	renew           *connect.Client[v1.RenewRequest, v1.RenewResponse]
+	getLock         *connect.Client[v1.GetLockRequest, v1.GetLockResponse]
+	listLocks       *connect.Client[v1.ListLocksRequest, v1.ListLocksResponse]
+	checkToken      *connect.Client[v1.CheckTokenRequest, v1.CheckTokenResponse]
+	watch           *connect.Client[v1.WatchRequest, v1.WatchEvent]
+	createSession   *connect.Client[v1.CreateSessionRequest, v1.CreateSessionResponse]
+	keepAlive       *connect.Client[v1.KeepAliveRequest, v1.KeepAliveResponse]
+	keepAliveStream *connect.Client[v1.KeepAliveRequest, v1.KeepAliveResponse]
+	closeSession    *connect.Client[v1.CloseSessionRequest, v1.CloseSessionResponse]
+	getSession      *connect.Client[v1.GetSessionRequest, v1.GetSessionResponse]
+	listSessions    *connect.Client[v1.ListSessionsRequest, v1.ListSessionsResponse]
 }
 
 // Acquire calls ticket.v1.LockService.Acquire.
@@ -308,6 +331,11 @@ func (c *lockServiceClient) KeepAlive(ctx context.Context, req *v1.KeepAliveRequ
 	return nil, err
 }
 
+// KeepAliveStream calls ticket.v1.LockService.KeepAliveStream.
+func (c *lockServiceClient) KeepAliveStream(ctx context.Context) (*connect.BidiStreamForClientSimple[v1.KeepAliveRequest, v1.KeepAliveResponse], error) {
+	return c.keepAliveStream.CallBidiStreamSimple(ctx)
+}
+
 // CloseSession calls ticket.v1.LockService.CloseSession.
 func (c *lockServiceClient) CloseSession(ctx context.Context, req *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error) {
 	response, err := c.closeSession.CallUnary(ctx, connect.NewRequest(req))
@@ -375,6 +403,19 @@ type LockServiceHandler interface {
 	// session renew). An unknown or ended session is NOT_FOUND: its locks are
 	// gone.
 	KeepAlive(context.Context, *v1.KeepAliveRequest) (*v1.KeepAliveResponse, error)
+	// KeepAliveStream is KeepAlive over one bidirectional stream (etcd's
+	// LeaseKeepAlive): every request message is one KeepAlive, served on the
+	// leader exactly as the unary call (the session's principal checked per
+	// message, one Raft entry per commit round shared with other renewals),
+	// and answered by one response message, one message at a time, in order.
+	// The first refusal ends the stream with the code the unary call would
+	// return (NOT_FOUND, INVALID_ARGUMENT, UNAVAILABLE with a LeaderHint
+	// detail on a node that is not the leader, which does not forward
+	// streams); a stream that receives nothing for limits.idle_timeout_ms is
+	// ended without error. Streams open on a node are capped by
+	// limits.max_sessions, and a principal's by its sessions quota
+	// (RESOURCE_EXHAUSTED). Needs HTTP/2 (browsers: use KeepAlive).
+	KeepAliveStream(context.Context, *connect.BidiStream[v1.KeepAliveRequest, v1.KeepAliveResponse]) error
 	// CloseSession ends a session and releases every lock held under it in one
 	// Raft entry (etcd LeaseRevoke, Consul session destroy). NOT_FOUND if the
 	// session is unknown or already ended.
@@ -457,6 +498,12 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(lockServiceMethods.ByName("KeepAlive")),
 		connect.WithHandlerOptions(opts...),
 	)
+	lockServiceKeepAliveStreamHandler := connect.NewBidiStreamHandler(
+		LockServiceKeepAliveStreamProcedure,
+		svc.KeepAliveStream,
+		connect.WithSchema(lockServiceMethods.ByName("KeepAliveStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	lockServiceCloseSessionHandler := connect.NewUnaryHandlerSimple(
 		LockServiceCloseSessionProcedure,
 		svc.CloseSession,
@@ -497,6 +544,8 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 			lockServiceCreateSessionHandler.ServeHTTP(w, r)
 		case LockServiceKeepAliveProcedure:
 			lockServiceKeepAliveHandler.ServeHTTP(w, r)
+		case LockServiceKeepAliveStreamProcedure:
+			lockServiceKeepAliveStreamHandler.ServeHTTP(w, r)
 		case LockServiceCloseSessionProcedure:
 			lockServiceCloseSessionHandler.ServeHTTP(w, r)
 		case LockServiceGetSessionProcedure:
@@ -546,6 +595,10 @@ func (UnimplementedLockServiceHandler) CreateSession(context.Context, *v1.Create
 
 func (UnimplementedLockServiceHandler) KeepAlive(context.Context, *v1.KeepAliveRequest) (*v1.KeepAliveResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.KeepAlive is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) KeepAliveStream(context.Context, *connect.BidiStream[v1.KeepAliveRequest, v1.KeepAliveResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("ticket.v1.LockService.KeepAliveStream is not implemented"))
 }
 
 func (UnimplementedLockServiceHandler) CloseSession(context.Context, *v1.CloseSessionRequest) (*v1.CloseSessionResponse, error) {
