@@ -30,12 +30,13 @@
 // With -workload keepalive it measures etcd's LeaseKeepAlive instead: each
 // worker holds a lease of its own and sends one KeepAliveOnce per operation,
 // the peer of ticketd's Renew; output System "etcd-keepalive".
-// With -workload session-keepalive each worker's lease has -keys keys (10)
-// attached and is renewed by one KeepAliveOnce per operation: the peer of
-// ticketd's session keep-alive (which the SDK sends on a KeepAliveStream
-// kept open per session); session-keepalive-stream renews on a
-// LeaseKeepAlive stream each worker keeps open instead, as clientv3 does in
-// production and as ticketd's SDK now does (by hand only).
+// With -workload session-keepalive-stream each worker's lease has -keys
+// keys (10) attached and is renewed by one request per operation on a
+// LeaseKeepAlive stream the worker keeps open, as clientv3 does in
+// production: the peer of ticketd's session keep-alive, which the SDK sends
+// on a KeepAliveStream kept open per session (ticketbench's keepalive
+// workload). -workload session-keepalive renews with one KeepAliveOnce per
+// operation instead (by hand only).
 //
 // Example:
 //

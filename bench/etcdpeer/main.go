@@ -44,8 +44,7 @@ var systems = map[string]string{
 	"handoff":           report.SystemEtcdMutex,
 	"keepalive":         report.SystemEtcdKeepAlive,
 	"session-keepalive": report.SystemEtcdKeepAlive,
-	// session-keepalive-stream is run by hand only (see
-	// measureSessionKeepAlive).
+	// session-keepalive is run by hand only (see measureSessionKeepAlive).
 	"session-keepalive-stream": report.SystemEtcdKeepAlive,
 }
 

@@ -18,22 +18,19 @@ import (
 // ticketd's session KeepAlive, which renews a session and every lock under
 // it in one call (docs/design.md#sessions).
 //
-// With stream false (what ticketbench runs), each operation is one
-// clientv3 KeepAliveOnce: one LeaseKeepAlive call carrying one renewal, as
-// each ticketd KeepAlive was one unary call when the aim was set, so that
-// both sides paid one HTTP/2 stream per keep-alive and the figures
-// compared what the servers do per renewal (etcd's leader renews in
-// memory, ticketd commits a Raft entry). ticketd's SDK now sends each
-// keep-alive as a message on a KeepAliveStream kept open per session, so
-// this mode gives etcd a stream per keep-alive against ticketd's stream
-// per session.
+// With stream true (what ticketbench's keepalive workload runs), each
+// worker opens one LeaseKeepAlive stream before the window and each
+// operation is one request and its response on it: how clientv3's KeepAlive
+// and concurrency.Session renew in production, and etcd's cheapest path (no
+// stream set-up per renewal). It is the like-for-like bar for ticketd's
+// SDK, which sends each session keep-alive as a message on a
+// KeepAliveStream kept open per session; the figures compare what the
+// servers do per renewal (etcd's leader renews in memory, ticketd commits
+// a Raft entry).
 //
-// With stream true, each worker opens one LeaseKeepAlive stream before the
-// window and each operation is one request and its response on it: how
-// clientv3's KeepAlive and concurrency.Session renew in production, and
-// etcd's cheapest path (no stream set-up per renewal): the like-for-like
-// bar for ticketd's KeepAliveStream, run by hand (-workload
-// session-keepalive-stream).
+// With stream false (-workload session-keepalive, by hand), each operation
+// is one clientv3 KeepAliveOnce: one LeaseKeepAlive stream per renewal, the
+// peer of one unary ticketd KeepAlive per renewal.
 func measureSessionKeepAlive(ctx context.Context, cli *clientv3.Client, cfg load.Config, prefix string, keys int, stream bool) (load.Result, error) {
 	leases := make([]clientv3.LeaseID, cfg.Concurrency)
 	defer func() {

@@ -24,7 +24,7 @@ func WorkloadTitle(workload string) string {
 	case WorkloadRenew:
 		return "Renew (one renewal of a held lock; etcd: LeaseKeepAlive)"
 	case WorkloadKeepAlive:
-		return fmt.Sprintf("Session keep-alive (each client keeps alive its own session of %d locks; etcd: one KeepAliveOnce of a lease of %d keys)", KeepAliveKeys, KeepAliveKeys)
+		return fmt.Sprintf("Session keep-alive (each client keeps alive its own session of %d locks; etcd: a lease of %d keys kept alive on its LeaseKeepAlive stream)", KeepAliveKeys, KeepAliveKeys)
 	case WorkloadHandoff:
 		return "Contended handoff (N clients on one key, Acquire-wait then Release; latency = Release returned → next Acquire returned, may be negative)"
 	case WorkloadSharedKey:

@@ -31,9 +31,9 @@ const (
 	// LockService.KeepAliveStream per keep-alive), one Raft entry renewing
 	// the session and every lock of it (systems SystemHashicorp and
 	// SystemEtcd); the peer (SystemEtcdKeepAlive) keeps alive a lease of the
-	// worker's own with KeepAliveKeys keys attached, one clientv3
-	// KeepAliveOnce (one LeaseKeepAlive stream) per operation (see
-	// bench/etcdpeer).
+	// worker's own with KeepAliveKeys keys attached, one request and its
+	// response per operation on one LeaseKeepAlive stream the worker keeps
+	// open, as clientv3's KeepAlive does (see bench/etcdpeer).
 	WorkloadKeepAlive = "keepalive"
 	// WorkloadHandoff: the contended handoff workload: N workers
 	// on ONE key, each Acquire-with-wait then Release in a loop (ticketd's
@@ -70,8 +70,11 @@ const (
 	// SystemEtcdMutex is the peer: etcd itself (three embedded members) with
 	// client/v3 concurrency.Mutex.
 	SystemEtcdMutex = "etcd-mutex"
-	// SystemEtcdKeepAlive is the peer running the renew workload: etcd's
-	// LeaseKeepAlive, one KeepAliveOnce per operation.
+	// SystemEtcdKeepAlive is the peer running the renew workload (etcd's
+	// LeaseKeepAlive, one KeepAliveOnce per operation, as each ticketd
+	// Renew is one unary call) and the keepalive workload (one request on
+	// a LeaseKeepAlive stream per operation, as ticketd's SDK sends each
+	// session keep-alive on a KeepAliveStream).
 	SystemEtcdKeepAlive = "etcd-keepalive"
 )
 

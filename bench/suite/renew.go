@@ -17,11 +17,13 @@ func (r *runner) renewRound(ctx context.Context, round int) error {
 }
 
 // keepAliveRound measures the keepalive workload: sessions of
-// report.KeepAliveKeys locks each kept alive by ticketd's KeepAlive on every
-// backend and, with the peer, leases of as many keys kept alive by etcd's
-// LeaseKeepAlive, in the same round, in an order rotated per round.
+// report.KeepAliveKeys locks each kept alive by ticketd's SDK (one
+// KeepAliveStream per session) on every backend and, with the peer, leases
+// of as many keys kept alive on one LeaseKeepAlive stream per lease, as
+// clientv3's KeepAlive and concurrency.Session do: a stream on each side,
+// in the same round, in an order rotated per round.
 func (r *runner) keepAliveRound(ctx context.Context, round int) error {
-	return r.renewalRound(ctx, round, report.WorkloadKeepAlive, "session-keepalive", report.KeepAliveKeys)
+	return r.renewalRound(ctx, round, report.WorkloadKeepAlive, "session-keepalive-stream", report.KeepAliveKeys)
 }
 
 // renewalRound measures workload (renew or keepalive) on every backend, on
