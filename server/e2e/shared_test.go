@@ -213,17 +213,57 @@ func testSemaphoreNeverOverfull(t *testing.T, c *ticketdtest.Cluster) {
 // failKeepAlive is a connect interceptor that, once cut, fails every
 // KeepAlive locally with Unavailable, as if the client were paused or cut
 // off from the cluster: its default session's lease then runs out.
+// failKeepAlive fails a client's session keep-alives once cut is set: the
+// unary KeepAlive calls and every send and receive on a KeepAliveStream
+// (the SDK's way; docs/api.md#keepalivestream), as a client cut off from
+// the cluster sees them.
 type failKeepAlive struct{ cut atomic.Bool }
 
-func (f *failKeepAlive) interceptor() connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if f.cut.Load() && strings.HasSuffix(req.Spec().Procedure, "/KeepAlive") {
-				return nil, connect.NewError(connect.CodeUnavailable, errors.New("test: keepalive cut"))
-			}
-			return next(ctx, req)
+var errKeepAliveCut = connect.NewError(connect.CodeUnavailable, errors.New("test: keepalive cut"))
+
+func (f *failKeepAlive) interceptor() connect.Interceptor { return f }
+
+func (f *failKeepAlive) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if f.cut.Load() && strings.HasSuffix(req.Spec().Procedure, "/KeepAlive") {
+			return nil, errKeepAliveCut
 		}
-	})
+		return next(ctx, req)
+	}
+}
+
+func (f *failKeepAlive) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		if !strings.HasSuffix(spec.Procedure, "/KeepAliveStream") {
+			return conn
+		}
+		return &cutStream{StreamingClientConn: conn, cut: &f.cut}
+	}
+}
+
+func (f *failKeepAlive) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// cutStream is a KeepAliveStream whose sends and receives fail once cut.
+type cutStream struct {
+	connect.StreamingClientConn
+	cut *atomic.Bool
+}
+
+func (s *cutStream) Send(m any) error {
+	if s.cut.Load() {
+		return errKeepAliveCut
+	}
+	return s.StreamingClientConn.Send(m)
+}
+
+func (s *cutStream) Receive(m any) error {
+	if s.cut.Load() {
+		return errKeepAliveCut
+	}
+	return s.StreamingClientConn.Receive(m)
 }
 
 // testDefaultSessionLost: a client holds three locks under its default
@@ -276,9 +316,12 @@ func testDefaultSessionLost(t *testing.T, c *ticketdtest.Cluster) {
 	}
 
 	fk.cut.Store(true)
-	<-a.Done()
 	for _, l := range []*sdk.Lease{a, b, s} {
-		<-l.Done()
+		select {
+		case <-l.Done():
+		case <-time.After(safety):
+			t.Fatalf("lease of %s still held %v after its keep-alives were cut", l.Key(), safety)
+		}
 		assert.ErrorIs(t, l.Err(), sdk.ErrLeaseLost)
 	}
 	got, err := obs.GetLock(ctx, "sess/a")
