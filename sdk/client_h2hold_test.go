@@ -101,14 +101,26 @@ func TestClientStreamHeadersGoOut(t *testing.T) {
 		_, _ = io.Copy(w, r.Body)
 	}))
 	t.Cleanup(srv.Close)
-	hc := newHTTPClient(DefaultKeepAlive, nil)
+	// No keep-alive ping within the test: a ping's write would carry held
+	// headers out too.
+	hc := newHTTPClient(time.Hour, nil)
 	t.Cleanup(hc.CloseIdleConnections)
 	ctx, cancel := context.WithTimeout(context.Background(), holdTestBound)
 	defer cancel()
+	// A first request opens the connection and ends its SETTINGS exchange,
+	// whose acknowledgement would otherwise carry held headers out.
+	warm, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/warm", bytes.NewReader([]byte("x")))
+	require.NoError(t, err)
+	res, err := hc.Do(warm)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, res.Body)
+	require.NoError(t, err)
+	require.NoError(t, res.Body.Close())
+
 	body, send := io.Pipe()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/stream", body)
 	require.NoError(t, err)
-	res, err := hc.Do(req) // returns once the server has answered the request's headers
+	res, err = hc.Do(req) // returns once the server has answered the request's headers
 	require.NoError(t, err, "the held request headers reach the server without a body after them")
 	defer res.Body.Close()
 	assert.Equal(t, 2, res.ProtoMajor)
