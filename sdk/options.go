@@ -84,8 +84,8 @@ func WithGRPC() Option {
 	return func(c *config) { c.grpc = true }
 }
 
-// WithHTTPClient replaces the built-in HTTP client (h2c for http:// endpoints,
-// HTTP/2 over TLS for https://). Use it for TLS settings or a custom dialer.
+// WithHTTPClient replaces the built-in HTTP client (NewHTTPClient: h2c for
+// http:// endpoints, HTTP/2 over TLS for https://). Use it for TLS settings or a custom dialer.
 // The client must speak HTTP/2 for gRPC; Connect works over HTTP/1.1 too,
 // but a Lock waiting on HTTP/1.1 is not health-checked by pings.
 func WithHTTPClient(hc *http.Client) Option {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ticketd/ticketd/sdk"
 	ticketv1 "github.com/ticketd/ticketd/sdk/gen/ticket/v1"
 	"github.com/ticketd/ticketd/sdk/gen/ticket/v1/ticketv1connect"
 	"github.com/ticketd/ticketd/server"
@@ -235,15 +236,13 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
-// HTTPClient returns an HTTP client that speaks HTTP/2 without TLS (prior
-// knowledge) to the cluster's API, as ticketd serves it on loopback: one
-// connection per node, every call a stream on it. For clients in another
-// process, with LeaderURL.
-func HTTPClient() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &p}}
-}
+// HTTPClient returns the HTTP client the Go SDK speaks to a cluster with
+// (sdk.NewHTTPClient): HTTP/2 without TLS (prior knowledge) to the
+// cluster's API, as ticketd serves it on loopback, one connection per
+// node, every call a stream on it, a request's HEADERS frame written with
+// its DATA frame (package sdk/h2hold), so that the bench measures what the
+// SDK's users get. For clients in another process, with LeaderURL.
+func HTTPClient() *http.Client { return sdk.NewHTTPClient() }
 
 // Term returns the Raft term the leader Start found reports through Status
 // (a follower's term once it no longer leads): with pre-vote on, the term

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ticketd/ticketd/sdk/h2hold"
 	"github.com/ticketd/ticketd/server/security"
 )
 
@@ -65,7 +66,7 @@ func tlsProtocols() *http.Protocols {
 // the cap takes the slot of the oldest idle one (or of one silent past its
 // grace), else it is refused (closed); see connLimiter. Plaintext
 // connections buffer their reads (readbuffer.go) and write a response's
-// HEADERS frame together with its body (headerhold.go). It returns
+// HEADERS frame together with its body (package sdk/h2hold). It returns
 // http.ErrServerClosed after Close. Only one Serve call is allowed.
 func (s *Server) Serve(l net.Listener) error {
 	if !s.served.CompareAndSwap(false, true) {
@@ -74,5 +75,5 @@ func (s *Server) Serve(l net.Listener) error {
 	if s.api.TLSConfig != nil {
 		return s.api.ServeTLS(s.limiter.listener(l), "", "")
 	}
-	return s.api.Serve(s.limiter.listener(readBufferedListener(headerHoldListener(l, s.api.HTTP2.WriteByteTimeout))))
+	return s.api.Serve(s.limiter.listener(readBufferedListener(h2hold.Listener(l, h2hold.Config{WriteLimit: s.api.HTTP2.WriteByteTimeout}))))
 }

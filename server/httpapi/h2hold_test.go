@@ -2,25 +2,26 @@ package httpapi
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"runtime"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ticketd/ticketd/sdk/h2hold"
 )
 
-// holdingListener is the API's plaintext listener stack over counted: the
-// read buffer over the HEADERS hold (as Server.Serve builds it).
+// These tests run the API's plaintext listener stack (the read buffer over
+// package h2hold's HEADERS hold, as Server.Serve builds it) under net/http's
+// HTTP/2 server.
+
+// holdingListener is the API's plaintext listener stack over counted.
 func holdingListener(counted net.Listener) net.Listener {
-	return readBufferedListener(headerHoldListener(counted, time.Minute))
+	return readBufferedListener(h2hold.Listener(counted, h2hold.Config{WriteLimit: time.Minute}))
 }
 
 // TestH2CResponseInOneWrite: a response whose HEADERS frame the HTTP/2
@@ -38,7 +39,7 @@ func TestH2CResponseInOneWrite(t *testing.T) {
 	require.NoError(t, err)
 	below := &countingListener{Listener: raw} // the connection's writes
 	above := &countingListener{}              // the HTTP/2 server's flushes
-	above.Listener = holdListener{Listener: below, limit: time.Minute, hold: time.Minute}
+	above.Listener = h2hold.Listener(below, h2hold.Config{Hold: time.Minute, WriteLimit: time.Minute})
 	srv := &http.Server{
 		Protocols: protocols(),
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -129,103 +130,4 @@ func TestHeldHeadersOfAStreamGoOut(t *testing.T) {
 	got, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	assert.Equal(t, "later", string(got))
-}
-
-// TestLoneResponseHeaders: only a whole HEADERS frame of an odd stream,
-// with END_HEADERS and without END_STREAM, is held.
-func TestLoneResponseHeaders(t *testing.T) {
-	frame := func(typ, flags byte, stream uint32, payload int) []byte {
-		p := make([]byte, frameHeaderLen+payload)
-		p[0], p[1], p[2] = byte(payload>>16), byte(payload>>8), byte(payload)
-		p[3], p[4] = typ, flags
-		p[5], p[6], p[7], p[8] = byte(stream>>24), byte(stream>>16), byte(stream>>8), byte(stream)
-		return p
-	}
-	assert.True(t, loneResponseHeaders(frame(frameHeaders, flagEndHeaders, 1, 12)))
-	assert.False(t, loneResponseHeaders(frame(frameHeaders, flagEndHeaders|flagEndStream, 1, 12)), "ends its stream: nothing follows")
-	assert.False(t, loneResponseHeaders(frame(frameHeaders, 0, 1, 12)), "CONTINUATION follows")
-	assert.False(t, loneResponseHeaders(frame(frameHeaders, flagEndHeaders, 2, 12)), "even stream")
-	assert.False(t, loneResponseHeaders(frame(0x0, flagEndHeaders, 1, 12)), "DATA")
-	assert.False(t, loneResponseHeaders(append(frame(frameHeaders, flagEndHeaders, 1, 12), 0)), "more than one frame")
-	assert.False(t, loneResponseHeaders(frame(frameHeaders, flagEndHeaders, 1, 12)[:15]), "a partial frame")
-	assert.False(t, loneResponseHeaders([]byte("HTTP/1.1 200 OK\r\n")))
-}
-
-// recordingConn is a net.Conn below the hold that records its writes and
-// write deadlines, and fails writes once failing is set.
-type recordingConn struct {
-	net.Conn // nil: only the methods below are used
-	mu       sync.Mutex
-	log      []string // "write <bytes>" and "deadline set"/"deadline cleared", in order
-	failing  bool
-}
-
-func (c *recordingConn) Read(p []byte) (int, error) { return copy(p, h2Preface), nil }
-
-func (c *recordingConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.failing {
-		return 0, errors.New("broken pipe")
-	}
-	c.log = append(c.log, fmt.Sprintf("write %x", p))
-	return len(p), nil
-}
-
-func (c *recordingConn) SetWriteDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t.IsZero() {
-		c.log = append(c.log, "deadline cleared")
-	} else {
-		c.log = append(c.log, "deadline set")
-	}
-	return nil
-}
-
-func (c *recordingConn) Close() error { return nil }
-
-func (c *recordingConn) entries() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.log)
-}
-
-// TestHoldTimerWrite: a held HEADERS frame that nothing follows is written
-// alone by the timer under a deadline of its own, which it clears; the
-// server's next write then gets its deadline set again; and once a timer's
-// write has failed, every later write fails with that error.
-func TestHoldTimerWrite(t *testing.T) {
-	headers := []byte{0, 0, 1, frameHeaders, flagEndHeaders, 0, 0, 0, 1, 0x88}
-	data := []byte{0, 0, 1, 0x0, flagEndStream, 0, 0, 0, 1, 'x'}
-	raw := &recordingConn{}
-	c := &headerHoldConn{Conn: raw, limit: time.Minute, hold: time.Millisecond}
-	_, err := c.Read(make([]byte, 64))
-	require.NoError(t, err)
-
-	n, err := c.Write(headers)
-	require.NoError(t, err)
-	assert.Equal(t, len(headers), n)
-	require.Eventually(t, func() bool { return len(raw.entries()) == 3 }, safetyBound, time.Millisecond,
-		"the timer writes the held frame")
-	assert.Equal(t, []string{"deadline set", fmt.Sprintf("write %x", headers), "deadline cleared"}, raw.entries())
-
-	n, err = c.Write(data)
-	require.NoError(t, err)
-	assert.Equal(t, len(data), n)
-	assert.Equal(t, []string{"deadline set", fmt.Sprintf("write %x", data)}, raw.entries()[3:],
-		"the server's deadline, cleared by the timer, is set again")
-
-	raw.mu.Lock()
-	raw.failing = true
-	raw.mu.Unlock()
-	_, err = c.Write(headers)
-	require.NoError(t, err, "held: nothing written yet")
-	require.Eventually(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.err != nil
-	}, safetyBound, time.Millisecond, "the timer's write fails")
-	_, err = c.Write(data)
-	assert.ErrorContains(t, err, "broken pipe")
 }
