@@ -1,0 +1,90 @@
+package transport
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// serveHostileAnswers listens as a "peer" that answers every upgrade
+// request with prefix and then fill repeated until 16 MiB are written (fill
+// empty: nothing more), then holds the connection open until the sender
+// closes it. It returns the address.
+func serveHostileAnswers(t *testing.T, prefix, fill string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(conn)); err != nil {
+					return
+				}
+				if _, err := io.WriteString(conn, prefix); err != nil {
+					return
+				}
+				for n := 0; fill != "" && n < 16<<20; n += len(fill) {
+					if _, err := io.WriteString(conn, fill); err != nil {
+						return
+					}
+				}
+				_, _ = io.Copy(io.Discard, conn)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestUpgradeAnswerIsBounded: a "peer" (a compromised member, or a process
+// on a member's address) that answers the upgrade with an endless status
+// line, endless headers or an endless refusal body costs the sender at most
+// maxUpgradeAnswer bytes, refused as "oversize" at once rather than read
+// until SendTimeout; one that writes after its 101 is refused as "read".
+// The send timeout is ten minutes, so only the bound ends the reads within
+// the test's wait.
+func TestUpgradeAnswerIsBounded(t *testing.T) {
+	const switching = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + UpgradeProtocol + "\r\n"
+	for _, tc := range []struct {
+		name, prefix, fill, kind string
+	}{
+		{"endless_status_line", "HTTP/1.1 101 ", "aaaaaaaa", "oversize"},
+		{"endless_headers", switching, "X-Pad: " + strings.Repeat("a", 1000) + "\r\n", "oversize"},
+		{"endless_refusal_body", "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 1000000000\r\n\r\n", strings.Repeat("a", 1000), "oversize"},
+		{"bytes_after_101", switching + "\r\n\xff\xff\xff\xff", "", "read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := serveHostileAnswers(t, tc.prefix, tc.fill)
+			var counts errorCounts
+			tr, err := New(Config{
+				NodeID: 1, ID: "a", Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0",
+				Deliver: newInbox().deliver, QueueSize: 64, CountError: counts.count,
+				SendTimeout: 10 * time.Minute,
+			})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, tr.Close()) })
+			tr.SetPeer(2, addr)
+			require.True(t, tr.Send(msg(2, pb.MsgApp, 1)))
+			require.Eventually(t, func() bool { return counts.get(tc.kind) > 0 }, 30*time.Second, 10*time.Millisecond,
+				"the sender is still reading the answer")
+			select {
+			case r := <-tr.Reports():
+				require.Equal(t, Report{To: 2, Failed: true}, r)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the failed send was not reported")
+			}
+		})
+	}
+}
