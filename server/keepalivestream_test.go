@@ -224,6 +224,24 @@ func TestKeepAliveStreamBadInput(t *testing.T) {
 	assert.Zero(t, streamAnswered(t, in))
 }
 
+// TestKeepAliveStreamDeclaredOversize: a message whose prefix declares
+// 4 GiB, with nothing after it on a stream left open, ends the stream at
+// once with ResourceExhausted naming the limit. connect-go would discard
+// the declared bytes before refusing the message, so the stream used to
+// wait for the idle limit (here ten minutes) and then end without error.
+func TestKeepAliveStreamDeclaredOversize(t *testing.T) {
+	t.Parallel()
+	in, _ := memNode(t, withConfig(func(c *config.Config) { c.Limits.IdleTimeoutMS = (10 * time.Minute).Milliseconds() }))
+	raw := dialRawH2(t, in.Addr, 1<<20)
+	id := raw.start(ticketv1connect.LockServiceKeepAliveStreamProcedure, "application/connect+proto", []byte{0, 0xff, 0xff, 0xff, 0xff}, false)
+	raw.await("the oversized stream's end", func() bool { return raw.streams[id].ended || raw.streams[id].reset })
+	s := raw.streams[id]
+	require.Equal(t, "200", s.status)
+	assert.Contains(t, string(s.data), `"code":"resource_exhausted"`)
+	assert.Contains(t, string(s.data), "1048576")
+	eventually(t, func() bool { return metric(t, in, "ticketd_keepalive_streams") == 0 }, "the stream is gone")
+}
+
 // TestKeepAliveStreamLimits: streams open on a node are capped by
 // limits.max_sessions (ResourceExhausted beyond), a stream that receives
 // nothing for limits.idle_timeout_ms is ended without error, and its
