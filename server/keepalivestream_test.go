@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
@@ -380,4 +381,34 @@ func TestKeepAliveStreamAcrossFailover(t *testing.T) {
 			assert.Equal(t, sess.ID(), got.GetHolders()[0].GetSession())
 		})
 	}
+}
+
+// TestKeepAliveStreamEndsAtClose: the leader of a real three-node cluster
+// closing (leadership moves on) ends its keep-alive streams at once with
+// Unavailable "stopped" (Node.Close cuts them before the HTTP server waits
+// for its handlers), both one waiting for its next message and one in the
+// middle of a message, and leaves no handler goroutine behind nor more
+// goroutines than ran before the streams opened.
+func TestKeepAliveStreamEndsAtClose(t *testing.T) {
+	c := nodetest.Start(t, 3)
+	li := c.WaitLeader(t)
+	l := c.Nodes[li]
+	id := createSession(t, l, 60_000)
+	before := runtime.NumGoroutine()
+
+	waiting := openKeepAlives(t, l.Lock)
+	send(t, waiting, id)
+	require.Equal(t, int64(60_000), answer(t, waiting))
+	raw := dialRawH2(t, l.Addr, 1<<20)
+	raw.start(ticketv1connect.LockServiceKeepAliveStreamProcedure, "application/connect+proto", []byte{0, 0, 0, 0, 100, 1, 2}, false)
+	eventually(t, func() bool { return metric(t, l, "ticketd_keepalive_streams") == 2 }, "both streams open")
+
+	c.Stop(li)
+	_, err := waiting.Receive()
+	requireCode(t, connect.CodeUnavailable, err)
+	var ce *connect.Error
+	require.True(t, errors.As(err, &ce))
+	assert.Equal(t, "stopped", ce.Message(), "ended by the node's close, not by its connection's")
+	awaitNoGoroutineIn(t, "server.(*lockService).KeepAliveStream")
+	awaitGoroutinesAtMost(t, before)
 }
