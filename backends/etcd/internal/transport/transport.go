@@ -1077,9 +1077,10 @@ func (t *Transport) openStream(p *peer) (stream, error) {
 // h2Stream is a message stream over HTTP/2: one POST whose request body
 // (pw) stays open.
 type h2Stream struct {
-	pw     *io.PipeWriter
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the request goroutine has finished
+	pw      *io.PipeWriter
+	cancel  context.CancelFunc
+	timeout time.Duration // bounds one write: Config.SendTimeout
+	done    chan struct{} // closed when the request goroutine has finished
 }
 
 // openH2Stream starts the streaming POST to p and waits for the receiver's
@@ -1092,7 +1093,7 @@ func (t *Transport) openH2Stream(p *peer) (*h2Stream, error) {
 		cancel()
 		return nil, err
 	}
-	st := &h2Stream{pw: pw, cancel: cancel, done: make(chan struct{})}
+	st := &h2Stream{pw: pw, cancel: cancel, timeout: t.cfg.SendTimeout, done: make(chan struct{})}
 	opened := make(chan error, 1)
 	t.wg.Add(1)
 	go func() {
@@ -1116,6 +1117,12 @@ func (t *Transport) openH2Stream(p *peer) (*h2Stream, error) {
 		}
 		opened <- nil
 		// The receiver never answers more; hold the stream until it ends.
+		// Cancelling ctx (close, Close) does not end this read, nor a
+		// body write waiting for flow-control window from a receiver
+		// that stopped reading, in net/http's HTTP/2 client: closing the
+		// response body aborts the stream, which ends both.
+		stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
+		defer stop()
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		_ = pr.CloseWithError(io.ErrClosedPipe)
@@ -1136,8 +1143,17 @@ func (t *Transport) openH2Stream(p *peer) (*h2Stream, error) {
 }
 
 // write sends body on the stream; it returns once the HTTP/2 transport has
-// taken all of it (a broken stream returns an error).
+// taken all of it (a broken stream returns an error). A receiver that
+// stops granting flow-control window would hold the write, and with it
+// the peer's goroutine (its keepalives, RemovePeer, a new address), for
+// as long as it likes: past Config.SendTimeout the stream is ended and
+// the write fails, as an upgraded stream's write does by its deadline.
 func (s *h2Stream) write(body []byte) error {
+	timer := time.AfterFunc(s.timeout, func() {
+		_ = s.pw.CloseWithError(fmt.Errorf("transport: stream write not taken within %v", s.timeout))
+		s.cancel()
+	})
+	defer timer.Stop()
 	_, err := s.pw.Write(body)
 	return err
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -86,5 +87,47 @@ func TestUpgradeAnswerIsBounded(t *testing.T) {
 				t.Fatal("the failed send was not reported")
 			}
 		})
+	}
+}
+
+// TestStalledPreviousReleaseStreamIsEnded: a "peer" of the previous
+// release (it refuses the upgrade, so the sender falls back to the HTTP/2
+// stream) that answers 200 and then never reads the stream, granting no
+// more flow-control window, holds a write for at most SendTimeout: the
+// send is reported failed and the stream ended, rather than the peer's
+// goroutine waiting on it for good.
+func TestStalledPreviousReleaseStreamIsEnded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+StreamPath, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done() // never reads the body
+	})
+	srv := &http.Server{Handler: mux, Protocols: &protocols, HTTP2: &http.HTTP2Config{
+		MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10,
+	}}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()); _ = srv.Close() })
+
+	tr, err := New(Config{
+		NodeID: 1, ID: "a", Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0",
+		Deliver: newInbox().deliver, QueueSize: 64, SendTimeout: 500 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, tr.Close()) })
+	tr.SetPeer(2, ln.Addr().String())
+	big := msg(2, pb.MsgApp, 1)
+	big.Entries = []*pb.Entry{{Data: make([]byte, 1<<20)}}
+	require.True(t, tr.Send(big))
+	select {
+	case r := <-tr.Reports():
+		require.Equal(t, Report{To: 2, Failed: true}, r)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stalled write was not ended")
 	}
 }
