@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -90,44 +89,66 @@ func TestUpgradeAnswerIsBounded(t *testing.T) {
 	}
 }
 
-// TestStalledPreviousReleaseStreamIsEnded: a "peer" of the previous
-// release (it refuses the upgrade, so the sender falls back to the HTTP/2
-// stream) that answers 200 and then never reads the stream, granting no
-// more flow-control window, holds a write for at most SendTimeout: the
-// send is reported failed and the stream ended, rather than the peer's
-// goroutine waiting on it for good.
-func TestStalledPreviousReleaseStreamIsEnded(t *testing.T) {
+// serveStalledHTTP2 listens as a "peer" of the previous release (POST
+// routes only, so the upgrade is refused with 405, over h2c) that answers
+// a message stream or a POSTed batch 200 at once and then never reads its
+// body, granting no more flow-control window than 64 KiB. It returns the
+// address.
+func serveStalledHTTP2(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+StreamPath, func(w http.ResponseWriter, r *http.Request) {
+	stall := func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		_ = http.NewResponseController(w).Flush()
 		<-r.Context().Done() // never reads the body
-	})
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+StreamPath, stall)
+	mux.HandleFunc("POST "+Path, stall)
 	srv := &http.Server{Handler: mux, Protocols: &protocols, HTTP2: &http.HTTP2Config{
 		MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10,
 	}}
 	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()); _ = srv.Close() })
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
 
-	tr, err := New(Config{
-		NodeID: 1, ID: "a", Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0",
-		Deliver: newInbox().deliver, QueueSize: 64, SendTimeout: 500 * time.Millisecond,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, tr.Close()) })
-	tr.SetPeer(2, ln.Addr().String())
-	big := msg(2, pb.MsgApp, 1)
-	big.Entries = []*pb.Entry{{Data: make([]byte, 1<<20)}}
-	require.True(t, tr.Send(big))
-	select {
-	case r := <-tr.Reports():
-		require.Equal(t, Report{To: 2, Failed: true}, r)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the stalled write was not ended")
+// TestStalledHTTP2ReceiverIsBounded: to a stalled "peer" of the previous
+// release (serveStalledHTTP2), a batch on the HTTP/2 message stream is
+// held for at most SendTimeout and a snapshot for at most SnapshotTimeout:
+// each is reported failed, the stream ended, and Close returns. Without
+// closing the response body, neither the write nor the answer's read saw
+// its context end, and the peer's goroutine, the snapshot's and Close
+// waited for good.
+func TestStalledHTTP2ReceiverIsBounded(t *testing.T) {
+	for _, snapshot := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stream", true: "snapshot"}[snapshot], func(t *testing.T) {
+			addr := serveStalledHTTP2(t)
+			tr, err := New(Config{
+				NodeID: 1, ID: "a", Addr: "127.0.0.1:1", BindAddr: "127.0.0.1:0",
+				Deliver: newInbox().deliver, QueueSize: 64,
+				SendTimeout: 500 * time.Millisecond, SnapshotTimeout: 500 * time.Millisecond,
+			})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, tr.Close()) })
+			tr.SetPeer(2, addr)
+			m := msg(2, pb.MsgApp, 1)
+			m.Entries = []*pb.Entry{{Data: make([]byte, 1<<20)}}
+			if snapshot {
+				m = &pb.Message{Type: pb.MsgSnap.Enum(), To: new(uint64(2)), From: new(uint64(1)),
+					Snapshot: &pb.Snapshot{Data: make([]byte, 1<<20)}}
+			}
+			require.True(t, tr.Send(m))
+			select {
+			case r := <-tr.Reports():
+				require.Equal(t, Report{To: 2, Snapshot: snapshot, Failed: true}, r)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the stalled send was not ended")
+			}
+		})
 	}
 }

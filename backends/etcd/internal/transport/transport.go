@@ -609,7 +609,13 @@ func (t *Transport) post(p *peer, batch [][]byte, timeout time.Duration) error {
 		return err
 	}
 	defer resp.Body.Close()
+	stop := closeBodyOnDone(ctx, resp)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	if !stop() {
+		// The answer came before the receiver took the batch, which
+		// it had not by the timeout: not delivered.
+		return fmt.Errorf("transport: post to %d: %w", p.id, context.Cause(ctx))
+	}
 	switch resp.StatusCode {
 	case http.StatusNoContent, http.StatusOK:
 		return nil
@@ -617,6 +623,16 @@ func (t *Transport) post(p *peer, batch [][]byte, timeout time.Duration) error {
 		return fmt.Errorf("%w: %s is not raft node %d", ErrMisdirected, *p.addr.Load(), p.id)
 	}
 	return fmt.Errorf("transport: post to %d: %s", p.id, resp.Status)
+}
+
+// closeBodyOnDone closes resp's body once ctx is done, until the returned
+// function is called. net/http's HTTP/2 client does not end a read of a
+// response body when the request's context is cancelled while its request
+// body's write waits for flow-control window (a receiver that answered and
+// stopped reading: the context is only looked at between window grants);
+// closing the response body aborts the stream, which ends both.
+func closeBodyOnDone(ctx context.Context, resp *http.Response) (stop func() bool) {
+	return context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
 }
 
 // report queues r without blocking; it is dropped when the channel is full.
@@ -1116,13 +1132,9 @@ func (t *Transport) openH2Stream(p *peer) (*h2Stream, error) {
 			return
 		}
 		opened <- nil
-		// The receiver never answers more; hold the stream until it ends.
-		// Cancelling ctx (close, Close) does not end this read, nor a
-		// body write waiting for flow-control window from a receiver
-		// that stopped reading, in net/http's HTTP/2 client: closing the
-		// response body aborts the stream, which ends both.
-		stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
-		defer stop()
+		// The receiver never answers more; hold the stream until it ends
+		// (close, Close: ctx).
+		defer closeBodyOnDone(ctx, resp)()
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		_ = pr.CloseWithError(io.ErrClosedPipe)
