@@ -130,11 +130,14 @@ func (n *Node) atLeader(ctx context.Context) error {
 // err: nil when the client closed its side (every message was answered)
 // or the stream was idle too long; core.ErrStopped when the node closing
 // cut it; else err (the client went, or sent a message over the size
-// limit: ResourceExhausted).
+// limit: ResourceExhausted, also when its prefix alone arrived and cut
+// the stream, httpapi.ErrStreamMessageTooLarge).
 func keepAliveStreamEnd(ctx context.Context, err error) error {
 	switch cause := httpapi.StreamCut(ctx); {
 	case errors.Is(cause, httpapi.ErrStreamIdle):
 		return nil
+	case errors.Is(cause, httpapi.ErrStreamMessageTooLarge):
+		return err
 	case cause != nil:
 		return cause
 	case errors.Is(err, io.EOF):

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
@@ -224,6 +225,24 @@ func TestKeepAliveStreamBadInput(t *testing.T) {
 	assert.Zero(t, streamAnswered(t, in))
 }
 
+// TestKeepAliveStreamDeclaredOversize: a message whose prefix declares
+// 4 GiB, with nothing after it on a stream left open, ends the stream at
+// once with ResourceExhausted naming the limit. connect-go would discard
+// the declared bytes before refusing the message, so the stream used to
+// wait for the idle limit (here ten minutes) and then end without error.
+func TestKeepAliveStreamDeclaredOversize(t *testing.T) {
+	t.Parallel()
+	in, _ := memNode(t, withConfig(func(c *config.Config) { c.Limits.IdleTimeoutMS = (10 * time.Minute).Milliseconds() }))
+	raw := dialRawH2(t, in.Addr, 1<<20)
+	id := raw.start(ticketv1connect.LockServiceKeepAliveStreamProcedure, "application/connect+proto", []byte{0, 0xff, 0xff, 0xff, 0xff}, false)
+	raw.await("the oversized stream's end", func() bool { return raw.streams[id].ended || raw.streams[id].reset })
+	s := raw.streams[id]
+	require.Equal(t, "200", s.status)
+	assert.Contains(t, string(s.data), `"code":"resource_exhausted"`)
+	assert.Contains(t, string(s.data), "1048576")
+	eventually(t, func() bool { return metric(t, in, "ticketd_keepalive_streams") == 0 }, "the stream is gone")
+}
+
 // TestKeepAliveStreamLimits: streams open on a node are capped by
 // limits.max_sessions (ResourceExhausted beyond), a stream that receives
 // nothing for limits.idle_timeout_ms is ended without error, and its
@@ -362,4 +381,34 @@ func TestKeepAliveStreamAcrossFailover(t *testing.T) {
 			assert.Equal(t, sess.ID(), got.GetHolders()[0].GetSession())
 		})
 	}
+}
+
+// TestKeepAliveStreamEndsAtClose: the leader of a real three-node cluster
+// closing (leadership moves on) ends its keep-alive streams at once with
+// Unavailable "stopped" (Node.Close cuts them before the HTTP server waits
+// for its handlers), both one waiting for its next message and one in the
+// middle of a message, and leaves no handler goroutine behind nor more
+// goroutines than ran before the streams opened.
+func TestKeepAliveStreamEndsAtClose(t *testing.T) {
+	c := nodetest.Start(t, 3)
+	li := c.WaitLeader(t)
+	l := c.Nodes[li]
+	id := createSession(t, l, 60_000)
+	before := runtime.NumGoroutine()
+
+	waiting := openKeepAlives(t, l.Lock)
+	send(t, waiting, id)
+	require.Equal(t, int64(60_000), answer(t, waiting))
+	raw := dialRawH2(t, l.Addr, 1<<20)
+	raw.start(ticketv1connect.LockServiceKeepAliveStreamProcedure, "application/connect+proto", []byte{0, 0, 0, 0, 100, 1, 2}, false)
+	eventually(t, func() bool { return metric(t, l, "ticketd_keepalive_streams") == 2 }, "both streams open")
+
+	c.Stop(li)
+	_, err := waiting.Receive()
+	requireCode(t, connect.CodeUnavailable, err)
+	var ce *connect.Error
+	require.True(t, errors.As(err, &ce))
+	assert.Equal(t, "stopped", ce.Message(), "ended by the node's close, not by its connection's")
+	awaitNoGoroutineIn(t, "server.(*lockService).KeepAliveStream")
+	awaitGoroutinesAtMost(t, before)
 }

@@ -168,6 +168,13 @@ func (c *rawH2) read() {
 // open starts a POST to path with body as one DATA frame ending the
 // request, and returns its stream.
 func (c *rawH2) open(path, contentType string, body []byte) uint32 {
+	return c.start(path, contentType, body, true)
+}
+
+// start starts a POST to path with body as one DATA frame, ending the
+// request when end is true (else the request stays open), and returns its
+// stream.
+func (c *rawH2) start(path, contentType string, body []byte, end bool) uint32 {
 	id := c.next
 	c.next += 2
 	c.streams[id] = &rawStream{opened: time.Now()}
@@ -185,7 +192,7 @@ func (c *rawH2) open(path, contentType string, body []byte) uint32 {
 		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.block.Bytes(), EndHeaders: true}); err != nil {
 			return err
 		}
-		return fr.WriteData(id, true, body)
+		return fr.WriteData(id, end, body)
 	})
 	return id
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,14 @@ import (
 // ErrStreamIdle is the cause of a client stream cut because nothing
 // arrived on it for the idle limit (limits.idle_timeout_ms).
 var ErrStreamIdle = errors.New("nothing received on the stream within the idle limit")
+
+// ErrStreamMessageTooLarge is the cause of a client stream cut because a
+// message on it declared more than maxRequestBytes. connect-go refuses
+// such a message only after reading and discarding all the bytes it
+// declares (up to 4 GiB), which on a stream that stays open never ends:
+// without the cut the stream would wait for the idle limit and then end
+// as if idle, without an error.
+var ErrStreamMessageTooLarge = fmt.Errorf("a stream message declared more than %d bytes", maxRequestBytes)
 
 // streamBodyKey is the context key of a client stream's *streamBody.
 type streamBodyKey struct{}
@@ -91,16 +100,22 @@ type streamBody struct {
 	last  atomic.Int64 // time.Since(start) at the last read that returned data, in ns
 	timer *time.Timer  // nil when idle is 0
 
+	env envelopeScan // the stream's message prefixes, read by Read only
+
 	mu  sync.Mutex
 	err error // why the body was cut; nil while it is not
 }
 
 // Read reads the next bytes of the stream; once the body is cut its error
-// names the cause.
+// names the cause. A message prefix declaring more than maxRequestBytes
+// cuts the body (ErrStreamMessageTooLarge), so the next Read fails at once.
 func (b *streamBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		b.last.Store(int64(time.Since(b.start)))
+		if b.env.scan(p[:n]) > maxRequestBytes {
+			b.cut(ErrStreamMessageTooLarge)
+		}
 	}
 	if err != nil && err != io.EOF {
 		if cause := b.cause(); cause != nil {
@@ -137,4 +152,37 @@ func (b *streamBody) cause() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.err
+}
+
+// envelopeScan follows the messages of a client stream's body as they are
+// read: each is a 5-byte prefix (a flags byte, then the payload's length,
+// 4 bytes big-endian) and its payload, the same envelope in the Connect
+// streaming protocol, gRPC (its Length-Prefixed-Message) and gRPC-Web.
+type envelopeScan struct {
+	prefix [5]byte
+	have   int    // bytes of prefix read so far
+	left   uint32 // payload bytes of the current message not read yet
+}
+
+// scan passes p, the next bytes of the body, and returns the largest
+// length a prefix completed in p declares (0 when none did).
+func (e *envelopeScan) scan(p []byte) uint32 {
+	var largest uint32
+	for len(p) > 0 {
+		if e.left > 0 {
+			skip := min(uint32(len(p)), e.left)
+			e.left -= skip
+			p = p[skip:]
+			continue
+		}
+		c := copy(e.prefix[e.have:], p)
+		e.have += c
+		p = p[c:]
+		if e.have == len(e.prefix) {
+			e.have = 0
+			e.left = binary.BigEndian.Uint32(e.prefix[1:])
+			largest = max(largest, e.left)
+		}
+	}
+	return largest
 }

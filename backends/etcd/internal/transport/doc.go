@@ -67,7 +67,8 @@
 // it answers 101 and then only reads (426 without the upgrade headers); to
 // a POSTed stream 200 at once and then only reads; on /raft/v1/messages
 // 204 once every message has been handed to Deliver, 400 for a body that
-// does not parse.
+// does not parse. The sender reads at most 64 KiB of the answer to its GET
+// and ends the stream on any byte after the 101.
 //
 // # Usage
 //

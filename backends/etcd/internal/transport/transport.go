@@ -609,7 +609,13 @@ func (t *Transport) post(p *peer, batch [][]byte, timeout time.Duration) error {
 		return err
 	}
 	defer resp.Body.Close()
+	stop := closeBodyOnDone(ctx, resp)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	if !stop() {
+		// The answer came before the receiver took the batch, which
+		// it had not by the timeout: not delivered.
+		return fmt.Errorf("transport: post to %d: %w", p.id, context.Cause(ctx))
+	}
 	switch resp.StatusCode {
 	case http.StatusNoContent, http.StatusOK:
 		return nil
@@ -617,6 +623,16 @@ func (t *Transport) post(p *peer, batch [][]byte, timeout time.Duration) error {
 		return fmt.Errorf("%w: %s is not raft node %d", ErrMisdirected, *p.addr.Load(), p.id)
 	}
 	return fmt.Errorf("transport: post to %d: %s", p.id, resp.Status)
+}
+
+// closeBodyOnDone closes resp's body once ctx is done, until the returned
+// function is called. net/http's HTTP/2 client does not end a read of a
+// response body when the request's context is cancelled while its request
+// body's write waits for flow-control window (a receiver that answered and
+// stopped reading: the context is only looked at between window grants);
+// closing the response body aborts the stream, which ends both.
+func closeBodyOnDone(ctx context.Context, resp *http.Response) (stop func() bool) {
+	return context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
 }
 
 // report queues r without blocking; it is dropped when the channel is full.
@@ -1077,9 +1093,10 @@ func (t *Transport) openStream(p *peer) (stream, error) {
 // h2Stream is a message stream over HTTP/2: one POST whose request body
 // (pw) stays open.
 type h2Stream struct {
-	pw     *io.PipeWriter
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the request goroutine has finished
+	pw      *io.PipeWriter
+	cancel  context.CancelFunc
+	timeout time.Duration // bounds one write: Config.SendTimeout
+	done    chan struct{} // closed when the request goroutine has finished
 }
 
 // openH2Stream starts the streaming POST to p and waits for the receiver's
@@ -1092,7 +1109,7 @@ func (t *Transport) openH2Stream(p *peer) (*h2Stream, error) {
 		cancel()
 		return nil, err
 	}
-	st := &h2Stream{pw: pw, cancel: cancel, done: make(chan struct{})}
+	st := &h2Stream{pw: pw, cancel: cancel, timeout: t.cfg.SendTimeout, done: make(chan struct{})}
 	opened := make(chan error, 1)
 	t.wg.Add(1)
 	go func() {
@@ -1115,7 +1132,9 @@ func (t *Transport) openH2Stream(p *peer) (*h2Stream, error) {
 			return
 		}
 		opened <- nil
-		// The receiver never answers more; hold the stream until it ends.
+		// The receiver never answers more; hold the stream until it ends
+		// (close, Close: ctx).
+		defer closeBodyOnDone(ctx, resp)()
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		_ = pr.CloseWithError(io.ErrClosedPipe)
@@ -1136,8 +1155,17 @@ func (t *Transport) openH2Stream(p *peer) (*h2Stream, error) {
 }
 
 // write sends body on the stream; it returns once the HTTP/2 transport has
-// taken all of it (a broken stream returns an error).
+// taken all of it (a broken stream returns an error). A receiver that
+// stops granting flow-control window would hold the write, and with it
+// the peer's goroutine (its keepalives, RemovePeer, a new address), for
+// as long as it likes: past Config.SendTimeout the stream is ended and
+// the write fails, as an upgraded stream's write does by its deadline.
 func (s *h2Stream) write(body []byte) error {
+	timer := time.AfterFunc(s.timeout, func() {
+		_ = s.pw.CloseWithError(fmt.Errorf("transport: stream write not taken within %v", s.timeout))
+		s.cancel()
+	})
+	defer timer.Stop()
 	_, err := s.pw.Write(body)
 	return err
 }

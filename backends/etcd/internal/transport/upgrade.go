@@ -60,8 +60,7 @@ func (t *Transport) openConnStream(p *peer) (*connStream, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("%w: %s negotiated HTTP/2", errUpgradeRefused, addr)
 	}
-	br, err := t.upgrade(ctx, conn, p)
-	if err != nil {
+	if err := t.upgrade(ctx, conn, p); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
@@ -74,49 +73,68 @@ func (t *Transport) openConnStream(p *peer) (*connStream, error) {
 		// end of the connection (it refused a message, timed out, or
 		// stopped), ends the stream, so the next write fails and the
 		// sender reconnects.
-		_, _ = br.ReadByte()
+		_, _ = conn.Read(make([]byte, 1))
 		_ = conn.Close()
 	}()
 	return s, nil
 }
 
+// maxUpgradeAnswer bounds, in bytes, what the sender reads of a receiver's
+// answer to the upgrade request (status line, headers and a refusal's
+// body): a 101 is about a hundred bytes and a refusal one line, so a peer
+// answering with endless headers or body (a compromised member, or a
+// process that took a member's address) costs the sender at most 64 KiB,
+// not whatever it sends until SendTimeout. net/http's client bounds a
+// response's headers the same way (Transport.MaxResponseHeaderBytes).
+const maxUpgradeAnswer = 64 << 10
+
 // upgrade writes the GET asking p for the upgrade on conn and reads the
-// answer, until ctx is done; on 101 it returns the reader the answer was
-// read with (the receiver sends nothing after it).
-func (t *Transport) upgrade(ctx context.Context, conn net.Conn, p *peer) (*bufio.Reader, error) {
+// answer, until ctx is done. Errors: those of openConnStream; ErrTooLarge
+// (counted as "oversize") for an answer longer than maxUpgradeAnswer;
+// ErrBadBatch (counted as "read") for bytes sent after the 101, where the
+// receiver sends nothing.
+func (t *Transport) upgrade(ctx context.Context, conn net.Conn, p *peer) error {
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	req, err := t.newRequest(ctx, http.MethodGet, p, StreamPath, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", UpgradeProtocol)
 	if err := req.Write(conn); err != nil {
-		return nil, fmt.Errorf("transport: stream to %d: %w", p.id, err)
+		return fmt.Errorf("transport: stream to %d: %w", p.id, err)
 	}
-	br := bufio.NewReader(conn)
+	answer := &io.LimitedReader{R: conn, N: maxUpgradeAnswer}
+	br := bufio.NewReader(answer)
 	resp, err := http.ReadResponse(br, req)
-	if err != nil {
-		return nil, fmt.Errorf("transport: stream to %d: %w", p.id, err)
+	if err == nil {
+		_ = resp.Body.Close() // a 1xx answer has no body; others are refusals
 	}
-	_ = resp.Body.Close() // a 1xx answer has no body; others are refusals
+	if answer.N == 0 {
+		t.countError(*p.addr.Load(), "oversize")
+		return fmt.Errorf("transport: stream to %d: %w: answer to the upgrade longer than %d bytes", p.id, ErrTooLarge, maxUpgradeAnswer)
+	}
+	if err != nil {
+		return fmt.Errorf("transport: stream to %d: %w", p.id, err)
+	}
 	switch {
 	case resp.StatusCode == http.StatusSwitchingProtocols && strings.EqualFold(resp.Header.Get("Upgrade"), UpgradeProtocol):
+		if br.Buffered() > 0 {
+			t.countError(*p.addr.Load(), "read")
+			return fmt.Errorf("transport: stream to %d: %w: bytes after the 101", p.id, ErrBadBatch)
+		}
 	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusMethodNotAllowed:
-		return nil, fmt.Errorf("%w: %s answered %s", errUpgradeRefused, *p.addr.Load(), resp.Status)
+		return fmt.Errorf("%w: %s answered %s", errUpgradeRefused, *p.addr.Load(), resp.Status)
 	case resp.StatusCode == http.StatusMisdirectedRequest:
-		return nil, fmt.Errorf("%w: %s is not raft node %d", ErrMisdirected, *p.addr.Load(), p.id)
+		return fmt.Errorf("%w: %s is not raft node %d", ErrMisdirected, *p.addr.Load(), p.id)
 	default:
-		return nil, fmt.Errorf("transport: stream to %d: %s", p.id, resp.Status)
+		return fmt.Errorf("transport: stream to %d: %s", p.id, resp.Status)
 	}
 	if !stop() {
-		return nil, fmt.Errorf("transport: stream to %d: %w", p.id, context.Cause(ctx))
+		return fmt.Errorf("transport: stream to %d: %w", p.id, context.Cause(ctx))
 	}
-	if err := conn.SetDeadline(time.Time{}); err != nil {
-		return nil, err
-	}
-	return br, nil
+	return conn.SetDeadline(time.Time{})
 }
 
 // write sends body on the connection within the stream's timeout.
