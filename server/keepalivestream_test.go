@@ -111,6 +111,29 @@ func streamBearer(principal string) connect.ClientOption {
 	return connect.WithInterceptors(streamAuth{"Bearer " + sessionTokens[principal]})
 }
 
+// twoPrincipals starts a node with authorization on (withSessionAuth; at
+// most maxPerPrincipal sessions per principal, 0: the default) and opens a
+// session each for alice and bob through clients that send their bearer
+// tokens on streams too.
+func twoPrincipals(t *testing.T, maxPerPrincipal int) (in *nodetest.Instance, alice ticketv1connect.LockServiceClient, sa uint64, bob ticketv1connect.LockServiceClient, sb uint64) {
+	t.Helper()
+	in, _ = memNode(t, withConfig(func(c *config.Config) {
+		withSessionAuth(t, c)
+		if maxPerPrincipal > 0 {
+			c.Limits.MaxSessionsPerPrincipal = maxPerPrincipal
+		}
+	}), nodetest.WithClientOptions(bearer("ops")))
+	ctx := ctxT(t)
+	alice = ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, streamBearer("alice"))
+	bob = ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, streamBearer("bob"))
+	var err error
+	sa, err = openSession(ctx, alice)
+	require.NoError(t, err)
+	sb, err = openSession(ctx, bob)
+	require.NoError(t, err)
+	return in, alice, sa, bob, sb
+}
+
 type streamAuth struct{ header string }
 
 func (a streamAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
@@ -140,20 +163,13 @@ func (a streamAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) conn
 // credentials is Unauthenticated.
 func TestKeepAliveStreamChecksOwnerPerMessage(t *testing.T) {
 	t.Parallel()
-	in, _ := memNode(t, withConfig(func(c *config.Config) { withSessionAuth(t, c) }), nodetest.WithClientOptions(bearer("ops")))
-	ctx := ctxT(t)
-	alice := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, streamBearer("alice"))
-	bob := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, streamBearer("bob"))
-	sa, err := openSession(ctx, alice)
-	require.NoError(t, err)
-	sb, err := openSession(ctx, bob)
-	require.NoError(t, err)
+	in, alice, sa, bob, sb := twoPrincipals(t, 0)
 
 	st := openKeepAlives(t, alice)
 	send(t, st, sa)
 	require.Equal(t, int64(10_000), answer(t, st))
 	before := state(t, in)
-	err = streamEnd(t, st, sb)
+	err := streamEnd(t, st, sb)
 	requireCode(t, connect.CodeNotFound, err)
 	assert.Contains(t, err.Error(), fmt.Sprintf("session %d not found", sb))
 	assert.Equal(t, before, state(t, in), "the refused keep-alive wrote nothing")
@@ -293,22 +309,12 @@ func TestKeepAliveStreamLimits(t *testing.T) {
 // refused (ResourceExhausted naming it); another one opens its own.
 func TestKeepAliveStreamCapPerPrincipal(t *testing.T) {
 	t.Parallel()
-	in, _ := memNode(t, withConfig(func(c *config.Config) {
-		withSessionAuth(t, c)
-		c.Limits.MaxSessionsPerPrincipal = 1
-	}), nodetest.WithClientOptions(bearer("ops")))
-	ctx := ctxT(t)
-	alice := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, streamBearer("alice"))
-	bob := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, streamBearer("bob"))
-	sa, err := openSession(ctx, alice)
-	require.NoError(t, err)
-	sb, err := openSession(ctx, bob)
-	require.NoError(t, err)
+	_, alice, sa, bob, sb := twoPrincipals(t, 1)
 
 	first := openKeepAlives(t, alice)
 	send(t, first, sa)
 	require.Equal(t, int64(10_000), answer(t, first))
-	err = streamEnd(t, openKeepAlives(t, alice), sa)
+	err := streamEnd(t, openKeepAlives(t, alice), sa)
 	requireCode(t, connect.CodeResourceExhausted, err)
 	assert.Contains(t, err.Error(), `principal "alice"`)
 	assert.Contains(t, err.Error(), "limits.max_sessions_per_principal")
