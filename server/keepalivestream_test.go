@@ -105,16 +105,10 @@ func TestKeepAliveStreamAnswersInOrder(t *testing.T) {
 	}
 }
 
-// streamBearer authenticates a client's calls, streams included, as
-// principal (bearer is for unary calls only).
-func streamBearer(principal string) connect.ClientOption {
-	return connect.WithInterceptors(streamAuth{"Bearer " + sessionTokens[principal]})
-}
-
 // twoPrincipals starts a node with authorization on (withSessionAuth; at
 // most maxPerPrincipal sessions per principal, 0: the default) and opens a
 // session each for alice and bob through clients that send their bearer
-// tokens on streams too.
+// tokens (bearer).
 func twoPrincipals(t *testing.T, maxPerPrincipal int) (in *nodetest.Instance, alice ticketv1connect.LockServiceClient, sa uint64, bob ticketv1connect.LockServiceClient, sb uint64) {
 	t.Helper()
 	in, _ = memNode(t, withConfig(func(c *config.Config) {
@@ -124,35 +118,14 @@ func twoPrincipals(t *testing.T, maxPerPrincipal int) (in *nodetest.Instance, al
 		}
 	}), nodetest.WithClientOptions(bearer("ops")))
 	ctx := ctxT(t)
-	alice = ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, streamBearer("alice"))
-	bob = ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, streamBearer("bob"))
+	alice = ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, bearer("alice"))
+	bob = ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, bearer("bob"))
 	var err error
 	sa, err = openSession(ctx, alice)
 	require.NoError(t, err)
 	sb, err = openSession(ctx, bob)
 	require.NoError(t, err)
 	return in, alice, sa, bob, sb
-}
-
-type streamAuth struct{ header string }
-
-func (a streamAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set("Authorization", a.header)
-		return next(ctx, req)
-	}
-}
-
-func (a streamAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", a.header)
-		return conn
-	}
-}
-
-func (a streamAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }
 
 // TestKeepAliveStreamChecksOwnerPerMessage: with authorization on, every

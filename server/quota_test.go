@@ -247,28 +247,10 @@ func TestWaiterQuota(t *testing.T) {
 	waitWaiters(t, in, 1)
 }
 
-// bearerStream authenticates a client's streaming calls (Watch) as
-// principal with its token.
-type bearerStream string
-
-func (b bearerStream) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
-
-func (b bearerStream) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+sessionTokens[string(b)])
-		return conn
-	}
-}
-
-func (b bearerStream) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}
-
 // watchAs opens a Watch of in as principal; the stream is closed at the
 // end of the test.
 func watchAs(t *testing.T, ctx context.Context, in *nodetest.Instance, principal string) (*connect.ServerStreamForClient[ticketv1.WatchEvent], error) {
-	c := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, connect.WithInterceptors(bearerStream(principal)))
+	c := ticketv1connect.NewLockServiceClient(nodetest.H2CClient(), "http://"+in.Addr, bearer(principal))
 	s, err := c.Watch(ctx, &ticketv1.WatchRequest{Prefix: "s/"})
 	if err == nil {
 		t.Cleanup(func() { _ = s.Close() })

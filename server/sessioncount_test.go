@@ -53,14 +53,32 @@ func withSessionAuth(t *testing.T, c *config.Config) {
 	require.NoError(t, os.WriteFile(c.AuthTokensFile, []byte(tokens), 0o600))
 }
 
-// bearer authenticates a client's calls as principal with its token.
+// bearer authenticates a client's calls, unary and streaming, as
+// principal with its token.
 func bearer(principal string) connect.ClientOption {
-	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set("Authorization", "Bearer "+sessionTokens[principal])
-			return next(ctx, req)
-		}
-	}))
+	return connect.WithInterceptors(bearerAuth("Bearer " + sessionTokens[principal]))
+}
+
+// bearerAuth sets its Authorization header on every call a client makes.
+type bearerAuth string
+
+func (h bearerAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", string(h))
+		return next(ctx, req)
+	}
+}
+
+func (h bearerAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", string(h))
+		return conn
+	}
+}
+
+func (h bearerAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
 
 // lockAs is a LockService client of in that authenticates as principal.
