@@ -91,10 +91,12 @@ func (n *Node) serveKeepAliveStream(ctx context.Context, conn connect.StreamingH
 			return err
 		}
 		res.TtlMs = ttlMS
+		// Counted before the write: the renewal is committed, and a client
+		// that has read the answer must find it in the metric already.
+		n.kaStreams.answered.Add(1)
 		if err := conn.Send(&res); err != nil {
 			return err
 		}
-		n.kaStreams.answered.Add(1)
 	}
 }
 
