@@ -167,7 +167,10 @@ func TestWipedVoterRefusedWhenPeerComesUpDuringTheWait(t *testing.T) {
 		c.Stop(i)
 	}
 	require.NoError(t, os.RemoveAll(n2.Config.DataDir))
-	n2.Options = append(n2.Options, server.WithBootstrapProbeWait(10*time.Second))
+	// The wait is long enough that n3, started a second later, is serving
+	// before it ends even on a loaded machine; n2 is refused as soon as n3
+	// answers, so the wait's length costs nothing when the check works.
+	n2.Options = append(n2.Options, server.WithBootstrapProbeWait(30*time.Second))
 	errc := make(chan error, 1)
 	go func() { errc <- c.TryRestart(1) }()
 	time.Sleep(time.Second) // n3 starts later than n2, as a restart of both may
