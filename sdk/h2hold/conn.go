@@ -21,11 +21,20 @@ type Config struct {
 	// Hold is how long a lone HEADERS frame waits for the next write
 	// (0: DefaultHold).
 	Hold time.Duration
-	// WriteLimit bounds the timer's write of a held frame, as
-	// http.HTTP2Config.WriteByteTimeout bounds the HTTP/2 server's and
-	// transport's own writes (0: no bound).
+	// WriteLimit bounds every write of an HTTP/2 connection, the timer's
+	// and those from above, as http.HTTP2Config.WriteByteTimeout does: a
+	// write that cannot put a byte on the wire for WriteLimit fails, and
+	// the HTTP/2 code then closes the connection (0: no bound). Set it to
+	// the WriteByteTimeout of the HTTP/2 server above; the Conn then keeps
+	// the deadline itself (see Conn.SetWriteDeadline).
 	WriteLimit time.Duration
 }
+
+// rearmAfter is the fraction of Config.WriteLimit after which a write sets
+// the connection's write deadline again: writes within WriteLimit/16 of
+// the last setting share it, so a write is cut after 15/16 to 16/16 of
+// WriteLimit without progress.
+const rearmAfter = 16
 
 func (cfg Config) hold() time.Duration {
 	if cfg.Hold > 0 {
@@ -43,8 +52,9 @@ const (
 
 // Conn is a net.Conn that, once it knows it carries HTTP/2, holds a write
 // that is one lone HEADERS frame (LoneHeaders) until the next write or the
-// hold, whichever comes first. Reads, deadlines and the other writes are
-// the connection's. Like any net.Conn it expects one reader at a time;
+// hold, whichever comes first, and, with a Config.WriteLimit, bounds its
+// writes itself. Reads, read deadlines and the other writes are the
+// connection's. Like any net.Conn it expects one reader at a time;
 // writes may come from any goroutine (the HTTP/2 server and transport
 // write from one goroutine at a time, the timer from another).
 type Conn struct {
@@ -54,11 +64,11 @@ type Conn struct {
 	checked bool         // Server: the first read has been looked at (reader only)
 	state   atomic.Int32 // undecided, plain or h2
 
-	mu      sync.Mutex
-	held    []byte      // a lone HEADERS frame not written yet
-	timer   *time.Timer // writes held after the hold; made at the first hold
-	err     error       // the timer's failed write, returned by every later Write
-	cleared bool        // the timer cleared the write deadline since the last Write
+	mu    sync.Mutex
+	held  []byte      // a lone HEADERS frame not written yet
+	timer *time.Timer // writes held after the hold; made at the first hold
+	err   error       // the timer's failed write, returned by every later Write
+	armed time.Time   // HTTP/2 with a WriteLimit: the write deadline last set (zero: none)
 }
 
 // Server returns c, a connection a server accepted, holding lone HEADERS
@@ -109,15 +119,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
-	if c.cleared {
-		// The HTTP/2 code set its deadline before this call, and the
-		// timer's write, which this call waited for, cleared it: set it
-		// again.
-		c.cleared = false
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.cfg.WriteLimit))
-	}
 	if len(c.held) == 0 {
 		if !LoneHeaders(p) {
+			c.armLocked()
 			return c.Conn.Write(p)
 		}
 		c.held = append(c.held, p...)
@@ -131,6 +135,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 	c.timer.Stop()
 	held := len(c.held)
 	c.held = append(c.held, p...)
+	c.armLocked()
 	n, err := c.Conn.Write(c.held)
 	c.held = c.held[:0]
 	if cap(c.held) > maxHeldCap {
@@ -141,26 +146,65 @@ func (c *Conn) Write(p []byte) (int, error) {
 
 // writeHeld is the timer's: it writes the held frame alone, bounded by
 // Config.WriteLimit. A failure fails every later Write (the HTTP/2 code
-// then closes the connection, as after a failed write of its own). It
-// clears the deadline it set afterwards, and a Write that waited for it
-// sets the bound again.
+// then closes the connection, as after a failed write of its own).
 func (c *Conn) writeHeld() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.held) == 0 {
 		return
 	}
-	if c.cfg.WriteLimit > 0 {
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.cfg.WriteLimit))
-		defer func() {
-			_ = c.Conn.SetWriteDeadline(time.Time{})
-			c.cleared = true
-		}()
-	}
+	c.armLocked()
 	if _, err := c.Conn.Write(c.held); err != nil {
 		c.err = err
 	}
 	c.held = c.held[:0]
+}
+
+// armLocked bounds the write about to start on an HTTP/2 connection with a
+// Config.WriteLimit: the connection's write deadline is set to
+// WriteLimit from now unless the last setting is younger than
+// WriteLimit/rearmAfter. c.mu must be held.
+func (c *Conn) armLocked() {
+	if c.cfg.WriteLimit <= 0 {
+		return
+	}
+	t := time.Now().Add(c.cfg.WriteLimit)
+	if !c.armed.IsZero() && t.Sub(c.armed) < c.cfg.WriteLimit/rearmAfter {
+		return
+	}
+	_ = c.Conn.SetWriteDeadline(t)
+	c.armed = t
+}
+
+// SetWriteDeadline sets the connection's write deadline, except on an
+// HTTP/2 connection with a Config.WriteLimit, which bounds every write
+// itself (armLocked), and where it does nothing. net/http's HTTP/2 server
+// with a WriteByteTimeout sets a deadline before every write to the
+// connection and clears it after: two updates of the runtime's deadline
+// timer per flush, about 1 % of the instructions of a unary call
+// (docs/benchmarks.md, "The API call path at 64 clients"), which the
+// Conn's own bound, set again only every WriteLimit/rearmAfter, makes
+// unnecessary.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.ownsWriteDeadline() {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets the read deadline, and the write deadline as
+// SetWriteDeadline does.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if c.ownsWriteDeadline() {
+		return c.Conn.SetReadDeadline(t)
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+// ownsWriteDeadline reports whether the Conn bounds its writes itself: it
+// carries HTTP/2 and has a Config.WriteLimit.
+func (c *Conn) ownsWriteDeadline() bool {
+	return c.cfg.WriteLimit > 0 && c.state.Load() == h2
 }
 
 // Close closes the connection (ending a write of the timer in progress)

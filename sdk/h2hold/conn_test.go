@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -91,9 +93,9 @@ func (c *recordingConn) bytes() []byte {
 }
 
 // TestHoldTimerWrite: a held HEADERS frame that nothing follows is written
-// alone by the timer under a deadline of its own, which it clears; the
-// next write then gets its deadline set again; and once a timer's write
-// has failed, every later write fails with that error.
+// alone by the timer under the connection's write bound; the next write
+// shares that bound; and once a timer's write has failed, every later
+// write fails with that error.
 func TestHoldTimerWrite(t *testing.T) {
 	headers := frame(frameHeaders, flagEndHeaders, 1, 1)
 	data := frame(0x0, flagEndStream, 1, 1)
@@ -105,15 +107,15 @@ func TestHoldTimerWrite(t *testing.T) {
 	n, err := c.Write(headers)
 	require.NoError(t, err)
 	assert.Equal(t, len(headers), n)
-	require.Eventually(t, func() bool { return len(raw.entries()) == 3 }, safetyBound, time.Millisecond,
+	require.Eventually(t, func() bool { return len(raw.entries()) == 2 }, safetyBound, time.Millisecond,
 		"the timer writes the held frame")
-	assert.Equal(t, []string{"deadline set", fmt.Sprintf("write %x", headers), "deadline cleared"}, raw.entries())
+	assert.Equal(t, []string{"deadline set", fmt.Sprintf("write %x", headers)}, raw.entries())
 
 	n, err = c.Write(data)
 	require.NoError(t, err)
 	assert.Equal(t, len(data), n)
-	assert.Equal(t, []string{"deadline set", fmt.Sprintf("write %x", data)}, raw.entries()[3:],
-		"the deadline, cleared by the timer, is set again")
+	assert.Equal(t, []string{fmt.Sprintf("write %x", data)}, raw.entries()[2:],
+		"a write within WriteLimit/rearmAfter of the last setting shares it")
 
 	raw.mu.Lock()
 	raw.failing = true
@@ -215,5 +217,69 @@ func TestEveryByteInOrder(t *testing.T) {
 		require.NoError(t, err)
 		want = append(want, frame(0x0, flagEndStream, 1, 1)...)
 		require.True(t, bytes.Equal(want, raw.bytes()), "seed %d: the bytes below the hold differ from those written", seed)
+	}
+}
+
+// TestWriteBoundOwned: on an HTTP/2 connection with a WriteLimit the Conn
+// sets the write deadline itself, once for writes that follow each other
+// within WriteLimit/rearmAfter and again after that, and the deadlines
+// net/http's HTTP/2 server sets and clears around every write
+// (WriteByteTimeout) do not reach the connection; on a connection that is
+// not HTTP/2 they do.
+func TestWriteBoundOwned(t *testing.T) {
+	data := frame(0x0, flagEndStream, 1, 1)
+	raw := &recordingConn{}
+	c := Server(raw, Config{WriteLimit: time.Minute})
+	_, err := c.Read(make([]byte, 64))
+	require.NoError(t, err)
+	for range 10 {
+		require.NoError(t, c.SetWriteDeadline(time.Now().Add(time.Minute)))
+		_, err := c.Write(data)
+		require.NoError(t, err)
+		require.NoError(t, c.SetWriteDeadline(time.Time{}))
+	}
+	want := []string{"deadline set"}
+	for range 10 {
+		want = append(want, fmt.Sprintf("write %x", data))
+	}
+	assert.Equal(t, want, raw.entries())
+
+	c.mu.Lock()
+	c.armed = c.armed.Add(-time.Minute) // as if the last setting were a minute old
+	c.mu.Unlock()
+	_, err = c.Write(data)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"deadline set", fmt.Sprintf("write %x", data)}, raw.entries()[len(want):],
+		"a stale deadline is set again before the write")
+
+	plainRaw := &recordingConn{}
+	plain := Server(plainRaw, Config{WriteLimit: time.Minute})
+	require.NoError(t, plain.SetWriteDeadline(time.Now().Add(time.Second)))
+	require.NoError(t, plain.SetWriteDeadline(time.Time{}))
+	assert.Equal(t, []string{"deadline set", "deadline cleared"}, plainRaw.entries(), "undecided: passed on")
+}
+
+// TestStalledWriteCut: a write to an HTTP/2 connection whose peer reads
+// nothing fails once WriteLimit passes without progress, with no deadline
+// set from above.
+func TestStalledWriteCut(t *testing.T) {
+	server, client := net.Pipe()
+	defer func() { _ = client.Close() }()
+	c := Server(server, Config{WriteLimit: 20 * time.Millisecond})
+	defer func() { _ = c.Close() }()
+	go func() { _, _ = client.Write(preface) }()
+	_, err := io.ReadFull(c, make([]byte, len(preface)))
+	require.NoError(t, err)
+	require.True(t, c.ownsWriteDeadline())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Write(frame(0x0, 0, 1, 1024))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	case <-time.After(safetyBound):
+		t.Fatal("a write nobody reads was not cut")
 	}
 }

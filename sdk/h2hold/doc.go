@@ -25,4 +25,11 @@
 // write is. Other connections (HTTP/1.x, and TLS, whose frames are not
 // visible below crypto/tls: a TLS connection's first bytes are a
 // ClientHello) write as before.
+//
+// With a Config.WriteLimit, an HTTP/2 Conn also bounds its own writes, as
+// http.HTTP2Config.WriteByteTimeout does, and ignores the write deadlines
+// set from above: net/http's HTTP/2 server sets one before every write
+// and clears it after, two updates of the runtime's deadline timer per
+// flush, where the Conn sets the deadline again only when the last setting
+// is older than WriteLimit/16.
 package h2hold

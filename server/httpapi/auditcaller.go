@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 
+	"connectrpc.com/connect"
 	"go.uber.org/zap"
 
 	"github.com/ticketd/ticketd/server/forward"
@@ -17,38 +19,43 @@ import (
 // callerKey is the context key of a request's caller description.
 type callerKey struct{}
 
-// withCaller records who sent each request in its context: the verified
-// client certificate's CN when the connection presented one, else the remote
-// address (membership and leadership changes are logged with it), and the
+// withCaller records who sent each request over TLS in its context: the
+// request itself (one context value, no copy of anything; AuditCaller
+// describes the caller only when an audit line is written) and the
 // connection's TLS state, from which the auth interceptor takes the
 // principal (security.WithConnState).
 //
-// It is on every request's path, so it stores the request itself (one
-// context value, no copy of anything) and AuditCaller describes the caller
-// only when an audit line is written (keeping allocations off the request
-// path); a plaintext connection records no TLS state (security.ConnStateFrom
-// is nil either way).
+// A plaintext request passes unchanged: it has no TLS state to record, and
+// its caller (the remote address and a forwarding header, both only
+// claims) is what connect already keeps in the call's context
+// (connect.CallInfoForHandlerContext), where AuditCaller finds it. Giving
+// every request a context of its own cost two allocations (the context
+// value and net/http's copy of the request, Request.WithContext) on every
+// call of the API (docs/benchmarks.md, "The API call path at 64 clients").
 func withCaller(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := context.WithValue(r.Context(), callerKey{}, r)
-		if r.TLS != nil {
-			ctx = security.WithConnState(ctx, r.TLS)
+		if r.TLS == nil {
+			h.ServeHTTP(w, r)
+			return
 		}
+		ctx := security.WithConnState(context.WithValue(r.Context(), callerKey{}, r), r.TLS)
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
-// auditText is the caller of r as the audit log names it.
-func auditText(r *http.Request) string {
-	who := r.RemoteAddr
-	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-		who = "cn=" + r.TLS.VerifiedChains[0][0].Subject.CommonName + " " + r.RemoteAddr
+// auditText is the caller as the audit log names it, from the request's
+// remote address, its connection's TLS state (nil: plaintext) and its
+// header.
+func auditText(remoteAddr string, cs *tls.ConnectionState, header http.Header) string {
+	who := remoteAddr
+	if cs != nil && len(cs.VerifiedChains) > 0 && len(cs.VerifiedChains[0]) > 0 {
+		who = "cn=" + cs.VerifiedChains[0][0].Subject.CommonName + " " + remoteAddr
 	}
 	// The forwarding node's name is believed only from a connection with
 	// a node certificate: a client could send the header itself to
 	// dress up the audit log.
-	if by := r.Header.Get(forward.Header); by != "" && r.TLS != nil &&
-		len(r.TLS.PeerCertificates) > 0 && security.IsNodeCertificate(r.TLS.PeerCertificates[0]) {
+	if by := header.Get(forward.Header); by != "" && cs != nil &&
+		len(cs.PeerCertificates) > 0 && security.IsNodeCertificate(cs.PeerCertificates[0]) {
 		who += " forwarded-by=" + by
 	} else if by != "" {
 		who += " claims-forwarded-by=" + by
@@ -63,9 +70,11 @@ func auditText(r *http.Request) string {
 // nothing does; "unknown" for a context that did not come through the API
 // handler.
 func AuditCaller(ctx context.Context) zap.Field {
-	r, _ := ctx.Value(callerKey{}).(*http.Request)
-	if r == nil {
-		return zap.String("caller", "unknown")
+	if r, _ := ctx.Value(callerKey{}).(*http.Request); r != nil {
+		return zap.String("caller", auditText(r.RemoteAddr, r.TLS, r.Header))
 	}
-	return zap.String("caller", auditText(r))
+	if call, ok := connect.CallInfoForHandlerContext(ctx); ok {
+		return zap.String("caller", auditText(call.Peer().Addr, nil, call.RequestHeader()))
+	}
+	return zap.String("caller", "unknown")
 }

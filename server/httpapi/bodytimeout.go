@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -50,9 +51,8 @@ func withBodyTimeout(d, idle time.Duration, streams map[string]bool, h http.Hand
 			h.ServeHTTP(w, r)
 			return
 		}
-		b := &timedBody{ReadCloser: r.Body}
-		b.timer = time.AfterFunc(d, b.expire)
-		defer b.timer.Stop()
+		b := startTimedBody(r.Body, d)
+		defer b.finish()
 		r.Body = b
 		h.ServeHTTP(w, r)
 	})
@@ -78,10 +78,46 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // timedBody is an HTTP/2 request body closed by its timer unless read to
 // EOF first. Read and expire may run concurrently (the HTTP/2 body is safe
 // for that).
+//
+// A timedBody and its timer are reused from timedBodies once their request
+// is done, when the timer was stopped before it fired (so expire cannot
+// run late on the next request's body): every HTTP/2 call of the API
+// passes here, and a new body, timer and expire func were three
+// allocations per call (docs/benchmarks.md, "The API call path at 64
+// clients").
 type timedBody struct {
 	io.ReadCloser
 	timer   *time.Timer
 	expired atomic.Bool
+	stopped atomic.Bool // the timer was stopped before it fired
+}
+
+// timedBodies holds idle timedBodies, their timers stopped.
+var timedBodies sync.Pool
+
+// startTimedBody returns body bounded to d: a timedBody from timedBodies,
+// or a new one, its timer started.
+func startTimedBody(body io.ReadCloser, d time.Duration) *timedBody {
+	b, _ := timedBodies.Get().(*timedBody)
+	if b == nil {
+		b = &timedBody{ReadCloser: body}
+		b.timer = time.AfterFunc(d, b.expire)
+		return b
+	}
+	b.ReadCloser = body
+	b.timer.Reset(d)
+	return b
+}
+
+// finish ends b's bound once its request is done, and keeps b for another
+// request unless its timer fired.
+func (b *timedBody) finish() {
+	if !b.timer.Stop() && !b.stopped.Load() {
+		return // fired: expire has run or is running; let it keep b
+	}
+	b.ReadCloser = nil
+	b.stopped.Store(false)
+	timedBodies.Put(b)
 }
 
 // expire cuts the body: a pending or later Read fails.
@@ -94,7 +130,9 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	switch {
 	case err == io.EOF:
-		b.timer.Stop()
+		if b.timer.Stop() {
+			b.stopped.Store(true)
+		}
 	case err != nil && b.expired.Load():
 		err = fmt.Errorf("request body not read in time: %w", os.ErrDeadlineExceeded)
 	}

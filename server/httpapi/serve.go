@@ -66,7 +66,8 @@ func tlsProtocols() *http.Protocols {
 // the cap takes the slot of the oldest idle one (or of one silent past its
 // grace), else it is refused (closed); see connLimiter. Plaintext
 // connections buffer their reads (readbuffer.go) and write a response's
-// HEADERS frame together with its body (package sdk/h2hold). It returns
+// HEADERS frame together with its body (package sdk/h2hold, which also
+// keeps their HTTP/2 write bound, WriteByteTimeout, below net/http). It returns
 // http.ErrServerClosed after Close. Only one Serve call is allowed.
 func (s *Server) Serve(l net.Listener) error {
 	if !s.served.CompareAndSwap(false, true) {
