@@ -67,8 +67,7 @@ type Node struct {
 	// mu guards closed and the Add side of inflight (Add never races Wait).
 	mu       sync.Mutex
 	closed   bool
-	inflight sync.WaitGroup // raft futures not yet awaited (request.go)
-	applies  applyWaiter    // the log entries' futures (applywait.go)
+	inflight sync.WaitGroup // goroutines waiting on raft futures
 	stopCh   chan struct{}  // closed by Close
 	wg       sync.WaitGroup // leadership and snapshot loops
 

@@ -36,36 +36,17 @@ func (n *Node) leaderDo(ctx context.Context, start func(timeout time.Duration) r
 }
 
 // started is a Raft operation handed to the library, whose future is awaited
-// on a goroutine tracked by n.inflight (hashicorp futures cannot be selected
-// on): its own (start) or, for log entries, the one applyWaiter shares
-// among them (startApply).
+// on a goroutine tracked by n.inflight (hashicorp futures cannot be selected on).
 type started struct {
 	ctx  context.Context // ctx of start: its deadline was the enqueue timeout
 	f    raft.Future
 	done chan error // f.Error(), sent once
 }
 
-// start hands an operation to the library and awaits its future on a
-// goroutine of its own: fn receives the enqueue timeout (ctx's remaining
-// time, 0 without a deadline). Errors: ctx.Err(), core.ErrStopped after
-// Close. Log entries (Submit) use startApply instead, which shares one
-// goroutine among all of them (applywait.go).
+// start hands an operation to the library: fn receives the enqueue timeout
+// (ctx's remaining time, 0 without a deadline). Errors: ctx.Err(),
+// core.ErrStopped after Close.
 func (n *Node) start(ctx context.Context, fn func(timeout time.Duration) raft.Future) (*started, error) {
-	s, err := n.hand(ctx, fn)
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		defer n.inflight.Done()
-		s.done <- s.f.Error()
-	}()
-	return s, nil
-}
-
-// hand hands an operation to the library, as start describes, and counts
-// it in n.inflight; the caller arranges for its future to be awaited and
-// then for n.inflight.Done.
-func (n *Node) hand(ctx context.Context, fn func(timeout time.Duration) raft.Future) (*started, error) {
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(dl); timeout <= 0 {
@@ -83,7 +64,12 @@ func (n *Node) hand(ctx context.Context, fn func(timeout time.Duration) raft.Fut
 	n.inflight.Add(1)
 	n.mu.Unlock()
 
-	return &started{ctx: ctx, f: fn(timeout), done: make(chan error, 1)}, nil
+	s := &started{ctx: ctx, f: fn(timeout), done: make(chan error, 1)}
+	go func() {
+		defer n.inflight.Done()
+		s.done <- s.f.Error()
+	}()
+	return s, nil
 }
 
 // await waits for a started operation's future, honouring ctx and Close, and

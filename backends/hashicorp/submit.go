@@ -39,7 +39,7 @@ func (n *Node) submit(ctx context.Context, data []byte) (func(context.Context) (
 		return nil, n.notLeader()
 	}
 	begin := time.Now()
-	s, err := n.startApply(ctx, func(timeout time.Duration) raft.Future { return n.raft.Apply(data, timeout) })
+	s, err := n.start(ctx, func(timeout time.Duration) raft.Future { return n.raft.Apply(data, timeout) })
 	if err != nil {
 		return nil, err
 	}
