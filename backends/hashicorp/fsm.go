@@ -35,10 +35,14 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		defer func(start time.Time) { o.Applied(len(logs), time.Since(start)) }(time.Now())
 	}
 	out := make([]any, len(logs))
+	// One array holds the batch's responses: one allocation per batch,
+	// not one per entry (a follower's are never read: no future waits).
+	resps := make([]applyResponse, len(logs))
 	conf := false
 	var entryBytes uint64
 	for i, l := range logs {
-		out[i] = f.applyOne(l)
+		resps[i] = f.applyOne(l)
+		out[i] = &resps[i]
 		conf = conf || l.Type == raft.LogConfiguration
 		entryBytes += uint64(len(l.Data))
 	}
@@ -56,29 +60,30 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 func (f *fsm) Apply(l *raft.Log) any {
 	r := f.applyOne(l)
 	f.n.applied(uint64(len(l.Data)))
-	return r
+	return &r
 }
 
-func (f *fsm) applyOne(l *raft.Log) *applyResponse {
+// applyOne applies one committed entry and returns its response.
+func (f *fsm) applyOne(l *raft.Log) applyResponse {
 	n := f.n
 	if err := n.fatalErr(); err != nil {
-		return &applyResponse{err: err}
+		return applyResponse{err: err}
 	}
 	if l.Type != raft.LogCommand {
 		// Configuration changes carry no ticketd command (LogNoop and
 		// LogBarrier never reach the FSM).
 		n.sm.Skip(l.Index)
-		return &applyResponse{res: core.Result{Outcome: core.OutcomeNoop}}
+		return applyResponse{res: core.Result{Outcome: core.OutcomeNoop}}
 	}
 	prev := n.sm.AppliedIndex()
 	cmd, res, err := n.sm.ApplyEntry(l.Index, l.Data)
 	if err != nil {
-		return &applyResponse{err: n.fail(err)}
+		return applyResponse{err: n.fail(err)}
 	}
 	if l.Index > prev && n.cfg.OnApply != nil {
 		n.cfg.OnApply(l.Index, cmd, res)
 	}
-	return &applyResponse{res: res}
+	return applyResponse{res: res}
 }
 
 // Snapshot takes an O(1) copy-on-write snapshot of the state machine.

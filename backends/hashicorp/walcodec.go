@@ -32,10 +32,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // as written by its built-in codec and then refuses to reopen it with
 // another.)
 
-// entrySum returns the CRC-32C of l's fields, with data as its Data.
-func entrySum(l *raft.Log, data []byte) uint32 {
-	var hdr [5 * binary.MaxVarintLen64]byte
-	b := binary.AppendUvarint(hdr[:0], l.Index)
+// entryHeaderBytes is the most the varints entrySum hashes ahead of the
+// data take: index, term, type, append time and data length.
+const entryHeaderBytes = 5 * binary.MaxVarintLen64
+
+// entrySum returns the CRC-32C of l's fields, with data as its Data. It
+// writes the fields' varints into scratch, which needs entryHeaderBytes of
+// capacity (less, or nil, allocates): the crc32 functions keep it from
+// staying on the stack, so a batch shares one (sealEntries).
+func entrySum(l *raft.Log, data, scratch []byte) uint32 {
+	b := binary.AppendUvarint(scratch[:0], l.Index)
 	b = binary.AppendUvarint(b, l.Term)
 	b = binary.AppendUvarint(b, uint64(l.Type))
 	var at int64
@@ -50,15 +56,27 @@ func entrySum(l *raft.Log, data []byte) uint32 {
 }
 
 // sealEntries returns copies of logs whose Data ends with the entry's
-// CRC-32C; logs are not modified.
+// CRC-32C; logs are not modified. The copies of one batch share four
+// allocations, whatever its length: the pointers, the raft.Log values,
+// one array holding every entry's data and CRC (each Data capped at its
+// own end), and entrySum's scratch. raft-wal encodes them into its own
+// buffers and keeps none of them (WAL.StoreLogs).
 func sealEntries(logs []*raft.Log) []*raft.Log {
+	size := 0
+	for _, l := range logs {
+		size += len(l.Data) + 4
+	}
+	buf := make([]byte, 0, size)
+	scratch := make([]byte, 0, entryHeaderBytes)
+	copies := make([]raft.Log, len(logs))
 	out := make([]*raft.Log, len(logs))
 	for i, l := range logs {
-		c := *l
-		data := make([]byte, len(l.Data), len(l.Data)+4)
-		copy(data, l.Data)
-		c.Data = binary.LittleEndian.AppendUint32(data, entrySum(l, l.Data))
-		out[i] = &c
+		start := len(buf)
+		buf = append(buf, l.Data...)
+		buf = binary.LittleEndian.AppendUint32(buf, entrySum(l, l.Data, scratch))
+		copies[i] = *l
+		copies[i].Data = buf[start:len(buf):len(buf)]
+		out[i] = &copies[i]
 	}
 	return out
 }
@@ -71,7 +89,7 @@ func openEntry(l *raft.Log) error {
 		return fmt.Errorf("%w: entry %d: %d bytes of data", errEntryChecksum, l.Index, len(l.Data))
 	}
 	data := l.Data[:n:n]
-	if entrySum(l, data) != binary.LittleEndian.Uint32(l.Data[n:]) {
+	if entrySum(l, data, nil) != binary.LittleEndian.Uint32(l.Data[n:]) {
 		return fmt.Errorf("%w: entry %d", errEntryChecksum, l.Index)
 	}
 	l.Data = data
