@@ -68,7 +68,7 @@ func AppendEncode(dst []byte, c Command) ([]byte, error) {
 		m.Op = &corepb.Command_Noop{Noop: &corepb.Noop{}}
 	case OpGrant:
 		if err := ValidateMode(c.Mode, c.Limit); err != nil {
-			return nil, fmt.Errorf("encode grant: %w", err)
+			return dst, fmt.Errorf("encode grant: %w", err)
 		}
 		m.Op = &corepb.Command_Grant{Grant: &corepb.Grant{
 			Key: c.Key, LeaseMs: c.LeaseMS, Owner: c.Owner, LockDelayMs: c.LockDelayMS, Principal: c.Principal,
@@ -101,12 +101,12 @@ func AppendEncode(dst []byte, c Command) ([]byte, error) {
 		version = CommandVersion3
 	case OpRenewBatch:
 		if c.Batch == nil || c.Batch.Len() == 0 {
-			return nil, fmt.Errorf("%w: encode: renew batch without renewals", ErrInvalidArgument)
+			return dst, fmt.Errorf("%w: encode: renew batch without renewals", ErrInvalidArgument)
 		}
 		m.Op = &corepb.Command_RenewBatch{RenewBatch: encodeRenewals(c.Batch)}
 		version = CommandVersion4
 	default:
-		return nil, fmt.Errorf("%w: encode: unknown op %v", ErrInvalidArgument, c.Op)
+		return dst, fmt.Errorf("%w: encode: unknown op %v", ErrInvalidArgument, c.Op)
 	}
 	buf := slices.Grow(dst, 1+proto.Size(&m))
 	buf = append(buf, version)

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -119,6 +120,13 @@ func TestLockWireMatchesProto(t *testing.T) {
 		{CommandVersion, 0x12, 0x0b, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02}, // varint overflow
 	} {
 		checkSamePaths(t, b)
+	}
+	// A command Encode refuses leaves dst as it was, on either path.
+	for _, c := range []Command{Grant("a", 1, "\xff"), Release("\xff", 1), Grant("a", 1, "o").WithMode(ModeShared).WithLimit(2), {Op: Op(250)}} {
+		out, err := AppendEncode([]byte("envelope"), c)
+		if !errors.Is(err, ErrInvalidArgument) || string(out) != "envelope" {
+			t.Fatalf("AppendEncode(%+v) = %q, %v; want the envelope alone and ErrInvalidArgument", c, out, err)
+		}
 	}
 }
 
