@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -50,6 +51,16 @@ const (
 // strings that are not valid UTF-8; it does not check length limits (see
 // ValidateKey). It is a pure function, safe for concurrent use.
 func Encode(c Command) ([]byte, error) {
+	return AppendEncode(nil, c)
+}
+
+// AppendEncode appends Encode(c) to dst and returns the extended slice (dst
+// unchanged on error), so a caller that wraps the command in an envelope of
+// its own writes both into one buffer. Errors are Encode's.
+func AppendEncode(dst []byte, c Command) ([]byte, error) {
+	if out, ok := appendLockWire(dst, c); ok {
+		return out, nil
+	}
 	var m corepb.Command
 	version := CommandVersion
 	switch c.Op {
@@ -57,18 +68,13 @@ func Encode(c Command) ([]byte, error) {
 		m.Op = &corepb.Command_Noop{Noop: &corepb.Noop{}}
 	case OpGrant:
 		if err := ValidateMode(c.Mode, c.Limit); err != nil {
-			return nil, fmt.Errorf("encode grant: %w", err)
+			return dst, fmt.Errorf("encode grant: %w", err)
 		}
 		m.Op = &corepb.Command_Grant{Grant: &corepb.Grant{
 			Key: c.Key, LeaseMs: c.LeaseMS, Owner: c.Owner, LockDelayMs: c.LockDelayMS, Principal: c.Principal,
 			Mode: uint32(c.Mode), Limit: c.Limit, Session: c.Session,
 		}}
-		switch {
-		case c.Mode != ModeExclusive || c.Limit != 0 || c.Session != 0:
-			version = CommandVersion3
-		case c.LockDelayMS != 0 || c.Principal != "":
-			version = CommandVersion2
-		}
+		version = grantVersion(c)
 	case OpRelease:
 		m.Op = &corepb.Command_Release{Release: &corepb.Release{Key: c.Key, Token: c.Token}}
 	case OpRenew:
@@ -95,22 +101,33 @@ func Encode(c Command) ([]byte, error) {
 		version = CommandVersion3
 	case OpRenewBatch:
 		if c.Batch == nil || c.Batch.Len() == 0 {
-			return nil, fmt.Errorf("%w: encode: renew batch without renewals", ErrInvalidArgument)
+			return dst, fmt.Errorf("%w: encode: renew batch without renewals", ErrInvalidArgument)
 		}
 		m.Op = &corepb.Command_RenewBatch{RenewBatch: encodeRenewals(c.Batch)}
 		version = CommandVersion4
 	default:
-		return nil, fmt.Errorf("%w: encode: unknown op %v", ErrInvalidArgument, c.Op)
+		return dst, fmt.Errorf("%w: encode: unknown op %v", ErrInvalidArgument, c.Op)
 	}
-	buf := make([]byte, 1, 1+proto.Size(&m))
-	buf[0] = version
+	buf := slices.Grow(dst, 1+proto.Size(&m))
+	buf = append(buf, version)
 	// UseCachedSize: the sizes proto.Size has just cached in m (unchanged
 	// since) are reused, rather than computed again by the marshal.
 	buf, err := proto.MarshalOptions{Deterministic: true, UseCachedSize: true}.MarshalAppend(buf, &m)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encode %v: %v", ErrInvalidArgument, c.Op, err)
+		return dst, fmt.Errorf("%w: encode %v: %v", ErrInvalidArgument, c.Op, err)
 	}
 	return buf, nil
+}
+
+// grantVersion is the envelope version of the Grant c (Encode).
+func grantVersion(c Command) byte {
+	switch {
+	case c.Mode != ModeExclusive || c.Limit != 0 || c.Session != 0:
+		return CommandVersion3
+	case c.LockDelayMS != 0 || c.Principal != "":
+		return CommandVersion2
+	}
+	return CommandVersion
 }
 
 // Decode parses the wire form written by Encode. Errors wrap ErrDecode: an
@@ -134,8 +151,21 @@ func Decode(b []byte) (Command, error) {
 	if version < CommandVersion || version > MaxCommandVersion {
 		return Command{}, fmt.Errorf("%w: unknown command version %d", ErrDecode, version)
 	}
+	if op, g, r, ok := readLockWire(b[1:]); ok {
+		if op == opReleaseField {
+			return Release(r.key, r.token), nil
+		}
+		return grantCommand(version, g)
+	}
+	return decodeProto(version, b[1:])
+}
+
+// decodeProto is Decode of an entry of version (checked) whose bytes after
+// the version byte, b, are read by proto.Unmarshal: every entry that is not
+// a Grant or a Release in the canonical form (codecwire.go).
+func decodeProto(version byte, b []byte) (Command, error) {
 	var m corepb.Command
-	if err := proto.Unmarshal(b[1:], &m); err != nil {
+	if err := proto.Unmarshal(b, &m); err != nil {
 		return Command{}, fmt.Errorf("%w: %v", ErrDecode, err)
 	}
 	v2, v3 := version >= CommandVersion2, version >= CommandVersion3
@@ -143,20 +173,9 @@ func Decode(b []byte) (Command, error) {
 	case *corepb.Command_Noop:
 		return Noop(), nil
 	case *corepb.Command_Grant:
-		c := Grant(op.Grant.GetKey(), op.Grant.GetLeaseMs(), op.Grant.GetOwner())
-		if v2 {
-			c.LockDelayMS, c.Principal = op.Grant.GetLockDelayMs(), op.Grant.GetPrincipal()
-		}
-		if v3 {
-			if op.Grant.GetMode() > uint32(ModeShared) {
-				return Command{}, fmt.Errorf("%w: grant with unknown mode %d", ErrDecode, op.Grant.GetMode())
-			}
-			c.Mode, c.Limit, c.Session = Mode(op.Grant.GetMode()), op.Grant.GetLimit(), op.Grant.GetSession()
-			if ValidateMode(c.Mode, c.Limit) != nil {
-				return Command{}, fmt.Errorf("%w: shared grant with limit %d", ErrDecode, c.Limit)
-			}
-		}
-		return c, nil
+		g := op.Grant
+		return grantCommand(version, wireGrant{key: g.GetKey(), leaseMS: g.GetLeaseMs(), owner: g.GetOwner(),
+			lockDelayMS: g.GetLockDelayMs(), principal: g.GetPrincipal(), mode: g.GetMode(), limit: g.GetLimit(), session: g.GetSession()})
 	case *corepb.Command_Release:
 		return Release(op.Release.GetKey(), op.Release.GetToken()), nil
 	case *corepb.Command_Renew:

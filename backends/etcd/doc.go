@@ -15,12 +15,18 @@
 //
 //  1. sends the messages that do not acknowledge this Ready's state (MsgApp,
 //     heartbeats, snapshots), so the leader's fsync overlaps replication
-//     (Raft thesis §10.2.1);
-//  2. applies the committed entries to the core.StateMachine, calls OnApply
-//     and wakes the proposers by proposal id — before the fsync of this
-//     Ready's new entries, since committed entries are durable on a quorum
-//     already (after it when the Ready carries a snapshot, which is restored
-//     first);
+//     (Raft thesis §10.2.1); the leader holds an empty MsgApp, which only
+//     tells a follower the new commit index, for one round of the loop, and
+//     drops it when the next MsgApp to that follower (its proposers' next
+//     batch, which carries the commit index too) is sent first
+//     (commitnotice.go);
+//  2. on the leader, applies the committed entries to the
+//     core.StateMachine, calls OnApply and wakes the proposers by proposal
+//     id — before the fsync of this Ready's new entries, since committed
+//     entries are durable on a quorum already (after it when the Ready
+//     carries a snapshot, which is restored first); a follower, which
+//     answers no proposer, applies after step 4, so its apply never delays
+//     its acknowledgement of the entries that came with the commit index;
 //  3. persists HardState, entries and snapshot in one synced write of the
 //     log store (a badger batch, or a WAL append);
 //  4. sends the rest (append and vote responses, or everything when the term

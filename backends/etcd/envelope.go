@@ -24,12 +24,23 @@ const (
 	entryHeaderSize      = 9
 )
 
-// encodeEntry wraps the core bytes of a command with its proposal id.
-func encodeEntry(id uint64, payload []byte) []byte {
-	out := make([]byte, entryHeaderSize, entryHeaderSize+len(payload))
+// entryCapHint is the buffer an entry's Data starts with: room for the
+// envelope and a Grant of typical key and owner lengths, so encoding it
+// allocates once (core.AppendEncode grows it for longer commands).
+const entryCapHint = 96
+
+// encodeEntry returns the Data of an entry carrying cmd (core.AppendEncode
+// after the envelope's header, in one buffer), with proposal id 0 until
+// setEntryID. Errors are core.Encode's.
+func encodeEntry(cmd core.Command) ([]byte, error) {
+	out := make([]byte, entryHeaderSize, entryCapHint)
 	out[0] = entryVersion
-	binary.BigEndian.PutUint64(out[1:], id)
-	return append(out, payload...)
+	return core.AppendEncode(out, cmd)
+}
+
+// setEntryID writes the proposal id into data, made by encodeEntry.
+func setEntryID(data []byte, id uint64) {
+	binary.BigEndian.PutUint64(data[1:entryHeaderSize], id)
 }
 
 // decodeEntry splits Data written by encodeEntry. Errors wrap core.ErrDecode.

@@ -13,7 +13,9 @@ import (
 func TestEntryEnvelope(t *testing.T) {
 	payload, err := core.Encode(core.Grant("k", 1000, "o"))
 	require.NoError(t, err)
-	data := encodeEntry(0xdeadbeef01020304, payload)
+	data, err := encodeEntry(core.Grant("k", 1000, "o"))
+	require.NoError(t, err)
+	setEntryID(data, 0xdeadbeef01020304)
 	id, got, err := decodeEntry(data)
 	require.NoError(t, err)
 	require.Equal(t, uint64(0xdeadbeef01020304), id)

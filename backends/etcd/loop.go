@@ -54,6 +54,10 @@ type loopState struct {
 
 	failedSends []*pb.Message // sends that failed during a Ready, reported after Advance
 
+	notices   commitNotices // the leader's empty MsgApps held back (commitnotice.go)
+	noticeBuf []*pb.Message // scratch for sendNotices
+	round     uint64        // loop rounds so far (commitnotice.go)
+
 	progress progressTracker // followers' last contact (progress.go)
 }
 
@@ -84,6 +88,7 @@ func (n *Node) run() {
 	n.holdTimer.Stop()
 	defer n.holdTimer.Stop()
 	for {
+		n.round++
 		// Received messages first: acknowledgements that arrived during the
 		// last fsync commit entries without waiting behind the next batch's
 		// fsync (select alone would pick a ready case at random).
@@ -103,6 +108,11 @@ func (n *Node) run() {
 		propc, holdc := n.propc, (<-chan time.Time)(nil)
 		if n.holdProposals() {
 			propc, holdc = nil, n.holdTimer.C
+		}
+		if propc == nil || len(propc) == 0 {
+			// No batch is about to be proposed to carry the commit
+			// index: the held notices go now, before the loop waits.
+			n.sendNotices(^uint64(0))
 		}
 		select {
 		case <-n.stopc:
@@ -150,6 +160,7 @@ func (n *Node) run() {
 			n.fail(err)
 			return
 		}
+		n.sendNotices(n.round)
 	}
 }
 
@@ -282,19 +293,24 @@ func (n *Node) handleReady() error {
 	// msgsAfterAppend), and everything when the term or vote changed, go after.
 	termChanged := rd.HardState != nil && (rd.HardState.GetTerm() != n.hs.GetTerm() || rd.HardState.GetVote() != n.hs.GetVote())
 	var after []*pb.Message
+	mayHold := n.state == raft.StateLeader
 	for _, m := range rd.Messages {
 		if termChanged || needsDurableState(m.GetType()) {
 			after = append(after, m)
 			continue
 		}
-		n.send(m)
+		n.sendOrHold(m, mayHold)
 	}
-	// Step 3 before step 1 when there is no snapshot: committed entries are
-	// durable on a quorum already, so applying them need not wait for this
-	// Ready's fsync of newer entries (their proposers are answered a whole
-	// fsync earlier under load).
+	// Step 3 before step 1 on the leader when there is no snapshot:
+	// committed entries are durable on a quorum already, so applying them
+	// need not wait for this Ready's fsync of newer entries (their
+	// proposers are answered a whole fsync earlier under load). A follower
+	// answers no proposer: it applies after its acknowledgements are sent,
+	// as etcd raft's doc.go orders it, so that its apply never delays the
+	// acknowledgement of the entries that arrived with the commit index
+	// (commitnotice.go: under load they arrive in one message).
 	applied := false
-	if raft.IsEmptySnap(rd.Snapshot) {
+	if raft.IsEmptySnap(rd.Snapshot) && n.state == raft.StateLeader {
 		if err := n.applyEntries(rd.CommittedEntries); err != nil {
 			return err
 		}
@@ -322,12 +338,14 @@ func (n *Node) handleReady() error {
 	}
 	n.noteConfProposal(rd.Entries)
 	for _, m := range after {
-		n.send(m)
+		n.sendOrHold(m, false)
 	}
 	// Step 3: apply the snapshot and the committed entries.
 	if !applied {
-		if err := n.applySnapshot(rd.Snapshot); err != nil {
-			return err
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := n.applySnapshot(rd.Snapshot); err != nil {
+				return err
+			}
 		}
 		if err := n.applyEntries(rd.CommittedEntries); err != nil {
 			return err

@@ -7,8 +7,8 @@ import (
 	"github.com/ticketd/ticketd/core"
 )
 
-// Submit implements core.Submitter: it wraps core.Encode(cmd) in the entry
-// envelope (envelope.go) and sends it on the raft loop's proposal channel,
+// Submit implements core.Submitter: it encodes cmd in the entry envelope
+// (envelope.go) and sends it on the raft loop's proposal channel,
 // which the loop drains in order into raft proposals (propose), so a command
 // sent before another is appended ahead of it. wait waits on the proposal's
 // answer. Propose is Submit followed by wait. A proposal whose Submit ctx has
@@ -17,7 +17,7 @@ import (
 // *core.NotLeaderError (it may still commit under the next leader). Errors:
 // core.ErrInvalidArgument, *core.NotLeaderError, core.ErrStopped, ctx.Err().
 func (n *Node) Submit(ctx context.Context, cmd core.Command) (func(context.Context) (core.Result, error), error) {
-	payload, err := core.Encode(cmd)
+	data, err := encodeEntry(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -28,8 +28,8 @@ func (n *Node) Submit(ctx context.Context, cmd core.Command) (func(context.Conte
 		return nil, err
 	}
 	begin := time.Now()
-	p := &proposal{ctx: ctx, id: n.nextID.Add(1), done: make(chan proposalResult, 1)}
-	p.data = encodeEntry(p.id, payload)
+	p := &proposal{ctx: ctx, id: n.nextID.Add(1), data: data, done: make(chan proposalResult, 1)}
+	setEntryID(p.data, p.id)
 	select {
 	case n.propc <- p:
 	case <-ctx.Done():
