@@ -57,12 +57,16 @@ release:
 	done; done
 	cd $(DIST) && sha256sum ticketd-* ticketctl-* > SHA256SUMS
 
-## run: start a local three-node cluster (data under ./data, API on 127.0.0.1:7001-7003).
+## run: start a local three-node cluster (data under ./data, API on
+## 127.0.0.1:7001-7003); a second run reuses ./data and says so. Ctrl-C:
+## SIGTERM to every node, SIGKILL after STOP_TIMEOUT seconds (20).
 run: build
 	BACKEND=$(BACKEND) LOG_STORE=$(LOG_STORE) ./scripts/cluster.sh
 
 ## node: restart one node of the cluster `make run` started (make node N=n3):
-## SIGTERM (leadership moves away), then the same command again.
+## SIGTERM (leadership moves away), then the same command again, and wait
+## until it answers /readyz 200: exit status 1 and the end of its log when it
+## exits or is not ready within READY_TIMEOUT seconds (60).
 N ?=
 node: build
 	@test -n "$(N)" || (echo "usage: make node N=n1|n2|n3" >&2; exit 2)

@@ -10,6 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-data}
 BIN=${BIN:-bin}
+# shellcheck source=node-pid.sh
+. scripts/node-pid.sh
 
 live=()
 for f in "$DATA"/n*.pid; do
@@ -17,11 +19,8 @@ for f in "$DATA"/n*.pid; do
 	pid=$(cat "$f" 2>/dev/null || true)
 	[[ $pid =~ ^[0-9]+$ ]] || continue
 	id=$(basename "$f" .pid)
-	# A pid file outlives its node and the pid may since belong to another
-	# process: it counts only while it is still that node, ticketd serving
-	# this data dir (cluster.sh's node_cmd passes --data-dir $DATA/nX).
-	args=$(ps -o args= -p "$pid" 2>/dev/null || true)
-	if [[ $args == *ticketd*serve*"--data-dir $DATA/$id "* || $args == *ticketd*serve*"--data-dir $DATA/$id" ]]; then
+	# It counts only while it is still that node (node-pid.sh).
+	if is_node_pid "$DATA" "$id" "$pid"; then
 		live+=("$id (pid $pid)")
 	fi
 done

@@ -22,6 +22,10 @@
 #                           (TICKETD_ENDPOINTS)
 #   METRICS_ADDRS           with SECURE, the three nodes' plaintext probe and
 #                           metrics addresses (default 127.0.0.1:9101-9103)
+#   READY_TIMEOUT=60        restart: seconds to wait for the node's /readyz
+#   STOP_TIMEOUT=20         seconds a node has to stop after SIGTERM before
+#                           it gets SIGKILL (ticketd bounds its own shutdown
+#                           at 10 s)
 #
 # Peers always speak mutual TLS: a CA and one certificate per node (CN = the
 # node id) that `ticketctl cert` makes once under $DATA/certs/. Without
@@ -30,6 +34,7 @@
 #   scripts/cluster.sh               start the cluster and supervise it
 #   scripts/cluster.sh restart nX    restart one node of the running cluster
 #                                    (SIGTERM, then the same command; `make node N=nX`)
+#                                    and wait until it answers /readyz 200
 #
 # The supervisor prints each node's exact command, so a node can also be
 # restarted by hand, and keeps running while any node it started or
@@ -37,12 +42,27 @@
 #
 # Nodes n1..n3 serve the client API on 127.0.0.1:7001-7003 and peer (Raft)
 # traffic on 127.0.0.1:7101-7103. A second run reuses the data (the bootstrap
-# list only applies to empty data dirs). kill -9 of one node leaves the other
-# two serving; Ctrl-C stops them all.
+# list only applies to empty data dirs) and its banner says so. kill -9 of
+# one node leaves the other two serving; Ctrl-C stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=node-pid.sh
+. scripts/node-pid.sh
 
 DATA=${DATA:-data}
+IDS=(n1 n2 n3)
+# reused: the nodes whose data dir already holds state from an earlier run,
+# taken before anything is written under $DATA.
+reused=()
+for id in "${IDS[@]}"; do
+	if [[ -d $DATA/$id && -n $(ls -A "$DATA/$id" 2>/dev/null) ]]; then reused+=("$id"); fi
+done
+READY_TIMEOUT=${READY_TIMEOUT:-60}
+STOP_TIMEOUT=${STOP_TIMEOUT:-20}
+if [[ ! $READY_TIMEOUT =~ ^[0-9]+$ || ! $STOP_TIMEOUT =~ ^[0-9]+$ ]]; then
+	echo "cluster.sh: READY_TIMEOUT and STOP_TIMEOUT are whole seconds (got '$READY_TIMEOUT', '$STOP_TIMEOUT')" >&2
+	exit 2
+fi
 if [[ -z ${BACKEND:-} && -f $DATA/BACKEND ]]; then
 	BACKEND=$(cat "$DATA/BACKEND")
 fi
@@ -60,7 +80,6 @@ if [[ -z $SECURE && -f $DATA/SECURE ]]; then
 	SECURE=1
 fi
 CERTS=$DATA/certs
-IDS=(n1 n2 n3)
 # The default API addresses are ticketctl's default --endpoints.
 DEFAULT_API_ADDRS=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
 IFS=, read -r -a API <<<"${API_ADDRS:-$DEFAULT_API_ADDRS}"
@@ -215,14 +234,93 @@ start_node() {
 	echo $! >"$DATA/${IDS[i]}.pid"
 }
 
-pid_of() { cat "$DATA/${IDS[$1]}.pid" 2>/dev/null || true; }
+# pid_of i: sets NODE_PID to the pid in node i's pid file (empty without
+# one). A builtin read, not $(cat ...): the supervisor runs no child process
+# of its own while it waits (see stop_nodes).
+pid_of() {
+	NODE_PID=
+	{ read -r NODE_PID <"$DATA/${IDS[$1]}.pid"; } 2>/dev/null || true
+}
 # status addr: the node's ClusterService/Status answer (Connect JSON), or
 # nothing while it does not answer.
 status() { curl -s -m 1 ${curl_tls[@]+"${curl_tls[@]}"} -H 'Content-Type: application/json' -d '{}' "$scheme://$1/ticket.v1.ClusterService/Status" 2>/dev/null || true; }
 alive() { [[ -n $1 ]] && kill -0 "$1" 2>/dev/null; }
 
-# restart nX: SIGTERM the node (it hands leadership over), wait for it, and
-# start it again with the same command.
+# term_nodes i...: SIGTERM each node i whose pid file still names ticketd
+# serving its data dir (node-pid.sh), never a process this script did not
+# start, and set STOPPING to those nodes. SIGTERM is the clean shutdown: a
+# leader hands leadership over first (docs/operations.md#rolling-restart).
+term_nodes() {
+	local i
+	STOPPING=()
+	for i in "$@"; do
+		pid_of "$i"
+		if is_node_pid "$DATA" "${IDS[i]}" "$NODE_PID"; then
+			kill -TERM "$NODE_PID" 2>/dev/null || true
+			STOPPING+=("$i")
+		fi
+	done
+}
+
+# await_stop: wait up to STOP_TIMEOUT seconds for the nodes term_nodes
+# signalled to exit, then SIGKILL those still up (a hung or SIGSTOPped
+# process never ends by itself) and say so. A node that this shell started
+# is reaped with wait at once after its SIGKILL, with no other command in
+# between: bash reports a child killed by a signal ("Killed") after the next
+# command it waits for, unless wait has collected it first.
+await_stop() {
+	local i deadline left=() killed=()
+	deadline=$((SECONDS + STOP_TIMEOUT))
+	for i in ${STOPPING[@]+"${STOPPING[@]}"}; do
+		pid_of "$i"
+		while alive "$NODE_PID" && ((SECONDS < deadline)); do sleep 0.1; done
+		if alive "$NODE_PID"; then left+=("$i"); fi
+	done
+	# Identity checks (ps) first, then every SIGKILL and wait.
+	for i in ${left[@]+"${left[@]}"}; do
+		pid_of "$i"
+		if is_node_pid "$DATA" "${IDS[i]}" "$NODE_PID"; then killed+=("$i"); fi
+	done
+	for i in ${killed[@]+"${killed[@]}"}; do
+		pid_of "$i"
+		kill -KILL "$NODE_PID" 2>/dev/null || true
+	done
+	for i in ${killed[@]+"${killed[@]}"}; do
+		pid_of "$i"
+		wait "$NODE_PID" 2>/dev/null || true
+	done
+	# A node restarted by `make node` is another shell's child: SIGKILL
+	# ends it at once, its parent (init) reaps it.
+	for i in ${killed[@]+"${killed[@]}"}; do
+		pid_of "$i"
+		for _ in $(seq 1 100); do alive "$NODE_PID" || break; sleep 0.1; done
+		say "${IDS[i]} (pid $NODE_PID) did not stop within ${STOP_TIMEOUT}s of SIGTERM: stopped with SIGKILL (STOP_TIMEOUT=$STOP_TIMEOUT)"
+	done
+}
+
+# say prints a line of the supervisor's; a stdout that went away (the
+# `| tee` of `make run 2>&1 | tee run.log` ended by the same Ctrl-C) must
+# not end the script under set -e before it stops its nodes.
+# SIGPIPE is ignored once the nodes are started (they do not inherit it).
+say() { printf '%s\n' "$*" 2>/dev/null || true; }
+
+# readyz i: sets READY_CODE and READY_BODY to node i's GET /readyz answer
+# (docs/operations.md#health-and-monitoring): on the API port, or with
+# SECURE on its plaintext probe address (the API port wants a client
+# certificate). READY_CODE is 000 while the node does not answer.
+readyz() {
+	local url=http://${API[$1]}/readyz out
+	if [[ -n $SECURE ]]; then url=http://${METRICS[$1]}/readyz; fi
+	out=$(curl -s -m 2 -w '\n%{http_code}' "$url" 2>/dev/null || true)
+	READY_CODE=${out##*$'\n'}
+	READY_BODY=${out%$'\n'*}
+	[[ $out == *$'\n'* ]] || READY_BODY=
+	READY_BODY=${READY_BODY%$'\n'}
+	READY_CODE=${READY_CODE:-000}
+}
+
+# restart nX: stop the node (SIGTERM, SIGKILL after STOP_TIMEOUT), start it
+# again with the same command, and wait until it is ready.
 if [[ $CMD == restart ]]; then
 	want=${2:-}
 	idx=-1
@@ -231,60 +329,55 @@ if [[ $CMD == restart ]]; then
 		echo "cluster.sh restart: want a node id: ${IDS[*]} (got '${want}')" >&2
 		exit 2
 	fi
-	pid=$(pid_of "$idx")
-	if alive "$pid"; then
-		kill -TERM "$pid"
-		for _ in $(seq 1 150); do alive "$pid" || break; sleep 0.1; done
-		if alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
-	fi
+	term_nodes "$idx"
+	await_stop
 	if port_busy "${API[idx]}"; then
 		echo "cluster.sh restart: ${API[idx]} is still in use (started by hand?); stop that process first" >&2
 		exit 1
 	fi
 	start_node "$idx"
-	# Wait until the node answers Status, so a node that refuses to start (a
-	# missing watermark, a damaged log, a bad flag: docs/operations.md) is
-	# reported here with exit status 1 instead of as a success. A node that
-	# is still replaying its log after 30 s is left starting.
-	pid=$(pid_of "$idx")
-	for _ in $(seq 1 300); do
+	# Wait until the node answers /readyz 200 (a leader known, its log
+	# replayed and applied), as a rolling restart does before the next node
+	# (docs/operations.md#rolling-restart). A node that refuses to start (a
+	# missing watermark, a damaged log, a bad flag: docs/operations.md)
+	# or is not ready within READY_TIMEOUT seconds is reported with the
+	# tail of its log and exit status 1; a node not yet ready keeps running.
+	pid_of "$idx"
+	pid=$NODE_PID
+	deadline=$((SECONDS + READY_TIMEOUT))
+	while :; do
 		if ! alive "$pid"; then
 			rc=0
 			wait "$pid" 2>/dev/null || rc=$?
-			echo "cluster.sh restart: $want (pid $pid) exited at start with status $rc; see $DATA/$want.log:" >&2
-			grep -E '^Error:' "$DATA/$want.log" | tail -n 1 >&2 || true
+			echo "cluster.sh restart: $want (pid $pid) exited at start with status $rc; the end of $DATA/$want.log:" >&2
+			tail -n 20 "$DATA/$want.log" >&2 || true
 			exit 1
 		fi
-		[[ -n $(status "${API[idx]}") ]] && break
-		sleep 0.1
+		readyz "$idx"
+		[[ $READY_CODE == 200 ]] && break
+		if ((SECONDS >= deadline)); then
+			echo "cluster.sh restart: $want (pid $pid) is not ready after ${READY_TIMEOUT}s (READY_TIMEOUT): /readyz answers $READY_CODE ${READY_BODY:-(no answer)}; it keeps running; the end of $DATA/$want.log:" >&2
+			tail -n 20 "$DATA/$want.log" >&2 || true
+			exit 1
+		fi
+		sleep 0.2
 	done
-	echo "restarted $want (pid $pid); log in $DATA/$want.log"
+	echo "restarted $want (pid $pid), ready; log in $DATA/$want.log"
 	exit 0
 fi
 
 if [[ -n $SECURE ]]; then touch "$DATA/SECURE"; fi
 
-# say prints a line of the supervisor's; a stdout that went away (the
-# `| tee` of `make run 2>&1 | tee run.log` ended by the same Ctrl-C) must
-# not end the script under set -e before it stops its nodes.
-# SIGPIPE is ignored once the nodes are started (they do not inherit it).
-say() { printf '%s\n' "$*" 2>/dev/null || true; }
-
 # stop_all stops every node started or restarted through this script (its
 # pid file; `make node` restarts a node in another process group, which a
-# Ctrl-C does not reach) before it prints anything.
+# Ctrl-C does not reach): SIGTERM to all before it prints anything, then
+# SIGKILL to those still up after STOP_TIMEOUT (await_stop).
 stop_all() {
 	trap - INT TERM
-	for i in 0 1 2; do
-		p=$(pid_of "$i")
-		if alive "$p"; then kill -TERM "$p" 2>/dev/null || true; fi
-	done
+	term_nodes 0 1 2
 	say
 	say "stopping ticketd nodes..."
-	for i in 0 1 2; do
-		p=$(pid_of "$i")
-		while alive "$p"; do sleep 0.1; done
-	done
+	await_stop
 	wait || true
 	say "stopped (data kept in $DATA/)"
 	exit 0
@@ -294,7 +387,8 @@ trap stop_all INT TERM
 pids=()
 for i in 0 1 2; do
 	start_node "$i"
-	pids+=("$(pid_of "$i")")
+	pid_of "$i"
+	pids+=("$NODE_PID")
 done
 trap '' PIPE
 
@@ -315,6 +409,20 @@ done
 cat <<INFO
 
 ticketd: three nodes, backend $BACKEND, data under $DATA/ (leader: ${leader:-electing})
+INFO
+# A second run starts from the data the first left: say so, and how to
+# start clean (scripts/clean.sh removes the data root and bin/).
+if ((${#reused[@]} > 0)); then
+	make_vars=""
+	if [[ $DATA != data ]]; then make_vars=" DATA=$(printf %q "$DATA")"; fi
+	cat <<INFO
+
+Reusing the data of an earlier run in $(cd "$DATA" && pwd)/ (nodes ${reused[*]}):
+the locks, fencing tokens, sessions and members are those it left. To start
+clean: Ctrl-C, then 'make clean$make_vars' (deletes $DATA/ and bin/), then 'make run$make_vars'.
+INFO
+fi
+cat <<INFO
 
   node  pid      client API        peer (Raft)       log
 INFO
@@ -390,13 +498,16 @@ fi
 # Supervise: report nodes that exit (kill -9 by hand) or are restarted
 # (make node N=nX), and keep running while any node is up: one started or
 # restarted through this script (pid file), or one started by hand (its API
-# port is taken).
+# port is taken). It waits with `wait -n` on a one-second sleep: a node of
+# its own killed by a signal (kill -9) is reaped there, so that bash prints
+# no "Killed" job line for it, and a Ctrl-C is handled at once.
 declare -A seen
 for i in 0 1 2; do seen[$i]=${pids[i]}; done
 while :; do
 	up=0
 	for i in 0 1 2; do
-		p=$(pid_of "$i")
+		pid_of "$i"
+		p=$NODE_PID
 		if [[ $p != "${seen[$i]}" ]]; then
 			seen[$i]=$p
 			say "node ${IDS[i]} restarted (pid $p)"
@@ -415,7 +526,8 @@ while :; do
 		fi
 	done
 	((up > 0)) || break
-	sleep 1
+	sleep 1 &
+	wait -n 2>/dev/null || true
 done
 wait || true
 say "all nodes exited"

@@ -146,7 +146,9 @@ func TestMakeRunStopsEveryNodeWhenStdoutIsGone(t *testing.T) {
 
 // TestMakeRunRemembersSecure: a plain run of data first run with SECURE=1
 // starts the cluster secure again (client TLS, authorization on), and says
-// so; it does not fall back to a plaintext API with authorization off.
+// so; it does not fall back to a plaintext API with authorization off. Its
+// banner also says that it reuses the data, where, and how to start clean,
+// which the first run's does not.
 func TestMakeRunRemembersSecure(t *testing.T) {
 	t.Parallel() // its own cluster, ports and data dirs: beside the others (see matrix)
 	root := repoRoot(t)
@@ -196,7 +198,10 @@ func TestMakeRunRemembersSecure(t *testing.T) {
 	first := run("SECURE=1")
 	require.Contains(t, first, "Secure mode")
 	require.FileExists(t, filepath.Join(data, "SECURE"))
+	assert.NotContains(t, first, "Reusing the data")
 	second := run("SECURE=")
 	assert.Contains(t, second, "Secure mode", "a plain run of secure data stays secure")
 	assert.Contains(t, second, "later runs stay secure until 'make clean'")
+	assert.Contains(t, second, "Reusing the data of an earlier run in "+data+"/ (nodes n1 n2 n3)")
+	assert.Contains(t, second, "'make clean DATA="+data+"' (deletes "+data+"/ and bin/)")
 }
