@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -205,4 +206,40 @@ func TestIdleConnectionNotCutByStaleDeadline(t *testing.T) {
 	time.Sleep(5 * limit) // the time that passes is what is tested: the deadline set before goes stale
 	require.NoError(t, get(t, client, 100<<10), "the first request after the idle time")
 	assert.EqualValues(t, 1, dials.Load(), "the idle connection was reused, not replaced")
+}
+
+// TestHTTP1StalledReaderCut: an HTTP/1.1 connection through the same
+// listener is not the Conn's to bound: the write deadline net/http sets
+// for its response (Server.WriteTimeout) reaches the connection, and a
+// client that sends a request and reads nothing has the response's write
+// fail.
+func TestHTTP1StalledReaderCut(t *testing.T) {
+	l := newPipeListener()
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	writeErr := make(chan error, 1)
+	srv := &http.Server{
+		Protocols:    protocols,
+		WriteTimeout: 200 * time.Millisecond,
+		HTTP2:        &http.HTTP2Config{WriteByteTimeout: time.Hour},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, err := w.Write(make([]byte, 1<<20))
+			writeErr <- err
+		}),
+	}
+	go func() { _ = srv.Serve(bufferedListener{Listener(l, Config{WriteLimit: time.Hour})}) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	c, err := l.dial(context.Background())
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	_, err = io.WriteString(c, "GET / HTTP/1.1\r\nHost: pipe\r\n\r\n")
+	require.NoError(t, err)
+	select {
+	case err := <-writeErr:
+		assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "the response's write")
+	case <-time.After(safetyBound):
+		t.Fatal("an HTTP/1.1 response nobody reads was not cut by its write deadline")
+	}
 }
