@@ -24,7 +24,13 @@
 // is the client connection preface (RFC 9113 §3.4), a client's whose first
 // write is. Other connections (HTTP/1.x, and TLS, whose frames are not
 // visible below crypto/tls: a TLS connection's first bytes are a
-// ClientHello) write as before.
+// ClientHello) write as before. A server's connection is recognised only
+// when its first read returns the whole 24-byte preface: read it through
+// a buffer of at least that size (the API listener reads through 4 KiB).
+// net/http's own first read asks for fewer bytes, so a Conn under a bare
+// net/http server, or a client whose preface arrives split, is treated as
+// not HTTP/2 and is neither held nor write-bounded by the Conn (net/http's
+// own deadlines apply).
 //
 // With a Config.WriteLimit, an HTTP/2 Conn also bounds its own writes, as
 // http.HTTP2Config.WriteByteTimeout does, and ignores the write deadlines
