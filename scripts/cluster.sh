@@ -412,9 +412,20 @@ ticketd: three nodes, backend $BACKEND, data under $DATA/ (leader: ${leader:-ele
 INFO
 # A second run starts from the data the first left: say so, and how to
 # start clean (scripts/clean.sh removes the data root and bin/).
+# The make commands it prints (make node, make clean, make run) carry the
+# settings this run was given, so they act on this cluster, not the
+# default one.
+# shell_word prints $1 as one shell word: as it is when it holds only
+# characters no shell treats specially, else quoted by printf %q.
+shell_word() {
+	if [[ $1 =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then printf '%s' "$1"; else printf '%q' "$1"; fi
+}
+make_vars=""
+if [[ $DATA != data ]]; then make_vars+=" DATA=$(shell_word "$DATA")"; fi
+for v in API_ADDRS RAFT_ADDRS METRICS_ADDRS; do
+	if [[ -n ${!v:-} ]]; then make_vars+=" $v=$(shell_word "${!v}")"; fi
+done
 if ((${#reused[@]} > 0)); then
-	make_vars=""
-	if [[ $DATA != data ]]; then make_vars=" DATA=$(printf %q "$DATA")"; fi
 	cat <<INFO
 
 Reusing the data of an earlier run in $(cd "$DATA" && pwd)/ (nodes ${reused[*]}):
@@ -430,12 +441,12 @@ for i in 0 1 2; do
 	printf '  %-4s  %-7s  %-16s  %-16s  %s\n' "${IDS[i]}" "${pids[i]}" "${API[i]}" "${RAFT[i]}" "$DATA/${IDS[i]}.log"
 done
 echo
-echo "Restart one node: make node N=n3   (or scripts/cluster.sh restart n3); by hand:"
+echo "Restart one node: make node N=n3$make_vars   (or scripts/cluster.sh restart n3); by hand:"
 for i in 0 1 2; do
 	mapfile -t cmd < <(node_cmd "$i")
 	printf '  %s:' "${IDS[i]}"
 	for w in "${cmd[@]}"; do
-		if [[ $w =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then printf ' %s' "$w"; else printf ' %q' "$w"; fi
+		printf ' %s' "$(shell_word "$w")"
 	done
 	printf ' >>%q 2>&1 &\n' "$DATA/${IDS[i]}.log"
 done
@@ -464,7 +475,7 @@ ${endpoints_line}  export TICKETD_CACERT=$CERTS/ca.crt TICKETD_CLIENT_CERT=$CERT
   bin/ticketctl lock release orders/42 --force          # admin only; audited
   TICKETD_TOKEN=\$(cat $CERTS/orders-svc.token) bin/ticketctl lock acquire orders/7 --ttl 60s
   curl -s --cacert $CERTS/ca.crt --cert $CERTS/client.root.crt --key $CERTS/client.root.key \\
-      -H 'Content-Type: application/json' -d '{"key":"orders/42","leaseMs":"60000"}' \\
+      -H 'Content-Type: application/json' -d '{"key":"orders/43","leaseMs":"60000"}' \\
       https://${API[0]}/ticket.v1.LockService/Acquire
 
 Probes and metrics need no client certificate on ${METRICS[*]}:
@@ -483,7 +494,7 @@ Try, from another terminal:
 ${endpoints_line}  bin/ticketctl status
   bin/ticketctl lock acquire orders/42 --ttl 60s
   bin/ticketctl lock list
-  curl -s -H 'Content-Type: application/json' -d '{"key":"orders/42","leaseMs":"60000"}' \\
+  curl -s -H 'Content-Type: application/json' -d '{"key":"orders/43","leaseMs":"60000"}' \\
       http://${API[0]}/ticket.v1.LockService/Acquire
   go tool buf curl --protocol grpc --http2-prior-knowledge --reflect -d '{}' \\
       http://${API[0]}/ticket.v1.ClusterService/Status
@@ -520,7 +531,7 @@ while :; do
 				continue
 			fi
 			reported[i]=$p
-			say "node ${IDS[i]} (pid $p) exited; see $DATA/${IDS[i]}.log; restart: make node N=${IDS[i]}"
+			say "node ${IDS[i]} (pid $p) exited; see $DATA/${IDS[i]}.log; restart: make node N=${IDS[i]}$make_vars"
 		elif port_busy "${API[i]}"; then
 			up=$((up + 1))
 		fi

@@ -203,5 +203,10 @@ func TestMakeRunRemembersSecure(t *testing.T) {
 	assert.Contains(t, second, "Secure mode", "a plain run of secure data stays secure")
 	assert.Contains(t, second, "later runs stay secure until 'make clean'")
 	assert.Contains(t, second, "Reusing the data of an earlier run in "+data+"/ (nodes n1 n2 n3)")
-	assert.Contains(t, second, "'make clean DATA="+data+"' (deletes "+data+"/ and bin/)")
+	// The make commands it prints carry this run's data dir and addresses,
+	// so they act on this cluster, not on the default one.
+	vars := " DATA=" + data + " API_ADDRS=" + strings.Join(api, ",") + " RAFT_ADDRS=" + strings.Join(peer, ",") +
+		" METRICS_ADDRS=" + strings.Join(metrics, ",")
+	assert.Contains(t, second, "'make clean"+vars+"' (deletes "+data+"/ and bin/), then 'make run"+vars+"'")
+	assert.Contains(t, second, "Restart one node: make node N=n3"+vars+" ")
 }
