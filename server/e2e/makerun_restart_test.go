@@ -37,26 +37,13 @@ func TestMakeNodeWaitsForReadyzAndStopIsQuiet(t *testing.T) {
 	env := clusterScriptEnv(data, ticketd, ctl, api, peer, metrics, "STOP_TIMEOUT=5")
 	script := filepath.Join(root, "scripts", "cluster.sh")
 
-	cmd := exec.Command("bash", script)
-	cmd.Env = env
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	cmd, out, done := startClusterScript(t, root, data, env)
 	var started []int
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		for _, p := range started {
 			_ = syscall.Kill(p, syscall.SIGKILL) // a node the script left behind (stopped ones too)
 		}
-		if t.Failed() {
-			t.Logf("cluster.sh output:\n%s", out)
-		}
 	})
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "stops all three") }, 90*time.Second, 100*time.Millisecond,
-		"cluster.sh did not start:\n%s", out)
 	started = nodePids(t, data)
 
 	restart := func(extra ...string) (string, error) {

@@ -157,25 +157,9 @@ func TestMakeRunRemembersSecure(t *testing.T) {
 	ctl := ticketctlBin(t)
 	data := filepath.Join(t.TempDir(), "data")
 	api, peer, metrics := ticketdtest.FreeAddrs(t, 3), ticketdtest.FreeAddrs(t, 3), ticketdtest.FreeAddrs(t, 3)
-	script := filepath.Join(root, "scripts", "cluster.sh")
 
 	run := func(extra ...string) string {
-		cmd := exec.Command("bash", script)
-		cmd.Env = clusterScriptEnv(data, ticketd, ctl, api, peer, metrics, extra...)
-		out := &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		require.NoError(t, cmd.Start())
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		stopped := false
-		defer func() {
-			if !stopped {
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			}
-		}()
-		require.Eventually(t, func() bool { return strings.Contains(out.String(), "stops all three") }, 90*time.Second, 100*time.Millisecond,
-			"cluster.sh did not start:\n%s", out)
+		cmd, out, done := startClusterScript(t, root, data, clusterScriptEnv(data, ticketd, ctl, api, peer, metrics, extra...))
 		// Plaintext on the client API: refused when secure (a TLS port
 		// answers 400 or cuts the request), served otherwise.
 		resp, err := http.Post("http://"+api[0]+"/ticket.v1.ClusterService/Status", "application/json", strings.NewReader("{}"))
@@ -187,7 +171,6 @@ func TestMakeRunRemembersSecure(t *testing.T) {
 		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 		select {
 		case <-done:
-			stopped = true
 		case <-time.After(60 * time.Second):
 			t.Fatal("cluster.sh did not stop")
 		}

@@ -43,7 +43,7 @@ func TestMakeRunPeersSpeakMutualTLS(t *testing.T) {
 			t.Parallel() // its own ports and data dir: beside the other backend
 			data := filepath.Join(t.TempDir(), "data")
 			api, peer := ticketdtest.FreeAddrs(t, 3), ticketdtest.FreeAddrs(t, 3)
-			out := startClusterScript(t, root, data, backend, ticketd, ctl, api, peer)
+			_, out, _ := startClusterScript(t, root, data, append(clusterScriptEnv(data, ticketd, ctl, api, peer, nil), "BACKEND="+backend))
 
 			// The README's curl line, on the plaintext client API.
 			var body []byte
@@ -137,36 +137,45 @@ func tlsHandshake(addr string, cfg *tls.Config) error {
 	return err
 }
 
-// startClusterScript runs scripts/cluster.sh in its own process group and
-// stops it (SIGTERM: it stops its nodes) when the test ends. It returns the
-// script's output so far, for failure messages.
-func startClusterScript(t *testing.T, root, data, backend, ticketd, ctl string, api, peer []string) *syncBuffer {
+// startClusterScript starts scripts/cluster.sh (what `make run` runs) under
+// root with env, in a process group of its own, and returns once it has
+// printed its banner (the three nodes are up): the script, its output, and
+// a channel closed when it exits. A script still running when the test
+// ends is stopped with SIGTERM (it stops its nodes), its group with SIGKILL
+// after 30 s; on failure the nodes' logs under data are logged.
+func startClusterScript(t *testing.T, root, data string, env []string) (cmd *exec.Cmd, out *syncBuffer, done <-chan struct{}) {
 	t.Helper()
-	cmd := exec.Command("bash", filepath.Join(root, "scripts", "cluster.sh"))
-	cmd.Env = append(os.Environ(), "DATA="+data, "BACKEND="+backend, "TICKETD="+ticketd, "TICKETCTL="+ctl,
-		"API_ADDRS="+strings.Join(api, ","), "RAFT_ADDRS="+strings.Join(peer, ","))
-	out := &syncBuffer{}
+	cmd = exec.Command("bash", filepath.Join(root, "scripts", "cluster.sh"))
+	cmd.Env = env
+	out = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM) // it traps TERM and INT alike: stops its nodes
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+		case <-exited: // stopped by the test; its group id may be another's by now
+		default:
+			_ = cmd.Process.Signal(syscall.SIGTERM) // it traps TERM and INT alike: stops its nodes
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+			}
 		}
 		if t.Failed() {
+			t.Logf("cluster.sh output:\n%s", out)
 			for _, id := range []string{"n1", "n2", "n3"} {
 				log, _ := os.ReadFile(filepath.Join(data, id+".log"))
 				t.Logf("%s.log:\n%s", id, log)
 			}
 		}
 	})
-	return out
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "stops all three") }, 90*time.Second, 100*time.Millisecond,
+		"cluster.sh did not start:\n%s", out)
+	return cmd, out, exited
 }
 
 // buildTicketd builds the ticketd binary once per test process.
